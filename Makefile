@@ -1,0 +1,173 @@
+# npud — plain Makefile. Outputs only under build/ (build/asan/ for the sanitizer build).
+#   make            build daemon, library, CLI, tools
+#   make deps       install missing Debian packages (as root; else prints the command)
+#   make run        deps + build + npud in the foreground on simulated devices
+#   make check      deps + build + every test       make check-asan   same under ASan+UBSan
+#   make bench      benchmarks (print figures)      make fuzz         bounded libFuzzer runs
+#   make install    PREFIX=/usr/local DESTDIR=      make clean
+
+VERSION    := 0.1.0
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+BUILD      ?= build
+CC         ?= gcc
+WERROR     ?= -Werror
+
+DEB_PKGS   := build-essential pkg-config libevent-dev libjansson-dev libsystemd-dev check \
+              libopenblas-dev libprotobuf-c-dev protobuf-c-compiler
+
+PKGS       := libevent jansson openblas
+PKG_CFLAGS  = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null)
+
+WARN       := -Wall -Wextra -Wshadow -Wpointer-arith -Wstrict-prototypes -Wmissing-prototypes \
+              -Wno-unused-parameter $(WERROR)
+BASE_CFLAGS := -std=gnu11 -D_GNU_SOURCE -DNPUD_VERSION='"$(VERSION)"' -pthread -fPIC $(WARN)
+OPT        ?= -O2 -g
+SAN        ?=
+CFLAGS_ALL  = $(BASE_CFLAGS) $(OPT) $(SAN) $(PKG_CFLAGS) -Iclient/include
+LDFLAGS_ALL = $(SAN) -pthread
+
+PROTO_SRC  := $(wildcard proto/*.c)
+POLICY_SRC := $(wildcard policy/*.c)
+OPS_SRC    := $(wildcard daemon/ops/*.c)
+DAEMON_SRC := $(filter-out daemon/main.c,$(wildcard daemon/*.c daemon/backend/*.c)) $(OPS_SRC)
+CLIENT_SRC := client/libnpu.c
+CTL_SRC    := $(wildcard client/npuctl*.c)
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+
+PROTO_OBJ  := $(call obj,$(PROTO_SRC))
+POLICY_OBJ := $(call obj,$(POLICY_SRC))
+DAEMON_OBJ := $(call obj,$(DAEMON_SRC))
+CLIENT_OBJ := $(call obj,$(CLIENT_SRC))
+
+NPUD       := $(BUILD)/bin/npud
+NPUCTL     := $(BUILD)/bin/npuctl
+NPUBENCH   := $(BUILD)/bin/npubench
+LIBNPU     := $(BUILD)/lib/libnpu.so.1
+LIBNPU_A   := $(BUILD)/lib/libnpu-static.a
+CORE_A     := $(BUILD)/lib/libnpud-core.a
+EXAMPLES   := $(patsubst client/examples/%.c,$(BUILD)/bin/example-%,$(wildcard client/examples/*.c))
+UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
+INTEG_TESTS:= $(patsubst tests/integration/%.c,$(BUILD)/tests/integ-%,$(wildcard tests/integration/test_*.c))
+BENCHES    := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(wildcard tests/bench/bench_*.c))
+
+.PHONY: all deps run check check-asan unit integration bench fuzz install clean examples
+all: $(NPUD) $(LIBNPU) $(BUILD)/lib/libnpu.so $(NPUCTL) $(BUILD)/lib/libnpu.pc $(EXAMPLES)
+
+deps:
+	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -z "$$missing" ]; then echo "deps: all packages present"; \
+	elif [ "$$(id -u)" = 0 ]; then echo "deps: installing$$missing"; \
+	  (apt-get install -y --no-install-recommends $$missing || \
+	   (apt-get update && apt-get install -y --no-install-recommends $$missing)) >/dev/null; \
+	else echo "deps: missing$$missing; run: sudo apt-get install -y$$missing"; exit 1; fi
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
+
+$(CORE_A): $(DAEMON_OBJ) $(PROTO_OBJ) $(POLICY_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(NPUD): $(call obj,daemon/main.c) $(CORE_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(PKG_LIBS) -lm
+
+# libnpu: proto objects compiled in; only the API is exported (version script).
+$(LIBNPU): $(CLIENT_OBJ) $(PROTO_OBJ) client/libnpu.map
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -shared -Wl,-soname,libnpu.so.1 -Wl,--version-script=client/libnpu.map \
+	  -o $@ $(CLIENT_OBJ) $(PROTO_OBJ) $(shell pkg-config --libs jansson)
+
+$(BUILD)/lib/libnpu.so: $(LIBNPU)
+	ln -sf libnpu.so.1 $@
+
+$(LIBNPU_A): $(CLIENT_OBJ) $(PROTO_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/lib/libnpu.pc: client/libnpu.pc.in Makefile
+	@mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' $< > $@
+
+$(NPUCTL): $(call obj,$(CTL_SRC)) $(LIBNPU)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(call obj,$(CTL_SRC)) -L$(BUILD)/lib -l:libnpu.so.1 \
+	  -Wl,-rpath,'$$ORIGIN/../lib' $(shell pkg-config --libs jansson)
+
+$(BUILD)/bin/example-%: $(BUILD)/obj/client/examples/%.o $(LIBNPU)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $< -L$(BUILD)/lib -l:libnpu.so.1 -Wl,-rpath,'$$ORIGIN/../lib' -lm
+
+# Unit tests link the daemon core; integration tests link libnpu and start the real npud.
+$(BUILD)/tests/test_%: $(BUILD)/obj/tests/unit/test_%.o $(CORE_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(CHECK_LIBS) $(PKG_LIBS) -lm
+
+$(BUILD)/obj/tests/%.o: CFLAGS_ALL += $(CHECK_CFLAGS)
+
+$(BUILD)/tests/integ-%: $(BUILD)/obj/tests/integration/%.o $(BUILD)/obj/tests/integration/harness.o $(LIBNPU_A) $(CORE_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(CHECK_LIBS) $(PKG_LIBS) -lm
+
+$(BUILD)/bench/bench_%: $(BUILD)/obj/tests/bench/bench_%.o $(LIBNPU_A) $(CORE_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(PKG_LIBS) -lm
+
+$(NPUBENCH): $(BUILD)/bench/bench_npud
+	@mkdir -p $(dir $@)
+	cp $< $@
+
+examples: $(EXAMPLES)
+
+run: deps all
+	$(NPUD) --sim-devices 2 --log-level info
+
+unit: all $(UNIT_TESTS)
+	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
+
+integration: all $(INTEG_TESTS)
+	@set -e; for t in $(INTEG_TESTS); do echo "== $$t"; NPUD_BIN=$(NPUD) $$t; done
+	@set -e; tests/integration/run-examples.sh $(BUILD)
+
+check: deps
+	$(MAKE) all
+	$(MAKE) unit integration
+
+check-asan: deps
+	$(MAKE) BUILD=build/asan OPT="-O1 -g -fno-omit-frame-pointer" \
+	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all" all
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  $(MAKE) BUILD=build/asan OPT="-O1 -g -fno-omit-frame-pointer" \
+	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all" unit integration
+
+bench: deps all $(BENCHES) $(NPUBENCH)
+	@set -e; for b in $(BENCHES); do echo "== $$b"; NPUD_BIN=$(NPUD) $$b; done
+
+FUZZ_TIME ?= 60
+fuzz: deps
+	@mkdir -p $(BUILD)/fuzz
+	clang -std=gnu11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
+	  $(shell pkg-config --cflags jansson) tests/fuzz/fuzz_proto.c $(PROTO_SRC) \
+	  $(shell pkg-config --libs jansson) -o $(BUILD)/fuzz/fuzz_proto
+	$(BUILD)/fuzz/fuzz_proto -max_total_time=$(FUZZ_TIME) -max_len=4096 tests/fuzz/corpus-proto
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/lib \
+	  $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 0755 $(NPUD) $(DESTDIR)$(PREFIX)/sbin/npud
+	install -m 0755 $(NPUCTL) $(DESTDIR)$(PREFIX)/bin/npuctl
+	install -m 0755 $(LIBNPU) $(DESTDIR)$(PREFIX)/lib/libnpu.so.1
+	ln -sf libnpu.so.1 $(DESTDIR)$(PREFIX)/lib/libnpu.so
+	install -m 0644 client/include/npu.h $(DESTDIR)$(PREFIX)/include/npu.h
+	install -m 0644 $(BUILD)/lib/libnpu.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/libnpu.pc
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

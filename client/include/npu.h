@@ -1,0 +1,180 @@
+/* libnpu: the client library of npud, the NPU runtime service.
+ *
+ * A program connects to npud (npu_connect), allocates device memory, registers host regions
+ * (shared memory both sides map), creates streams and events, and submits copies and operator
+ * launches. Submission is asynchronous and pipelined: *_async calls and npu_launch queue work
+ * and return at once; errors of queued work surface at the next synchronization point
+ * (npu_stream_synchronize, npu_event_synchronize, npu_synchronize) with the failing task
+ * identified by the task number the submitting call returned.
+ *
+ * Threads: every function may be called from any thread of the process, concurrently, on the
+ * same context; calls on one context are serialized internally in the order they take its
+ * lock. Work submitted to one stream from several threads runs in that lock order, so a
+ * program that needs a particular order on a stream must order its submitting threads itself.
+ * Error details (npu_error_message, npu_error_task) are per thread.
+ *
+ * Return values: NPU_OK (0) or a positive npu_status_t. */
+#ifndef NPU_H
+#define NPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NPU_API_VERSION 1
+#define NPU_MAX_DIMS 8
+
+typedef enum npu_status {
+        NPU_OK = 0,
+        NPU_ERR_INVALID = 1,
+        NPU_ERR_BAD_HANDLE = 2,
+        NPU_ERR_NO_MEMORY = 3,
+        NPU_ERR_QUOTA = 4,
+        NPU_ERR_LIMIT = 5,
+        NPU_ERR_PERMISSION = 6,
+        NPU_ERR_UNSUPPORTED = 7,
+        NPU_ERR_SHAPE = 8,
+        NPU_ERR_OUT_OF_RANGE = 9,
+        NPU_ERR_PROTOCOL = 10,
+        NPU_ERR_VERSION = 11,
+        NPU_ERR_DEVICE = 12,
+        NPU_ERR_EXEC = 13,
+        NPU_ERR_BUSY = 14,
+        NPU_ERR_NOT_READY = 15,
+        NPU_ERR_CANCELLED = 16,
+        NPU_ERR_CONNECTION = 17,
+        NPU_ERR_SYSTEM = 18,
+} npu_status_t;
+
+/* Element types; values are the ONNX TensorProto data type codes. */
+typedef enum npu_dtype {
+        NPU_FLOAT32 = 1,
+        NPU_UINT8 = 2,
+        NPU_INT8 = 3,
+        NPU_INT32 = 6,
+        NPU_INT64 = 7,
+        NPU_BOOL = 9,
+        NPU_FLOAT16 = 10,
+        NPU_FLOAT64 = 11,
+} npu_dtype_t;
+
+typedef struct npu_context npu_context_t;
+typedef struct { uint32_t id; } npu_buffer_t;
+typedef struct { uint32_t id; } npu_stream_t;
+typedef struct { uint32_t id; } npu_event_t;
+typedef struct { uint32_t id; } npu_region_t;
+
+typedef struct npu_tensor {
+        npu_buffer_t buf;
+        uint64_t offset; /* bytes into buf */
+        npu_dtype_t dtype;
+        int ndim;
+        int64_t dims[NPU_MAX_DIMS];
+} npu_tensor_t;
+
+typedef struct npu_attr {
+        const char *name;
+        int is_float;
+        int64_t i;
+        double f;
+} npu_attr_t;
+
+typedef struct npu_device_info {
+        int id;
+        char name[32];
+        char profile[16];
+        char health[16];
+        uint64_t memory_total;
+        uint64_t memory_used;
+        int cube_cores, vector_cores, aicpu_cores;
+} npu_device_info_t;
+
+/* Human-readable name of a status ("invalid argument", ...). Never NULL. */
+const char *npu_strerror(npu_status_t status);
+/* Detail of the last failed call on this thread ("" when none). */
+const char *npu_error_message(void);
+/* Task number of the failed task behind the last synchronization error on this thread, 0
+ * when the failure was not an asynchronous task. */
+uint64_t npu_error_task(void);
+const char *npu_version(void);
+
+/* Connect to npud. path NULL: $NPU_SOCKET, else the default socket for this user. */
+npu_status_t npu_connect(const char *path, npu_context_t **ret_ctx);
+/* Close the connection; npud releases everything the context still holds. */
+void npu_disconnect(npu_context_t *ctx);
+/* A null request round trip. */
+npu_status_t npu_ping(npu_context_t *ctx);
+
+npu_status_t npu_device_count(npu_context_t *ctx, int *ret_count);
+npu_status_t npu_device_get_info(npu_context_t *ctx, int device, npu_device_info_t *ret_info);
+
+/* Device memory. */
+npu_status_t npu_malloc(npu_context_t *ctx, int device, uint64_t size, npu_buffer_t *ret_buf);
+npu_status_t npu_free(npu_context_t *ctx, npu_buffer_t buf);
+npu_status_t npu_memset(npu_context_t *ctx, npu_buffer_t buf, uint64_t offset, int value,
+                        uint64_t size);
+
+/* Host regions: shared memory mapped by the client and npud, the analogue of pinned memory. */
+npu_status_t npu_host_alloc(npu_context_t *ctx, uint64_t size, void **ret_ptr,
+                            npu_region_t *ret_region);
+npu_status_t npu_host_free(npu_context_t *ctx, npu_region_t region);
+
+/* Synchronous copies from and to ordinary memory (staged through a library region). */
+npu_status_t npu_memcpy_to_device(npu_context_t *ctx, npu_buffer_t dst, uint64_t dst_offset,
+                                  const void *src, uint64_t size);
+npu_status_t npu_memcpy_from_device(npu_context_t *ctx, void *dst, npu_buffer_t src,
+                                    uint64_t src_offset, uint64_t size);
+npu_status_t npu_memcpy_device(npu_context_t *ctx, npu_buffer_t dst, uint64_t dst_offset,
+                               npu_buffer_t src, uint64_t src_offset, uint64_t size);
+
+/* Streams: priority 0 (highest) to 7. */
+npu_status_t npu_stream_create(npu_context_t *ctx, int device, int priority,
+                               npu_stream_t *ret_stream);
+npu_status_t npu_stream_destroy(npu_context_t *ctx, npu_stream_t stream);
+npu_status_t npu_stream_synchronize(npu_context_t *ctx, npu_stream_t stream);
+/* Wait for all work of this context on every stream. */
+npu_status_t npu_synchronize(npu_context_t *ctx);
+
+/* Asynchronous work. ret_task (may be NULL) receives the task number. */
+npu_status_t npu_memcpy_h2d_async(npu_context_t *ctx, npu_stream_t stream, npu_buffer_t dst,
+                                  uint64_t dst_offset, npu_region_t src, uint64_t src_offset,
+                                  uint64_t size, uint64_t *ret_task);
+npu_status_t npu_memcpy_d2h_async(npu_context_t *ctx, npu_stream_t stream, npu_region_t dst,
+                                  uint64_t dst_offset, npu_buffer_t src, uint64_t src_offset,
+                                  uint64_t size, uint64_t *ret_task);
+npu_status_t npu_memcpy_d2d_async(npu_context_t *ctx, npu_stream_t stream, npu_buffer_t dst,
+                                  uint64_t dst_offset, npu_buffer_t src, uint64_t src_offset,
+                                  uint64_t size, uint64_t *ret_task);
+npu_status_t npu_memset_async(npu_context_t *ctx, npu_stream_t stream, npu_buffer_t buf,
+                              uint64_t offset, int value, uint64_t size, uint64_t *ret_task);
+npu_status_t npu_launch(npu_context_t *ctx, npu_stream_t stream, const char *op,
+                        const npu_tensor_t *inputs, int ninputs,
+                        const npu_tensor_t *outputs, int noutputs,
+                        const npu_attr_t *attrs, int nattrs, uint64_t *ret_task);
+/* Send queued submissions now (they are also sent by every synchronous call). */
+npu_status_t npu_flush(npu_context_t *ctx);
+
+/* Events. */
+npu_status_t npu_event_create(npu_context_t *ctx, npu_event_t *ret_event);
+npu_status_t npu_event_destroy(npu_context_t *ctx, npu_event_t event);
+npu_status_t npu_event_record(npu_context_t *ctx, npu_event_t event, npu_stream_t stream);
+npu_status_t npu_stream_wait_event(npu_context_t *ctx, npu_stream_t stream, npu_event_t event);
+/* NPU_OK when the last record completed, NPU_ERR_NOT_READY while it has not. */
+npu_status_t npu_event_query(npu_context_t *ctx, npu_event_t event);
+npu_status_t npu_event_synchronize(npu_context_t *ctx, npu_event_t event);
+npu_status_t npu_event_elapsed_ms(npu_context_t *ctx, npu_event_t start, npu_event_t end,
+                                  float *ret_ms);
+
+/* Administration: the daemon's JSON answer of an admin method ("devices", "sessions"),
+ * returned as a string the caller frees with free(). */
+npu_status_t npu_admin_call(npu_context_t *ctx, const char *method, const char *params_json,
+                            char **ret_json);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

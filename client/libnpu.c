@@ -1,0 +1,909 @@
+/* libnpu: connection to npud, request/reply with leader-follower reading so several threads
+ * can wait on one connection, batched binary submission of asynchronous work, host regions
+ * and a staging region for synchronous copies from ordinary memory. The library never logs:
+ * every failure is a status plus a per-thread message. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "../proto/frame.h"
+#include "../proto/message.h"
+#include "../proto/socket-path.h"
+#include "../proto/submit.h"
+#include "npu.h"
+
+#define NPU_EXPORT __attribute__((visibility("default")))
+#define BATCH_FLUSH_BYTES (256u << 10)
+#define STAGE_SIZE (8u << 20)
+#define HANDLE_INDEX(h) ((h) & ((1u << 20) - 1))
+
+struct pending {
+        uint64_t id;
+        int done;
+        json_t *reply;
+        struct pending *next;
+};
+
+struct region_ent {
+        uint32_t id;
+        void *ptr;
+        uint64_t size;
+};
+
+struct npu_context {
+        int fd;
+        pthread_mutex_t mu;
+        pthread_cond_t cv;
+        int reader_active;
+        int broken;
+        uint64_t next_id, next_seq;
+        struct pending *pending;
+        struct proto_reader reader;
+        uint8_t *batch;
+        size_t batch_len, batch_cap;
+        int ndevices;
+        uint32_t *internal_streams; /* per device, 0 until created */
+        int32_t *buf_device;        /* device of each buffer, by handle index */
+        size_t buf_device_cap;
+        struct region_ent *regions;
+        size_t nregions, regions_cap;
+        void *stage_ptr;
+        uint32_t stage_region;
+        pthread_mutex_t stage_mu;
+};
+
+static __thread char tls_message[512];
+static __thread uint64_t tls_task;
+
+static npu_status_t fail(npu_status_t st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static npu_status_t fail(npu_status_t st, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(tls_message, sizeof(tls_message), fmt, ap);
+        va_end(ap);
+        tls_task = 0;
+        return st;
+}
+
+NPU_EXPORT const char *npu_strerror(npu_status_t status)
+{
+        switch (status) {
+        case NPU_OK: return "success";
+        case NPU_ERR_INVALID: return "invalid argument";
+        case NPU_ERR_BAD_HANDLE: return "unknown, freed or foreign handle";
+        case NPU_ERR_NO_MEMORY: return "device out of memory";
+        case NPU_ERR_QUOTA: return "quota exceeded";
+        case NPU_ERR_LIMIT: return "limit exceeded";
+        case NPU_ERR_PERMISSION: return "permission denied";
+        case NPU_ERR_UNSUPPORTED: return "unsupported operator or type";
+        case NPU_ERR_SHAPE: return "shape or type mismatch";
+        case NPU_ERR_OUT_OF_RANGE: return "offset or length out of range";
+        case NPU_ERR_PROTOCOL: return "protocol error";
+        case NPU_ERR_VERSION: return "no common protocol version";
+        case NPU_ERR_DEVICE: return "device failure";
+        case NPU_ERR_EXEC: return "kernel execution failed";
+        case NPU_ERR_BUSY: return "busy, retry later";
+        case NPU_ERR_NOT_READY: return "not ready";
+        case NPU_ERR_CANCELLED: return "cancelled";
+        case NPU_ERR_CONNECTION: return "connection to npud lost";
+        case NPU_ERR_SYSTEM: return "system call failed";
+        }
+        return "unknown error";
+}
+
+NPU_EXPORT const char *npu_error_message(void)
+{
+        return tls_message;
+}
+
+NPU_EXPORT uint64_t npu_error_task(void)
+{
+        return tls_task;
+}
+
+NPU_EXPORT const char *npu_version(void)
+{
+#ifdef NPUD_VERSION
+        return NPUD_VERSION;
+#else
+        return "0";
+#endif
+}
+
+/* ---- framing (ctx->mu held unless noted) ---- */
+
+static int send_frame_locked(npu_context_t *ctx, int kind, uint64_t id, const void *body,
+                             size_t len, const int *fds, int nfds)
+{
+        struct proto_header h = { .magic = PROTO_MAGIC, .version = PROTO_VERSION,
+                                  .kind = (uint8_t)kind, .nfds = (uint8_t)nfds,
+                                  .body_len = (uint32_t)len, .request_id = id };
+        int e = proto_send_frame(ctx->fd, &h, body, fds);
+        if (e < 0)
+                ctx->broken = 1;
+        return e;
+}
+
+static int flush_locked(npu_context_t *ctx)
+{
+        if (ctx->batch_len == 0)
+                return 0;
+        int e = send_frame_locked(ctx, PROTO_KIND_SUBMIT, 0, ctx->batch, ctx->batch_len, NULL, 0);
+        ctx->batch_len = 0;
+        return e;
+}
+
+static void handle_frame_locked(npu_context_t *ctx, const struct proto_frame *f)
+{
+        char err[128];
+
+        for (int i = 0; i < f->hdr.nfds; i++)
+                close(f->fds[i]);
+        if (f->hdr.kind != PROTO_KIND_REPLY)
+                return; /* notifications: errors are also reported at the next sync */
+        for (struct pending *p = ctx->pending; p; p = p->next) {
+                if (p->id == f->hdr.request_id && !p->done) {
+                        p->reply = proto_json_parse(f->body, f->hdr.body_len, err, sizeof(err));
+                        p->done = 1;
+                        return;
+                }
+        }
+}
+
+/* Wait for p's reply. Whoever finds no reader active becomes the reader; others sleep. */
+static void wait_reply_locked(npu_context_t *ctx, struct pending *p)
+{
+        while (!p->done && !ctx->broken) {
+                if (ctx->reader_active) {
+                        pthread_cond_wait(&ctx->cv, &ctx->mu);
+                        continue;
+                }
+                ctx->reader_active = 1;
+                pthread_mutex_unlock(&ctx->mu);
+                struct pollfd pfd = { .fd = ctx->fd, .events = POLLIN };
+                ssize_t n;
+                do {
+                        n = poll(&pfd, 1, -1) < 0 && errno != EINTR ? -errno
+                                                                    : proto_reader_fill(&ctx->reader, ctx->fd);
+                } while (n == -EAGAIN || n == -EINTR);
+                pthread_mutex_lock(&ctx->mu);
+                if (n <= 0)
+                        ctx->broken = 1;
+                else {
+                        struct proto_frame f;
+                        int r;
+                        while ((r = proto_reader_next(&ctx->reader, &f)) == 1)
+                                handle_frame_locked(ctx, &f);
+                        if (r < 0)
+                                ctx->broken = 1;
+                }
+                ctx->reader_active = 0;
+                pthread_cond_broadcast(&ctx->cv);
+        }
+}
+
+/* One request/reply. Steals params. On success *ret_result (if given) is a new reference. */
+static npu_status_t call_fds(npu_context_t *ctx, const char *method, json_t *params,
+                             const int *fds, int nfds, json_t **ret_result)
+{
+        json_t *req = proto_request_new(method, params), *result;
+        struct pending p = { 0 };
+        char err[512];
+        size_t len;
+        char *text;
+        int code;
+
+        if (!req)
+                return fail(NPU_ERR_SYSTEM, "%s: out of memory", method);
+        text = proto_json_dump(req, &len);
+        json_decref(req);
+        if (!text)
+                return fail(NPU_ERR_SYSTEM, "%s: out of memory", method);
+        pthread_mutex_lock(&ctx->mu);
+        if (ctx->broken || flush_locked(ctx) < 0) {
+                pthread_mutex_unlock(&ctx->mu);
+                free(text);
+                return fail(NPU_ERR_CONNECTION, "%s: connection to npud lost", method);
+        }
+        p.id = ++ctx->next_id;
+        p.next = ctx->pending;
+        ctx->pending = &p;
+        if (send_frame_locked(ctx, PROTO_KIND_REQUEST, p.id, text, len, fds, nfds) == 0)
+                wait_reply_locked(ctx, &p);
+        for (struct pending **pp = &ctx->pending; *pp; pp = &(*pp)->next)
+                if (*pp == &p) {
+                        *pp = p.next;
+                        break;
+                }
+        pthread_mutex_unlock(&ctx->mu);
+        free(text);
+        if (!p.done)
+                return fail(NPU_ERR_CONNECTION, "%s: connection to npud lost", method);
+        if (!p.reply)
+                return fail(NPU_ERR_PROTOCOL, "%s: unreadable reply", method);
+        code = proto_reply_parse(p.reply, &result, err, sizeof(err));
+        if (code != 0) {
+                npu_status_t st = code < 0 ? NPU_ERR_PROTOCOL : (npu_status_t)code;
+                json_t *task = json_object_get(json_object_get(p.reply, "error"), "task");
+                fail(st, "%s", code < 0 ? "malformed reply" : err);
+                if (json_is_integer(task))
+                        tls_task = (uint64_t)json_integer_value(task);
+                json_decref(p.reply);
+                return st;
+        }
+        if (ret_result)
+                *ret_result = json_incref(result);
+        json_decref(p.reply);
+        tls_message[0] = 0;
+        tls_task = 0;
+        return NPU_OK;
+}
+
+static npu_status_t call(npu_context_t *ctx, const char *method, json_t *params, json_t **ret)
+{
+        return call_fds(ctx, method, params, NULL, 0, ret);
+}
+
+static npu_status_t get_u32(json_t *result, const char *key, uint32_t *ret)
+{
+        json_t *v = json_object_get(result, key);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > UINT32_MAX)
+                return fail(NPU_ERR_PROTOCOL, "reply lacks '%s'", key);
+        *ret = (uint32_t)json_integer_value(v);
+        return NPU_OK;
+}
+
+/* ---- connection ---- */
+
+NPU_EXPORT npu_status_t npu_connect(const char *path, npu_context_t **ret_ctx)
+{
+        struct sockaddr_un addr = { .sun_family = AF_UNIX };
+        char def[108];
+        npu_context_t *ctx;
+        json_t *res = NULL;
+        npu_status_t st;
+
+        if (!ret_ctx)
+                return fail(NPU_ERR_INVALID, "npu_connect: ret_ctx is NULL");
+        if (!path) {
+                proto_default_socket_path(def, sizeof(def));
+                path = def;
+        }
+        if (strlen(path) >= sizeof(addr.sun_path))
+                return fail(NPU_ERR_INVALID, "npu_connect: socket path too long");
+        memcpy(addr.sun_path, path, strlen(path) + 1);
+        ctx = calloc(1, sizeof(*ctx));
+        if (!ctx)
+                return fail(NPU_ERR_SYSTEM, "npu_connect: out of memory");
+        pthread_mutex_init(&ctx->mu, NULL);
+        pthread_cond_init(&ctx->cv, NULL);
+        pthread_mutex_init(&ctx->stage_mu, NULL);
+        proto_reader_init(&ctx->reader);
+        ctx->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (ctx->fd < 0 || connect(ctx->fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+                st = fail(NPU_ERR_CONNECTION, "cannot connect to npud at %s: %s", path, strerror(errno));
+                npu_disconnect(ctx);
+                return st;
+        }
+        st = call(ctx, "hello",
+                  json_pack("{s:i, s:i, s:s}", "min_version", PROTO_VERSION_MIN, "max_version",
+                            PROTO_VERSION, "client", "libnpu " "0.1.0"),
+                  &res);
+        if (st == NPU_OK) {
+                json_t *n = json_object_get(res, "devices");
+                ctx->ndevices = json_is_integer(n) ? (int)json_integer_value(n) : 0;
+                json_decref(res);
+                ctx->internal_streams = calloc((size_t)ctx->ndevices + 1, sizeof(uint32_t));
+                if (!ctx->internal_streams)
+                        st = fail(NPU_ERR_SYSTEM, "npu_connect: out of memory");
+        }
+        if (st != NPU_OK) {
+                npu_disconnect(ctx);
+                return st;
+        }
+        *ret_ctx = ctx;
+        return NPU_OK;
+}
+
+NPU_EXPORT void npu_disconnect(npu_context_t *ctx)
+{
+        if (!ctx)
+                return;
+        if (ctx->fd >= 0)
+                close(ctx->fd);
+        for (size_t i = 0; i < ctx->nregions; i++)
+                munmap(ctx->regions[i].ptr, ctx->regions[i].size);
+        proto_reader_deinit(&ctx->reader);
+        free(ctx->regions);
+        free(ctx->batch);
+        free(ctx->internal_streams);
+        free(ctx->buf_device);
+        pthread_mutex_destroy(&ctx->mu);
+        pthread_cond_destroy(&ctx->cv);
+        pthread_mutex_destroy(&ctx->stage_mu);
+        free(ctx);
+}
+
+NPU_EXPORT npu_status_t npu_ping(npu_context_t *ctx)
+{
+        return call(ctx, "ping", NULL, NULL);
+}
+
+NPU_EXPORT npu_status_t npu_admin_call(npu_context_t *ctx, const char *method,
+                                       const char *params_json, char **ret_json)
+{
+        json_t *params = NULL, *res = NULL;
+        npu_status_t st;
+
+        if (!ctx || !method || !ret_json)
+                return fail(NPU_ERR_INVALID, "npu_admin_call: NULL argument");
+        if (params_json) {
+                json_error_t jerr;
+                params = json_loads(params_json, 0, &jerr);
+                if (!json_is_object(params)) {
+                        json_decref(params);
+                        return fail(NPU_ERR_INVALID, "npu_admin_call: params must be a JSON object");
+                }
+        }
+        st = call(ctx, method, params, &res);
+        if (st != NPU_OK)
+                return st;
+        *ret_json = json_dumps(res, JSON_COMPACT);
+        json_decref(res);
+        return *ret_json ? NPU_OK : fail(NPU_ERR_SYSTEM, "out of memory");
+}
+
+NPU_EXPORT npu_status_t npu_device_count(npu_context_t *ctx, int *ret_count)
+{
+        if (!ctx || !ret_count)
+                return fail(NPU_ERR_INVALID, "npu_device_count: NULL argument");
+        *ret_count = ctx->ndevices;
+        return NPU_OK;
+}
+
+NPU_EXPORT npu_status_t npu_device_get_info(npu_context_t *ctx, int device,
+                                            npu_device_info_t *ret_info)
+{
+        json_t *res = NULL, *dev;
+        npu_status_t st;
+        const char *name = "", *profile = "", *health = "";
+        json_int_t total = 0, used = 0, cube = 0, vector = 0, aicpu = 0;
+
+        if (!ctx || !ret_info)
+                return fail(NPU_ERR_INVALID, "npu_device_get_info: NULL argument");
+        st = call(ctx, "devices", NULL, &res);
+        if (st != NPU_OK)
+                return st;
+        dev = json_array_get(json_object_get(res, "devices"), (size_t)device);
+        if (device < 0 || !dev ||
+            json_unpack(dev, "{s:s, s:s, s:s, s:I, s:I, s:{s:I, s:I, s:I}}", "name", &name,
+                        "profile", &profile, "health", &health, "memory_total", &total,
+                        "memory_used", &used, "cores", "cube", &cube, "vector", &vector,
+                        "aicpu", &aicpu) < 0) {
+                json_decref(res);
+                return fail(NPU_ERR_INVALID, "npu_device_get_info: no device %d", device);
+        }
+        memset(ret_info, 0, sizeof(*ret_info));
+        ret_info->id = device;
+        snprintf(ret_info->name, sizeof(ret_info->name), "%s", name);
+        snprintf(ret_info->profile, sizeof(ret_info->profile), "%s", profile);
+        snprintf(ret_info->health, sizeof(ret_info->health), "%s", health);
+        ret_info->memory_total = (uint64_t)total;
+        ret_info->memory_used = (uint64_t)used;
+        ret_info->cube_cores = (int)cube;
+        ret_info->vector_cores = (int)vector;
+        ret_info->aicpu_cores = (int)aicpu;
+        json_decref(res);
+        return NPU_OK;
+}
+
+/* ---- memory ---- */
+
+static void remember_buffer(npu_context_t *ctx, uint32_t id, int device)
+{
+        size_t idx = HANDLE_INDEX(id);
+
+        pthread_mutex_lock(&ctx->mu);
+        if (idx >= ctx->buf_device_cap) {
+                size_t cap = ctx->buf_device_cap ? ctx->buf_device_cap : 256;
+                while (cap <= idx)
+                        cap *= 2;
+                int32_t *nb = realloc(ctx->buf_device, cap * sizeof(*nb));
+                if (nb) {
+                        for (size_t i = ctx->buf_device_cap; i < cap; i++)
+                                nb[i] = -1;
+                        ctx->buf_device = nb;
+                        ctx->buf_device_cap = cap;
+                }
+        }
+        if (idx < ctx->buf_device_cap)
+                ctx->buf_device[idx] = device;
+        pthread_mutex_unlock(&ctx->mu);
+}
+
+static int buffer_device(npu_context_t *ctx, npu_buffer_t b)
+{
+        size_t idx = HANDLE_INDEX(b.id);
+        int dev = -1;
+
+        pthread_mutex_lock(&ctx->mu);
+        if (idx < ctx->buf_device_cap)
+                dev = ctx->buf_device[idx];
+        pthread_mutex_unlock(&ctx->mu);
+        return dev;
+}
+
+NPU_EXPORT npu_status_t npu_malloc(npu_context_t *ctx, int device, uint64_t size, npu_buffer_t *ret_buf)
+{
+        json_t *res = NULL;
+        npu_status_t st;
+
+        if (!ctx || !ret_buf || device < 0 || size > INT64_MAX)
+                return fail(NPU_ERR_INVALID, "npu_malloc: invalid argument");
+        st = call(ctx, "mem_alloc", json_pack("{s:i, s:I}", "device", device, "size", (json_int_t)size), &res);
+        if (st == NPU_OK) {
+                st = get_u32(res, "buffer", &ret_buf->id);
+                json_decref(res);
+                if (st == NPU_OK)
+                        remember_buffer(ctx, ret_buf->id, device);
+        }
+        return st;
+}
+
+NPU_EXPORT npu_status_t npu_free(npu_context_t *ctx, npu_buffer_t buf)
+{
+        if (!ctx)
+                return fail(NPU_ERR_INVALID, "npu_free: NULL context");
+        return call(ctx, "mem_free", json_pack("{s:I}", "buffer", (json_int_t)buf.id), NULL);
+}
+
+NPU_EXPORT npu_status_t npu_host_alloc(npu_context_t *ctx, uint64_t size, void **ret_ptr,
+                                       npu_region_t *ret_region)
+{
+        json_t *res = NULL;
+        npu_status_t st;
+        void *ptr;
+        int fd;
+
+        if (!ctx || !ret_ptr || !ret_region || size == 0 || size > INT64_MAX)
+                return fail(NPU_ERR_INVALID, "npu_host_alloc: invalid argument");
+        fd = memfd_create("npu-host-region", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        if (fd < 0)
+                return fail(NPU_ERR_SYSTEM, "memfd_create: %s", strerror(errno));
+        if (ftruncate(fd, (off_t)size) < 0 ||
+            fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+                st = fail(NPU_ERR_SYSTEM, "host region of %llu bytes: %s",
+                          (unsigned long long)size, strerror(errno));
+                close(fd);
+                return st;
+        }
+        ptr = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (ptr == MAP_FAILED) {
+                st = fail(NPU_ERR_SYSTEM, "mmap: %s", strerror(errno));
+                close(fd);
+                return st;
+        }
+        st = call_fds(ctx, "region_register", json_pack("{s:i}", "fd", 0), &fd, 1, &res);
+        close(fd);
+        if (st == NPU_OK)
+                st = get_u32(res, "region", &ret_region->id);
+        json_decref(res);
+        if (st != NPU_OK) {
+                munmap(ptr, size);
+                return st;
+        }
+        pthread_mutex_lock(&ctx->mu);
+        if (ctx->nregions == ctx->regions_cap) {
+                size_t cap = ctx->regions_cap ? ctx->regions_cap * 2 : 8;
+                struct region_ent *nr = realloc(ctx->regions, cap * sizeof(*nr));
+                if (nr) {
+                        ctx->regions = nr;
+                        ctx->regions_cap = cap;
+                }
+        }
+        if (ctx->nregions < ctx->regions_cap)
+                ctx->regions[ctx->nregions++] = (struct region_ent){ ret_region->id, ptr, size };
+        pthread_mutex_unlock(&ctx->mu);
+        *ret_ptr = ptr;
+        return NPU_OK;
+}
+
+NPU_EXPORT npu_status_t npu_host_free(npu_context_t *ctx, npu_region_t region)
+{
+        npu_status_t st;
+
+        if (!ctx)
+                return fail(NPU_ERR_INVALID, "npu_host_free: NULL context");
+        st = call(ctx, "region_unregister", json_pack("{s:I}", "region", (json_int_t)region.id), NULL);
+        if (st != NPU_OK)
+                return st;
+        pthread_mutex_lock(&ctx->mu);
+        for (size_t i = 0; i < ctx->nregions; i++)
+                if (ctx->regions[i].id == region.id) {
+                        munmap(ctx->regions[i].ptr, ctx->regions[i].size);
+                        ctx->regions[i] = ctx->regions[--ctx->nregions];
+                        break;
+                }
+        pthread_mutex_unlock(&ctx->mu);
+        return NPU_OK;
+}
+
+/* ---- asynchronous submission ---- */
+
+static npu_status_t submit(npu_context_t *ctx, struct proto_rec *rec, uint64_t *ret_task)
+{
+        size_t size = proto_rec_size(rec);
+
+        if (!size)
+                return fail(NPU_ERR_INVALID, "task cannot be encoded");
+        pthread_mutex_lock(&ctx->mu);
+        if (ctx->broken) {
+                pthread_mutex_unlock(&ctx->mu);
+                return fail(NPU_ERR_CONNECTION, "connection to npud lost");
+        }
+        if (ctx->batch_len + size > ctx->batch_cap) {
+                size_t cap = ctx->batch_cap ? ctx->batch_cap : 64 << 10;
+                while (cap < ctx->batch_len + size)
+                        cap *= 2;
+                uint8_t *nb = realloc(ctx->batch, cap);
+                if (!nb) {
+                        pthread_mutex_unlock(&ctx->mu);
+                        return fail(NPU_ERR_SYSTEM, "out of memory");
+                }
+                ctx->batch = nb;
+                ctx->batch_cap = cap;
+        }
+        rec->seq = ++ctx->next_seq;
+        proto_rec_encode(rec, ctx->batch + ctx->batch_len);
+        ctx->batch_len += size;
+        if (ret_task)
+                *ret_task = rec->seq;
+        int e = ctx->batch_len >= BATCH_FLUSH_BYTES ? flush_locked(ctx) : 0;
+        pthread_mutex_unlock(&ctx->mu);
+        return e < 0 ? fail(NPU_ERR_CONNECTION, "connection to npud lost") : NPU_OK;
+}
+
+NPU_EXPORT npu_status_t npu_flush(npu_context_t *ctx)
+{
+        if (!ctx)
+                return fail(NPU_ERR_INVALID, "npu_flush: NULL context");
+        pthread_mutex_lock(&ctx->mu);
+        int e = ctx->broken ? -EPIPE : flush_locked(ctx);
+        pthread_mutex_unlock(&ctx->mu);
+        return e < 0 ? fail(NPU_ERR_CONNECTION, "connection to npud lost") : NPU_OK;
+}
+
+static npu_status_t copy_async(npu_context_t *ctx, npu_stream_t stream, uint8_t dkind, uint32_t dst,
+                               uint64_t doff, uint8_t skind, uint32_t src, uint64_t soff,
+                               uint64_t size, uint64_t *ret_task)
+{
+        struct proto_rec rec = { .type = PROTO_REC_COPY, .stream = stream.id };
+
+        if (!ctx)
+                return fail(NPU_ERR_INVALID, "copy: NULL context");
+        rec.copy.dst_kind = dkind;
+        rec.copy.src_kind = skind;
+        rec.copy.dst = dst;
+        rec.copy.src = src;
+        rec.copy.dst_off = doff;
+        rec.copy.src_off = soff;
+        rec.copy.len = size;
+        return submit(ctx, &rec, ret_task);
+}
+
+NPU_EXPORT npu_status_t npu_memcpy_h2d_async(npu_context_t *ctx, npu_stream_t stream, npu_buffer_t dst,
+                                             uint64_t dst_offset, npu_region_t src, uint64_t src_offset,
+                                             uint64_t size, uint64_t *ret_task)
+{
+        return copy_async(ctx, stream, PROTO_MEM_BUFFER, dst.id, dst_offset, PROTO_MEM_REGION,
+                          src.id, src_offset, size, ret_task);
+}
+
+NPU_EXPORT npu_status_t npu_memcpy_d2h_async(npu_context_t *ctx, npu_stream_t stream, npu_region_t dst,
+                                             uint64_t dst_offset, npu_buffer_t src, uint64_t src_offset,
+                                             uint64_t size, uint64_t *ret_task)
+{
+        return copy_async(ctx, stream, PROTO_MEM_REGION, dst.id, dst_offset, PROTO_MEM_BUFFER,
+                          src.id, src_offset, size, ret_task);
+}
+
+NPU_EXPORT npu_status_t npu_memcpy_d2d_async(npu_context_t *ctx, npu_stream_t stream, npu_buffer_t dst,
+                                             uint64_t dst_offset, npu_buffer_t src, uint64_t src_offset,
+                                             uint64_t size, uint64_t *ret_task)
+{
+        return copy_async(ctx, stream, PROTO_MEM_BUFFER, dst.id, dst_offset, PROTO_MEM_BUFFER,
+                          src.id, src_offset, size, ret_task);
+}
+
+NPU_EXPORT npu_status_t npu_memset_async(npu_context_t *ctx, npu_stream_t stream, npu_buffer_t buf,
+                                         uint64_t offset, int value, uint64_t size, uint64_t *ret_task)
+{
+        struct proto_rec rec = { .type = PROTO_REC_MEMSET, .stream = stream.id };
+
+        if (!ctx)
+                return fail(NPU_ERR_INVALID, "npu_memset_async: NULL context");
+        rec.memset.buf = buf.id;
+        rec.memset.value = (uint8_t)value;
+        rec.memset.off = offset;
+        rec.memset.len = size;
+        return submit(ctx, &rec, ret_task);
+}
+
+NPU_EXPORT npu_status_t npu_launch(npu_context_t *ctx, npu_stream_t stream, const char *op,
+                                   const npu_tensor_t *inputs, int ninputs,
+                                   const npu_tensor_t *outputs, int noutputs,
+                                   const npu_attr_t *attrs, int nattrs, uint64_t *ret_task)
+{
+        struct proto_rec rec = { .type = PROTO_REC_LAUNCH, .stream = stream.id };
+
+        if (!ctx || !op)
+                return fail(NPU_ERR_INVALID, "npu_launch: NULL argument");
+        if (strlen(op) == 0 || strlen(op) >= PROTO_REC_OP_NAME)
+                return fail(NPU_ERR_INVALID, "npu_launch: operator name must be 1 to %d characters",
+                            PROTO_REC_OP_NAME - 1);
+        if (ninputs < 0 || noutputs < 0 || nattrs < 0 || ninputs + noutputs > PROTO_REC_MAX_TENSORS ||
+            nattrs > PROTO_REC_MAX_ATTRS || (ninputs && !inputs) || (noutputs && !outputs) ||
+            (nattrs && !attrs))
+                return fail(NPU_ERR_INVALID, "npu_launch: %s: bad number of inputs, outputs or attributes", op);
+        snprintf(rec.launch.op, sizeof(rec.launch.op), "%s", op);
+        rec.launch.nin = (uint8_t)ninputs;
+        rec.launch.nout = (uint8_t)noutputs;
+        rec.launch.nattr = (uint8_t)nattrs;
+        for (int i = 0; i < ninputs + noutputs; i++) {
+                const npu_tensor_t *t = i < ninputs ? &inputs[i] : &outputs[i - ninputs];
+                if (t->ndim < 0 || t->ndim > NPU_MAX_DIMS)
+                        return fail(NPU_ERR_INVALID, "npu_launch: %s: tensor %d has %d dimensions", op, i, t->ndim);
+                rec.launch.t[i].buf = t->buf.id;
+                rec.launch.t[i].dtype = (uint8_t)t->dtype;
+                rec.launch.t[i].ndim = (uint8_t)t->ndim;
+                rec.launch.t[i].offset = t->offset;
+                for (int d = 0; d < t->ndim; d++)
+                        rec.launch.t[i].dims[d] = t->dims[d];
+        }
+        for (int i = 0; i < nattrs; i++) {
+                if (!attrs[i].name || !*attrs[i].name || strlen(attrs[i].name) >= PROTO_REC_OP_NAME)
+                        return fail(NPU_ERR_INVALID, "npu_launch: %s: attribute %d has a bad name", op, i);
+                snprintf(rec.launch.attr[i].name, PROTO_REC_OP_NAME, "%s", attrs[i].name);
+                rec.launch.attr[i].type = attrs[i].is_float ? 2 : 1;
+                rec.launch.attr[i].i = attrs[i].i;
+                rec.launch.attr[i].f = attrs[i].f;
+        }
+        return submit(ctx, &rec, ret_task);
+}
+
+/* ---- streams and events ---- */
+
+NPU_EXPORT npu_status_t npu_stream_create(npu_context_t *ctx, int device, int priority,
+                                          npu_stream_t *ret_stream)
+{
+        json_t *res = NULL;
+        npu_status_t st;
+
+        if (!ctx || !ret_stream || device < 0 || priority < 0 || priority > 7)
+                return fail(NPU_ERR_INVALID, "npu_stream_create: invalid argument (priority 0-7)");
+        st = call(ctx, "stream_create", json_pack("{s:i, s:i}", "device", device, "priority", priority), &res);
+        if (st == NPU_OK)
+                st = get_u32(res, "stream", &ret_stream->id);
+        json_decref(res);
+        return st;
+}
+
+NPU_EXPORT npu_status_t npu_stream_destroy(npu_context_t *ctx, npu_stream_t stream)
+{
+        if (!ctx)
+                return fail(NPU_ERR_INVALID, "npu_stream_destroy: NULL context");
+        return call(ctx, "stream_destroy", json_pack("{s:I}", "stream", (json_int_t)stream.id), NULL);
+}
+
+NPU_EXPORT npu_status_t npu_stream_synchronize(npu_context_t *ctx, npu_stream_t stream)
+{
+        if (!ctx)
+                return fail(NPU_ERR_INVALID, "npu_stream_synchronize: NULL context");
+        return call(ctx, "stream_synchronize", json_pack("{s:I}", "stream", (json_int_t)stream.id), NULL);
+}
+
+NPU_EXPORT npu_status_t npu_synchronize(npu_context_t *ctx)
+{
+        if (!ctx)
+                return fail(NPU_ERR_INVALID, "npu_synchronize: NULL context");
+        return call(ctx, "synchronize", NULL, NULL);
+}
+
+NPU_EXPORT npu_status_t npu_event_create(npu_context_t *ctx, npu_event_t *ret_event)
+{
+        json_t *res = NULL;
+        npu_status_t st;
+
+        if (!ctx || !ret_event)
+                return fail(NPU_ERR_INVALID, "npu_event_create: NULL argument");
+        st = call(ctx, "event_create", NULL, &res);
+        if (st == NPU_OK)
+                st = get_u32(res, "event", &ret_event->id);
+        json_decref(res);
+        return st;
+}
+
+NPU_EXPORT npu_status_t npu_event_destroy(npu_context_t *ctx, npu_event_t event)
+{
+        if (!ctx)
+                return fail(NPU_ERR_INVALID, "npu_event_destroy: NULL context");
+        return call(ctx, "event_destroy", json_pack("{s:I}", "event", (json_int_t)event.id), NULL);
+}
+
+static npu_status_t event_task(npu_context_t *ctx, int type, npu_event_t event, npu_stream_t stream)
+{
+        struct proto_rec rec = { .type = (uint16_t)type, .stream = stream.id };
+
+        if (!ctx)
+                return fail(NPU_ERR_INVALID, "event: NULL context");
+        rec.event.event = event.id;
+        return submit(ctx, &rec, NULL);
+}
+
+NPU_EXPORT npu_status_t npu_event_record(npu_context_t *ctx, npu_event_t event, npu_stream_t stream)
+{
+        return event_task(ctx, PROTO_REC_EVENT_RECORD, event, stream);
+}
+
+NPU_EXPORT npu_status_t npu_stream_wait_event(npu_context_t *ctx, npu_stream_t stream, npu_event_t event)
+{
+        return event_task(ctx, PROTO_REC_STREAM_WAIT, event, stream);
+}
+
+NPU_EXPORT npu_status_t npu_event_query(npu_context_t *ctx, npu_event_t event)
+{
+        json_t *res = NULL;
+        npu_status_t st;
+
+        if (!ctx)
+                return fail(NPU_ERR_INVALID, "npu_event_query: NULL context");
+        st = call(ctx, "event_query", json_pack("{s:I}", "event", (json_int_t)event.id), &res);
+        if (st == NPU_OK && !json_is_true(json_object_get(res, "complete")))
+                st = fail(NPU_ERR_NOT_READY, "event not complete");
+        json_decref(res);
+        return st;
+}
+
+NPU_EXPORT npu_status_t npu_event_synchronize(npu_context_t *ctx, npu_event_t event)
+{
+        if (!ctx)
+                return fail(NPU_ERR_INVALID, "npu_event_synchronize: NULL context");
+        return call(ctx, "event_synchronize", json_pack("{s:I}", "event", (json_int_t)event.id), NULL);
+}
+
+NPU_EXPORT npu_status_t npu_event_elapsed_ms(npu_context_t *ctx, npu_event_t start, npu_event_t end,
+                                             float *ret_ms)
+{
+        json_t *res = NULL;
+        npu_status_t st;
+
+        if (!ctx || !ret_ms)
+                return fail(NPU_ERR_INVALID, "npu_event_elapsed_ms: NULL argument");
+        st = call(ctx, "event_elapsed", json_pack("{s:I, s:I}", "start", (json_int_t)start.id,
+                                                  "end", (json_int_t)end.id), &res);
+        if (st == NPU_OK) {
+                json_t *ms = json_object_get(res, "ms");
+                if (!json_is_number(ms))
+                        st = fail(NPU_ERR_PROTOCOL, "event_elapsed: reply lacks 'ms'");
+                else
+                        *ret_ms = (float)json_number_value(ms);
+        }
+        json_decref(res);
+        return st;
+}
+
+/* ---- synchronous operations on a library-internal stream per device ---- */
+
+static npu_status_t internal_stream(npu_context_t *ctx, int device, npu_stream_t *ret)
+{
+        npu_status_t st = NPU_OK;
+
+        if (device < 0 || device >= ctx->ndevices)
+                return fail(NPU_ERR_BAD_HANDLE, "buffer was not allocated through this context");
+        pthread_mutex_lock(&ctx->stage_mu);
+        if (!ctx->internal_streams[device]) {
+                npu_stream_t s;
+                st = npu_stream_create(ctx, device, 0, &s);
+                if (st == NPU_OK)
+                        ctx->internal_streams[device] = s.id;
+        }
+        ret->id = ctx->internal_streams[device];
+        pthread_mutex_unlock(&ctx->stage_mu);
+        return st;
+}
+
+/* Caller holds stage_mu. */
+static npu_status_t stage_get(npu_context_t *ctx)
+{
+        npu_region_t r;
+
+        if (ctx->stage_ptr)
+                return NPU_OK;
+        npu_status_t st = npu_host_alloc(ctx, STAGE_SIZE, &ctx->stage_ptr, &r);
+        if (st == NPU_OK)
+                ctx->stage_region = r.id;
+        return st;
+}
+
+NPU_EXPORT npu_status_t npu_memset(npu_context_t *ctx, npu_buffer_t buf, uint64_t offset, int value,
+                                   uint64_t size)
+{
+        npu_stream_t s;
+        npu_status_t st;
+
+        if (!ctx)
+                return fail(NPU_ERR_INVALID, "npu_memset: NULL context");
+        st = internal_stream(ctx, buffer_device(ctx, buf), &s);
+        if (st == NPU_OK)
+                st = npu_memset_async(ctx, s, buf, offset, value, size, NULL);
+        return st == NPU_OK ? npu_stream_synchronize(ctx, s) : st;
+}
+
+NPU_EXPORT npu_status_t npu_memcpy_device(npu_context_t *ctx, npu_buffer_t dst, uint64_t dst_offset,
+                                          npu_buffer_t src, uint64_t src_offset, uint64_t size)
+{
+        npu_stream_t s;
+        npu_status_t st;
+
+        if (!ctx)
+                return fail(NPU_ERR_INVALID, "npu_memcpy_device: NULL context");
+        st = internal_stream(ctx, buffer_device(ctx, dst), &s);
+        if (st == NPU_OK)
+                st = npu_memcpy_d2d_async(ctx, s, dst, dst_offset, src, src_offset, size, NULL);
+        return st == NPU_OK ? npu_stream_synchronize(ctx, s) : st;
+}
+
+static npu_status_t staged_copy(npu_context_t *ctx, int to_device, npu_buffer_t buf, uint64_t off,
+                                void *host, uint64_t size)
+{
+        npu_stream_t s;
+        npu_status_t st;
+
+        if (!ctx || (!host && size))
+                return fail(NPU_ERR_INVALID, "memcpy: NULL argument");
+        st = internal_stream(ctx, buffer_device(ctx, buf), &s);
+        if (st != NPU_OK)
+                return st;
+        if (off > UINT64_MAX - size)
+                return fail(NPU_ERR_OUT_OF_RANGE, "memcpy: offset + size overflows");
+        pthread_mutex_lock(&ctx->stage_mu);
+        st = stage_get(ctx);
+        for (uint64_t done = 0; st == NPU_OK && done < size;) {
+                uint64_t n = size - done < STAGE_SIZE ? size - done : STAGE_SIZE;
+                npu_region_t r = { ctx->stage_region };
+                if (to_device) {
+                        memcpy(ctx->stage_ptr, (uint8_t *)host + done, n);
+                        st = npu_memcpy_h2d_async(ctx, s, buf, off + done, r, 0, n, NULL);
+                } else
+                        st = npu_memcpy_d2h_async(ctx, s, r, 0, buf, off + done, n, NULL);
+                if (st == NPU_OK)
+                        st = npu_stream_synchronize(ctx, s);
+                if (st == NPU_OK && !to_device)
+                        memcpy((uint8_t *)host + done, ctx->stage_ptr, n);
+                done += n;
+        }
+        pthread_mutex_unlock(&ctx->stage_mu);
+        return st;
+}
+
+NPU_EXPORT npu_status_t npu_memcpy_to_device(npu_context_t *ctx, npu_buffer_t dst, uint64_t dst_offset,
+                                             const void *src, uint64_t size)
+{
+        return staged_copy(ctx, 1, dst, dst_offset, (void *)src, size);
+}
+
+NPU_EXPORT npu_status_t npu_memcpy_from_device(npu_context_t *ctx, void *dst, npu_buffer_t src,
+                                               uint64_t src_offset, uint64_t size)
+{
+        return staged_copy(ctx, 0, src, src_offset, dst, size);
+}

@@ -1,0 +1,366 @@
+/* The simulated NPU backend. Each device owns a MAP_NORESERVE reservation as its "HBM" and
+ * the engine counts and rates of a published chip profile. In compute mode a pool of host
+ * worker threads, shared by all devices and sized to the host, runs the kernels for real; in
+ * model mode nothing runs and a unit completes after the duration the cost model gave its
+ * items, on a libevent timer. Either way completed units return to the loop thread through
+ * a locked list and an eventfd. */
+#include <errno.h>
+#include <event2/event.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../proto/errors.h"
+#include "backend.h"
+
+struct sim_profile {
+        const char *name;
+        int cube, vector, aicpu, dma;
+        uint64_t mem;
+        double clock_mhz;
+        double bandwidth;
+        uint32_t max_streams;
+};
+
+/* Core counts, memory and clocks of the real parts; rates per core derive from the clock. */
+static const struct sim_profile profiles[] = {
+        { "910B1", 24, 48, 6, 8, 64ull << 30, 1850, 1.6e12, 1984 },
+        { "910B3", 20, 40, 6, 8, 64ull << 30, 1800, 1.6e12, 1984 },
+        { "910B4", 20, 40, 6, 8, 32ull << 30, 1500, 0.8e12, 1984 },
+        { "310P3", 8, 7, 7, 4, 24000000000ull, 1060, 0.2048e12, 1024 },
+};
+
+struct sim_device {
+        struct backend_device_desc desc;
+};
+
+struct sim {
+        struct backend base;
+        struct event_base *evbase;
+        int mode;
+        int ndevices;
+        struct sim_device *devices;
+        backend_complete_fn complete;
+        void *userdata;
+
+        /* worker pool (compute mode) */
+        pthread_t *threads;
+        int nthreads;
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        struct exec_unit *queue_head, *queue_tail;
+        int stopping;
+
+        /* completions back to the loop */
+        pthread_mutex_t done_lock;
+        struct exec_unit *done;
+        int efd;
+        struct event *efd_event;
+};
+
+uint64_t now_ns(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int sim_profile_valid(const char *profile)
+{
+        for (size_t i = 0; i < sizeof(profiles) / sizeof(profiles[0]); i++)
+                if (strcmp(profiles[i].name, profile) == 0)
+                        return 1;
+        return 0;
+}
+
+static void item_run(struct exec_item *it)
+{
+        switch (it->kind) {
+        case EXEC_COPY:
+                memmove(it->dst, it->src, it->len);
+                break;
+        case EXEC_MEMSET:
+                memset(it->dst, it->value, it->len);
+                break;
+        case EXEC_OP:
+                if (it->op->run(&it->call, it->err, sizeof(it->err)) < 0)
+                        it->status = PROTO_E_EXEC;
+                break;
+        }
+}
+
+static void unit_run(struct exec_unit *u)
+{
+        int failed = 0;
+
+        u->start_ns = now_ns();
+        for (int i = 0; i < u->nitems; i++) {
+                struct exec_item *it = u->items[i];
+                if (failed) {
+                        it->status = PROTO_E_CANCELLED;
+                        continue;
+                }
+                item_run(it);
+                failed = it->status != 0;
+        }
+        u->end_ns = now_ns();
+}
+
+static void done_push(struct sim *s, struct exec_unit *u)
+{
+        int wake;
+
+        pthread_mutex_lock(&s->done_lock);
+        wake = s->done == NULL;
+        u->next = s->done;
+        s->done = u;
+        pthread_mutex_unlock(&s->done_lock);
+        if (wake) {
+                uint64_t one = 1;
+                while (write(s->efd, &one, sizeof(one)) < 0 && errno == EINTR)
+                        ;
+        }
+}
+
+static void *worker_main(void *arg)
+{
+        struct sim *s = arg;
+
+        pthread_mutex_lock(&s->lock);
+        for (;;) {
+                while (!s->queue_head && !s->stopping)
+                        pthread_cond_wait(&s->cond, &s->lock);
+                if (!s->queue_head)
+                        break;
+                struct exec_unit *u = s->queue_head;
+                s->queue_head = u->next;
+                if (!s->queue_head)
+                        s->queue_tail = NULL;
+                pthread_mutex_unlock(&s->lock);
+                unit_run(u);
+                done_push(s, u);
+                pthread_mutex_lock(&s->lock);
+        }
+        pthread_mutex_unlock(&s->lock);
+        return NULL;
+}
+
+static void on_done(evutil_socket_t fd, short what, void *arg)
+{
+        struct sim *s = arg;
+        struct exec_unit *list, *rev = NULL;
+        uint64_t v;
+
+        while (read(s->efd, &v, sizeof(v)) < 0 && errno == EINTR)
+                ;
+        pthread_mutex_lock(&s->done_lock);
+        list = s->done;
+        s->done = NULL;
+        pthread_mutex_unlock(&s->done_lock);
+        while (list) { /* the list is LIFO; restore completion order */
+                struct exec_unit *n = list->next;
+                list->next = rev;
+                rev = list;
+                list = n;
+        }
+        while (rev) {
+                struct exec_unit *n = rev->next;
+                s->complete(rev, s->userdata);
+                rev = n;
+        }
+}
+
+struct model_wait {
+        struct sim *sim;
+        struct exec_unit *unit;
+};
+
+static void on_model_done(evutil_socket_t fd, short what, void *arg)
+{
+        struct model_wait *w = arg;
+        struct sim *s = w->sim;
+        struct exec_unit *u = w->unit;
+
+        free(w);
+        u->end_ns = now_ns();
+        s->complete(u, s->userdata);
+}
+
+static int sim_submit(struct backend *b, struct exec_unit *u)
+{
+        struct sim *s = (struct sim *)b;
+
+        u->next = NULL;
+        if (s->mode == 1) {
+                uint64_t ns = 0;
+                struct model_wait *w = malloc(sizeof(*w));
+                if (!w)
+                        return -ENOMEM;
+                for (int i = 0; i < u->nitems; i++)
+                        ns += u->items[i]->model_ns;
+                w->sim = s;
+                w->unit = u;
+                u->start_ns = now_ns();
+                struct timeval tv = { .tv_sec = (time_t)(ns / 1000000000ull),
+                                      .tv_usec = (suseconds_t)(ns % 1000000000ull / 1000) };
+                if (event_base_once(s->evbase, -1, EV_TIMEOUT, on_model_done, w, &tv) < 0) {
+                        free(w);
+                        return -ENOMEM;
+                }
+                return 0;
+        }
+        pthread_mutex_lock(&s->lock);
+        if (s->queue_tail)
+                s->queue_tail->next = u;
+        else
+                s->queue_head = u;
+        s->queue_tail = u;
+        pthread_cond_signal(&s->cond);
+        pthread_mutex_unlock(&s->lock);
+        return 0;
+}
+
+static int sim_device_count(struct backend *b)
+{
+        return ((struct sim *)b)->ndevices;
+}
+
+static int sim_device_describe(struct backend *b, int index, struct backend_device_desc *ret)
+{
+        struct sim *s = (struct sim *)b;
+        if (index < 0 || index >= s->ndevices)
+                return -ENODEV;
+        *ret = s->devices[index].desc;
+        return 0;
+}
+
+static void sim_destroy(struct backend *b)
+{
+        struct sim *s = (struct sim *)b;
+
+        if (!s)
+                return;
+        pthread_mutex_lock(&s->lock);
+        s->stopping = 1;
+        pthread_cond_broadcast(&s->cond);
+        pthread_mutex_unlock(&s->lock);
+        for (int i = 0; i < s->nthreads; i++)
+                pthread_join(s->threads[i], NULL);
+        free(s->threads);
+        if (s->efd_event)
+                event_free(s->efd_event);
+        if (s->efd >= 0)
+                close(s->efd);
+        for (int i = 0; i < s->ndevices; i++)
+                if (s->devices[i].desc.mem_base)
+                        munmap(s->devices[i].desc.mem_base, s->devices[i].desc.mem_size);
+        free(s->devices);
+        pthread_mutex_destroy(&s->lock);
+        pthread_cond_destroy(&s->cond);
+        pthread_mutex_destroy(&s->done_lock);
+        free(s);
+}
+
+static const struct backend_ops sim_ops = {
+        .name = "sim",
+        .device_count = sim_device_count,
+        .device_describe = sim_device_describe,
+        .submit = sim_submit,
+        .destroy = sim_destroy,
+};
+
+int sim_backend_new(struct event_base *base, int ndevices, const char *profile, int mode,
+                    int workers, backend_complete_fn complete, void *userdata,
+                    struct backend **ret, char *err, size_t errlen)
+{
+        const struct sim_profile *p = NULL;
+        struct sim *s;
+
+        for (size_t i = 0; i < sizeof(profiles) / sizeof(profiles[0]); i++)
+                if (strcmp(profiles[i].name, profile) == 0)
+                        p = &profiles[i];
+        if (!p) {
+                snprintf(err, errlen, "unknown simulated device profile '%s'", profile);
+                return -EINVAL;
+        }
+        s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        s->base.ops = &sim_ops;
+        s->evbase = base;
+        s->mode = mode;
+        s->complete = complete;
+        s->userdata = userdata;
+        s->efd = -1;
+        pthread_mutex_init(&s->lock, NULL);
+        pthread_cond_init(&s->cond, NULL);
+        pthread_mutex_init(&s->done_lock, NULL);
+        s->devices = calloc((size_t)ndevices, sizeof(*s->devices));
+        if (!s->devices && ndevices > 0)
+                goto fail_nomem;
+        s->ndevices = ndevices;
+        for (int i = 0; i < ndevices; i++) {
+                struct backend_device_desc *d = &s->devices[i].desc;
+                snprintf(d->profile, sizeof(d->profile), "%s", p->name);
+                d->mem_size = p->mem;
+                d->mem_base = mmap(NULL, p->mem, PROT_READ | PROT_WRITE,
+                                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+                if (d->mem_base == MAP_FAILED) {
+                        d->mem_base = NULL;
+                        snprintf(err, errlen, "cannot reserve %llu bytes of device memory: %s",
+                                 (unsigned long long)p->mem, strerror(errno));
+                        goto fail;
+                }
+                d->cores[OPS_ENGINE_CUBE] = p->cube;
+                d->cores[OPS_ENGINE_VECTOR] = p->vector;
+                d->cores[OPS_ENGINE_AICPU] = p->aicpu;
+                d->cores[OPS_ENGINE_DMA] = p->dma;
+                /* cube: 16x16x16 fp16 MACs per cycle; vector: 128 lanes; AI CPU: ~8 per cycle */
+                d->flops_per_core[OPS_ENGINE_CUBE] = p->clock_mhz * 1e6 * 8192;
+                d->flops_per_core[OPS_ENGINE_VECTOR] = p->clock_mhz * 1e6 * 256;
+                d->flops_per_core[OPS_ENGINE_AICPU] = 1.9e9 * 8;
+                d->flops_per_core[OPS_ENGINE_DMA] = 0;
+                d->mem_bandwidth = p->bandwidth;
+                d->clock_mhz = p->clock_mhz;
+                d->max_streams = p->max_streams;
+        }
+        s->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (s->efd < 0)
+                goto fail_errno;
+        s->efd_event = event_new(base, s->efd, EV_READ | EV_PERSIST, on_done, s);
+        if (!s->efd_event || event_add(s->efd_event, NULL) < 0)
+                goto fail_nomem;
+        if (mode == 0) {
+                if (workers <= 0) {
+                        long n = sysconf(_SC_NPROCESSORS_ONLN);
+                        workers = n > 0 ? (int)n : 2;
+                }
+                s->threads = calloc((size_t)workers, sizeof(pthread_t));
+                if (!s->threads)
+                        goto fail_nomem;
+                for (int i = 0; i < workers; i++) {
+                        int e = pthread_create(&s->threads[i], NULL, worker_main, s);
+                        if (e) {
+                                snprintf(err, errlen, "cannot start worker thread: %s",
+                                         strerror(e));
+                                goto fail;
+                        }
+                        s->nthreads++;
+                }
+        }
+        *ret = &s->base;
+        return 0;
+fail_errno:
+        snprintf(err, errlen, "%s", strerror(errno));
+        goto fail;
+fail_nomem:
+        snprintf(err, errlen, "out of memory");
+fail:
+        sim_destroy(&s->base);
+        return -EINVAL;
+}

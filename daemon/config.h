@@ -1,0 +1,44 @@
+/* npud configuration: defaults, the JSON config file and the command line, in that order of
+ * precedence (command line wins). Every wrong key or value is reported by name. */
+#ifndef NPUD_CONFIG_H
+#define NPUD_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum sim_mode { SIM_MODE_COMPUTE = 0, SIM_MODE_MODEL = 1 };
+
+struct npud_limits {
+        uint32_t max_connections;
+        uint32_t max_buffers;       /* per session */
+        uint32_t max_streams;       /* per session */
+        uint32_t max_events;        /* per session */
+        uint32_t max_regions;       /* per session */
+        uint64_t max_region_bytes;  /* per session, sum of registered host regions */
+        uint32_t max_queued_tasks;  /* per session; reading pauses above it */
+};
+
+struct npud_config {
+        char socket_path[108];
+        char config_path[4096];
+        int sim_devices;
+        char sim_profile[16];
+        enum sim_mode sim_mode;
+        int log_level;
+        int workers; /* host worker threads; 0 = number of CPUs */
+        char admin_group[64];
+        gid_t admin_gid;
+        int have_admin_gid;
+        struct npud_limits limits;
+};
+
+/* Fill defaults (socket path depends on the uid). */
+void config_defaults(struct npud_config *c);
+/* Load a JSON config file over c. 0 or -EINVAL/-errno with a message naming the key. */
+int config_load_file(struct npud_config *c, const char *path, char *err, size_t errlen);
+/* Parse the command line: returns 0 to run, 1 when --help/--version printed and the program
+ * should exit 0, -EINVAL with a message on bad usage. Loads --config itself. */
+int config_parse_args(struct npud_config *c, int argc, char **argv, char *err, size_t errlen);
+
+#endif

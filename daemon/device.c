@@ -1,0 +1,80 @@
+/* Device registry built from the backend's device descriptions. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "device.h"
+
+int device_registry_init(struct device_registry *r, struct backend *b, char *err, size_t errlen)
+{
+        int n = b->ops->device_count(b);
+
+        memset(r, 0, sizeof(*r));
+        if (n <= 0)
+                return 0;
+        r->devices = calloc((size_t)n, sizeof(*r->devices));
+        if (!r->devices) {
+                snprintf(err, errlen, "out of memory");
+                return -ENOMEM;
+        }
+        for (int i = 0; i < n; i++) {
+                struct device *d = &r->devices[i];
+                int e;
+
+                d->id = i;
+                snprintf(d->name, sizeof(d->name), "npu%d", i);
+                e = b->ops->device_describe(b, i, &d->desc);
+                if (e == 0)
+                        e = alloc_new(d->desc.mem_size, &d->alloc);
+                if (e < 0) {
+                        snprintf(err, errlen, "device %d: %s", i, strerror(-e));
+                        r->count = i;
+                        device_registry_deinit(r);
+                        return e;
+                }
+                for (int k = 0; k < OPS_ENGINE_COUNT; k++)
+                        d->free_cores[k] = d->desc.cores[k];
+                for (int p = 0; p < STREAM_PRIORITIES; p++)
+                        TAILQ_INIT(&d->ready[p]);
+                d->util_last_ns = now_ns();
+        }
+        r->count = n;
+        return 0;
+}
+
+void device_registry_deinit(struct device_registry *r)
+{
+        for (int i = 0; i < r->count; i++)
+                alloc_free(r->devices[i].alloc);
+        free(r->devices);
+        memset(r, 0, sizeof(*r));
+}
+
+struct device *device_get(struct device_registry *r, int id)
+{
+        if (id < 0 || id >= r->count)
+                return NULL;
+        return &r->devices[id];
+}
+
+void device_update_util(struct device *d, uint64_t now)
+{
+        uint64_t dt = now - d->util_last_ns;
+
+        if (dt == 0)
+                return;
+        for (int k = 0; k < OPS_ENGINE_COUNT; k++) {
+                uint64_t busy = d->busy_ns[k] - d->util_last_busy[k];
+                double u = d->desc.cores[k] ? (double)busy / ((double)dt * d->desc.cores[k]) : 0;
+                d->util[k] = u > 1 ? 1 : u;
+                d->util_last_busy[k] = d->busy_ns[k];
+        }
+        d->util_last_ns = now;
+}
+
+const char *device_health_name(enum device_health h)
+{
+        return h == DEVICE_OK ? "ok" : "failed";
+}

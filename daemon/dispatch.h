@@ -1,0 +1,47 @@
+/* Request dispatch: one table row per protocol method with its handler, permission and the
+ * session state it needs. Handlers reply now or keep the request id for a deferred reply. */
+#ifndef NPUD_DISPATCH_H
+#define NPUD_DISPATCH_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+struct session;
+
+struct request {
+        struct session *session;
+        uint64_t id;
+        const char *method;
+        json_t *params; /* object, borrowed */
+        int *fds;       /* PROTO_MAX_FDS entries, -1 for none; a handler that keeps one sets it to -1 */
+        int nfds;
+};
+
+enum method_flags {
+        METHOD_BEFORE_HELLO = 1 << 0, /* allowed before the hello exchange */
+        METHOD_ADMIN = 1 << 1,        /* root or the admin group only */
+};
+
+struct method {
+        const char *name;
+        void (*handler)(struct request *req);
+        unsigned flags;
+};
+
+void dispatch_request(struct request *req);
+/* Decode and queue the task records of a SUBMIT frame. */
+void dispatch_submit(struct session *s, const uint8_t *body, size_t len);
+
+/* Method groups, each in its own file. */
+extern const struct method methods_session[];
+extern const struct method methods_memory[];
+extern const struct method methods_stream[];
+extern const struct method methods_admin[];
+
+/* Parameter helpers: 0 or -EINVAL with an error reply already sent naming the key. */
+int param_u64(struct request *req, const char *key, uint64_t max, uint64_t *ret);
+int param_u64_opt(struct request *req, const char *key, uint64_t max, uint64_t def, uint64_t *ret);
+/* Reject keys outside the allowed list (NULL-terminated). */
+int params_only(struct request *req, const char *const *allowed);
+
+#endif

@@ -1,0 +1,31 @@
+/* The daemon context: the one object the loop thread owns and hands to every handler. */
+#ifndef NPUD_NPUD_H
+#define NPUD_NPUD_H
+
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "config.h"
+#include "device.h"
+
+struct event_base;
+struct event;
+struct session;
+
+struct npud {
+        struct event_base *base;
+        struct npud_config config;
+        struct backend *backend;
+        struct device_registry devices;
+        TAILQ_HEAD(, session) sessions;
+        uint32_t nsessions;
+        uint64_t next_session_id;
+        int listen_fd;
+        struct event *listen_event;
+        struct event *sched_event;
+        struct event *util_timer;
+        struct event *sig_int, *sig_term;
+        uint64_t started_ns;
+};
+
+#endif

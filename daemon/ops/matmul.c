@@ -1,0 +1,284 @@
+/* MatMul for the cube engine, with ONNX (numpy matmul) semantics: a 1-D first operand is
+ * a row vector and a 1-D second operand a column vector, the added dim being dropped from
+ * the result; leading batch dims broadcast. float32 goes to OpenBLAS sgemm one matrix at a
+ * time, or in a single call when the second operand is shared by every batch; float16 is
+ * widened to float32 temporaries around the same path; int32 and int64 use plain loops in
+ * unsigned arithmetic so that overflow wraps. */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "ops-internal.h"
+
+struct mm_shape {
+        int64_t m, n, k;
+        int64_t count;               /* number of matrices in the result */
+        struct ops_tensor batch;     /* broadcast batch dims */
+        int64_t sa[OPS_MAX_DIMS];    /* per batch dim: stride of A in matrices, 0 = broadcast */
+        int64_t sb[OPS_MAX_DIMS];
+        int a_full;                  /* A has every batch, laid out like the result */
+        int b_shared;                /* one B matrix for every batch */
+        struct ops_tensor out;       /* result shape */
+};
+
+static int mm_dtype_ok(int dtype)
+{
+        return dtype == PROTO_DTYPE_FLOAT32 || dtype == PROTO_DTYPE_FLOAT16 ||
+               dtype == PROTO_DTYPE_INT32 || dtype == PROTO_DTYPE_INT64;
+}
+
+/* Shapes of a call whose ranks and dtypes were validated; messages start with "MatMul: ". */
+static int mm_shape_of(const struct ops_call *call, struct mm_shape *s, char *err,
+                       size_t errlen)
+{
+        const struct ops_tensor *a = &call->in[0], *b = &call->in[1];
+        struct ops_tensor ba, bb;
+        char msg[2 * OPS_SHAPE_STR_MAX + 64];
+        int64_t kb;
+        int i;
+
+        memset(s, 0, sizeof(*s));
+        memset(&ba, 0, sizeof(ba));
+        memset(&bb, 0, sizeof(bb));
+        s->k = a->dims[a->ndim - 1];
+        s->m = a->ndim >= 2 ? a->dims[a->ndim - 2] : 1;
+        kb = b->ndim >= 2 ? b->dims[b->ndim - 2] : b->dims[0];
+        s->n = b->ndim >= 2 ? b->dims[b->ndim - 1] : 1;
+        if (s->k != kb)
+                return ops_fail(err, errlen, -EINVAL,
+                                "MatMul: inner dimensions differ (%lld vs %lld)",
+                                (long long)s->k, (long long)kb);
+        ba.ndim = a->ndim > 2 ? a->ndim - 2 : 0;
+        bb.ndim = b->ndim > 2 ? b->ndim - 2 : 0;
+        memcpy(ba.dims, a->dims, (size_t)ba.ndim * sizeof(a->dims[0]));
+        memcpy(bb.dims, b->dims, (size_t)bb.ndim * sizeof(b->dims[0]));
+        if (ops_broadcast_shape(&ba, &bb, &s->batch, msg, sizeof(msg)))
+                return ops_fail(err, errlen, -EINVAL, "MatMul: batch dimensions: %s", msg);
+        ops_broadcast_strides(&ba, &s->batch, s->sa);
+        ops_broadcast_strides(&bb, &s->batch, s->sb);
+        s->count = ops_tensor_numel(&s->batch);
+        s->a_full = ops_tensor_numel(&ba) == s->count;
+        s->b_shared = ops_tensor_numel(&bb) == 1;
+
+        s->out.dtype = a->dtype;
+        s->out.ndim = s->batch.ndim;
+        memcpy(s->out.dims, s->batch.dims, (size_t)s->batch.ndim * sizeof(s->batch.dims[0]));
+        if (a->ndim >= 2)
+                s->out.dims[s->out.ndim++] = s->m;
+        if (b->ndim >= 2)
+                s->out.dims[s->out.ndim++] = s->n;
+        for (i = 0; i < s->out.ndim; i++)
+                if (s->out.dims[i] < 0)
+                        return ops_fail(err, errlen, -EINVAL, "MatMul: invalid dimension");
+        return 0;
+}
+
+static int mm_check(const struct ops_call *call, char *err, size_t errlen)
+{
+        char b1[OPS_DTYPE_STR_MAX], b2[OPS_DTYPE_STR_MAX];
+        struct mm_shape s;
+        int rc, i;
+
+        rc = ops_check_common(&ops_matmul_def, call, NULL, err, errlen);
+        if (rc)
+                return rc;
+        if (!mm_dtype_ok(call->in[0].dtype))
+                return ops_fail(err, errlen, -EINVAL, "MatMul: input 0 has unsupported dtype %s",
+                                ops_dtype_str(call->in[0].dtype, b1, sizeof(b1)));
+        if (call->in[1].dtype != call->in[0].dtype)
+                return ops_fail(err, errlen, -EINVAL,
+                                "MatMul: input 1 dtype %s does not match input 0 dtype %s",
+                                ops_dtype_str(call->in[1].dtype, b1, sizeof(b1)),
+                                ops_dtype_str(call->in[0].dtype, b2, sizeof(b2)));
+        for (i = 0; i < 2; i++)
+                if (call->in[i].ndim < 1)
+                        return ops_fail(err, errlen, -EINVAL,
+                                        "MatMul: input %d is a scalar, rank 1 or more needed", i);
+        rc = mm_shape_of(call, &s, err, errlen);
+        if (rc)
+                return rc;
+        if (s.m > INT_MAX || s.n > INT_MAX || s.k > INT_MAX)
+                return ops_fail(err, errlen, -EINVAL,
+                                "MatMul: matrix dimension above %d not supported", INT_MAX);
+        return ops_check_output(&ops_matmul_def, call, call->in[0].dtype, &s.out, err, errlen);
+}
+
+/* Calls fn(ctx, index, a offset, b offset) for each result matrix, offsets in matrices. */
+static void mm_for_each(const struct mm_shape *s,
+                        void (*fn)(void *ctx, int64_t i, int64_t oa, int64_t ob), void *ctx)
+{
+        int64_t idx[OPS_MAX_DIMS] = { 0 };
+        int64_t i, oa = 0, ob = 0;
+        int d;
+
+        for (i = 0; i < s->count; i++) {
+                fn(ctx, i, oa, ob);
+                for (d = s->batch.ndim - 1; d >= 0; d--) {
+                        oa += s->sa[d];
+                        ob += s->sb[d];
+                        if (++idx[d] < s->batch.dims[d])
+                                break;
+                        oa -= s->sa[d] * s->batch.dims[d];
+                        ob -= s->sb[d] * s->batch.dims[d];
+                        idx[d] = 0;
+                }
+        }
+}
+
+struct mm_f32_ctx {
+        const struct mm_shape *s;
+        float *c;
+        const float *a, *b;
+};
+
+static void mm_sgemm(float *c, const float *a, const float *b, int64_t m, int64_t n, int64_t k)
+{
+        if (!m || !n)
+                return;
+        /* BLAS rejects lda = 0; an empty inner product is a zero matrix. */
+        if (!k) {
+                memset(c, 0, (size_t)(m * n) * sizeof(*c));
+                return;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)m, (blasint)n,
+                    (blasint)k, 1.0f, a, (blasint)k, b, (blasint)n, 0.0f, c, (blasint)n);
+}
+
+static void mm_f32_one(void *ctx_, int64_t i, int64_t oa, int64_t ob)
+{
+        const struct mm_f32_ctx *ctx = ctx_;
+        const struct mm_shape *s = ctx->s;
+
+        mm_sgemm(ctx->c + i * s->m * s->n, ctx->a + oa * s->m * s->k, ctx->b + ob * s->k * s->n,
+                 s->m, s->n, s->k);
+}
+
+static void mm_f32(const struct mm_shape *s, float *c, const float *a, const float *b)
+{
+        struct mm_f32_ctx ctx = { s, c, a, b };
+
+        /* Stacked A matrices times one B are a single tall product. */
+        if (s->a_full && s->b_shared && s->count * s->m <= INT_MAX) {
+                mm_sgemm(c, a, b, s->count * s->m, s->n, s->k);
+                return;
+        }
+        mm_for_each(s, mm_f32_one, &ctx);
+}
+
+static int mm_f16(const struct mm_shape *s, const struct ops_call *call, char *err,
+                  size_t errlen)
+{
+        int64_t na = ops_tensor_numel(&call->in[0]), nb = ops_tensor_numel(&call->in[1]);
+        int64_t nc = ops_tensor_numel(&call->out[0]);
+        float *a, *b, *c;
+
+        a = malloc((size_t)(na ? na : 1) * sizeof(float));
+        b = malloc((size_t)(nb ? nb : 1) * sizeof(float));
+        c = malloc((size_t)(nc ? nc : 1) * sizeof(float));
+        if (!a || !b || !c) {
+                free(a);
+                free(b);
+                free(c);
+                return ops_fail(err, errlen, -ENOMEM, "MatMul: out of memory for float16");
+        }
+        ops_half_to_float_n(a, call->in[0].data, (size_t)na);
+        ops_half_to_float_n(b, call->in[1].data, (size_t)nb);
+        mm_f32(s, c, a, b);
+        ops_float_to_half_n(call->out[0].data, c, (size_t)nc);
+        free(a);
+        free(b);
+        free(c);
+        return 0;
+}
+
+/* Integer kernels: i-k-j order so the innermost loop streams rows of B and C. */
+#define MM_INT_KERNEL(name, U)                                                                 \
+        struct name##_ctx {                                                                    \
+                const struct mm_shape *s;                                                      \
+                U *c;                                                                          \
+                const U *a, *b;                                                                \
+        };                                                                                     \
+        static void name##_one(void *ctx_, int64_t bi, int64_t oa, int64_t ob)                 \
+        {                                                                                      \
+                const struct name##_ctx *ctx = ctx_;                                           \
+                int64_t m = ctx->s->m, n = ctx->s->n, k = ctx->s->k, i, j, p;                  \
+                U *c = ctx->c + bi * m * n;                                                    \
+                const U *a = ctx->a + oa * m * k, *b = ctx->b + ob * k * n;                    \
+                                                                                               \
+                for (i = 0; i < m; i++) {                                                      \
+                        U *crow = c + i * n;                                                   \
+                                                                                               \
+                        for (j = 0; j < n; j++)                                                \
+                                crow[j] = 0;                                                   \
+                        for (p = 0; p < k; p++) {                                              \
+                                U av = a[i * k + p];                                           \
+                                const U *brow = b + p * n;                                     \
+                                                                                               \
+                                for (j = 0; j < n; j++)                                        \
+                                        crow[j] += av * brow[j];                               \
+                        }                                                                      \
+                }                                                                              \
+        }                                                                                      \
+        static void name(const struct mm_shape *s, void *c, const void *a, const void *b)      \
+        {                                                                                      \
+                struct name##_ctx ctx = { s, c, a, b };                                        \
+                                                                                               \
+                mm_for_each(s, name##_one, &ctx);                                              \
+        }
+
+/* int32_t and int64_t data are read and written through their unsigned counterparts,
+ * which the aliasing rules allow. */
+MM_INT_KERNEL(mm_i32, uint32_t)
+MM_INT_KERNEL(mm_i64, uint64_t)
+
+static int mm_run(const struct ops_call *call, char *err, size_t errlen)
+{
+        struct mm_shape s;
+        int rc;
+
+        rc = mm_shape_of(call, &s, err, errlen);
+        if (rc)
+                return rc;
+        if (!ops_tensor_numel(&call->out[0]))
+                return 0;
+        switch (call->in[0].dtype) {
+        case PROTO_DTYPE_FLOAT32:
+                mm_f32(&s, call->out[0].data, call->in[0].data, call->in[1].data);
+                return 0;
+        case PROTO_DTYPE_FLOAT16:
+                return mm_f16(&s, call, err, errlen);
+        case PROTO_DTYPE_INT32:
+                mm_i32(&s, call->out[0].data, call->in[0].data, call->in[1].data);
+                return 0;
+        case PROTO_DTYPE_INT64:
+                mm_i64(&s, call->out[0].data, call->in[0].data, call->in[1].data);
+                return 0;
+        default:
+                return ops_fail(err, errlen, -EINVAL, "MatMul: unsupported dtype");
+        }
+}
+
+static void mm_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+{
+        uint64_t esize = proto_dtype_size(call->in[0].dtype), n = 0;
+        struct mm_shape s;
+        int i;
+
+        *ret_flops = 0;
+        if (!mm_shape_of(call, &s, NULL, 0))
+                *ret_flops = ops_mul_sat(ops_mul_sat(ops_mul_sat(2 * (uint64_t)s.m,
+                                                                 (uint64_t)s.n),
+                                                     (uint64_t)s.k),
+                                         (uint64_t)s.count);
+        for (i = 0; i < 2; i++)
+                n = ops_add_sat(n, (uint64_t)ops_tensor_numel(&call->in[i]));
+        n = ops_add_sat(n, (uint64_t)ops_tensor_numel(&call->out[0]));
+        *ret_bytes = ops_mul_sat(n, esize);
+}
+
+const struct ops_def ops_matmul_def = {
+        "MatMul", 2, 2, 1, OPS_ENGINE_CUBE, mm_check, mm_run, mm_cost,
+};

@@ -1,0 +1,414 @@
+/* The operator registry and what the kernels share: lookup by name, attribute access,
+ * element counts, ONNX multidirectional broadcasting of shapes, IEEE half conversions done
+ * with integer operations (so they do not depend on compiler or CPU half support), the
+ * validation every operator's check starts with, and the thread limit handed to OpenBLAS. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "ops-internal.h"
+
+static const struct ops_def *const ops_table[] = {
+        &ops_add_def,  &ops_sub_def,    &ops_mul_def,     &ops_div_def,
+        &ops_relu_def, &ops_sigmoid_def, &ops_tanh_def,   &ops_matmul_def,
+        &ops_softmax_def, &ops_cast_def,
+};
+
+#define OPS_COUNT (sizeof(ops_table) / sizeof(ops_table[0]))
+
+const struct ops_def *ops_lookup(const char *name)
+{
+        size_t i;
+
+        if (!name)
+                return NULL;
+        for (i = 0; i < OPS_COUNT; i++)
+                if (strcmp(ops_table[i]->name, name) == 0)
+                        return ops_table[i];
+        return NULL;
+}
+
+const struct ops_def *ops_get(size_t i)
+{
+        return i < OPS_COUNT ? ops_table[i] : NULL;
+}
+
+const struct ops_attr *ops_attr_find(const struct ops_call *call, const char *name)
+{
+        int i, n = call->nattr;
+
+        if (n > OPS_MAX_ATTRS)
+                n = OPS_MAX_ATTRS;
+        /* Names come off the wire and need not be terminated inside the array. */
+        for (i = 0; i < n; i++)
+                if (strncmp(call->attr[i].name, name, OPS_NAME_MAX) == 0)
+                        return &call->attr[i];
+        return NULL;
+}
+
+int64_t ops_attr_int(const struct ops_call *call, const char *name, int64_t def)
+{
+        const struct ops_attr *a = ops_attr_find(call, name);
+
+        return a && a->type == OPS_ATTR_INT ? a->i : def;
+}
+
+double ops_attr_float(const struct ops_call *call, const char *name, double def)
+{
+        const struct ops_attr *a = ops_attr_find(call, name);
+
+        if (!a)
+                return def;
+        if (a->type == OPS_ATTR_FLOAT)
+                return a->f;
+        if (a->type == OPS_ATTR_INT)
+                return (double)a->i;
+        return def;
+}
+
+int64_t ops_tensor_numel(const struct ops_tensor *t)
+{
+        int64_t n = 1;
+        int i;
+
+        if (t->ndim < 0 || t->ndim > OPS_MAX_DIMS)
+                return -1;
+        for (i = 0; i < t->ndim; i++)
+                if (t->dims[i] < 0)
+                        return -1;
+        /* Any zero dim makes the tensor empty, whatever the product of the others. */
+        for (i = 0; i < t->ndim; i++)
+                if (t->dims[i] == 0)
+                        return 0;
+        for (i = 0; i < t->ndim; i++)
+                if (__builtin_mul_overflow(n, t->dims[i], &n))
+                        return -1;
+        return n;
+}
+
+int ops_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+        va_list ap;
+
+        if (err && errlen) {
+                va_start(ap, fmt);
+                vsnprintf(err, errlen, fmt, ap);
+                va_end(ap);
+        }
+        return rc;
+}
+
+const char *ops_shape_str(const struct ops_tensor *t, char *buf, size_t len)
+{
+        size_t off;
+        int i, n = t->ndim;
+
+        if (!len)
+                return buf;
+        if (n < 0 || n > OPS_MAX_DIMS) {
+                snprintf(buf, len, "<rank %d>", n);
+                return buf;
+        }
+        off = (size_t)snprintf(buf, len, "[");
+        for (i = 0; i < n && off < len; i++)
+                off += (size_t)snprintf(buf + off, len - off, "%s%lld", i ? "," : "",
+                                        (long long)t->dims[i]);
+        if (off < len)
+                snprintf(buf + off, len - off, "]");
+        return buf;
+}
+
+const char *ops_dtype_str(int dtype, char *buf, size_t len)
+{
+        const char *name = proto_dtype_name(dtype);
+
+        if (name)
+                snprintf(buf, len, "%s", name);
+        else
+                snprintf(buf, len, "dtype %d", dtype);
+        return buf;
+}
+
+int ops_shape_equal(const struct ops_tensor *a, const struct ops_tensor *b)
+{
+        if (a->ndim != b->ndim)
+                return 0;
+        return a->ndim <= 0 || a->ndim > OPS_MAX_DIMS ||
+               memcmp(a->dims, b->dims, (size_t)a->ndim * sizeof(a->dims[0])) == 0;
+}
+
+static int ops_check_tensor(const struct ops_def *def, const char *what, int idx,
+                            const struct ops_tensor *t, char *err, size_t errlen)
+{
+        size_t size = proto_dtype_size(t->dtype);
+        int64_t n, bytes;
+        int i;
+
+        if (t->ndim < 0 || t->ndim > OPS_MAX_DIMS)
+                return ops_fail(err, errlen, -EINVAL, "%s: %s %d has invalid rank %d",
+                                def->name, what, idx, t->ndim);
+        for (i = 0; i < t->ndim; i++)
+                if (t->dims[i] < 0)
+                        return ops_fail(err, errlen, -EINVAL,
+                                        "%s: %s %d has negative dimension %lld at axis %d",
+                                        def->name, what, idx, (long long)t->dims[i], i);
+        n = ops_tensor_numel(t);
+        if (n < 0 || (size && __builtin_mul_overflow(n, (int64_t)size, &bytes)))
+                return ops_fail(err, errlen, -EINVAL, "%s: %s %d is too large", def->name,
+                                what, idx);
+        return 0;
+}
+
+int ops_check_common(const struct ops_def *def, const struct ops_call *call,
+                     const char *const *allowed, char *err, size_t errlen)
+{
+        const struct ops_attr *a;
+        int i, j, rc;
+
+        if (call->nin < def->min_inputs || call->nin > def->max_inputs ||
+            call->nin > OPS_MAX_INPUTS) {
+                if (def->min_inputs == def->max_inputs)
+                        return ops_fail(err, errlen, -EINVAL, "%s: expected %d input%s, got %d",
+                                        def->name, def->min_inputs,
+                                        def->min_inputs == 1 ? "" : "s", call->nin);
+                return ops_fail(err, errlen, -EINVAL, "%s: expected %d to %d inputs, got %d",
+                                def->name, def->min_inputs, def->max_inputs, call->nin);
+        }
+        if (call->nout != def->outputs || call->nout > OPS_MAX_OUTPUTS)
+                return ops_fail(err, errlen, -EINVAL, "%s: expected %d output%s, got %d",
+                                def->name, def->outputs, def->outputs == 1 ? "" : "s",
+                                call->nout);
+        if (call->nattr < 0 || call->nattr > OPS_MAX_ATTRS)
+                return ops_fail(err, errlen, -EINVAL, "%s: invalid attribute count %d",
+                                def->name, call->nattr);
+        for (i = 0; i < call->nattr; i++) {
+                a = &call->attr[i];
+                if (!memchr(a->name, '\0', OPS_NAME_MAX))
+                        return ops_fail(err, errlen, -EINVAL,
+                                        "%s: attribute %d has an unterminated name", def->name,
+                                        i);
+                for (j = 0; allowed && allowed[j]; j++)
+                        if (strcmp(allowed[j], a->name) == 0)
+                                break;
+                if (!allowed || !allowed[j])
+                        return ops_fail(err, errlen, -EINVAL, "%s: unknown attribute '%s'",
+                                        def->name, a->name);
+                if (a->type != OPS_ATTR_INT && a->type != OPS_ATTR_FLOAT)
+                        return ops_fail(err, errlen, -EINVAL,
+                                        "%s: attribute '%s' has invalid type %d", def->name,
+                                        a->name, a->type);
+                for (j = 0; j < i; j++)
+                        if (strcmp(call->attr[j].name, a->name) == 0)
+                                return ops_fail(err, errlen, -EINVAL,
+                                                "%s: attribute '%s' given twice", def->name,
+                                                a->name);
+        }
+        for (i = 0; i < call->nin; i++) {
+                rc = ops_check_tensor(def, "input", i, &call->in[i], err, errlen);
+                if (rc)
+                        return rc;
+        }
+        for (i = 0; i < call->nout; i++) {
+                rc = ops_check_tensor(def, "output", i, &call->out[i], err, errlen);
+                if (rc)
+                        return rc;
+        }
+        return 0;
+}
+
+int ops_check_output(const struct ops_def *def, const struct ops_call *call, int dtype,
+                     const struct ops_tensor *want, char *err, size_t errlen)
+{
+        const struct ops_tensor *out = &call->out[0];
+        char b1[OPS_SHAPE_STR_MAX], b2[OPS_SHAPE_STR_MAX];
+
+        if (out->dtype != dtype)
+                return ops_fail(err, errlen, -EINVAL, "%s: output dtype %s but expected %s",
+                                def->name, ops_dtype_str(out->dtype, b1, sizeof(b1)),
+                                ops_dtype_str(dtype, b2, sizeof(b2)));
+        if (!ops_shape_equal(out, want))
+                return ops_fail(err, errlen, -EINVAL, "%s: output shape %s but expected %s",
+                                def->name, ops_shape_str(out, b1, sizeof(b1)),
+                                ops_shape_str(want, b2, sizeof(b2)));
+        return 0;
+}
+
+int ops_broadcast_shape(const struct ops_tensor *a, const struct ops_tensor *b,
+                        struct ops_tensor *ret, char *err, size_t errlen)
+{
+        char b1[OPS_SHAPE_STR_MAX], b2[OPS_SHAPE_STR_MAX];
+        int64_t dims[OPS_MAX_DIMS], da, db;
+        int i, n, ia, ib;
+
+        if (a->ndim < 0 || a->ndim > OPS_MAX_DIMS || b->ndim < 0 || b->ndim > OPS_MAX_DIMS)
+                return ops_fail(err, errlen, -EINVAL, "invalid rank %d or %d", a->ndim,
+                                b->ndim);
+        n = a->ndim > b->ndim ? a->ndim : b->ndim;
+        for (i = 0; i < n; i++) {
+                /* Right-aligned: missing leading dims count as 1. */
+                ia = i - (n - a->ndim);
+                ib = i - (n - b->ndim);
+                da = ia >= 0 ? a->dims[ia] : 1;
+                db = ib >= 0 ? b->dims[ib] : 1;
+                if (da < 0 || db < 0 || (da != db && da != 1 && db != 1))
+                        return ops_fail(err, errlen, -EINVAL,
+                                        "cannot broadcast shapes %s and %s",
+                                        ops_shape_str(a, b1, sizeof(b1)),
+                                        ops_shape_str(b, b2, sizeof(b2)));
+                dims[i] = da == 1 ? db : da;
+        }
+        /* ret may be a or b, so it is written only now. */
+        ret->ndim = n;
+        memcpy(ret->dims, dims, (size_t)n * sizeof(dims[0]));
+        return 0;
+}
+
+void ops_broadcast_strides(const struct ops_tensor *t, const struct ops_tensor *out,
+                           int64_t *strides)
+{
+        uint64_t s = 1; /* wraps harmlessly for empty tensors, whose strides go unused */
+        int d, td;
+
+        for (d = out->ndim - 1; d >= 0; d--) {
+                td = d - (out->ndim - t->ndim);
+                if (td < 0 || t->dims[td] == 1) {
+                        strides[d] = 0;
+                } else {
+                        strides[d] = (int64_t)s;
+                }
+                if (td >= 0)
+                        s *= (uint64_t)t->dims[td];
+        }
+}
+
+uint64_t ops_mul_sat(uint64_t a, uint64_t b)
+{
+        uint64_t r;
+
+        return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+uint64_t ops_add_sat(uint64_t a, uint64_t b)
+{
+        uint64_t r;
+
+        return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+/* Rounds the finite nonzero value m * 2^(e - p), m having its leading one at bit p (p > 10),
+ * to a half with sign, to nearest even, overflowing to infinity. */
+static uint16_t ops_half_round(uint16_t sign, int e, uint64_t m, int p)
+{
+        uint64_t h, rem, halfway;
+        int shift;
+
+        if (e > 15)
+                return sign | 0x7c00;
+        if (e >= -14) {
+                shift = p - 10;
+                h = ((uint64_t)(e + 15) << 10) + (m >> shift) - 0x400;
+        } else {
+                /* Subnormal: count units of 2^-24. Below 2^-25 everything rounds to 0. */
+                if (e < -25)
+                        return sign;
+                shift = p - 24 - e;
+                h = m >> shift;
+        }
+        rem = m & (((uint64_t)1 << shift) - 1);
+        halfway = (uint64_t)1 << (shift - 1);
+        /* A carry out of the mantissa bumps the exponent, up to 0x7c00 = infinity. */
+        if (rem > halfway || (rem == halfway && (h & 1)))
+                h++;
+        return (uint16_t)(sign | h);
+}
+
+uint16_t ops_float_to_half(float f)
+{
+        uint32_t x, exp, mant;
+        uint16_t sign;
+
+        memcpy(&x, &f, sizeof(x));
+        sign = (uint16_t)((x >> 16) & 0x8000);
+        exp = (x >> 23) & 0xff;
+        mant = x & 0x7fffff;
+        if (exp == 0xff) {
+                if (mant)
+                        return (uint16_t)(sign | 0x7e00 | (mant >> 13));
+                return sign | 0x7c00;
+        }
+        /* Single-precision subnormals are far below half's smallest subnormal. */
+        if (exp == 0)
+                return sign;
+        return ops_half_round(sign, (int)exp - 127, mant | 0x800000, 23);
+}
+
+uint16_t ops_double_to_half(double d)
+{
+        uint64_t x, exp, mant;
+        uint16_t sign;
+
+        memcpy(&x, &d, sizeof(x));
+        sign = (uint16_t)((x >> 48) & 0x8000);
+        exp = (x >> 52) & 0x7ff;
+        mant = x & 0xfffffffffffffULL;
+        if (exp == 0x7ff) {
+                if (mant)
+                        return (uint16_t)(sign | 0x7e00 | ((mant >> 42) & 0x3ff));
+                return sign | 0x7c00;
+        }
+        if (exp == 0)
+                return sign;
+        return ops_half_round(sign, (int)exp - 1023, mant | (1ULL << 52), 52);
+}
+
+float ops_half_to_float(uint16_t h)
+{
+        uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+        uint32_t exp = (h >> 10) & 0x1f;
+        uint32_t mant = h & 0x3ff;
+        uint32_t x;
+        int e;
+        float f;
+
+        if (exp == 0x1f) {
+                x = sign | 0x7f800000 | (mant << 13);
+        } else if (exp) {
+                x = sign | ((exp + 112) << 23) | (mant << 13);
+        } else if (!mant) {
+                x = sign;
+        } else {
+                /* Subnormal half: normalise, every one is a normal float. */
+                e = 1;
+                while (!(mant & 0x400)) {
+                        mant <<= 1;
+                        e--;
+                }
+                x = sign | ((uint32_t)(e + 112) << 23) | ((mant & 0x3ff) << 13);
+        }
+        memcpy(&f, &x, sizeof(f));
+        return f;
+}
+
+void ops_half_to_float_n(float *dst, const uint16_t *src, size_t n)
+{
+        size_t i;
+
+        for (i = 0; i < n; i++)
+                dst[i] = ops_half_to_float(src[i]);
+}
+
+void ops_float_to_half_n(uint16_t *dst, const float *src, size_t n)
+{
+        size_t i;
+
+        for (i = 0; i < n; i++)
+                dst[i] = ops_float_to_half(src[i]);
+}
+
+void ops_set_threads(int n)
+{
+        openblas_set_num_threads(n < 1 ? 1 : n);
+}

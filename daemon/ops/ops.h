@@ -1,0 +1,87 @@
+/* Operator registry: what an operator accepts, how its outputs are checked, what it costs and
+ * the kernel that computes it. Kernels run on backend worker threads and touch nothing but
+ * the tensors of their call; check and cost run on the loop thread before submission. */
+#ifndef NPUD_OPS_H
+#define NPUD_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../proto/dtype.h"
+
+#define OPS_MAX_DIMS 8
+#define OPS_MAX_INPUTS 8
+#define OPS_MAX_OUTPUTS 4
+#define OPS_MAX_ATTRS 8
+#define OPS_NAME_MAX 32
+
+enum ops_engine {
+        OPS_ENGINE_CUBE = 0,   /* matrix unit of the AI core */
+        OPS_ENGINE_VECTOR = 1, /* vector unit */
+        OPS_ENGINE_AICPU = 2,  /* general-purpose device CPU */
+        OPS_ENGINE_DMA = 3,    /* copy engines (no operator kernels) */
+        OPS_ENGINE_COUNT
+};
+
+struct ops_tensor {
+        int dtype; /* enum proto_dtype */
+        int ndim;  /* 0 = scalar */
+        int64_t dims[OPS_MAX_DIMS];
+        void *data; /* resolved device pointer; NULL while checking */
+};
+
+enum ops_attr_type { OPS_ATTR_INT = 1, OPS_ATTR_FLOAT = 2 };
+
+struct ops_attr {
+        char name[OPS_NAME_MAX];
+        int type; /* enum ops_attr_type */
+        int64_t i;
+        double f;
+};
+
+struct ops_call {
+        int nin, nout, nattr;
+        struct ops_tensor in[OPS_MAX_INPUTS];
+        struct ops_tensor out[OPS_MAX_OUTPUTS];
+        struct ops_attr attr[OPS_MAX_ATTRS];
+};
+
+struct ops_def {
+        const char *name;         /* "Add", "MatMul", ... (ONNX op type) */
+        int min_inputs, max_inputs;
+        int outputs;
+        enum ops_engine engine;   /* the engine kind its kernel targets */
+        /* Validate dtypes, shapes and attributes of a call whose data pointers are NULL.
+         * Returns 0, or -EINVAL with a message naming what is wrong written to err. */
+        int (*check)(const struct ops_call *call, char *err, size_t errlen);
+        /* Compute. Called only for calls that passed check. 0 or -errno with a message. */
+        int (*run)(const struct ops_call *call, char *err, size_t errlen);
+        /* Work estimate for the cost model: floating/integer operations and bytes moved. */
+        void (*cost)(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes);
+};
+
+/* Registry lookup by exact name; NULL when unknown. */
+const struct ops_def *ops_lookup(const char *name);
+/* Iterate the registry: returns the i-th operator or NULL past the end. */
+const struct ops_def *ops_get(size_t i);
+
+/* Attribute lookup helpers; return the default when the attribute is absent. */
+int64_t ops_attr_int(const struct ops_call *call, const char *name, int64_t def);
+double ops_attr_float(const struct ops_call *call, const char *name, double def);
+
+/* Number of elements of a tensor (1 for a scalar); -1 if it overflows int64 or a dim < 0. */
+int64_t ops_tensor_numel(const struct ops_tensor *t);
+
+/* ONNX multidirectional broadcasting of a and b into ret (ret->dtype untouched).
+ * Returns 0 or -EINVAL with a message. */
+int ops_broadcast_shape(const struct ops_tensor *a, const struct ops_tensor *b,
+                        struct ops_tensor *ret, char *err, size_t errlen);
+
+/* IEEE half <-> single conversions (round to nearest even). */
+float ops_half_to_float(uint16_t h);
+uint16_t ops_float_to_half(float f);
+
+/* Limit the threads a kernel library (OpenBLAS) may start from one kernel. */
+void ops_set_threads(int n);
+
+#endif

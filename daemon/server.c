@@ -1,0 +1,125 @@
+/* Unix-socket listener (see server.h). */
+#include <errno.h>
+#include <event2/event.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "npud.h"
+#include "server.h"
+#include "session.h"
+
+static void on_accept(evutil_socket_t lfd, short what, void *arg)
+{
+        struct npud *d = arg;
+
+        for (int i = 0; i < 16; i++) {
+                int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                struct session *s;
+
+                if (fd < 0) {
+                        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+                                log_warn("accept: %s", strerror(errno));
+                        return;
+                }
+                if (d->nsessions >= d->config.limits.max_connections) {
+                        log_warn("connection refused: limit of %u connections reached",
+                                 d->config.limits.max_connections);
+                        close(fd);
+                        continue;
+                }
+                session_new(d, fd, &s);
+        }
+}
+
+/* Is something accepting connections on path? */
+static int socket_alive(const struct sockaddr_un *addr)
+{
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int alive;
+
+        if (fd < 0)
+                return 0;
+        alive = connect(fd, (const struct sockaddr *)addr, sizeof(*addr)) == 0;
+        close(fd);
+        return alive;
+}
+
+static int make_parent_dir(const char *path)
+{
+        char copy[108];
+        struct stat st;
+
+        snprintf(copy, sizeof(copy), "%s", path);
+        char *dir = dirname(copy);
+        if (stat(dir, &st) == 0)
+                return 0;
+        return mkdir(dir, geteuid() == 0 ? 0755 : 0700) == 0 || errno == EEXIST ? 0 : -errno;
+}
+
+int server_listen(struct npud *d, char *err, size_t errlen)
+{
+        struct sockaddr_un addr = { .sun_family = AF_UNIX };
+        const char *path = d->config.socket_path;
+        struct stat st;
+        int fd, e;
+
+        if (strlen(path) >= sizeof(addr.sun_path)) {
+                snprintf(err, errlen, "socket path too long: %s", path);
+                return -ENAMETOOLONG;
+        }
+        memcpy(addr.sun_path, path, strlen(path) + 1);
+        if ((e = make_parent_dir(path)) < 0) {
+                snprintf(err, errlen, "cannot create the directory of %s: %s", path, strerror(-e));
+                return e;
+        }
+        if (lstat(path, &st) == 0) {
+                if (!S_ISSOCK(st.st_mode)) {
+                        snprintf(err, errlen, "%s exists and is not a socket", path);
+                        return -EEXIST;
+                }
+                if (socket_alive(&addr)) {
+                        snprintf(err, errlen, "another npud is serving %s", path);
+                        return -EADDRINUSE;
+                }
+                unlink(path); /* stale: nothing answers */
+        }
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                goto fail_errno;
+        if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 || chmod(path, 0660) < 0 ||
+            listen(fd, 128) < 0) {
+                e = errno;
+                close(fd);
+                errno = e;
+                goto fail_errno;
+        }
+        d->listen_fd = fd;
+        d->listen_event = event_new(d->base, fd, EV_READ | EV_PERSIST, on_accept, d);
+        if (!d->listen_event || event_add(d->listen_event, NULL) < 0) {
+                snprintf(err, errlen, "cannot watch the listening socket");
+                return -ENOMEM;
+        }
+        return 0;
+fail_errno:
+        e = errno;
+        snprintf(err, errlen, "cannot listen on %s: %s", path, strerror(e));
+        return -e;
+}
+
+void server_close(struct npud *d)
+{
+        if (d->listen_event)
+                event_free(d->listen_event);
+        d->listen_event = NULL;
+        if (d->listen_fd >= 0) {
+                close(d->listen_fd);
+                unlink(d->config.socket_path);
+        }
+        d->listen_fd = -1;
+}

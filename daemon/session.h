@@ -1,0 +1,60 @@
+/* A client connection: its credentials, its frame reader and writer, its handle table and
+ * everything it holds. When the connection ends, queued work is cancelled, running work
+ * drains, and every object the client held is released. */
+#ifndef NPUD_SESSION_H
+#define NPUD_SESSION_H
+
+#include <stdint.h>
+#include <sys/queue.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+#include "../proto/frame.h"
+#include "handle.h"
+#include "stream.h"
+
+struct npud;
+struct event;
+
+struct session {
+        TAILQ_ENTRY(session) link;
+        struct npud *npud;
+        uint64_t id;
+        int fd;
+        struct event *read_event, *write_event;
+        struct proto_reader reader;
+        struct proto_writer writer;
+        pid_t pid;
+        uid_t uid;
+        gid_t gid;
+        char comm[32];
+        int admin; /* may see and manage other users' sessions */
+        int version; /* negotiated protocol version, 0 before hello */
+        struct handle_table handles;
+        uint64_t buffer_bytes, region_bytes;
+        uint32_t queued_tasks;
+        uint64_t tasks_submitted, tasks_completed, tasks_failed;
+        int read_paused;
+        int closing;
+        TAILQ_HEAD(, stream) streams; /* every stream still referring to this session */
+        struct waiter_list waiters;
+        struct stream_error deferred; /* failure not attributable to a live stream */
+};
+
+/* Take over an accepted connection. 0 or -errno (fd is closed on failure). */
+int session_new(struct npud *d, int fd, struct session **ret);
+/* End a session now: cancel, drain, release. */
+void session_close(struct session *s, const char *reason);
+/* Queue a reply or notification. */
+void session_send_json(struct session *s, int kind, uint64_t request_id, json_t *body);
+void session_reply_result(struct session *s, uint64_t request_id, json_t *result);
+void session_reply_error(struct session *s, uint64_t request_id, int code, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+/* Record an asynchronous failure on a stream (or the session when st is NULL) and notify. */
+void session_task_failed(struct session *s, struct stream *st, uint64_t seq, int code,
+                         const char *message);
+/* Reading resumes once queued work fell below the limit. */
+void session_maybe_resume(struct session *s);
+
+#endif

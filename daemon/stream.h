@@ -1,0 +1,104 @@
+/* Streams, events and tasks. A stream is an ordered queue of tasks on one device; tasks of
+ * one stream run in order, different streams run concurrently. An event marks a point in a
+ * stream (record) that other streams can wait for and clients can query or wait on. Waiters
+ * are deferred replies to synchronize requests. */
+#ifndef NPUD_STREAM_H
+#define NPUD_STREAM_H
+
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "backend/backend.h"
+#include "mem.h"
+
+struct session;
+struct npud;
+
+enum task_kind { TASK_EXEC = 1, TASK_EVENT_RECORD, TASK_STREAM_WAIT };
+
+#define TASK_MAX_REFS (OPS_MAX_INPUTS + OPS_MAX_OUTPUTS)
+
+struct task {
+        TAILQ_ENTRY(task) link;
+        enum task_kind kind;
+        uint64_t seq; /* client's task number */
+        struct stream *stream; /* reference */
+        int engine;
+        struct exec_item item;
+        struct buffer *bufs[TASK_MAX_REFS];
+        int nbufs;
+        struct region *region;
+        struct npu_evt *evt; /* record / wait target (reference) */
+        uint64_t gen;        /* generation recorded or waited for */
+        uint64_t enqueue_ns;
+};
+
+enum waiter_kind { WAIT_STREAM = 1, WAIT_EVENT, WAIT_SESSION };
+
+struct waiter {
+        TAILQ_ENTRY(waiter) obj_link;
+        TAILQ_ENTRY(waiter) session_link;
+        struct session *session;
+        uint64_t request_id;
+        enum waiter_kind kind;
+        void *target;
+};
+
+TAILQ_HEAD(waiter_list, waiter);
+
+struct stream_error {
+        int code; /* 0 none */
+        uint64_t seq;
+        char message[256];
+};
+
+struct stream {
+        int refs;
+        uint32_t handle;
+        struct session *session; /* NULL once the session is gone */
+        TAILQ_ENTRY(stream) session_link;
+        struct device *dev;
+        int priority;
+        TAILQ_HEAD(, task) tasks; /* queued, not yet running */
+        uint32_t ntasks;
+        struct exec_unit *running;
+        struct npu_evt *blocked_on; /* head is a wait not yet satisfied */
+        TAILQ_ENTRY(stream) blocked_link;
+        int in_ready;
+        TAILQ_ENTRY(stream) ready_link;
+        int destroyed;
+        uint64_t last_end_ns; /* when the stream's previous task finished */
+        struct stream_error error; /* first failure since the last synchronize */
+        struct waiter_list waiters;
+};
+
+struct npu_evt {
+        int refs;
+        uint64_t recorded_gen, completed_gen;
+        uint64_t ts_ns; /* time the last completed record ran */
+        struct stream_error error; /* failure before the last completed record */
+        TAILQ_HEAD(, stream) blocked;
+        struct waiter_list waiters;
+};
+
+struct stream *stream_new(struct session *s, struct device *dev, int priority);
+struct stream *stream_ref(struct stream *st);
+void stream_unref(struct stream *st);
+static inline int stream_idle(const struct stream *st)
+{
+        return st->ntasks == 0 && !st->running;
+}
+
+struct npu_evt *evt_new(void);
+struct npu_evt *evt_ref(struct npu_evt *e);
+void evt_unref(struct npu_evt *e);
+static inline int evt_complete(const struct npu_evt *e)
+{
+        return e->completed_gen >= e->recorded_gen;
+}
+
+struct task *task_new(enum task_kind kind, struct stream *st, uint64_t seq);
+/* Release everything the task references and free it. */
+void task_free(struct task *t);
+
+#endif

@@ -1,0 +1,29 @@
+/* Tensor element types on the wire. The numeric values are ONNX TensorProto.DataType
+ * codes so that model import and the wire agree; they never change. */
+#ifndef NPU_PROTO_DTYPE_H
+#define NPU_PROTO_DTYPE_H
+
+#include <stddef.h>
+
+enum proto_dtype {
+        PROTO_DTYPE_FLOAT32 = 1,
+        PROTO_DTYPE_UINT8 = 2,
+        PROTO_DTYPE_INT8 = 3,
+        PROTO_DTYPE_UINT16 = 4,
+        PROTO_DTYPE_INT16 = 5,
+        PROTO_DTYPE_INT32 = 6,
+        PROTO_DTYPE_INT64 = 7,
+        PROTO_DTYPE_BOOL = 9,
+        PROTO_DTYPE_FLOAT16 = 10,
+        PROTO_DTYPE_FLOAT64 = 11,
+        PROTO_DTYPE_UINT32 = 12,
+        PROTO_DTYPE_UINT64 = 13,
+        PROTO_DTYPE_BFLOAT16 = 16,
+};
+
+/* Size of one element in bytes, 0 for an unknown code. */
+size_t proto_dtype_size(int dtype);
+/* Lower-case name ("float32"), NULL for an unknown code. */
+const char *proto_dtype_name(int dtype);
+
+#endif

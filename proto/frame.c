@@ -1,0 +1,294 @@
+/* Frame header encoding, incremental frame reassembly with fd passing, and output buffering. */
+#include <endian.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "frame.h"
+
+#define READ_CHUNK 65536u
+
+void proto_header_encode(const struct proto_header *h, uint8_t out[PROTO_HEADER_SIZE])
+{
+        uint32_t magic = htole32(h->magic), body = htole32(h->body_len);
+        uint16_t version = htole16(h->version);
+        uint64_t id = htole64(h->request_id);
+
+        memcpy(out, &magic, 4);
+        memcpy(out + 4, &version, 2);
+        out[6] = h->kind;
+        out[7] = h->flags;
+        out[8] = h->nfds;
+        memset(out + 9, 0, 3);
+        memcpy(out + 12, &body, 4);
+        memcpy(out + 16, &id, 8);
+}
+
+int proto_header_decode(const uint8_t in[PROTO_HEADER_SIZE], struct proto_header *ret)
+{
+        struct proto_header h;
+        uint32_t v32;
+        uint16_t v16;
+        uint64_t v64;
+
+        memcpy(&v32, in, 4);
+        h.magic = le32toh(v32);
+        memcpy(&v16, in + 4, 2);
+        h.version = le16toh(v16);
+        h.kind = in[6];
+        h.flags = in[7];
+        h.nfds = in[8];
+        memcpy(&v32, in + 12, 4);
+        h.body_len = le32toh(v32);
+        memcpy(&v64, in + 16, 8);
+        h.request_id = le64toh(v64);
+
+        if (h.magic != PROTO_MAGIC || h.flags != 0 || in[9] || in[10] || in[11])
+                return -EBADMSG;
+        if (h.version < PROTO_VERSION_MIN || h.version > PROTO_VERSION)
+                return -EPROTONOSUPPORT;
+        if (h.kind < PROTO_KIND_REQUEST || h.kind > PROTO_KIND_SUBMIT)
+                return -EBADMSG;
+        if (h.nfds > PROTO_MAX_FDS)
+                return -ETOOMANYREFS;
+        if (h.body_len > (h.kind == PROTO_KIND_SUBMIT ? PROTO_MAX_BODY : PROTO_MAX_JSON_BODY))
+                return -EMSGSIZE;
+        *ret = h;
+        return 0;
+}
+
+void proto_reader_init(struct proto_reader *r)
+{
+        memset(r, 0, sizeof(*r));
+}
+
+void proto_reader_deinit(struct proto_reader *r)
+{
+        for (int i = 0; i < r->nfds; i++)
+                close(r->fds[i]);
+        free(r->buf);
+        proto_reader_init(r);
+}
+
+/* Make room for at least `want` more bytes after the unread data. */
+static int reader_reserve(struct proto_reader *r, size_t want)
+{
+        if (r->start > 0 && (r->len == 0 || r->start + r->len + want > r->cap)) {
+                memmove(r->buf, r->buf + r->start, r->len);
+                r->start = 0;
+        }
+        if (r->start + r->len + want <= r->cap)
+                return 0;
+        size_t cap = r->cap ? r->cap : READ_CHUNK;
+        while (cap < r->len + want)
+                cap *= 2;
+        uint8_t *nb = realloc(r->buf, cap);
+        if (!nb)
+                return -ENOMEM;
+        r->buf = nb;
+        r->cap = cap;
+        return 0;
+}
+
+int proto_reader_feed(struct proto_reader *r, const void *data, size_t len)
+{
+        if (len > PROTO_MAX_BODY + PROTO_HEADER_SIZE)
+                return -EMSGSIZE;
+        int e = reader_reserve(r, len);
+        if (e < 0)
+                return e;
+        memcpy(r->buf + r->start + r->len, data, len);
+        r->len += len;
+        return 0;
+}
+
+ssize_t proto_reader_fill(struct proto_reader *r, int sock)
+{
+        union {
+                char buf[CMSG_SPACE(sizeof(int) * PROTO_MAX_FDS)];
+                struct cmsghdr align;
+        } ctl;
+        struct iovec iov;
+        struct msghdr msg = { 0 };
+        size_t want = READ_CHUNK;
+        ssize_t n;
+
+        /* Read a whole pending frame in one go when its header is already here. */
+        if (r->len >= PROTO_HEADER_SIZE) {
+                struct proto_header h;
+                if (proto_header_decode(r->buf + r->start, &h) == 0 &&
+                    (size_t)h.body_len + PROTO_HEADER_SIZE > r->len)
+                        want = (size_t)h.body_len + PROTO_HEADER_SIZE - r->len;
+                if (want < READ_CHUNK)
+                        want = READ_CHUNK;
+        }
+        if (reader_reserve(r, want) < 0)
+                return -ENOMEM;
+        iov.iov_base = r->buf + r->start + r->len;
+        iov.iov_len = r->cap - r->start - r->len;
+        msg.msg_iov = &iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = ctl.buf;
+        msg.msg_controllen = sizeof(ctl.buf);
+        n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (n < 0)
+                return errno == EAGAIN || errno == EWOULDBLOCK ? -EAGAIN : -errno;
+
+        int bad = (msg.msg_flags & MSG_CTRUNC) != 0;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                        continue;
+                size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                for (size_t i = 0; i < k; i++) {
+                        int fd;
+                        memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                        if (r->nfds < (int)(sizeof(r->fds) / sizeof(r->fds[0])))
+                                r->fds[r->nfds++] = fd;
+                        else {
+                                close(fd);
+                                bad = 1;
+                        }
+                }
+        }
+        if (bad)
+                return -EBADMSG;
+        r->len += (size_t)n;
+        return n;
+}
+
+int proto_reader_next(struct proto_reader *r, struct proto_frame *ret)
+{
+        struct proto_header h;
+        int e;
+
+        if (r->len < PROTO_HEADER_SIZE)
+                return 0;
+        e = proto_header_decode(r->buf + r->start, &h);
+        if (e < 0)
+                return e;
+        if (r->len - PROTO_HEADER_SIZE < h.body_len)
+                return 0;
+        if (h.nfds > r->nfds)
+                return -EBADMSG; /* fds arrive with the frame's first byte or never */
+        ret->hdr = h;
+        ret->body = r->buf + r->start + PROTO_HEADER_SIZE;
+        for (int i = 0; i < PROTO_MAX_FDS; i++)
+                ret->fds[i] = -1;
+        for (int i = 0; i < h.nfds; i++)
+                ret->fds[i] = r->fds[i];
+        memmove(r->fds, r->fds + h.nfds, sizeof(int) * (size_t)(r->nfds - h.nfds));
+        r->nfds -= h.nfds;
+        r->start += PROTO_HEADER_SIZE + h.body_len;
+        r->len -= PROTO_HEADER_SIZE + h.body_len;
+        return 1;
+}
+
+void proto_writer_init(struct proto_writer *w)
+{
+        memset(w, 0, sizeof(*w));
+}
+
+void proto_writer_deinit(struct proto_writer *w)
+{
+        free(w->buf);
+        proto_writer_init(w);
+}
+
+int proto_writer_append(struct proto_writer *w, const struct proto_header *h, const void *body)
+{
+        size_t need = PROTO_HEADER_SIZE + h->body_len;
+
+        if (w->start > 0 && w->start + w->len + need > w->cap) {
+                memmove(w->buf, w->buf + w->start, w->len);
+                w->start = 0;
+        }
+        if (w->len + need > w->cap) {
+                size_t cap = w->cap ? w->cap : 4096;
+                while (cap < w->len + need)
+                        cap *= 2;
+                uint8_t *nb = realloc(w->buf, cap);
+                if (!nb)
+                        return -ENOMEM;
+                w->buf = nb;
+                w->cap = cap;
+        }
+        proto_header_encode(h, w->buf + w->start + w->len);
+        if (h->body_len)
+                memcpy(w->buf + w->start + w->len + PROTO_HEADER_SIZE, body, h->body_len);
+        w->len += need;
+        return 0;
+}
+
+ssize_t proto_writer_flush(struct proto_writer *w, int sock)
+{
+        while (w->len > 0) {
+                ssize_t n = send(sock, w->buf + w->start, w->len, MSG_DONTWAIT | MSG_NOSIGNAL);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN || errno == EWOULDBLOCK)
+                                break;
+                        return -errno;
+                }
+                w->start += (size_t)n;
+                w->len -= (size_t)n;
+        }
+        if (w->len == 0)
+                w->start = 0;
+        return (ssize_t)w->len;
+}
+
+int proto_send_frame(int sock, const struct proto_header *h, const void *body, const int *fds)
+{
+        uint8_t hdr[PROTO_HEADER_SIZE];
+        union {
+                char buf[CMSG_SPACE(sizeof(int) * PROTO_MAX_FDS)];
+                struct cmsghdr align;
+        } ctl;
+        struct iovec iov[2];
+        size_t total = PROTO_HEADER_SIZE + h->body_len, done = 0;
+        int first = 1;
+
+        if (h->nfds > PROTO_MAX_FDS)
+                return -ETOOMANYREFS;
+        proto_header_encode(h, hdr);
+        while (done < total) {
+                struct msghdr msg = { 0 };
+                int niov = 0;
+                if (done < PROTO_HEADER_SIZE) {
+                        iov[niov].iov_base = hdr + done;
+                        iov[niov++].iov_len = PROTO_HEADER_SIZE - done;
+                        if (h->body_len) {
+                                iov[niov].iov_base = (void *)body;
+                                iov[niov++].iov_len = h->body_len;
+                        }
+                } else {
+                        iov[niov].iov_base = (uint8_t *)body + (done - PROTO_HEADER_SIZE);
+                        iov[niov++].iov_len = total - done;
+                }
+                msg.msg_iov = iov;
+                msg.msg_iovlen = (size_t)niov;
+                if (first && h->nfds) {
+                        memset(&ctl, 0, sizeof(ctl));
+                        msg.msg_control = ctl.buf;
+                        msg.msg_controllen = CMSG_SPACE(sizeof(int) * h->nfds);
+                        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+                        c->cmsg_level = SOL_SOCKET;
+                        c->cmsg_type = SCM_RIGHTS;
+                        c->cmsg_len = CMSG_LEN(sizeof(int) * h->nfds);
+                        memcpy(CMSG_DATA(c), fds, sizeof(int) * h->nfds);
+                }
+                ssize_t n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                first = 0;
+                done += (size_t)n;
+        }
+        return 0;
+}
