@@ -168,6 +168,7 @@ static void event_fire(struct npud *d, struct npu_evt *e, struct task *t)
                         TAILQ_REMOVE(&e->blocked, b, blocked_link);
                         b->blocked_on = NULL;
                         stream_make_ready(b);
+                        sched_kick(d);
                 }
         }
         sched_check_event_waiters(d, e);

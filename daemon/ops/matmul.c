@@ -268,7 +268,7 @@ static void mm_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *
         int i;
 
         *ret_flops = 0;
-        if (!mm_shape_of(call, &s, NULL, 0))
+        if (call->in[0].ndim >= 1 && call->in[1].ndim >= 1 && !mm_shape_of(call, &s, NULL, 0))
                 *ret_flops = ops_mul_sat(ops_mul_sat(ops_mul_sat(2 * (uint64_t)s.m,
                                                                  (uint64_t)s.n),
                                                      (uint64_t)s.k),

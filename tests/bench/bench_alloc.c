@@ -175,7 +175,15 @@ static void bench_speed(const char *name, uint64_t (*mix)(uint64_t *s))
 #define BENCH_EVENTS 1000000
 #define BENCH_MAX_LAYERS 32
 #define BENCH_MAX_MODELS 3
+#ifndef BENCH_MAX_REQUESTS
 #define BENCH_MAX_REQUESTS 8
+#endif
+#ifndef BENCH_SWAP_ODDS /* one new request in this many retires a model */
+#define BENCH_SWAP_ODDS 20
+#endif
+#ifndef BENCH_TRACE_SEED
+#define BENCH_TRACE_SEED 2024
+#endif
 #define BENCH_VOCAB 32000
 
 struct bench_trace {
@@ -327,7 +335,7 @@ static void bench_request_start(struct bench_gen *g)
                         usable[nusable++] = i;
         /* Now and then retire a model: it takes no new requests, and once its last one is
          * done its weights go and another model is loaded in their place. */
-        if (nusable > 1 && bench_rng_below(&g->seed, 20) == 0) {
+        if (nusable > 1 && bench_rng_below(&g->seed, BENCH_SWAP_ODDS) == 0) {
                 i = (int)bench_rng_below(&g->seed, (uint64_t)nusable);
                 g->models[usable[i]].draining = true;
                 if (g->models[usable[i]].inflight == 0) {
@@ -356,8 +364,11 @@ static void bench_request_start(struct bench_gen *g)
 static void bench_request_prefill_layer(struct bench_gen *g, struct bench_request *r,
                                         const struct bench_model *m)
 {
-        uint64_t th = r->tokens * m->hidden * 2, kv = (r->tokens + 64) * m->hidden * 2;
+        uint64_t th = r->tokens * m->hidden * 2, kv;
         uint32_t qkv, ws, scratch, attn, mlp, out;
+
+        /* KV cache for the prompt and every token the request will generate. */
+        kv = (r->tokens + r->batch * (uint64_t)r->decode_left) * m->hidden * 2;
 
         qkv = bench_emit_alloc(g, 3 * th);
         ws = bench_emit_alloc(g, th);
@@ -431,7 +442,7 @@ static void bench_trace_generate(struct bench_trace *t)
         t->ev = bench_xcalloc(BENCH_EVENTS, sizeof(*t->ev));
         t->size = bench_xcalloc(BENCH_EVENTS, sizeof(*t->size));
         g->t = t;
-        g->seed = 2024;
+        g->seed = BENCH_TRACE_SEED;
         g->target = 4;
         for (i = 0; i < BENCH_MAX_MODELS; i++)
                 bench_model_load(g, &g->models[i]);

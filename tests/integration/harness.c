@@ -1,0 +1,208 @@
+/* Integration-test harness (see harness.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../proto/frame.h"
+#include "harness.h"
+
+int harness_start(struct npud_proc *p, const char *const *extra)
+{
+        const char *bin = getenv("NPUD_BIN") ? getenv("NPUD_BIN") : "build/bin/npud";
+        const char *argv[32];
+        int n = 0;
+
+        memset(p, 0, sizeof(*p));
+        snprintf(p->dir, sizeof(p->dir), "/tmp/npud-test-XXXXXX");
+        if (!mkdtemp(p->dir))
+                return -1;
+        snprintf(p->sock, sizeof(p->sock), "%s/npud.sock", p->dir);
+        snprintf(p->log, sizeof(p->log), "%s/npud.log", p->dir);
+        argv[n++] = bin;
+        argv[n++] = "--socket";
+        argv[n++] = p->sock;
+        argv[n++] = "--sim-devices";
+        argv[n++] = "2";
+        argv[n++] = "--log-level";
+        argv[n++] = "warn";
+        for (int i = 0; extra && extra[i] && n < 30; i++)
+                argv[n++] = extra[i];
+        argv[n] = NULL;
+        p->pid = fork();
+        if (p->pid < 0)
+                return -1;
+        if (p->pid == 0) {
+                int fd = open(p->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+                if (fd >= 0) {
+                        dup2(fd, 2);
+                        dup2(fd, 1);
+                }
+                unsetenv("NPU_SOCKET");
+                execv(bin, (char *const *)argv);
+                _exit(127);
+        }
+        for (int i = 0; i < 500; i++) {
+                int fd = harness_raw_connect(p->sock);
+                if (fd >= 0) {
+                        close(fd);
+                        setenv("NPU_SOCKET", p->sock, 1);
+                        return 0;
+                }
+                if (waitpid(p->pid, NULL, WNOHANG) == p->pid) {
+                        p->pid = 0;
+                        return -1;
+                }
+                usleep(10000);
+        }
+        return -1;
+}
+
+int harness_alive(const struct npud_proc *p)
+{
+        return p->pid > 0 && kill(p->pid, 0) == 0 && waitpid(p->pid, NULL, WNOHANG) == 0;
+}
+
+int harness_stop(struct npud_proc *p)
+{
+        int status = -1;
+        char cmd[256];
+
+        if (p->pid > 0) {
+                kill(p->pid, SIGTERM);
+                for (int i = 0; i < 1000; i++) {
+                        if (waitpid(p->pid, &status, WNOHANG) == p->pid)
+                                break;
+                        usleep(10000);
+                }
+                if (!WIFEXITED(status)) {
+                        kill(p->pid, SIGKILL);
+                        waitpid(p->pid, &status, 0);
+                }
+        }
+        if (status != 0) { /* show the daemon's log to explain the failure */
+                snprintf(cmd, sizeof(cmd), "cat %s >&2", p->log);
+                if (system(cmd) < 0)
+                        perror("system");
+        }
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", p->dir);
+        if (system(cmd) < 0)
+                perror("system");
+        p->pid = 0;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+int harness_raw_connect(const char *sock)
+{
+        struct sockaddr_un addr = { .sun_family = AF_UNIX };
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+        snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", sock);
+        if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+                if (fd >= 0)
+                        close(fd);
+                return -1;
+        }
+        return fd;
+}
+
+int harness_raw_send(int fd, int kind, uint64_t id, const void *body, size_t len,
+                     const int *fds, int nfds)
+{
+        struct proto_header h = { .magic = PROTO_MAGIC, .version = PROTO_VERSION,
+                                  .kind = (uint8_t)kind, .nfds = (uint8_t)nfds,
+                                  .body_len = (uint32_t)len, .request_id = id };
+        return proto_send_frame(fd, &h, body, fds);
+}
+
+static int read_full(int fd, void *buf, size_t len)
+{
+        size_t done = 0;
+
+        while (done < len) {
+                struct pollfd pfd = { .fd = fd, .events = POLLIN };
+                if (poll(&pfd, 1, 5000) <= 0)
+                        return -1;
+                ssize_t n = read(fd, (char *)buf + done, len - done);
+                if (n <= 0)
+                        return -1;
+                done += (size_t)n;
+        }
+        return 0;
+}
+
+json_t *harness_raw_recv(int fd, int *ret_kind, uint64_t *ret_id)
+{
+        uint8_t hdr[PROTO_HEADER_SIZE];
+        struct proto_header h;
+        json_t *v;
+        char *body;
+
+        if (read_full(fd, hdr, sizeof(hdr)) < 0 || proto_header_decode(hdr, &h) < 0)
+                return NULL;
+        body = malloc(h.body_len + 1);
+        if (!body || read_full(fd, body, h.body_len) < 0) {
+                free(body);
+                return NULL;
+        }
+        v = json_loadb(body, h.body_len, 0, NULL);
+        free(body);
+        if (ret_kind)
+                *ret_kind = h.kind;
+        if (ret_id)
+                *ret_id = h.request_id;
+        return v;
+}
+
+json_t *harness_raw_call(int fd, uint64_t id, const char *json_text)
+{
+        if (harness_raw_send(fd, PROTO_KIND_REQUEST, id, json_text, strlen(json_text), NULL, 0) < 0)
+                return NULL;
+        for (;;) {
+                int kind = 0;
+                uint64_t rid = 0;
+                json_t *v = harness_raw_recv(fd, &kind, &rid);
+                if (!v || (kind == PROTO_KIND_REPLY && rid == id))
+                        return v;
+                json_decref(v);
+        }
+}
+
+int harness_raw_hello(int fd)
+{
+        json_t *r = harness_raw_call(fd, 1, "{\"method\":\"hello\",\"params\":{\"min_version\":1,\"max_version\":1}}");
+        int ok = r && harness_reply_code(r) == 0;
+        json_decref(r);
+        return ok ? 0 : -1;
+}
+
+int harness_reply_code(json_t *reply)
+{
+        json_t *code = json_object_get(json_object_get(reply, "error"), "code");
+        return json_is_integer(code) ? (int)json_integer_value(code) : 0;
+}
+
+int harness_raw_closed(int fd)
+{
+        char buf[4096];
+
+        for (int i = 0; i < 200; i++) {
+                struct pollfd pfd = { .fd = fd, .events = POLLIN };
+                if (poll(&pfd, 1, 10) > 0) {
+                        ssize_t n = read(fd, buf, sizeof(buf));
+                        if (n == 0 || (n < 0 && errno == ECONNRESET))
+                                return 1;
+                        if (n < 0)
+                                return 0;
+                }
+        }
+        return 0;
+}

@@ -1,0 +1,42 @@
+/* Integration-test harness: start the real npud (NPUD_BIN, default build/bin/npud) on a
+ * temporary socket, stop it and check it exited cleanly, and talk the raw protocol for
+ * tests that must send what libnpu never would. */
+#ifndef NPUD_TEST_HARNESS_H
+#define NPUD_TEST_HARNESS_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct npud_proc {
+        pid_t pid;
+        char dir[64];
+        char sock[128];
+        char log[128];
+};
+
+/* Start npud with --sim-devices 2 plus extra (NULL-terminated, may be NULL). 0 or -1. */
+int harness_start(struct npud_proc *p, const char *const *extra);
+/* SIGTERM and wait; returns the exit status (0 = clean, including no leaks under ASan). */
+int harness_stop(struct npud_proc *p);
+/* Is the daemon process still running? */
+int harness_alive(const struct npud_proc *p);
+
+/* Raw protocol helpers. */
+int harness_raw_connect(const char *sock);
+/* Send a frame with the given kind and body; 0 or -errno. */
+int harness_raw_send(int fd, int kind, uint64_t id, const void *body, size_t len,
+                     const int *fds, int nfds);
+/* Read one frame (blocking, 5 s timeout). Returns the parsed JSON body (NULL for EOF or a
+ * non-JSON body); *ret_kind and *ret_id receive header fields. */
+json_t *harness_raw_recv(int fd, int *ret_kind, uint64_t *ret_id);
+/* Send a request and wait for its reply (skipping notifications). */
+json_t *harness_raw_call(int fd, uint64_t id, const char *json_text);
+/* hello on a raw connection; 0 or -1. */
+int harness_raw_hello(int fd);
+/* Error code of a reply, 0 for a result. */
+int harness_reply_code(json_t *reply);
+/* Is the peer closed (EOF within 2 s)? */
+int harness_raw_closed(int fd);
+
+#endif
