@@ -115,7 +115,7 @@ $(BUILD)/tests/integ-%: $(BUILD)/obj/tests/integration/%.o $(BUILD)/obj/tests/in
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(CHECK_LIBS) $(PKG_LIBS) -lm
 
-$(BUILD)/bench/bench_%: $(BUILD)/obj/tests/bench/bench_%.o $(LIBNPU_A) $(CORE_A)
+$(BUILD)/bench/bench_%: $(BUILD)/obj/tests/bench/bench_%.o $(BUILD)/obj/tests/integration/harness.o $(LIBNPU_A) $(CORE_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(PKG_LIBS) -lm
 

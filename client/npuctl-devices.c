@@ -21,9 +21,10 @@ int npuctl_cmd_devices(struct npuctl *c, int argc, char **argv)
                 json_decref(res);
                 return 0;
         }
-        printf("+------+--------+---------+-------------------------+---------+--------+----------+---------+\n");
-        printf("| NPU  | Name   | Health  | Memory used / total     | AICore%% | Vector%% | Sessions | Streams |\n");
-        printf("+------+--------+---------+-------------------------+---------+--------+----------+---------+\n");
+        static const char rule[] =
+                "+------+--------+---------+-------------------------+---------+---------+----------+---------+";
+        printf("%s\n| %-4s | %-6s | %-7s | %-23s | %-7s | %-7s | %-8s | %-7s |\n%s\n", rule, "NPU",
+               "Name", "Health", "Memory used / total", "AICore%", "Vector%", "Sessions", "Streams", rule);
         json_array_foreach(json_object_get(res, "devices"), i, dev) {
                 json_int_t id = 0, used = 0, total = 0, sessions = 0, streams = 0;
                 const char *profile = "?", *health = "?";
@@ -37,11 +38,11 @@ int npuctl_cmd_devices(struct npuctl *c, int argc, char **argv)
                 npuctl_format_bytes((double)used, u, sizeof(u));
                 npuctl_format_bytes((double)total, t, sizeof(t));
                 snprintf(mem, sizeof(mem), "%s / %s", u, t);
-                printf("| %-4lld | %-6s | %-7s | %-23s | %6.1f  | %6.1f | %8lld | %7lld |\n",
+                printf("| %-4lld | %-6s | %-7s | %-23s | %7.1f | %7.1f | %8lld | %7lld |\n",
                        (long long)id, profile, health, mem, cube, vector, (long long)sessions,
                        (long long)streams);
         }
-        printf("+------+--------+---------+-------------------------+---------+--------+----------+---------+\n");
+        printf("%s\n", rule);
         json_decref(res);
         return 0;
 }

@@ -1,0 +1,219 @@
+/* npubench: end-to-end figures of npud through libnpu, each beside an in-process or raw
+ * baseline measured in the same run, with the ratio and the issue's target:
+ *   1. null request round trip vs. a raw Unix-socket ping-pong (target ratio <= 1.5)
+ *   2. tiny pipelined tasks with one synchronize at the end (target >= 100,000 tasks/s)
+ *   3. 1024x1024 float32 MatMul on device-resident data vs. in-process OpenBLAS (>= 0.9)
+ *   4. 256 MiB host->device->host through a host region vs. two memcpy (>= 0.5)
+ * Starts its own npud (NPUD_BIN) unless --socket PATH names a running one. */
+#include <cblas.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "npu.h"
+#include "../integration/harness.h"
+
+#define CHECK(call) \
+        do { \
+                npu_status_t st_ = (call); \
+                if (st_ != NPU_OK) { \
+                        fprintf(stderr, "%s: %s (%s)\n", #call, npu_strerror(st_), npu_error_message()); \
+                        exit(1); \
+                } \
+        } while (0)
+
+static double now_s(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Raw ping-pong of a frame-sized message with a child process over a socketpair. */
+static double raw_pingpong_us(int iters)
+{
+        int sv[2];
+        char buf[64] = { 0 };
+        pid_t child;
+
+        if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0)
+                exit(1);
+        child = fork();
+        if (child == 0) {
+                close(sv[0]);
+                for (;;) {
+                        if (read(sv[1], buf, 48) != 48 || write(sv[1], buf, 48) != 48)
+                                _exit(0);
+                }
+        }
+        close(sv[1]);
+        double t0 = now_s();
+        for (int i = 0; i < iters; i++)
+                if (write(sv[0], buf, 48) != 48 || read(sv[0], buf, 48) != 48)
+                        exit(1);
+        double t = now_s() - t0;
+        close(sv[0]);
+        waitpid(child, NULL, 0);
+        return t / iters * 1e6;
+}
+
+static double best_of(double a, double b)
+{
+        return a < b ? a : b;
+}
+
+int main(int argc, char **argv)
+{
+        struct npud_proc proc = { 0 };
+        const char *sock = NULL;
+        npu_context_t *ctx;
+        int own = 0;
+
+        if (argc == 3 && strcmp(argv[1], "--socket") == 0)
+                sock = argv[2];
+        else {
+                const char *extra[] = { "--sim-devices", "1", NULL };
+                if (harness_start(&proc, extra) < 0) {
+                        fprintf(stderr, "npubench: cannot start npud\n");
+                        return 1;
+                }
+                sock = proc.sock;
+                own = 1;
+        }
+        CHECK(npu_connect(sock, &ctx));
+
+        /* 1. null request round trip */
+        {
+                const int iters = 20000;
+                for (int i = 0; i < 1000; i++)
+                        CHECK(npu_ping(ctx));
+                double raw = 1e9, npud = 1e9;
+                for (int rep = 0; rep < 3; rep++) {
+                        raw = best_of(raw, raw_pingpong_us(iters));
+                        double t0 = now_s();
+                        for (int i = 0; i < iters; i++)
+                                CHECK(npu_ping(ctx));
+                        npud = best_of(npud, (now_s() - t0) / iters * 1e6);
+                }
+                printf("null round trip: npud %.2f us, raw socket ping-pong %.2f us, ratio %.2f (target <= 1.5)\n",
+                       npud, raw, npud / raw);
+        }
+
+        /* 2. tiny pipelined tasks */
+        {
+                const int tasks = 100000;
+                npu_buffer_t a, b;
+                npu_stream_t s;
+                float zero = 0, one = 1, acc = 0;
+                CHECK(npu_malloc(ctx, 0, 4, &a));
+                CHECK(npu_malloc(ctx, 0, 4, &b));
+                CHECK(npu_memcpy_to_device(ctx, a, 0, &zero, 4));
+                CHECK(npu_memcpy_to_device(ctx, b, 0, &one, 4));
+                CHECK(npu_stream_create(ctx, 0, 4, &s));
+                npu_tensor_t ta = { .buf = a, .dtype = NPU_FLOAT32, .ndim = 1, .dims = { 1 } };
+                npu_tensor_t tb = { .buf = b, .dtype = NPU_FLOAT32, .ndim = 1, .dims = { 1 } };
+                npu_tensor_t in[2] = { ta, tb };
+                double t0 = now_s();
+                for (int i = 0; i < tasks; i++)
+                        CHECK(npu_launch(ctx, s, "Add", in, 2, &ta, 1, NULL, 0, NULL));
+                CHECK(npu_stream_synchronize(ctx, s));
+                double t = now_s() - t0;
+                CHECK(npu_memcpy_from_device(ctx, &acc, a, 0, 4));
+                printf("pipelined tiny tasks: %d Add launches + 1 synchronize in %.3f s = %.0f tasks/s "
+                       "(target >= 100000)%s\n", tasks, t, tasks / t, acc == (float)tasks ? "" : " WRONG RESULT");
+                CHECK(npu_free(ctx, a));
+                CHECK(npu_free(ctx, b));
+        }
+
+        /* 3. 1024^2 MatMul, device-resident */
+        {
+                const int n = 1024, reps = 10;
+                size_t bytes = (size_t)n * n * sizeof(float);
+                float *ha = malloc(bytes), *hb = malloc(bytes), *hc = malloc(bytes);
+                npu_buffer_t a, b, c;
+                npu_stream_t s;
+                for (int i = 0; i < n * n; i++) {
+                        ha[i] = (float)(i % 13) * 0.01f;
+                        hb[i] = (float)(i % 7) * 0.02f;
+                }
+                CHECK(npu_malloc(ctx, 0, bytes, &a));
+                CHECK(npu_malloc(ctx, 0, bytes, &b));
+                CHECK(npu_malloc(ctx, 0, bytes, &c));
+                CHECK(npu_memcpy_to_device(ctx, a, 0, ha, bytes));
+                CHECK(npu_memcpy_to_device(ctx, b, 0, hb, bytes));
+                CHECK(npu_stream_create(ctx, 0, 0, &s));
+                npu_tensor_t in[2] = { { .buf = a, .dtype = NPU_FLOAT32, .ndim = 2, .dims = { n, n } },
+                                       { .buf = b, .dtype = NPU_FLOAT32, .ndim = 2, .dims = { n, n } } };
+                npu_tensor_t out = { .buf = c, .dtype = NPU_FLOAT32, .ndim = 2, .dims = { n, n } };
+                double dev = 1e9, host = 1e9;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, ha, n, hb, n, 0.0f, hc, n);
+                CHECK(npu_launch(ctx, s, "MatMul", in, 2, &out, 1, NULL, 0, NULL));
+                CHECK(npu_stream_synchronize(ctx, s));
+                for (int rep = 0; rep < 3; rep++) {
+                        double t0 = now_s();
+                        for (int i = 0; i < reps; i++)
+                                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, ha, n,
+                                            hb, n, 0.0f, hc, n);
+                        host = best_of(host, (now_s() - t0) / reps);
+                        t0 = now_s();
+                        for (int i = 0; i < reps; i++)
+                                CHECK(npu_launch(ctx, s, "MatMul", in, 2, &out, 1, NULL, 0, NULL));
+                        CHECK(npu_stream_synchronize(ctx, s));
+                        dev = best_of(dev, (now_s() - t0) / reps);
+                }
+                printf("MatMul 1024x1024 f32: npud %.2f ms, in-process OpenBLAS %.2f ms, ratio %.2f (target >= 0.9)\n",
+                       dev * 1e3, host * 1e3, host / dev);
+                CHECK(npu_free(ctx, a));
+                CHECK(npu_free(ctx, b));
+                CHECK(npu_free(ctx, c));
+                free(ha);
+                free(hb);
+                free(hc);
+        }
+
+        /* 4. 256 MiB host -> device -> host through a host region */
+        {
+                const uint64_t size = 256ull << 20;
+                char *src, *dst = malloc(size), *mid = malloc(size);
+                npu_region_t r;
+                npu_buffer_t d;
+                npu_stream_t s;
+                CHECK(npu_host_alloc(ctx, 2 * size, (void **)&src, &r));
+                CHECK(npu_malloc(ctx, 0, size, &d));
+                CHECK(npu_stream_create(ctx, 0, 0, &s));
+                memset(src, 7, size);
+                memset(dst, 1, size);
+                memset(mid, 1, size);
+                double dev = 1e9, host = 1e9;
+                for (int rep = 0; rep < 3; rep++) {
+                        double t0 = now_s();
+                        memcpy(mid, src, size);
+                        memcpy(dst, mid, size);
+                        host = best_of(host, now_s() - t0);
+                        t0 = now_s();
+                        CHECK(npu_memcpy_h2d_async(ctx, s, d, 0, r, 0, size, NULL));
+                        CHECK(npu_memcpy_d2h_async(ctx, s, r, size, d, 0, size, NULL));
+                        CHECK(npu_stream_synchronize(ctx, s));
+                        dev = best_of(dev, now_s() - t0);
+                }
+                int ok = memcmp(src, src + size, size) == 0;
+                printf("256 MiB H2D+D2H via host region: npud %.1f ms (%.2f GB/s), two memcpy %.1f ms, "
+                       "ratio %.2f (target >= 0.5)%s\n", dev * 1e3, 2.0 * size / dev / 1e9, host * 1e3,
+                       host / dev, ok ? "" : " WRONG RESULT");
+                CHECK(npu_host_free(ctx, r));
+                CHECK(npu_free(ctx, d));
+                free(dst);
+                free(mid);
+        }
+        npu_disconnect(ctx);
+        if (own && harness_stop(&proc) != 0) {
+                fprintf(stderr, "npubench: npud did not exit cleanly\n");
+                return 1;
+        }
+        return 0;
+}
