@@ -55,6 +55,7 @@ UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/t
 INTEG_TESTS:= $(patsubst tests/integration/%.c,$(BUILD)/tests/integ-%,$(wildcard tests/integration/test_*.c))
 BENCHES    := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(wildcard tests/bench/bench_*.c))
 
+.SECONDARY:
 .PHONY: all deps run check check-asan unit integration bench fuzz install clean examples
 all: $(NPUD) $(LIBNPU) $(BUILD)/lib/libnpu.so $(NPUCTL) $(BUILD)/lib/libnpu.pc $(EXAMPLES)
 
