@@ -135,6 +135,7 @@ unit: all $(UNIT_TESTS)
 integration: all $(INTEG_TESTS)
 	@set -e; for t in $(INTEG_TESTS); do echo "== $$t"; NPUD_BIN=$(NPUD) $$t; done
 	@set -e; tests/integration/run-examples.sh $(BUILD)
+	@set -e; tests/integration/test-cli.sh $(BUILD)
 
 check: deps
 	$(MAKE) all
@@ -156,7 +157,8 @@ fuzz: deps
 	clang -std=gnu11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
 	  $(shell pkg-config --cflags jansson) tests/fuzz/fuzz_proto.c $(PROTO_SRC) \
 	  $(shell pkg-config --libs jansson) -o $(BUILD)/fuzz/fuzz_proto
-	$(BUILD)/fuzz/fuzz_proto -max_total_time=$(FUZZ_TIME) -max_len=4096 tests/fuzz/corpus-proto
+	@mkdir -p $(BUILD)/fuzz/corpus
+	$(BUILD)/fuzz/fuzz_proto -max_total_time=$(FUZZ_TIME) -max_len=4096 $(BUILD)/fuzz/corpus tests/fuzz/corpus-proto
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/lib \

@@ -1,0 +1,84 @@
+#!/bin/sh
+# Command-line behaviour of npud and npuctl, socket handling, and make install:
+#   usage errors and bad config keys exit 2 naming the key; a stale socket file is replaced,
+#   a live one is not; the socket is mode 0660; npuctl output and exit codes; an installed
+#   libnpu builds a client through pkg-config.
+set -u
+build=${1:-build}
+npud=$build/bin/npud
+npuctl=$build/bin/npuctl
+dir=$(mktemp -d /tmp/npud-cli-XXXXXX)
+fails=0
+pids=""
+trap 'for p in $pids; do kill $p 2>/dev/null; done; rm -rf "$dir"' EXIT
+
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+pass() { echo "ok: $*"; }
+
+expect_exit() { # expected-code description command...
+        want=$1; what=$2; shift 2
+        "$@" >"$dir/out" 2>"$dir/err"
+        got=$?
+        if [ "$got" = "$want" ]; then pass "$what"; else fail "$what: exit $got, expected $want"; cat "$dir/err"; fi
+}
+
+expect_exit 0 "npud --version" "$npud" --version
+grep -q "npud " "$dir/out" || fail "npud --version prints the version"
+expect_exit 0 "npud --help" "$npud" --help
+expect_exit 2 "unknown option" "$npud" --bogus
+grep -q -- "--bogus" "$dir/err" || fail "unknown option is named"
+expect_exit 2 "bad profile" "$npud" --sim-profile 999X
+expect_exit 2 "bad device count" "$npud" --sim-devices many
+printf '{"limits": {"max_bufers": 3}}' >"$dir/bad.conf"
+expect_exit 2 "unknown config key" "$npud" --config "$dir/bad.conf"
+grep -q "limits.max_bufers" "$dir/err" && pass "config key named" || fail "config key not named: $(cat "$dir/err")"
+printf '{"sim": {"devices": "two"}}' >"$dir/bad2.conf"
+expect_exit 2 "wrong config type" "$npud" --config "$dir/bad2.conf"
+grep -q "sim.devices" "$dir/err" || fail "sim.devices not named: $(cat "$dir/err")"
+printf '{"sim": ' >"$dir/bad3.conf"
+expect_exit 2 "config not JSON" "$npud" --config "$dir/bad3.conf"
+expect_exit 2 "missing config file" "$npud" --config "$dir/none.conf"
+
+# A stale socket file (nothing listening) is replaced.
+sock=$dir/npud.sock
+python3 -c "import socket,sys; s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1])" "$sock"
+[ -S "$sock" ] || fail "could not create a stale socket"
+"$npud" --socket "$sock" --sim-devices 1 --log-level warn 2>"$dir/npud.log" &
+pid=$!; pids="$pids $pid"
+i=0; while ! "$npuctl" --socket "$sock" version >/dev/null 2>&1 && [ $i -lt 200 ]; do sleep 0.02; i=$((i + 1)); done
+"$npuctl" --socket "$sock" version >/dev/null 2>&1 && pass "stale socket replaced" || fail "npud did not replace a stale socket"
+mode=$(stat -c %a "$sock")
+[ "$mode" = 660 ] && pass "socket mode 0660" || fail "socket mode $mode"
+# A live socket is not taken over.
+expect_exit 1 "second npud on a live socket" "$npud" --socket "$sock" --sim-devices 1
+grep -q "another npud" "$dir/err" || fail "live socket message: $(cat "$dir/err")"
+
+# npuctl
+expect_exit 0 "npuctl devices" "$npuctl" --socket "$sock" devices
+grep -q "910B3" "$dir/out" || fail "devices table lists the profile"
+expect_exit 0 "npuctl --json devices" "$npuctl" --socket "$sock" --json devices
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d[0]['profile']=='910B3'" "$dir/out" \
+        && pass "devices JSON parses" || fail "devices JSON"
+expect_exit 0 "npuctl --json sessions" "$npuctl" --socket "$sock" --json sessions
+python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$dir/out" || fail "sessions JSON"
+expect_exit 2 "npuctl unknown command" "$npuctl" --socket "$sock" frobnicate
+expect_exit 3 "npuctl without npud" "$npuctl" --socket "$dir/nothing.sock" devices
+kill -TERM $pid
+wait $pid && pass "npud exits 0 on SIGTERM" || { fail "npud exit status"; cat "$dir/npud.log"; }
+[ -e "$sock" ] && fail "socket file left behind" || pass "socket removed at exit"
+
+# make install into a DESTDIR, then build a client against it with pkg-config.
+if make -s install BUILD="$build" PREFIX=/usr DESTDIR="$dir/root" >"$dir/install.log" 2>&1; then
+        PKG_CONFIG_SYSROOT_DIR="$dir/root" PKG_CONFIG_PATH="$dir/root/usr/lib/pkgconfig" \
+                cc -o "$dir/matmul" client/examples/matmul.c \
+                $(PKG_CONFIG_SYSROOT_DIR="$dir/root" PKG_CONFIG_PATH="$dir/root/usr/lib/pkgconfig" pkg-config --cflags --libs libnpu) -lm \
+                && pass "client builds against the installed libnpu" || fail "build against installed libnpu"
+        [ -x "$dir/root/usr/sbin/npud" ] && [ -x "$dir/root/usr/bin/npuctl" ] || fail "installed binaries"
+        nm -D --defined-only "$dir/root/usr/lib/libnpu.so.1" | awk '{print $3}' | grep -v '^npu_' | grep -v '^LIBNPU' \
+                | grep -q . && fail "libnpu exports non-API symbols" || pass "libnpu exports only npu_*"
+else
+        fail "make install"; cat "$dir/install.log"
+fi
+
+[ $fails = 0 ] && echo "cli: all checks passed" || echo "cli: $fails check(s) failed"
+[ $fails = 0 ]
