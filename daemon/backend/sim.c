@@ -180,6 +180,8 @@ struct model_wait {
         struct exec_unit *unit;
 };
 
+/* Model mode runs no kernels, but data still moves so clients can stage inputs and read
+ * results back: copies and memsets are done here, on the loop thread, when their time is up. */
 static void on_model_done(evutil_socket_t fd, short what, void *arg)
 {
         struct model_wait *w = arg;
@@ -187,6 +189,9 @@ static void on_model_done(evutil_socket_t fd, short what, void *arg)
         struct exec_unit *u = w->unit;
 
         free(w);
+        for (int i = 0; i < u->nitems; i++)
+                if (u->items[i]->kind != EXEC_OP)
+                        item_run(u->items[i]);
         u->end_ns = now_ns();
         s->complete(u, s->userdata);
 }
