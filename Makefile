@@ -168,7 +168,8 @@ install: all
 	install -m 0755 $(LIBNPU) $(DESTDIR)$(PREFIX)/lib/libnpu.so.1
 	ln -sf libnpu.so.1 $(DESTDIR)$(PREFIX)/lib/libnpu.so
 	install -m 0644 client/include/npu.h $(DESTDIR)$(PREFIX)/include/npu.h
-	install -m 0644 $(BUILD)/lib/libnpu.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/libnpu.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' client/libnpu.pc.in \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/libnpu.pc
 
 clean:
 	rm -rf build

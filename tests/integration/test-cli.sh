@@ -63,6 +63,21 @@ expect_exit 0 "npuctl --json sessions" "$npuctl" --socket "$sock" --json session
 python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$dir/out" || fail "sessions JSON"
 expect_exit 2 "npuctl unknown command" "$npuctl" --socket "$sock" frobnicate
 expect_exit 3 "npuctl without npud" "$npuctl" --socket "$dir/nothing.sock" devices
+# Other users' sessions are visible to root and the admin group only (SO_PEERCRED).
+if command -v setpriv >/dev/null && [ "$(id -u)" = 0 ]; then
+        chmod 0666 "$sock"
+        chmod o+rx "$dir"
+        python3 -c "import socket,time,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); time.sleep(3)" "$sock" &
+        holder=$!
+        sleep 0.3
+        setpriv --reuid=65534 --regid=65534 --clear-groups "$npuctl" --socket "$sock" --json sessions >"$dir/nobody.json" 2>"$dir/err" \
+                && python3 -c "import json,sys; l=json.load(open(sys.argv[1])); assert l and all(s['uid']==65534 for s in l), l" "$dir/nobody.json" \
+                && pass "unprivileged npuctl sees only its own sessions" || fail "unprivileged sessions view: $(cat "$dir/err" "$dir/nobody.json")"
+        "$npuctl" --socket "$sock" --json sessions >"$dir/root.json" \
+                && python3 -c "import json,sys; l=json.load(open(sys.argv[1])); assert any(s['uid']==0 and s['comm'].startswith('python') for s in l), l" "$dir/root.json" \
+                && pass "root sees other sessions" || fail "root sessions view: $(cat "$dir/root.json")"
+        kill $holder 2>/dev/null
+fi
 kill -TERM $pid
 wait $pid && pass "npud exits 0 on SIGTERM" || { fail "npud exit status"; cat "$dir/npud.log"; }
 [ -e "$sock" ] && fail "socket file left behind" || pass "socket removed at exit"
