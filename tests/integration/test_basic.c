@@ -3,6 +3,7 @@
  * reclaim after a client is SIGKILLed. */
 #include <check.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -359,6 +360,56 @@ START_TEST(test_sessions_listing)
 }
 END_TEST
 
+struct thread_arg {
+        int index;
+        int failures;
+};
+
+/* Each thread works on its own stream and buffers of one shared context. */
+static void *thread_main(void *p)
+{
+        struct thread_arg *arg = p;
+        npu_buffer_t a, b;
+        npu_stream_t s;
+        float zero = 0, one = 1, acc = 0;
+        const int rounds = 20, per_round = 50;
+
+        if (npu_malloc(ctx, arg->index % 2, 4, &a) || npu_malloc(ctx, arg->index % 2, 4, &b) ||
+            npu_memcpy_to_device(ctx, a, 0, &zero, 4) || npu_memcpy_to_device(ctx, b, 0, &one, 4) ||
+            npu_stream_create(ctx, arg->index % 2, arg->index % 8, &s)) {
+                arg->failures++;
+                return NULL;
+        }
+        npu_tensor_t ta = tensor(a, NPU_FLOAT32, 1, (int64_t[]){ 1 });
+        npu_tensor_t tb = tensor(b, NPU_FLOAT32, 1, (int64_t[]){ 1 });
+        for (int r = 0; r < rounds; r++) {
+                for (int i = 0; i < per_round; i++)
+                        arg->failures += npu_launch(ctx, s, "Add", (npu_tensor_t[]){ ta, tb }, 2, &ta, 1,
+                                                    NULL, 0, NULL) != NPU_OK;
+                arg->failures += npu_stream_synchronize(ctx, s) != NPU_OK;
+                arg->failures += npu_ping(ctx) != NPU_OK;
+        }
+        arg->failures += npu_memcpy_from_device(ctx, &acc, a, 0, 4) != NPU_OK;
+        arg->failures += acc != (float)(rounds * per_round);
+        return NULL;
+}
+
+START_TEST(test_threads_share_context)
+{
+        pthread_t th[6];
+        struct thread_arg args[6];
+
+        for (int i = 0; i < 6; i++) {
+                args[i] = (struct thread_arg){ .index = i };
+                ck_assert_int_eq(pthread_create(&th[i], NULL, thread_main, &args[i]), 0);
+        }
+        for (int i = 0; i < 6; i++) {
+                pthread_join(th[i], NULL);
+                ck_assert_int_eq(args[i].failures, 0);
+        }
+}
+END_TEST
+
 int main(void)
 {
         Suite *s = suite_create("integration-basic");
@@ -377,6 +428,7 @@ int main(void)
         tcase_add_test(tc, test_pipelined_many_tasks);
         tcase_add_test(tc, test_sigkill_reclaim);
         tcase_add_test(tc, test_sessions_listing);
+        tcase_add_test(tc, test_threads_share_context);
         suite_add_tcase(s, tc);
         sr = srunner_create(s);
         srunner_run_all(sr, CK_NORMAL);
