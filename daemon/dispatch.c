@@ -343,8 +343,14 @@ static void submit_one(struct session *s, const struct proto_rec *r)
         }
         if (!ok) {
                 task_free(t);
-                session_task_failed(s, st, r->seq, pe.code, pe.msg);
-                return;
+                /* The failure takes effect in stream order: work queued before it still runs. */
+                t = stream_idle(st) ? NULL : task_new(TASK_FAIL, st, r->seq);
+                if (!t) {
+                        session_task_failed(s, st, r->seq, pe.code, pe.msg);
+                        return;
+                }
+                t->item.status = pe.code;
+                snprintf(t->item.err, sizeof(t->item.err), "%s", pe.msg);
         }
         s->queued_tasks++;
         s->tasks_submitted++;

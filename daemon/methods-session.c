@@ -49,6 +49,10 @@ static void method_hello(struct request *req)
 
 static void method_ping(struct request *req)
 {
+        static const char *const keys[] = { NULL };
+
+        if (params_only(req, keys) < 0)
+                return;
         session_reply_result(req->session, req->id, NULL);
 }
 

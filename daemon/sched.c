@@ -268,6 +268,12 @@ static int stream_advance(struct npud *d, struct stream *st)
                                 st->last_end_ns = now;
                         task_retire(t, 0);
                         continue;
+                case TASK_FAIL:
+                        stream_pop(st);
+                        if (!st->error.code && st->session)
+                                session_task_failed(st->session, st, t->seq, t->item.status, t->item.err);
+                        task_retire(t, 1);
+                        continue;
                 case TASK_EXEC:
                         if (st->error.code) { /* work after a failure is cancelled */
                                 stream_pop(st);

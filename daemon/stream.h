@@ -14,7 +14,12 @@
 struct session;
 struct npud;
 
-enum task_kind { TASK_EXEC = 1, TASK_EVENT_RECORD, TASK_STREAM_WAIT };
+enum task_kind {
+        TASK_EXEC = 1,
+        TASK_EVENT_RECORD,
+        TASK_STREAM_WAIT,
+        TASK_FAIL, /* a submission that failed, reported when the stream reaches it */
+};
 
 #define TASK_MAX_REFS (OPS_MAX_INPUTS + OPS_MAX_OUTPUTS)
 

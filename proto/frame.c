@@ -102,6 +102,7 @@ int proto_reader_feed(struct proto_reader *r, const void *data, size_t len)
                 return e;
         memcpy(r->buf + r->start + r->len, data, len);
         r->len += len;
+        r->received += len;
         return 0;
 }
 
@@ -145,9 +146,10 @@ ssize_t proto_reader_fill(struct proto_reader *r, int sock)
                 for (size_t i = 0; i < k; i++) {
                         int fd;
                         memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-                        if (r->nfds < (int)(sizeof(r->fds) / sizeof(r->fds[0])))
+                        if (r->nfds < (int)(sizeof(r->fds) / sizeof(r->fds[0]))) {
+                                r->fd_pos[r->nfds] = r->received;
                                 r->fds[r->nfds++] = fd;
-                        else {
+                        } else {
                                 close(fd);
                                 bad = 1;
                         }
@@ -156,6 +158,7 @@ ssize_t proto_reader_fill(struct proto_reader *r, int sock)
         if (bad)
                 return -EBADMSG;
         r->len += (size_t)n;
+        r->received += (uint64_t)n;
         return n;
 }
 
@@ -171,8 +174,16 @@ int proto_reader_next(struct proto_reader *r, struct proto_frame *ret)
                 return e;
         if (r->len - PROTO_HEADER_SIZE < h.body_len)
                 return 0;
-        if (h.nfds > r->nfds)
-                return -EBADMSG; /* fds arrive with the frame's first byte or never */
+        uint64_t end = r->consumed + PROTO_HEADER_SIZE + h.body_len;
+        int with_first = 0;
+        for (int i = 0; i < r->nfds; i++) {
+                if (r->fd_pos[i] == r->consumed)
+                        with_first++;
+                else if (r->fd_pos[i] < end)
+                        return -EBADMSG; /* fds in the middle of a frame */
+        }
+        if (with_first != h.nfds)
+                return -EBADMSG; /* fds arrive with the frame's first byte, as declared */
         ret->hdr = h;
         ret->body = r->buf + r->start + PROTO_HEADER_SIZE;
         for (int i = 0; i < PROTO_MAX_FDS; i++)
@@ -180,7 +191,9 @@ int proto_reader_next(struct proto_reader *r, struct proto_frame *ret)
         for (int i = 0; i < h.nfds; i++)
                 ret->fds[i] = r->fds[i];
         memmove(r->fds, r->fds + h.nfds, sizeof(int) * (size_t)(r->nfds - h.nfds));
+        memmove(r->fd_pos, r->fd_pos + h.nfds, sizeof(uint64_t) * (size_t)(r->nfds - h.nfds));
         r->nfds -= h.nfds;
+        r->consumed = end;
         r->start += PROTO_HEADER_SIZE + h.body_len;
         r->len -= PROTO_HEADER_SIZE + h.body_len;
         return 1;

@@ -43,7 +43,9 @@ struct proto_reader {
         uint8_t *buf;
         size_t start, len, cap; /* unread bytes are buf[start, start+len) */
         int fds[PROTO_MAX_FDS * 2];
+        uint64_t fd_pos[PROTO_MAX_FDS * 2]; /* stream offset of the byte each fd came with */
         int nfds;
+        uint64_t received, consumed; /* stream offsets */
 };
 
 struct proto_frame {
@@ -60,7 +62,8 @@ ssize_t proto_reader_fill(struct proto_reader *r, int sock);
 /* Append bytes as if read from a socket (tests, fuzzing). 0 or -ENOMEM. */
 int proto_reader_feed(struct proto_reader *r, const void *data, size_t len);
 /* 1 with *ret filled, 0 when more input is needed, negative errno on a framing error (the
- * connection must be closed). */
+ * connection must be closed). A frame's fds must have arrived with its first byte and match
+ * its declared count exactly; fds arriving anywhere else are a framing error. */
 int proto_reader_next(struct proto_reader *r, struct proto_frame *ret);
 
 /* Growable output buffer of whole frames; flushes without blocking. */

@@ -37,7 +37,7 @@ struct exec_item {
         uint64_t model_ns; /* duration in model mode */
         /* filled by the backend */
         int status; /* 0, or a PROTO_E_* code */
-        char err[192];
+        char err[256];
 };
 
 /* A chain of items of one stream run back to back on one engine; the first failure stops the

@@ -768,6 +768,52 @@ START_TEST(test_extra_fds)
 {
         int base = daemon_fd_count();
         int fd = raw_session();
+        int p[2], m1 = make_memfd(4096, 1);
+        const char *body = "{\"method\":\"region_register\",\"params\":{\"fd\":0}}";
+        const char *ping = "{\"method\":\"ping\"}";
+        int kind = 0;
+        uint64_t id = 0;
+        json_t *r;
+
+        ck_assert_int_eq(pipe(p), 0);
+        /* 4 fds with a frame declaring 2: served or refused, but no crash */
+        int four[4] = { m1, p[0], p[1], p[0] };
+        send_frame_raw(fd, PROTO_KIND_REQUEST, 2, (uint32_t)strlen(body), 2, body, strlen(body),
+                       four, 4);
+        r = harness_raw_recv(fd, &kind, &id);
+        if (r) {
+                ck_assert_uint_eq(id, 2);
+                json_decref(r);
+                raw_ping_ok(fd, 3);
+                /* keep sending fds nobody declared: what the daemon holds stays bounded */
+                for (int i = 0; i < 6; i++) {
+                        send_frame_raw(fd, PROTO_KIND_REQUEST, 0, (uint32_t)strlen(ping), 10 + (uint64_t)i,
+                                       ping, strlen(ping), four, 4);
+                        r = harness_raw_recv(fd, &kind, &id);
+                        if (!r)
+                                break;
+                        json_decref(r);
+                        ck_assert_int_le(daemon_fd_count(), base + 1 + 2 * PROTO_MAX_FDS);
+                }
+        } else {
+                ck_assert(harness_raw_closed(fd));
+        }
+        ck_assert(harness_alive(&daemon_proc));
+        close(fd);
+        close(m1);
+        close(p[0]);
+        close(p[1]);
+        /* it holds none of those fds once the client is gone */
+        ck_assert_int_eq(daemon_fd_count_settles(base), base);
+        other_client_works();
+}
+END_TEST
+
+/* Extra fds sent with one frame must not be handed to a later frame in place of the fds
+ * that frame carries. */
+START_TEST(test_extra_fds_not_misattributed)
+{
+        int fd = raw_session();
         int p[2], m1 = make_memfd(4096, 1), m2 = make_memfd(8192, 1);
         const char *body = "{\"method\":\"region_register\",\"params\":{\"fd\":0}}";
         int kind = 0;
@@ -775,16 +821,12 @@ START_TEST(test_extra_fds)
         json_t *r;
 
         ck_assert_int_eq(pipe(p), 0);
-        /* 4 fds with a frame declaring 2 */
         int four[4] = { m1, p[0], p[1], p[0] };
         send_frame_raw(fd, PROTO_KIND_REQUEST, 2, (uint32_t)strlen(body), 2, body, strlen(body),
                        four, 4);
         r = harness_raw_recv(fd, &kind, &id);
-        if (r) { /* served: the session must keep working correctly */
-                ck_assert_uint_eq(id, 2);
+        if (r) { /* served: a later, correct frame registers its own fd, not a stray one */
                 json_decref(r);
-                raw_ping_ok(fd, 3);
-                /* a later, correct frame registers its own fd, not a stray one */
                 ck_assert_int_eq(harness_raw_send(fd, PROTO_KIND_REQUEST, 4, body, strlen(body),
                                                   &m2, 1), 0);
                 r = harness_raw_recv(fd, &kind, &id);
@@ -805,8 +847,6 @@ START_TEST(test_extra_fds)
         close(m2);
         close(p[0]);
         close(p[1]);
-        /* whatever the daemon did, it holds none of those fds once the client is gone */
-        ck_assert_int_eq(daemon_fd_count_settles(base), base);
         other_client_works();
 }
 END_TEST
@@ -962,6 +1002,24 @@ END_TEST
 
 /* ---- a client killed with queued work ---- */
 
+/* Tasks queued by all sessions of this user, from the admin listing. */
+static long long queued_tasks_total(void)
+{
+        char *text = NULL;
+        json_t *v, *s;
+        size_t i;
+        long long n = 0;
+
+        OK(npu_admin_call(ctx, "sessions", NULL, &text));
+        v = json_loads(text, 0, NULL);
+        free(text);
+        ck_assert_ptr_nonnull(v);
+        json_array_foreach(json_object_get(v, "sessions"), i, s)
+                n += json_integer_value(json_object_get(s, "queued_tasks"));
+        json_decref(v);
+        return n;
+}
+
 static uint64_t device_memory_used(int dev)
 {
         npu_device_info_t info;
@@ -1014,6 +1072,13 @@ START_TEST(test_sigkill_with_queued_work)
         ck_assert_int_eq(read(pipefd[0], &c, 1), 1);
         close(pipefd[0]);
         ck_assert_uint_ge(device_memory_used(0), before + 3 * mat + EXTRA * (1u << 20));
+        long long queued = 0;
+        for (int i = 0; i < 200 && queued == 0; i++) {
+                queued = queued_tasks_total();
+                if (!queued)
+                        usleep(10000);
+        }
+        ck_assert_msg(queued > 0, "the client has no queued work to be killed with");
         kill(child, SIGKILL);
         waitpid(child, NULL, 0);
         uint64_t now = 0;
@@ -1054,6 +1119,7 @@ int main(void)
         tcase_add_test(tc, test_destroyed_stream);
         tcase_add_test(tc, test_too_many_fds);
         tcase_add_test(tc, test_extra_fds);
+        tcase_add_test(tc, test_extra_fds_not_misattributed);
         tcase_add_test(tc, test_region_not_memfd);
         tcase_add_test(tc, test_malformed_submit);
         tcase_add_test(tc, test_submit_before_hello);
