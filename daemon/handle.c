@@ -24,6 +24,8 @@ int handle_insert(struct handle_table *t, enum handle_type type, void *obj, uint
 {
         uint32_t idx;
 
+        if (!obj || type <= HANDLE_NONE || type >= HANDLE_TYPE_COUNT)
+                return -EINVAL;
         if (t->nfree > 0) {
                 idx = t->free_list[--t->nfree];
         } else {

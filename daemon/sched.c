@@ -138,8 +138,11 @@ void sched_check_session_waiters(struct npud *d, struct session *s)
                 st->error.code = 0;
         for (w = TAILQ_FIRST(&s->waiters); w; w = next) {
                 next = TAILQ_NEXT(w, session_link);
-                if (w->kind == WAIT_SESSION)
+                if (w->kind == WAIT_SESSION) {
                         waiter_finish(w, &first);
+                        if (s->closing) /* the reply could not be sent: waiters are gone */
+                                return;
+                }
         }
 }
 

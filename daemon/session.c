@@ -59,9 +59,17 @@ void session_send_json(struct session *s, int kind, uint64_t request_id, json_t 
         }
         text = proto_json_dump(body, &len);
         json_decref(body);
-        if (!text || len > PROTO_MAX_JSON_BODY) {
+        if (text && len > PROTO_MAX_JSON_BODY) {
                 free(text);
-                log_error("session %llu: reply could not be encoded", (unsigned long long)s->id);
+                text = NULL;
+                if (kind == PROTO_KIND_REPLY) {
+                        json_t *e = proto_reply_error(PROTO_E_LIMIT, "reply exceeds the frame size limit");
+                        text = proto_json_dump(e, &len);
+                        json_decref(e);
+                }
+        }
+        if (!text) {
+                log_error("session %llu: message could not be encoded", (unsigned long long)s->id);
                 return;
         }
         h.body_len = (uint32_t)len;
@@ -183,8 +191,15 @@ static void session_process(struct session *s)
 static void on_read(evutil_socket_t fd, short what, void *arg)
 {
         struct session *s = arg;
-        ssize_t n = proto_reader_fill(&s->reader, s->fd);
+        ssize_t n;
 
+        /* Read more only once buffered frames are handled, so a client that sends faster than
+         * its per-wakeup budget cannot grow the input buffer without bound. */
+        if (proto_reader_has_frame(&s->reader)) {
+                session_process(s);
+                return;
+        }
+        n = proto_reader_fill(&s->reader, s->fd);
         if (n == 0) {
                 session_close(s, "client disconnected");
                 return;

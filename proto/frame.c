@@ -95,6 +95,8 @@ static int reader_reserve(struct proto_reader *r, size_t want)
 
 int proto_reader_feed(struct proto_reader *r, const void *data, size_t len)
 {
+        if (len == 0)
+                return 0;
         if (len > PROTO_MAX_BODY + PROTO_HEADER_SIZE)
                 return -EMSGSIZE;
         int e = reader_reserve(r, len);
@@ -138,7 +140,7 @@ ssize_t proto_reader_fill(struct proto_reader *r, int sock)
         if (n < 0)
                 return errno == EAGAIN || errno == EWOULDBLOCK ? -EAGAIN : -errno;
 
-        int bad = (msg.msg_flags & MSG_CTRUNC) != 0;
+        int bad = (msg.msg_flags & MSG_CTRUNC) != 0, before = r->nfds;
         for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
                 if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
                         continue;
@@ -146,13 +148,21 @@ ssize_t proto_reader_fill(struct proto_reader *r, int sock)
                 for (size_t i = 0; i < k; i++) {
                         int fd;
                         memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-                        if (r->nfds < (int)(sizeof(r->fds) / sizeof(r->fds[0]))) {
-                                r->fd_pos[r->nfds] = r->received;
+                        if (r->nfds < (int)(sizeof(r->fds) / sizeof(r->fds[0])))
                                 r->fds[r->nfds++] = fd;
-                        } else {
+                        else {
                                 close(fd);
                                 bad = 1;
                         }
+                }
+        }
+        if (r->nfds > before) {
+                if (n == 0 || r->nbatches == (int)(sizeof(r->batch) / sizeof(r->batch[0])))
+                        bad = 1;
+                else {
+                        r->batch[r->nbatches].start = r->received;
+                        r->batch[r->nbatches].end = r->received + (uint64_t)n;
+                        r->batch[r->nbatches++].count = r->nfds - before;
                 }
         }
         if (bad)
@@ -160,6 +170,14 @@ ssize_t proto_reader_fill(struct proto_reader *r, int sock)
         r->len += (size_t)n;
         r->received += (uint64_t)n;
         return n;
+}
+
+int proto_reader_has_frame(const struct proto_reader *r)
+{
+        struct proto_header h;
+
+        return r->len >= PROTO_HEADER_SIZE && proto_header_decode(r->buf + r->start, &h) == 0 &&
+               r->len - PROTO_HEADER_SIZE >= h.body_len;
 }
 
 int proto_reader_next(struct proto_reader *r, struct proto_frame *ret)
@@ -174,16 +192,15 @@ int proto_reader_next(struct proto_reader *r, struct proto_frame *ret)
                 return e;
         if (r->len - PROTO_HEADER_SIZE < h.body_len)
                 return 0;
-        uint64_t end = r->consumed + PROTO_HEADER_SIZE + h.body_len;
-        int with_first = 0;
-        for (int i = 0; i < r->nfds; i++) {
-                if (r->fd_pos[i] == r->consumed)
-                        with_first++;
-                else if (r->fd_pos[i] < end)
-                        return -EBADMSG; /* fds in the middle of a frame */
+        uint64_t f = r->consumed, end = f + PROTO_HEADER_SIZE + h.body_len;
+        if (r->nbatches && r->batch[0].end <= f)
+                return -EBADMSG; /* no frame starting in that read claimed its fds */
+        if (h.nfds) {
+                if (!r->nbatches || r->batch[0].start > f || r->batch[0].count != h.nfds)
+                        return -EBADMSG; /* fds come with the frame's first byte, as declared */
+                memmove(r->batch, r->batch + 1, sizeof(r->batch[0]) * (size_t)(r->nbatches - 1));
+                r->nbatches--;
         }
-        if (with_first != h.nfds)
-                return -EBADMSG; /* fds arrive with the frame's first byte, as declared */
         ret->hdr = h;
         ret->body = r->buf + r->start + PROTO_HEADER_SIZE;
         for (int i = 0; i < PROTO_MAX_FDS; i++)
@@ -191,7 +208,6 @@ int proto_reader_next(struct proto_reader *r, struct proto_frame *ret)
         for (int i = 0; i < h.nfds; i++)
                 ret->fds[i] = r->fds[i];
         memmove(r->fds, r->fds + h.nfds, sizeof(int) * (size_t)(r->nfds - h.nfds));
-        memmove(r->fd_pos, r->fd_pos + h.nfds, sizeof(uint64_t) * (size_t)(r->nfds - h.nfds));
         r->nfds -= h.nfds;
         r->consumed = end;
         r->start += PROTO_HEADER_SIZE + h.body_len;

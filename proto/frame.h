@@ -43,8 +43,15 @@ struct proto_reader {
         uint8_t *buf;
         size_t start, len, cap; /* unread bytes are buf[start, start+len) */
         int fds[PROTO_MAX_FDS * 2];
-        uint64_t fd_pos[PROTO_MAX_FDS * 2]; /* stream offset of the byte each fd came with */
         int nfds;
+        /* fds come in batches, one per read that carried them. The kernel may glue earlier
+         * bytes in front of the frame that carried fds, so a batch is known only to belong to
+         * a frame starting within the bytes of its read: [batch_start, batch_end). */
+        struct {
+                uint64_t start, end;
+                int count;
+        } batch[PROTO_MAX_FDS * 2];
+        int nbatches;
         uint64_t received, consumed; /* stream offsets */
 };
 
@@ -61,9 +68,12 @@ void proto_reader_deinit(struct proto_reader *r); /* closes fds still queued */
 ssize_t proto_reader_fill(struct proto_reader *r, int sock);
 /* Append bytes as if read from a socket (tests, fuzzing). 0 or -ENOMEM. */
 int proto_reader_feed(struct proto_reader *r, const void *data, size_t len);
+/* Is a whole frame buffered? */
+int proto_reader_has_frame(const struct proto_reader *r);
 /* 1 with *ret filled, 0 when more input is needed, negative errno on a framing error (the
- * connection must be closed). A frame's fds must have arrived with its first byte and match
- * its declared count exactly; fds arriving anywhere else are a framing error. */
+ * connection must be closed). A frame's fds must have arrived in the read that carried its
+ * first byte, and match its declared count exactly; fds that no frame claims are a framing
+ * error. */
 int proto_reader_next(struct proto_reader *r, struct proto_frame *ret);
 
 /* Growable output buffer of whole frames; flushes without blocking. */

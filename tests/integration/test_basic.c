@@ -363,7 +363,16 @@ END_TEST
 struct thread_arg {
         int index;
         int failures;
+        char why[256];
 };
+
+static int thread_check(struct thread_arg *arg, npu_status_t st, const char *what)
+{
+        if (st != NPU_OK && !arg->failures)
+                snprintf(arg->why, sizeof(arg->why), "%s: %s (%s)", what, npu_strerror(st), npu_error_message());
+        arg->failures += st != NPU_OK;
+        return st != NPU_OK;
+}
 
 /* Each thread works on its own stream and buffers of one shared context. */
 static void *thread_main(void *p)
@@ -374,23 +383,24 @@ static void *thread_main(void *p)
         float zero = 0, one = 1, acc = 0;
         const int rounds = 20, per_round = 50;
 
-        if (npu_malloc(ctx, arg->index % 2, 4, &a) || npu_malloc(ctx, arg->index % 2, 4, &b) ||
-            npu_memcpy_to_device(ctx, a, 0, &zero, 4) || npu_memcpy_to_device(ctx, b, 0, &one, 4) ||
-            npu_stream_create(ctx, arg->index % 2, arg->index % 8, &s)) {
-                arg->failures++;
+        if (thread_check(arg, npu_malloc(ctx, arg->index % 2, 4, &a), "malloc") ||
+            thread_check(arg, npu_malloc(ctx, arg->index % 2, 4, &b), "malloc") ||
+            thread_check(arg, npu_memcpy_to_device(ctx, a, 0, &zero, 4), "copy a") ||
+            thread_check(arg, npu_memcpy_to_device(ctx, b, 0, &one, 4), "copy b") ||
+            thread_check(arg, npu_stream_create(ctx, arg->index % 2, arg->index % 8, &s), "stream"))
                 return NULL;
-        }
         npu_tensor_t ta = tensor(a, NPU_FLOAT32, 1, (int64_t[]){ 1 });
         npu_tensor_t tb = tensor(b, NPU_FLOAT32, 1, (int64_t[]){ 1 });
         for (int r = 0; r < rounds; r++) {
                 for (int i = 0; i < per_round; i++)
-                        arg->failures += npu_launch(ctx, s, "Add", (npu_tensor_t[]){ ta, tb }, 2, &ta, 1,
-                                                    NULL, 0, NULL) != NPU_OK;
-                arg->failures += npu_stream_synchronize(ctx, s) != NPU_OK;
-                arg->failures += npu_ping(ctx) != NPU_OK;
+                        thread_check(arg, npu_launch(ctx, s, "Add", (npu_tensor_t[]){ ta, tb }, 2, &ta, 1,
+                                                     NULL, 0, NULL), "launch");
+                thread_check(arg, npu_stream_synchronize(ctx, s), "sync");
+                thread_check(arg, npu_ping(ctx), "ping");
         }
-        arg->failures += npu_memcpy_from_device(ctx, &acc, a, 0, 4) != NPU_OK;
-        arg->failures += acc != (float)(rounds * per_round);
+        thread_check(arg, npu_memcpy_from_device(ctx, &acc, a, 0, 4), "copy back");
+        if (acc != (float)(rounds * per_round) && !arg->failures++)
+                snprintf(arg->why, sizeof(arg->why), "sum %f", acc);
         return NULL;
 }
 
@@ -405,7 +415,7 @@ START_TEST(test_threads_share_context)
         }
         for (int i = 0; i < 6; i++) {
                 pthread_join(th[i], NULL);
-                ck_assert_int_eq(args[i].failures, 0);
+                ck_assert_msg(args[i].failures == 0, "thread %d: %s", i, args[i].why);
         }
 }
 END_TEST
