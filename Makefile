@@ -153,6 +153,8 @@ bench: deps all $(BENCHES) $(NPUBENCH)
 
 FUZZ_TIME ?= 60
 fuzz: deps
+	@command -v clang >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get install -y clang >/dev/null; } || \
+	  { echo "fuzz: clang is missing; run: sudo apt-get install -y clang"; exit 1; }
 	@mkdir -p $(BUILD)/fuzz
 	clang -std=gnu11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
 	  $(shell pkg-config --cflags jansson) tests/fuzz/fuzz_proto.c $(PROTO_SRC) \
