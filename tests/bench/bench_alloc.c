@@ -63,7 +63,9 @@ static void *bench_xcalloc(size_t n, size_t size)
 /* ---- 1. speed ---- */
 
 #define BENCH_WINDOW 256
+#ifndef BENCH_STEPS /* smaller for sanitizer runs */
 #define BENCH_STEPS 2000000
+#endif
 #define BENCH_REPS 3
 
 /* Log-uniform 512 B .. 1 MiB for 97 %, 4 .. 64 MiB for 3 %. */
