@@ -22,6 +22,7 @@ struct device {
         struct alloc *alloc;
         uint64_t mem_used; /* bytes reserved by live buffers, rounded to the granule */
         enum device_health health;
+        int draining;        /* takes no new streams */
         int free_cores[OPS_ENGINE_COUNT];
         uint64_t busy_ns[OPS_ENGINE_COUNT]; /* core-ns spent in completed units */
         uint64_t util_last_busy[OPS_ENGINE_COUNT], util_last_ns;

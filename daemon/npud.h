@@ -11,6 +11,15 @@
 struct event_base;
 struct event;
 struct session;
+struct device;
+
+/* Observers of daemon state changes (D-Bus signals, metrics); any may be NULL. */
+struct npud_hooks {
+        void (*session_opened)(struct npud *d, struct session *s);
+        void (*session_closed)(struct npud *d, struct session *s);
+        void (*device_changed)(struct npud *d, struct device *dev); /* health, draining, memory */
+        void *userdata;
+};
 
 struct npud {
         struct event_base *base;
@@ -26,6 +35,7 @@ struct npud {
         struct event *util_timer;
         struct event *sig_int, *sig_term;
         uint64_t started_ns;
+        struct npud_hooks hooks;
 };
 
 #endif

@@ -296,6 +296,8 @@ int session_new(struct npud *d, int fd, struct session **ret)
         }
         TAILQ_INSERT_TAIL(&d->sessions, s, link);
         d->nsessions++;
+        if (d->hooks.session_opened)
+                d->hooks.session_opened(d, s);
         log_info("session %llu opened: pid %d uid %d (%s)", (unsigned long long)s->id,
                  (int)s->pid, (int)s->uid, s->comm);
         *ret = s;
@@ -354,6 +356,8 @@ void session_close(struct session *s, const char *reason)
         handle_foreach(&s->handles, release_handle, NULL);
         TAILQ_REMOVE(&d->sessions, s, link);
         d->nsessions--;
+        if (d->hooks.session_closed)
+                d->hooks.session_closed(d, s);
         /* The caller may still be inside one of this session's callbacks. */
         struct timeval zero = { 0, 0 };
         if (event_base_once(d->base, -1, EV_TIMEOUT, session_free_deferred, s, &zero) < 0)
