@@ -12,6 +12,7 @@ struct event_base;
 struct event;
 struct session;
 struct device;
+struct npud;
 
 /* Observers of daemon state changes (D-Bus signals, metrics); any may be NULL. */
 struct npud_hooks {
