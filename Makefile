@@ -14,9 +14,9 @@ CC         ?= gcc
 WERROR     ?= -Werror
 
 DEB_PKGS   := build-essential pkg-config libevent-dev libjansson-dev libsystemd-dev check \
-              libopenblas-dev libprotobuf-c-dev protobuf-c-compiler
+              libopenblas-dev libprotobuf-c-dev protobuf-c-compiler python3
 
-PKGS       := libevent jansson openblas
+PKGS       := libevent jansson openblas libsystemd
 PKG_CFLAGS  = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
