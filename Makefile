@@ -14,7 +14,7 @@ CC         ?= gcc
 WERROR     ?= -Werror
 
 DEB_PKGS   := build-essential pkg-config libevent-dev libjansson-dev libsystemd-dev check \
-              libopenblas-dev libprotobuf-c-dev protobuf-c-compiler python3
+              libopenblas-dev libprotobuf-c-dev protobuf-c-compiler python3 systemd
 
 PKGS       := libevent jansson openblas libsystemd
 PKG_CFLAGS  = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -136,6 +136,8 @@ integration: all $(INTEG_TESTS)
 	@set -e; for t in $(INTEG_TESTS); do echo "== $$t"; NPUD_BIN=$(NPUD) $$t; done
 	@set -e; tests/integration/run-examples.sh $(BUILD)
 	@set -e; tests/integration/test-cli.sh $(BUILD)
+	@set -e; tests/integration/test-systemd.sh $(BUILD)
+	@set -e; tests/integration/test-metrics.sh $(BUILD)
 
 check: deps
 	$(MAKE) all
@@ -172,6 +174,13 @@ install: all
 	install -m 0644 client/include/npu.h $(DESTDIR)$(PREFIX)/include/npu.h
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' client/libnpu.pc.in \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/libnpu.pc
+	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/lib/sysusers.d \
+	  $(DESTDIR)$(PREFIX)/lib/tmpfiles.d
+	sed -e 's|/usr/sbin/npud|$(PREFIX)/sbin/npud|' -e 's|/usr/bin/npuctl|$(PREFIX)/bin/npuctl|' \
+	  systemd/npud.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/npud.service
+	install -m 0644 systemd/npud.socket $(DESTDIR)$(PREFIX)/lib/systemd/system/npud.socket
+	install -m 0644 systemd/npud.sysusers $(DESTDIR)$(PREFIX)/lib/sysusers.d/npud.conf
+	install -m 0644 systemd/npud.tmpfiles $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/npud.conf
 
 clean:
 	rm -rf build

@@ -12,6 +12,7 @@
 #include "backend/backend.h"
 #include "config.h"
 #include "log.h"
+#include "metrics.h"
 
 #ifndef NPUD_VERSION
 #define NPUD_VERSION "0.1.0"
@@ -34,6 +35,7 @@ void config_defaults(struct npud_config *c)
         c->limits.max_regions = 64;
         c->limits.max_region_bytes = 16ull << 30;
         c->limits.max_queued_tasks = 65536;
+        policy_config_init(&c->policy);
         set_admin_group(c, "npuadm", NULL, 0);
 }
 
@@ -149,10 +151,48 @@ static int apply_sim(struct npud_config *c, json_t *sim, char *err, size_t errle
         return 0;
 }
 
+/* Validate a metrics listen address (what names it in the message) and store it. */
+static int set_metrics_listen(struct npud_config *c, const char *addr, const char *what,
+                              char *err, size_t errlen)
+{
+        struct sockaddr_storage ss;
+        socklen_t len;
+        char why[200];
+
+        if (strlen(addr) >= sizeof(c->metrics_listen)) {
+                snprintf(err, errlen, "%s: longer than %zu bytes", what,
+                         sizeof(c->metrics_listen) - 1);
+                return -EINVAL;
+        }
+        if (metrics_parse_listen(addr, &ss, &len, why, sizeof(why)) < 0) {
+                snprintf(err, errlen, "%s: %s", what, why);
+                return -EINVAL;
+        }
+        snprintf(c->metrics_listen, sizeof(c->metrics_listen), "%s", addr);
+        return 0;
+}
+
+static int apply_metrics(struct npud_config *c, json_t *m, char *err, size_t errlen)
+{
+        static const char *const keys[] = { "listen", NULL };
+        json_t *v;
+        int e = check_keys(m, "metrics.", keys, err, errlen);
+
+        if (e == 0 && (v = json_object_get(m, "listen"))) {
+                if (!json_is_string(v)) {
+                        snprintf(err, errlen, "metrics.listen: must be a string");
+                        return -EINVAL;
+                }
+                e = set_metrics_listen(c, json_string_value(v), "metrics.listen", err, errlen);
+        }
+        return e;
+}
+
 int config_load_file(struct npud_config *c, const char *path, char *err, size_t errlen)
 {
         static const char *const keys[] = { "socket", "log_level", "workers", "admin_group",
-                                            "sim", "limits", NULL };
+                                            "sim", "limits", "metrics", "tenants", "scheduler",
+                                            NULL };
         json_error_t jerr;
         json_t *root, *v;
         int64_t workers = c->workers;
@@ -202,6 +242,11 @@ int config_load_file(struct npud_config *c, const char *path, char *err, size_t 
                 goto out;
         if ((v = json_object_get(root, "limits")) && (e = apply_limits(c, v, err, errlen)))
                 goto out;
+        if ((v = json_object_get(root, "metrics")) && (e = apply_metrics(c, v, err, errlen)))
+                goto out;
+        if ((e = policy_config_parse(&c->policy, json_object_get(root, "tenants"),
+                                     json_object_get(root, "scheduler"), err, errlen)))
+                goto out;
 out:
         json_decref(root);
         if (e && strncmp(err, path, strlen(path)) != 0) {
@@ -226,6 +271,10 @@ static void usage(FILE *f)
                 "  --sim-mode MODE        compute (run kernels, default) or model (cost model)\n"
                 "  --workers N            host worker threads (default: number of CPUs)\n"
                 "  --log-level LEVEL      error, warn, info (default) or debug\n"
+                "  --metrics-listen ADDR  serve Prometheus /metrics on IPV4:PORT, [IPV6]:PORT\n"
+                "                         or a Unix socket path (default: off)\n"
+                "  --check-config[=PATH]  check PATH (default: --config, else\n"
+                "                         /etc/npud/npud.conf), print what is wrong and exit\n"
                 "  --version              print the version and exit\n"
                 "  --help                 print this help and exit\n");
 }
@@ -233,7 +282,7 @@ static void usage(FILE *f)
 int config_parse_args(struct npud_config *c, int argc, char **argv, char *err, size_t errlen)
 {
         enum { O_SOCKET = 256, O_CONFIG, O_DEVICES, O_PROFILE, O_MODE, O_WORKERS, O_LOG,
-               O_VERSION, O_HELP };
+               O_VERSION, O_HELP, O_METRICS, O_CHECK };
         static const struct option opts[] = {
                 { "socket", required_argument, NULL, O_SOCKET },
                 { "config", required_argument, NULL, O_CONFIG },
@@ -244,10 +293,12 @@ int config_parse_args(struct npud_config *c, int argc, char **argv, char *err, s
                 { "log-level", required_argument, NULL, O_LOG },
                 { "version", no_argument, NULL, O_VERSION },
                 { "help", no_argument, NULL, O_HELP },
+                { "check-config", optional_argument, NULL, O_CHECK },
+                { "metrics-listen", required_argument, NULL, O_METRICS },
                 { NULL, 0, NULL, 0 },
         };
-        const char *config_path = NULL;
-        int opt;
+        const char *config_path = NULL, *check_path = NULL;
+        int opt, check = 0;
 
         /* First pass: find --config so the command line can override the file. */
         opterr = 0;
@@ -255,7 +306,10 @@ int config_parse_args(struct npud_config *c, int argc, char **argv, char *err, s
         while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
                 if (opt == O_CONFIG)
                         config_path = optarg;
-                else if (opt == O_HELP) {
+                else if (opt == O_CHECK) {
+                        check = 1;
+                        check_path = optarg;
+                } else if (opt == O_HELP) {
                         usage(stdout);
                         return 1;
                 } else if (opt == O_VERSION) {
@@ -266,9 +320,21 @@ int config_parse_args(struct npud_config *c, int argc, char **argv, char *err, s
                         return -EINVAL;
                 }
         }
+        /* "--check-config PATH" as well as "--check-config=PATH" */
+        if (check && !check_path && optind == argc - 1)
+                check_path = argv[optind++];
         if (optind < argc) {
                 snprintf(err, errlen, "unexpected argument '%s'", argv[optind]);
                 return -EINVAL;
+        }
+        if (check) {
+                const char *path = check_path ? check_path :
+                                   config_path ? config_path : "/etc/npud/npud.conf";
+                int e = config_load_file(c, path, err, errlen);
+                if (e)
+                        return e;
+                printf("%s: configuration OK\n", path);
+                return 1;
         }
         if (!config_path && access("/etc/npud/npud.conf", R_OK) == 0)
                 config_path = "/etc/npud/npud.conf";
@@ -326,6 +392,10 @@ int config_parse_args(struct npud_config *c, int argc, char **argv, char *err, s
                                 return -EINVAL;
                         }
                         c->log_level = log_level_parse(optarg);
+                        break;
+                case O_METRICS:
+                        if (set_metrics_listen(c, optarg, "--metrics-listen", err, errlen) < 0)
+                                return -EINVAL;
                         break;
                 default:
                         break;

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "../policy/policy.h"
+
 enum sim_mode { SIM_MODE_COMPUTE = 0, SIM_MODE_MODEL = 1 };
 
 struct npud_limits {
@@ -31,6 +33,8 @@ struct npud_config {
         gid_t admin_gid;
         int have_admin_gid;
         struct npud_limits limits;
+        char metrics_listen[256]; /* "IPV4:PORT", "[IPV6]:PORT" or a Unix path; "" = off */
+        struct policy_config policy; /* tenants and scheduler settings */
 };
 
 /* Fill defaults (socket path depends on the uid). */

@@ -7,7 +7,8 @@
 #include "alloc.h"
 #include "device.h"
 
-int device_registry_init(struct device_registry *r, struct backend *b, char *err, size_t errlen)
+int device_registry_init(struct device_registry *r, struct backend *b, double min_share,
+                         char *err, size_t errlen)
 {
         int n = b->ops->device_count(b);
 
@@ -36,8 +37,17 @@ int device_registry_init(struct device_registry *r, struct backend *b, char *err
                 }
                 for (int k = 0; k < OPS_ENGINE_COUNT; k++)
                         d->free_cores[k] = d->desc.cores[k];
-                for (int p = 0; p < STREAM_PRIORITIES; p++)
-                        TAILQ_INIT(&d->ready[p]);
+                pd_device_init(&d->pd, d->desc.cores, min_share);
+                d->calib_slots = (int)ops_count() + 2;
+                d->calib = malloc(sizeof(double) * (size_t)d->calib_slots * OPS_ENGINE_COUNT);
+                if (!d->calib) {
+                        snprintf(err, errlen, "out of memory");
+                        r->count = i + 1;
+                        device_registry_deinit(r);
+                        return -ENOMEM;
+                }
+                for (int k = 0; k < d->calib_slots * OPS_ENGINE_COUNT; k++)
+                        d->calib[k] = 1.0;
                 d->util_last_ns = now_ns();
         }
         r->count = n;
@@ -46,8 +56,11 @@ int device_registry_init(struct device_registry *r, struct backend *b, char *err
 
 void device_registry_deinit(struct device_registry *r)
 {
-        for (int i = 0; i < r->count; i++)
+        for (int i = 0; i < r->count; i++) {
                 alloc_free(r->devices[i].alloc);
+                pd_device_deinit(&r->devices[i].pd);
+                free(r->devices[i].calib);
+        }
         free(r->devices);
         memset(r, 0, sizeof(*r));
 }
@@ -77,4 +90,19 @@ void device_update_util(struct device *d, uint64_t now)
 const char *device_health_name(enum device_health h)
 {
         return h == DEVICE_OK ? "ok" : "failed";
+}
+
+int device_calib_slot_copy(const struct device *d)
+{
+        return d->calib_slots - 2;
+}
+
+int device_calib_slot_memset(const struct device *d)
+{
+        return d->calib_slots - 1;
+}
+
+double *device_calib(struct device *d, int slot, int engine)
+{
+        return &d->calib[slot * OPS_ENGINE_COUNT + engine];
 }

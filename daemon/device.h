@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
+#include "../policy/dispatch.h"
 #include "backend/backend.h"
 
 #define STREAM_PRIORITIES 8
@@ -29,8 +30,15 @@ struct device {
         double util[OPS_ENGINE_COUNT]; /* fraction of cores busy over the last period */
         uint64_t tasks_completed, tasks_failed;
         uint32_t streams; /* live streams placed on this device */
-        TAILQ_HEAD(, stream) ready[STREAM_PRIORITIES];
+        struct pd_device pd;  /* dispatch policy state */
+        double *calib;        /* measured / estimated duration, [op slot][engine] */
+        int calib_slots;
 };
+
+/* Calibration rows: one per operator, then copies and memsets. */
+int device_calib_slot_copy(const struct device *d);
+int device_calib_slot_memset(const struct device *d);
+double *device_calib(struct device *d, int slot, int engine);
 
 struct device_registry {
         struct device *devices;
@@ -38,7 +46,8 @@ struct device_registry {
 };
 
 /* Build one device per backend device. 0 or -errno with err filled. */
-int device_registry_init(struct device_registry *r, struct backend *b, char *err, size_t errlen);
+int device_registry_init(struct device_registry *r, struct backend *b, double min_share,
+                         char *err, size_t errlen);
 void device_registry_deinit(struct device_registry *r);
 struct device *device_get(struct device_registry *r, int id); /* NULL if out of range */
 /* Update the utilization figures (called periodically). */

@@ -14,11 +14,12 @@
 #include "npud.h"
 #include "sched.h"
 #include "session.h"
+#include "tenant.h"
 
 #define PCIE_BANDWIDTH 32e9 /* host <-> device copies in model mode */
 
 static const struct method *const method_groups[] = {
-        methods_session, methods_memory, methods_stream, methods_admin,
+        methods_session, methods_memory, methods_stream, methods_admin, methods_sched,
 };
 
 static const struct method *method_find(const char *name)
@@ -175,9 +176,9 @@ static struct task *prepare_copy(struct session *s, struct stream *st, const str
         t->item.dst = dst;
         t->item.src = src;
         t->item.len = r->copy.len;
-        t->engine = OPS_ENGINE_DMA;
-        t->item.model_ns = cost_copy_ns(r->copy.len, t->region ? PCIE_BANDWIDTH
-                                                                : st->dev->desc.mem_bandwidth / 2);
+        t->cost[OPS_ENGINE_DMA] = cost_copy_ns(r->copy.len, t->region ? PCIE_BANDWIDTH
+                                                                      : st->dev->desc.mem_bandwidth / 2);
+        t->calib_slot = device_calib_slot_copy(st->dev);
         return t;
 }
 
@@ -198,8 +199,8 @@ static struct task *prepare_memset(struct session *s, struct stream *st,
         t->item.dst = buffer_ptr(b) + r->memset.off;
         t->item.len = r->memset.len;
         t->item.value = r->memset.value;
-        t->engine = OPS_ENGINE_DMA;
-        t->item.model_ns = cost_copy_ns(r->memset.len, st->dev->desc.mem_bandwidth);
+        t->cost[OPS_ENGINE_DMA] = cost_copy_ns(r->memset.len, st->dev->desc.mem_bandwidth);
+        t->calib_slot = device_calib_slot_memset(st->dev);
         return t;
 }
 
@@ -280,17 +281,23 @@ static struct task *prepare_launch(struct session *s, struct stream *st,
         err[0] = 0;
         if (op->check(&probe, err, sizeof(err)) < 0)
                 PREP_FAIL(pe, PROTO_E_SHAPE, "%s", err[0] ? err : "invalid operator call");
-        t->engine = policy_engine_choose(op->engine, st->dev->desc.cores, OPS_ENGINE_COUNT,
-                                         OPS_ENGINE_AICPU);
-        if (t->engine < 0)
-                PREP_FAIL(pe, PROTO_E_UNSUPPORTED, "%s: no engine of device %d can run it",
-                          op->name, st->dev->id);
         if (op->cost)
                 op->cost(&probe, &flops, &bytes);
+        /* Capable engines: the kernel's own kind, and the AI CPU, which runs every operator. */
+        int n = 0;
+        for (int e = 0; e < OPS_ENGINE_COUNT; e++) {
+                if ((e != (int)op->engine && e != OPS_ENGINE_AICPU) || st->dev->desc.cores[e] <= 0)
+                        continue;
+                t->cost[e] = cost_kernel_ns(flops, bytes, st->dev->desc.flops_per_core[e], 1,
+                                            st->dev->desc.mem_bandwidth);
+                n++;
+        }
+        if (!n)
+                PREP_FAIL(pe, PROTO_E_UNSUPPORTED, "%s: no engine of device %d can run it",
+                          op->name, st->dev->id);
+        t->calib_slot = (int)ops_index(op);
         t->item.kind = EXEC_OP;
         t->item.op = op;
-        t->item.model_ns = cost_kernel_ns(flops, bytes, st->dev->desc.flops_per_core[t->engine],
-                                          1, st->dev->desc.mem_bandwidth);
         return t;
 }
 
@@ -309,6 +316,14 @@ static struct task *prepare_event(struct session *s, const struct proto_rec *r, 
         else
                 t->gen = e->recorded_gen;
         return t;
+}
+
+/* Is the session or its tenant over its queued-task limit? */
+static int over_queue_limit(const struct session *s)
+{
+        const struct tenant *t = s->tenant;
+        return s->queued_tasks >= s->npud->config.limits.max_queued_tasks ||
+               (t->pol.max_queued_tasks && t->queued >= t->pol.max_queued_tasks);
 }
 
 static void submit_one(struct session *s, const struct proto_rec *r)
@@ -331,6 +346,14 @@ static void submit_one(struct session *s, const struct proto_rec *r)
                 session_task_failed(s, st, r->seq, PROTO_E_LIMIT, "out of memory for tasks");
                 return;
         }
+        if (s->backpressure_error && over_queue_limit(s)) {
+                pe.code = PROTO_E_BUSY;
+                snprintf(pe.msg, sizeof(pe.msg),
+                         "queued-task limit reached (session %u/%u, tenant '%s' %u/%u); retry later",
+                         s->queued_tasks, s->npud->config.limits.max_queued_tasks, s->tenant->pol.name,
+                         s->tenant->queued, s->tenant->pol.max_queued_tasks);
+                goto failed;
+        }
         switch (r->type) {
         case PROTO_REC_COPY: ok = prepare_copy(s, st, r, t, &pe); break;
         case PROTO_REC_MEMSET: ok = prepare_memset(s, st, r, t, &pe); break;
@@ -342,6 +365,7 @@ static void submit_one(struct session *s, const struct proto_rec *r)
                 snprintf(pe.msg, sizeof(pe.msg), "unknown record type %u", r->type);
         }
         if (!ok) {
+failed:
                 task_free(t);
                 /* The failure takes effect in stream order: work queued before it still runs. */
                 t = stream_idle(st) ? NULL : task_new(TASK_FAIL, st, r->seq);
@@ -375,7 +399,7 @@ void dispatch_submit(struct session *s, const uint8_t *body, size_t len)
                 session_close(s, why);
                 return;
         }
-        if (s->queued_tasks >= s->npud->config.limits.max_queued_tasks && !s->read_paused) {
+        if (!s->backpressure_error && over_queue_limit(s) && !s->read_paused) {
                 s->read_paused = 1;
                 event_del(s->read_event);
         }

@@ -1,5 +1,6 @@
 /* npud: parse the configuration, bring up the backend's devices, listen, and run the loop
- * until SIGINT/SIGTERM; then close every session, drain running work and release it all. */
+ * until SIGINT/SIGTERM (SIGHUP reloads the configuration); then close every session, drain
+ * running work and release it all. The service manager hears of each step (notify.h). */
 #include <event2/event.h>
 #include <signal.h>
 #include <stdio.h>
@@ -8,6 +9,9 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "manage.h"
+#include "metrics.h"
+#include "notify.h"
 #include "npud.h"
 #include "ops/ops.h"
 #include "sched.h"
@@ -19,6 +23,19 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         struct npud *d = arg;
         log_info("signal %d: shutting down", (int)sig);
         event_base_loopbreak(d->base);
+}
+
+/* SIGHUP: re-read the configuration, telling the service manager while it happens. */
+static void on_sighup(evutil_socket_t sig, short what, void *arg)
+{
+        struct npud *d = arg;
+        char err[512] = "";
+
+        log_info("SIGHUP: reloading the configuration");
+        notify_reloading();
+        if (manage_reload(d, err, sizeof(err)))
+                log_error("reload failed, the old configuration stays in force: %s", err);
+        notify_ready(d);
 }
 
 static void on_sched(evutil_socket_t fd, short what, void *arg)
@@ -46,13 +63,17 @@ static int units_in_flight(struct npud *d)
 int main(int argc, char **argv)
 {
         struct npud d;
+        struct event *sig_hup;
         char err[512] = "";
         int r;
 
         memset(&d, 0, sizeof(d));
         d.listen_fd = -1;
         TAILQ_INIT(&d.sessions);
+        TAILQ_INIT(&d.settle);
         config_defaults(&d.config);
+        d.argc = argc;
+        d.argv = argv;
         r = config_parse_args(&d.config, argc, argv, err, sizeof(err));
         if (r == 1)
                 return 0;
@@ -64,7 +85,13 @@ int main(int argc, char **argv)
         signal(SIGPIPE, SIG_IGN);
         ops_set_threads((int)sysconf(_SC_NPROCESSORS_ONLN));
 
-        d.base = event_base_new();
+        /* Precise timers: model-mode devices complete work on sub-millisecond timers. */
+        struct event_config *ecfg = event_config_new();
+        if (ecfg)
+                event_config_set_flag(ecfg, EVENT_BASE_FLAG_PRECISE_TIMER);
+        d.base = ecfg ? event_base_new_with_config(ecfg) : NULL;
+        if (ecfg)
+                event_config_free(ecfg);
         if (!d.base) {
                 log_error("cannot create the event loop");
                 return 1;
@@ -74,19 +101,30 @@ int main(int argc, char **argv)
         d.sig_int = evsignal_new(d.base, SIGINT, on_signal, &d);
         d.sig_term = evsignal_new(d.base, SIGTERM, on_signal, &d);
         d.util_timer = event_new(d.base, -1, EV_PERSIST, on_util_timer, &d);
+        sig_hup = evsignal_new(d.base, SIGHUP, on_sighup, &d);
         struct timeval second = { 1, 0 };
         if (!d.sched_event || !d.sig_int || !d.sig_term || !d.util_timer ||
             event_add(d.sig_int, NULL) < 0 || event_add(d.sig_term, NULL) < 0 ||
-            event_add(d.util_timer, &second) < 0) {
+            event_add(d.util_timer, &second) < 0 || !sig_hup || event_add(sig_hup, NULL) < 0 ||
+            notify_init(&d) < 0) {
                 log_error("cannot set up loop events");
                 return 1;
         }
         r = sim_backend_new(d.base, d.config.sim_devices, d.config.sim_profile, d.config.sim_mode,
                             d.config.workers, sched_unit_complete, &d, &d.backend, err, sizeof(err));
         if (r == 0)
-                r = device_registry_init(&d.devices, d.backend, err, sizeof(err));
+                r = device_registry_init(&d.devices, d.backend, d.config.policy.min_share, err,
+                                         sizeof(err));
+        if (r == 0 && tenant_registry_init(&d.tenants, &d.config.policy, d.devices.count) < 0) {
+                snprintf(err, sizeof(err), "out of memory");
+                r = -1;
+        }
+        d.tile_ns = d.config.policy.tile_ns;
+        d.calibrate = d.config.sim_mode == SIM_MODE_COMPUTE;
         if (r == 0)
                 r = server_listen(&d, err, sizeof(err));
+        if (r == 0)
+                r = metrics_start(&d, err, sizeof(err));
         if (r < 0) {
                 log_error("%s", err);
                 r = 1;
@@ -95,22 +133,29 @@ int main(int argc, char **argv)
         log_info("npud ready on %s: %d simulated %s device(s), %s mode", d.config.socket_path,
                  d.devices.count, d.config.sim_profile,
                  d.config.sim_mode == SIM_MODE_MODEL ? "model" : "compute");
+        notify_ready(&d);
         event_base_dispatch(d.base);
         r = 0;
 out:
+        notify_stopping(&d);
         server_close(&d);
+        metrics_stop(&d);
         while (!TAILQ_EMPTY(&d.sessions))
                 session_close(TAILQ_FIRST(&d.sessions), "daemon shutting down");
         while (d.backend && units_in_flight(&d))
                 event_base_loop(d.base, EVLOOP_ONCE);
         event_base_loop(d.base, EVLOOP_NONBLOCK); /* deferred session releases */
+        sched_run(&d);                            /* settle what cancellation touched */
         if (d.backend)
                 d.backend->ops->destroy(d.backend);
         device_registry_deinit(&d.devices);
+        tenant_registry_deinit(&d.tenants);
         event_free(d.sched_event);
         event_free(d.sig_int);
         event_free(d.sig_term);
         event_free(d.util_timer);
+        event_free(sig_hup);
+        notify_fini();
         event_base_free(d.base);
         return r;
 }

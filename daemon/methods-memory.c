@@ -10,6 +10,7 @@
 #include "dispatch.h"
 #include "npud.h"
 #include "session.h"
+#include "tenant.h"
 
 static void method_mem_alloc(struct request *req)
 {
@@ -39,6 +40,24 @@ static void method_mem_alloc(struct request *req)
                                     s->npud->config.limits.max_buffers);
                 return;
         }
+        const struct policy_tenant *pol = &s->tenant->pol;
+        uint64_t rounded = (size + ALLOC_GRANULE - 1) / ALLOC_GRANULE * ALLOC_GRANULE;
+        if (pol->quota_total && s->tenant->mem_used + rounded > pol->quota_total) {
+                session_reply_error(s, req->id, PROTO_E_QUOTA,
+                                    "mem_alloc: tenant '%s' would exceed its memory quota: %" PRIu64
+                                    " bytes used + %" PRIu64 " requested > %" PRIu64 " allowed",
+                                    pol->name, s->tenant->mem_used, rounded, pol->quota_total);
+                return;
+        }
+        if (pol->quota_per_device &&
+            s->tenant->dev[dev->id].mem_used + rounded > pol->quota_per_device) {
+                session_reply_error(s, req->id, PROTO_E_QUOTA,
+                                    "mem_alloc: tenant '%s' would exceed its quota on device %d: %" PRIu64
+                                    " bytes used + %" PRIu64 " requested > %" PRIu64 " allowed",
+                                    pol->name, dev->id, s->tenant->dev[dev->id].mem_used, rounded,
+                                    pol->quota_per_device);
+                return;
+        }
         e = buffer_new(dev, size, &b);
         if (e < 0) {
                 struct alloc_stats st;
@@ -55,6 +74,9 @@ static void method_mem_alloc(struct request *req)
                 return;
         }
         s->buffer_bytes += size;
+        s->dev_bytes[dev->id] += rounded;
+        s->tenant->mem_used += rounded;
+        s->tenant->dev[dev->id].mem_used += rounded;
         session_reply_result(s, req->id, json_pack("{s:I}", "buffer", (json_int_t)h));
 }
 
@@ -73,7 +95,11 @@ static void method_mem_free(struct request *req)
                                     "mem_free: buffer handle %" PRIu64 " is unknown or already freed", h);
                 return;
         }
+        uint64_t rounded = (b->size + ALLOC_GRANULE - 1) / ALLOC_GRANULE * ALLOC_GRANULE;
         s->buffer_bytes -= b->size;
+        s->dev_bytes[b->dev->id] -= rounded;
+        s->tenant->mem_used -= rounded;
+        s->tenant->dev[b->dev->id].mem_used -= rounded;
         buffer_unref(b); /* memory returns once tasks using it complete */
         session_reply_result(s, req->id, NULL);
 }

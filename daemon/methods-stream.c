@@ -9,6 +9,9 @@
 #include "npud.h"
 #include "sched.h"
 #include "session.h"
+#include "tenant.h"
+#include "alloc.h"
+#include "../policy/placement.h"
 
 static struct stream *stream_param(struct request *req)
 {
@@ -63,40 +66,106 @@ static int waiter_add(struct request *req, enum waiter_kind kind, void *target,
         return 0;
 }
 
+/* Placement of a stream created for "any device" (policy/placement.c). */
+static struct device *place_stream(struct session *s)
+{
+        struct npud *d = s->npud;
+        struct place_device pd[64];
+        int n = d->devices.count < 64 ? d->devices.count : 64;
+
+        for (int i = 0; i < n; i++) {
+                struct device *dev = &d->devices.devices[i];
+                struct alloc_stats st;
+                uint64_t backlog = 0;
+                int cores = 0;
+                alloc_get_stats(dev->alloc, &st);
+                for (int e = 0; e < OPS_ENGINE_COUNT; e++) {
+                        backlog += dev->pd.backlog_ns[e];
+                        cores += dev->desc.cores[e];
+                }
+                for (int q = 0; q < dev->pd.nready; q++)
+                        for (int e = 0; e < OPS_ENGINE_COUNT; e++)
+                                if (dev->pd.ready[q]->cost[e]) {
+                                        backlog += dev->pd.ready[q]->cost[e];
+                                        break;
+                                }
+                pd[i].usable = dev->health == DEVICE_OK && !dev->draining &&
+                               (s->tenant->pol.devices >> i & 1) && dev->streams < dev->desc.max_streams;
+                pd[i].mem_free = st.free_bytes;
+                pd[i].streams = dev->streams;
+                pd[i].load = cores ? (double)backlog / cores : 0;
+        }
+        int i = policy_place(d->tenants.policy->placement, pd, n, 0);
+        return i < 0 ? NULL : &d->devices.devices[i];
+}
+
 static void method_stream_create(struct request *req)
 {
         static const char *const keys[] = { "device", "priority", NULL };
         struct session *s = req->session;
-        uint64_t devid, prio;
+        const struct policy_tenant *pol = &s->tenant->pol;
+        json_t *jdev = json_object_get(req->params, "device");
+        uint64_t prio;
         struct device *dev;
         struct stream *st;
 
-        if (params_only(req, keys) < 0 || param_u64(req, "device", INT32_MAX, &devid) < 0 ||
+        if (params_only(req, keys) < 0 ||
             param_u64_opt(req, "priority", STREAM_PRIORITIES - 1, 4, &prio) < 0)
                 return;
-        dev = device_get(&s->npud->devices, (int)devid);
-        if (!dev) {
-                session_reply_error(s, req->id, PROTO_E_INVALID, "stream_create: no device %" PRIu64, devid);
-                return;
-        }
-        if (dev->health != DEVICE_OK) {
-                session_reply_error(s, req->id, PROTO_E_DEVICE, "stream_create: device %d has failed", dev->id);
+        if (jdev && (!json_is_integer(jdev) || json_integer_value(jdev) < -1 ||
+                     json_integer_value(jdev) > INT32_MAX)) {
+                session_reply_error(s, req->id, PROTO_E_INVALID,
+                                    "stream_create: parameter 'device' must be a device id or -1 (any)");
                 return;
         }
         if (s->handles.count[HANDLE_STREAM] >= s->npud->config.limits.max_streams ||
-            dev->streams >= dev->desc.max_streams) {
+            (pol->max_streams && s->tenant->streams >= pol->max_streams)) {
                 session_reply_error(s, req->id, PROTO_E_LIMIT,
-                                    "stream_create: stream limit reached (%u per session, %u on device %d)",
-                                    s->npud->config.limits.max_streams, dev->desc.max_streams, dev->id);
+                                    "stream_create: stream limit reached (%u per session, %u for tenant '%s')",
+                                    s->npud->config.limits.max_streams, pol->max_streams, pol->name);
                 return;
         }
-        st = stream_new(s, dev, (int)prio);
+        if (!jdev || json_integer_value(jdev) == -1) {
+                dev = place_stream(s);
+                if (!dev) {
+                        session_reply_error(s, req->id, PROTO_E_DEVICE,
+                                            "stream_create: no usable device (all failed, drained, full or not allowed for tenant '%s')",
+                                            pol->name);
+                        return;
+                }
+        } else {
+                int id = (int)json_integer_value(jdev);
+                dev = device_get(&s->npud->devices, id);
+                if (!dev) {
+                        session_reply_error(s, req->id, PROTO_E_INVALID, "stream_create: no device %d", id);
+                        return;
+                }
+                if (id >= 64 || !(pol->devices >> id & 1)) {
+                        session_reply_error(s, req->id, PROTO_E_PERMISSION,
+                                            "stream_create: tenant '%s' may not use device %d", pol->name, id);
+                        return;
+                }
+                if (dev->health != DEVICE_OK || dev->draining) {
+                        session_reply_error(s, req->id, PROTO_E_DEVICE, "stream_create: device %d is %s",
+                                            dev->id, dev->health != DEVICE_OK ? "failed" : "drained");
+                        return;
+                }
+                if (dev->streams >= dev->desc.max_streams) {
+                        session_reply_error(s, req->id, PROTO_E_LIMIT,
+                                            "stream_create: device %d has its maximum of %u streams",
+                                            dev->id, dev->desc.max_streams);
+                        return;
+                }
+        }
+        st = stream_new(s, dev, (int)prio, s->tenant);
         if (!st || handle_insert(&s->handles, HANDLE_STREAM, st, &st->handle) < 0) {
                 stream_unref(st);
                 session_reply_error(s, req->id, PROTO_E_LIMIT, "stream_create: out of memory");
                 return;
         }
-        session_reply_result(s, req->id, json_pack("{s:I}", "stream", (json_int_t)st->handle));
+        s->tenant->streams++;
+        session_reply_result(s, req->id, json_pack("{s:I, s:i}", "stream", (json_int_t)st->handle,
+                                                   "device", dev->id));
 }
 
 static void method_stream_destroy(struct request *req)
@@ -107,6 +176,7 @@ static void method_stream_destroy(struct request *req)
         if (params_only(req, keys) < 0 || !(st = stream_param(req)))
                 return;
         handle_remove(&req->session->handles, HANDLE_STREAM, st->handle);
+        req->session->tenant->streams--;
         st->destroyed = 1;
         stream_unref(st); /* queued work still drains; it holds its own references */
         session_reply_result(req->session, req->id, NULL);

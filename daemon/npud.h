@@ -7,12 +7,15 @@
 
 #include "config.h"
 #include "device.h"
+#include "stream.h"
+#include "tenant.h"
 
 struct event_base;
 struct event;
 struct session;
 struct device;
 struct npud;
+struct metrics;
 
 /* Observers of daemon state changes (D-Bus signals, metrics); any may be NULL. */
 struct npud_hooks {
@@ -37,6 +40,13 @@ struct npud {
         struct event *sig_int, *sig_term;
         uint64_t started_ns;
         struct npud_hooks hooks;
+        struct metrics *metrics; /* NULL unless a metrics listener is configured */
+        struct tenant_registry tenants;
+        TAILQ_HEAD(, stream) settle; /* streams whose head may have changed */
+        uint64_t tile_ns;
+        int calibrate; /* learn real kernel speed (compute mode); model mode is the model */
+        int argc;    /* the command line, re-read on reload */
+        char **argv;
 };
 
 #endif

@@ -1,40 +1,55 @@
-/* Applying the scheduling policy (see sched.h). */
+/* Applying the scheduling policy (see sched.h): streams settle (control tasks at their head
+ * run at once), streams whose head is work become ready queues of the device's dispatch
+ * policy (policy/dispatch.c), and each dispatch sends a tile or a chain of about the tile
+ * duration to the backend. Completions charge engine time to tenants and advance streams. */
 #include <event2/event.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../policy/cost.h"
 #include "../proto/errors.h"
 #include "../proto/message.h"
+#include "metrics.h"
 #include "npud.h"
 #include "sched.h"
 #include "session.h"
+#include "tenant.h"
+#include "tile.h"
 
 #define CHAIN_MAX_ITEMS 256
-#define CHAIN_MAX_NS 1000000ull /* a chain holds an engine core about 1 ms at most */
+#define MAX_TILES 4096
+#define CALIB_ALPHA 0.2
 
 #define task_of_item(it) ((struct task *)((char *)(it) - offsetof(struct task, item)))
+
+/* The daemon's side of a unit sent to the backend. */
+struct sched_unit {
+        struct exec_unit u;
+        struct stream *st;        /* reference */
+        uint64_t est_ns;          /* calibrated estimate charged at dispatch */
+        uint64_t raw_ns;          /* uncalibrated model estimate (for calibration) */
+        uint64_t dispatch_ns;
+        struct task *tile_task;   /* when the unit is one tile of a task */
+        struct exec_item tile;
+        struct exec_item *items[CHAIN_MAX_ITEMS];
+};
 
 void sched_kick(struct npud *d)
 {
         event_active(d->sched_event, EV_TIMEOUT, 0);
 }
 
-static void stream_make_ready(struct stream *st)
+/* The stream's head may have changed: look at it on the next pass. */
+static void stream_touch(struct npud *d, struct stream *st)
 {
-        if (st->in_ready || st->running || st->blocked_on || st->ntasks == 0)
+        if (st->settle_pending)
                 return;
-        TAILQ_INSERT_TAIL(&st->dev->ready[st->priority], st, ready_link);
-        st->in_ready = 1;
-}
-
-static void stream_unready(struct stream *st)
-{
-        if (!st->in_ready)
-                return;
-        TAILQ_REMOVE(&st->dev->ready[st->priority], st, ready_link);
-        st->in_ready = 0;
+        st->settle_pending = 1;
+        stream_ref(st);
+        TAILQ_INSERT_TAIL(&d->settle, st, settle_link);
+        sched_kick(d);
 }
 
 void sched_enqueue(struct npud *d, struct task *t)
@@ -44,15 +59,28 @@ void sched_enqueue(struct npud *d, struct task *t)
         t->enqueue_ns = now_ns();
         TAILQ_INSERT_TAIL(&st->tasks, t, link);
         st->ntasks++;
-        stream_make_ready(st);
-        sched_kick(d);
+        if (st->tenant)
+                st->tenant->queued++;
+        if (st->ntasks == 1)
+                stream_touch(d, st);
 }
 
-/* A task leaves the system: account it to its session and free it. */
+/* A task leaves the system: account it to its session and tenant and free it. */
 static void task_retire(struct task *t, int failed)
 {
         struct session *s = t->stream->session;
 
+        struct tenant *tn = t->stream->tenant;
+        if (tn) {
+                tn->queued--;
+                /* sessions paused for the tenant's limit resume once it half drained */
+                if (tn->pol.max_queued_tasks && tn->queued == tn->pol.max_queued_tasks / 2 && s) {
+                        struct session *o;
+                        TAILQ_FOREACH(o, &s->npud->sessions, link)
+                                if (o->tenant == tn)
+                                        session_maybe_resume(o);
+                }
+        }
         if (s) {
                 s->queued_tasks--;
                 s->tasks_completed++;
@@ -170,8 +198,7 @@ static void event_fire(struct npud *d, struct npu_evt *e, struct task *t)
                 if (head && head->kind == TASK_STREAM_WAIT && head->gen <= e->completed_gen) {
                         TAILQ_REMOVE(&e->blocked, b, blocked_link);
                         b->blocked_on = NULL;
-                        stream_make_ready(b);
-                        sched_kick(d);
+                        stream_touch(d, b);
                 }
         }
         sched_check_event_waiters(d, e);
@@ -191,67 +218,56 @@ void sched_stream_cancel(struct npud *d, struct stream *st)
 {
         struct task *t;
 
-        stream_unready(st);
+        pd_queue_unready(&st->dev->pd, &st->q);
         if (st->blocked_on) {
                 TAILQ_REMOVE(&st->blocked_on->blocked, st, blocked_link);
                 st->blocked_on = NULL;
         }
+        /* a task being tiled stays until its running tile returns */
+        struct task *keep = st->running && TAILQ_FIRST(&st->tasks) &&
+                                            TAILQ_FIRST(&st->tasks)->tiles
+                                    ? stream_pop(st)
+                                    : NULL;
         while ((t = stream_pop(st))) {
                 if (t->kind == TASK_EVENT_RECORD)
                         event_fire(d, t->evt, t);
                 task_retire(t, t->kind == TASK_EXEC);
         }
+        if (keep) {
+                keep->tile_failed = 1; /* no further tiles */
+                TAILQ_INSERT_HEAD(&st->tasks, keep, link);
+                st->ntasks++;
+        }
         if (stream_idle(st))
                 stream_became_idle(d, st);
 }
 
-/* Dispatch a chain of the stream's leading tasks that all run on `engine`. */
-static int stream_dispatch(struct npud *d, struct stream *st, int engine)
+/* Estimated duration of task t on engine e of its device, calibrated by measurements. */
+static uint64_t task_cost(struct stream *st, const struct task *t, int e)
 {
-        struct device *dev = st->dev;
-        struct exec_unit *u;
-        struct task *t;
-        uint64_t ns = 0;
-        int n = 0;
-
-        u = malloc(sizeof(*u) + sizeof(struct exec_item *) * CHAIN_MAX_ITEMS);
-        if (!u)
-                return -1;
-        memset(u, 0, sizeof(*u));
-        u->items = (struct exec_item **)(u + 1);
-        while ((t = TAILQ_FIRST(&st->tasks)) && t->kind == TASK_EXEC && t->engine == engine &&
-               n < CHAIN_MAX_ITEMS && (n == 0 || ns + t->item.model_ns <= CHAIN_MAX_NS)) {
-                stream_pop(st);
-                u->items[n++] = &t->item;
-                ns += t->item.model_ns;
-        }
-        u->nitems = n;
-        u->device = dev->id;
-        u->engine = engine;
-        u->cores = 1;
-        u->owner = stream_ref(st);
-        dev->free_cores[engine] -= u->cores;
-        st->running = u;
-        if (d->backend->ops->submit(d->backend, u) < 0) {
-                /* cannot happen short of memory exhaustion: fail the chain */
-                for (int i = 0; i < n; i++) {
-                        u->items[i]->status = PROTO_E_DEVICE;
-                        snprintf(u->items[i]->err, sizeof(u->items[i]->err),
-                                 "device %d rejected the task", dev->id);
-                }
-                u->start_ns = u->end_ns = now_ns();
-                sched_unit_complete(u, d);
-        }
-        return 0;
+        if (!t->cost[e])
+                return 0;
+        double c = (double)t->cost[e] * *device_calib(st->dev, t->calib_slot, e);
+        return c < 1 ? 1 : (uint64_t)c;
 }
 
-/* Advance one ready stream: run control tasks inline, cancel work after a failure, and
- * dispatch the next chain if its engine has a free core. Returns 1 when the stream must stay
- * in the ready list (no core free). */
-static int stream_advance(struct npud *d, struct stream *st)
+/* Remaining cost of the head (for a tiled task: what is left). */
+static uint64_t head_cost(struct stream *st, const struct task *t, int e)
+{
+        uint64_t c = task_cost(st, t, e);
+        if (t->tiles)
+                c = c / t->tiles * (t->tiles - t->tiles_done);
+        return c ? c : (t->cost[e] ? 1 : 0);
+}
+
+/* Run control tasks at the stream's head; make the stream a ready queue when its head is
+ * work the device can start. */
+static void stream_settle(struct npud *d, struct stream *st)
 {
         struct task *t;
 
+        if (st->running || st->blocked_on || st->q.ready)
+                return;
         while ((t = TAILQ_FIRST(&st->tasks))) {
                 switch (t->kind) {
                 case TASK_EVENT_RECORD:
@@ -263,7 +279,7 @@ static int stream_advance(struct npud *d, struct stream *st)
                         if (t->evt->completed_gen < t->gen) {
                                 st->blocked_on = t->evt;
                                 TAILQ_INSERT_TAIL(&t->evt->blocked, st, blocked_link);
-                                return 0;
+                                return;
                         }
                         stream_pop(st);
                         uint64_t now = now_ns();
@@ -278,83 +294,201 @@ static int stream_advance(struct npud *d, struct stream *st)
                         task_retire(t, 1);
                         continue;
                 case TASK_EXEC:
-                        if (st->error.code) { /* work after a failure is cancelled */
+                        if (st->error.code || t->tile_failed) { /* work after a failure is cancelled */
                                 stream_pop(st);
                                 task_retire(t, 1);
                                 continue;
                         }
-                        if (st->dev->free_cores[t->engine] <= 0)
-                                return 1;
-                        stream_dispatch(d, st, t->engine);
-                        return 0;
+                        for (int e = 0; e < OPS_ENGINE_COUNT; e++)
+                                st->q.cost[e] = head_cost(st, t, e);
+                        st->q.deadline = 0;
+                        pd_queue_ready(&st->dev->pd, &st->q, now_ns());
+                        return;
                 }
         }
         stream_became_idle(d, st);
-        return 0;
+}
+
+static void unit_fail_all(struct sched_unit *su, int code, const char *msg)
+{
+        for (int i = 0; i < su->u.nitems; i++) {
+                su->u.items[i]->status = code;
+                snprintf(su->u.items[i]->err, sizeof(su->u.items[i]->err), "%s", msg);
+        }
+}
+
+/* Start the head of q's stream on engine e: one tile of a long task, or a chain of the
+ * stream's next tasks that can run on e, of about one tile duration together. */
+static void stream_dispatch(struct npud *d, struct stream *st, int e)
+{
+        struct device *dev = st->dev;
+        struct task *t = TAILQ_FIRST(&st->tasks);
+        struct sched_unit *su = calloc(1, sizeof(*su));
+        uint64_t est = 0, raw = 0, tile_ns = d->tile_ns;
+
+        if (!su) {
+                pd_queue_unready(&dev->pd, &st->q);
+                stream_touch(d, st); /* try again on a later pass */
+                return;
+        }
+        su->u.items = su->items;
+        uint64_t c = task_cost(st, t, e);
+        uint64_t maxt = t->tiles ? t->tiles : tile_max(&t->item);
+        if (t->tiles || (c > tile_ns * 2 && maxt > 1)) {
+                if (!t->tiles) {
+                        uint64_t n = (c + tile_ns - 1) / tile_ns;
+                        t->tiles = n > maxt ? maxt : n > MAX_TILES ? MAX_TILES : n;
+                        t->tile_engine = e;
+                }
+                e = t->tile_engine; /* all tiles of a task on one engine kind */
+                tile_make(&t->item, t->tiles, t->tiles_done, &su->tile);
+                su->tile.model_ns = t->cost[e] / t->tiles;
+                su->tile_task = t;
+                su->items[0] = &su->tile;
+                su->u.nitems = 1;
+                est = task_cost(st, t, e) / t->tiles;
+                raw = t->cost[e] / t->tiles;
+        } else {
+                while (t && t->kind == TASK_EXEC && t->cost[e] && !t->tiles &&
+                       su->u.nitems < CHAIN_MAX_ITEMS &&
+                       (su->u.nitems == 0 || est + task_cost(st, t, e) <= tile_ns)) {
+                        stream_pop(st);
+                        t->item.model_ns = t->cost[e];
+                        su->items[su->u.nitems++] = &t->item;
+                        est += task_cost(st, t, e);
+                        raw += t->cost[e];
+                        t = TAILQ_FIRST(&st->tasks);
+                }
+        }
+        su->u.device = dev->id;
+        su->u.engine = e;
+        su->u.cores = 1;
+        su->u.owner = su;
+        su->st = stream_ref(st);
+        su->est_ns = est ? est : 1;
+        su->raw_ns = raw ? raw : 1;
+        su->dispatch_ns = now_ns();
+        pd_start(&dev->pd, &st->q, e, su->u.cores, su->est_ns);
+        st->running = &su->u;
+        for (int i = 0; i < su->u.nitems; i++) {
+                struct task *it = su->tile_task ? su->tile_task : task_of_item(su->items[i]);
+                if (!it->tiles_done && st->tenant) /* first dispatch: the task waited this long */
+                        tenant_note_wait(st->tenant, dev->id, su->dispatch_ns - it->enqueue_ns);
+        }
+        if (d->backend->ops->submit(d->backend, &su->u) < 0) {
+                unit_fail_all(su, PROTO_E_DEVICE, "the device rejected the task");
+                su->u.start_ns = su->u.end_ns = now_ns();
+                sched_unit_complete(&su->u, d);
+        }
 }
 
 static void device_run(struct npud *d, struct device *dev)
 {
-        for (int p = 0; p < STREAM_PRIORITIES; p++) {
-                TAILQ_HEAD(, stream) pass;
-                struct stream *st;
+        struct pd_queue *q;
+        int e;
 
-                if (TAILQ_EMPTY(&dev->ready[p]))
-                        continue;
-                TAILQ_INIT(&pass);
-                TAILQ_CONCAT(&pass, &dev->ready[p], ready_link);
-                while ((st = TAILQ_FIRST(&pass))) {
-                        TAILQ_REMOVE(&pass, st, ready_link);
-                        st->in_ready = 0;
-                        if (stream_advance(d, st)) {
-                                TAILQ_INSERT_TAIL(&dev->ready[p], st, ready_link);
-                                st->in_ready = 1;
-                        }
-                }
+        while ((q = pd_pick(&dev->pd, now_ns(), &e))) {
+                struct stream *st = (struct stream *)((char *)q - offsetof(struct stream, q));
+                stream_dispatch(d, st, e);
         }
 }
 
 void sched_run(struct npud *d)
 {
+        struct stream *st;
+
+        while ((st = TAILQ_FIRST(&d->settle))) {
+                TAILQ_REMOVE(&d->settle, st, settle_link);
+                st->settle_pending = 0;
+                stream_settle(d, st);
+                stream_unref(st);
+        }
         for (int i = 0; i < d->devices.count; i++)
                 device_run(d, &d->devices.devices[i]);
+}
+
+static void calibrate(struct npud *d, struct device *dev, struct sched_unit *su, struct task *t)
+{
+        if (!d->calibrate || su->u.nitems != 1 || su->u.items[0]->status || su->raw_ns < 20000)
+                return; /* chains of tiny tasks measure dispatch overhead, not the kernel */
+        double *f = device_calib(dev, t->calib_slot, su->u.engine);
+        double ratio = (double)(su->u.end_ns - su->u.start_ns) / (double)su->raw_ns;
+        if (ratio < 0.01)
+                ratio = 0.01;
+        if (ratio > 100)
+                ratio = 100;
+        *f = *f * (1 - CALIB_ALPHA) + ratio * CALIB_ALPHA;
+}
+
+static void task_account(struct npud *d, struct stream *st, struct task *t, int status,
+                         uint64_t engine_ns, uint64_t end_ns)
+{
+        struct device *dev = st->dev;
+
+        if (status == 0)
+                dev->tasks_completed++;
+        else
+                dev->tasks_failed++;
+        if (st->tenant) {
+                struct tenant_device *td = &st->tenant->dev[dev->id];
+                td->tasks++;
+                td->failed += status != 0;
+                td->engine_ns += engine_ns;
+                metrics_task_done(d, st->tenant->pol.name, policy_class_name(st->tenant->pol.klass),
+                                  dev->id, status != 0, end_ns - t->enqueue_ns);
+        }
+        if (status && status != PROTO_E_CANCELLED && !st->error.code) {
+                if (st->session)
+                        session_task_failed(st->session, st, t->seq, status,
+                                            t->item.err[0] ? t->item.err : "task failed");
+                else {
+                        st->error.code = status;
+                        st->error.seq = t->seq;
+                }
+        }
 }
 
 void sched_unit_complete(struct exec_unit *u, void *userdata)
 {
         struct npud *d = userdata;
-        struct stream *st = u->owner;
+        struct sched_unit *su = u->owner;
+        struct stream *st = su->st;
         struct device *dev = st->dev;
+        uint64_t dur = u->end_ns - u->start_ns;
 
-        dev->free_cores[u->engine] += u->cores;
-        dev->busy_ns[u->engine] += (u->end_ns - u->start_ns) * (uint64_t)u->cores;
+        pd_finish(&dev->pd, st->q.tenant, u->engine, u->cores, su->est_ns, dur, u->end_ns);
+        dev->busy_ns[u->engine] += dur * (uint64_t)u->cores;
         st->running = NULL;
         if (u->end_ns > st->last_end_ns)
                 st->last_end_ns = u->end_ns;
-        for (int i = 0; i < u->nitems; i++) {
-                struct task *t = task_of_item(u->items[i]);
-                int status = t->item.status;
-
-                if (status == 0)
-                        dev->tasks_completed++;
-                else
-                        dev->tasks_failed++;
-                if (status && status != PROTO_E_CANCELLED && !st->error.code) {
-                        char msg[256];
-                        snprintf(msg, sizeof(msg), "%s", t->item.err[0] ? t->item.err : "task failed");
-                        if (st->session)
-                                session_task_failed(st->session, st, t->seq, status, msg);
-                        else {
-                                st->error.code = status;
-                                st->error.seq = t->seq;
-                        }
+        if (su->tile_task) {
+                struct task *t = su->tile_task;
+                int status = su->tile.status;
+                calibrate(d, dev, su, t);
+                t->tiles_done++;
+                if (status) {
+                        snprintf(t->item.err, sizeof(t->item.err), "%s", su->tile.err);
+                        t->tile_failed = 1;
                 }
-                task_retire(t, status);
+                if (status || t->tile_failed || t->tiles_done == t->tiles) {
+                        task_account(d, st, t, status ? status : t->tile_failed ? PROTO_E_CANCELLED : 0,
+                                     dur, u->end_ns);
+                        if (TAILQ_FIRST(&st->tasks) == t)
+                                stream_pop(st);
+                        task_retire(t, status || t->tile_failed);
+                } else if (st->tenant) {
+                        st->tenant->dev[dev->id].engine_ns += dur;
+                }
+        } else {
+                for (int i = 0; i < u->nitems; i++) {
+                        struct task *t = task_of_item(u->items[i]);
+                        if (i == 0)
+                                calibrate(d, dev, su, t);
+                        task_account(d, st, t, t->item.status, dur / (uint64_t)u->nitems, u->end_ns);
+                        task_retire(t, t->item.status);
+                }
         }
-        free(u);
-        stream_make_ready(st);
-        if (stream_idle(st))
-                stream_became_idle(d, st);
+        free(su);
+        stream_touch(d, st);
         stream_unref(st);
-        sched_kick(d);
 }

@@ -7,8 +7,11 @@
 
 struct npud;
 
-/* Bind and listen on d->config.socket_path. 0 or -errno with err filled. */
+/* Listen on the socket the service manager passed (sd_listen_fds), else bind and listen on
+ * d->config.socket_path. 0 or -errno with err filled. */
 int server_listen(struct npud *d, char *err, size_t errlen);
+/* Serve an already-listening socket; its file is left alone on close. */
+int server_listen_fd(struct npud *d, int fd, char *err, size_t errlen);
 void server_close(struct npud *d);
 
 #endif

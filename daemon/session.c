@@ -14,9 +14,11 @@
 #include "../proto/message.h"
 #include "dispatch.h"
 #include "log.h"
+#include "notify.h"
 #include "npud.h"
 #include "sched.h"
 #include "session.h"
+#include "tenant.h"
 
 #define FRAMES_PER_WAKEUP 64
 #define MAX_PENDING_OUTPUT (64u << 20)
@@ -25,6 +27,7 @@ static void session_free_deferred(evutil_socket_t fd, short what, void *arg)
 {
         struct session *s = arg;
         handle_table_deinit(&s->handles);
+        free(s->dev_bytes);
         free(s);
 }
 
@@ -222,6 +225,9 @@ void session_maybe_resume(struct session *s)
                 return;
         if (s->queued_tasks > s->npud->config.limits.max_queued_tasks / 2)
                 return;
+        if (s->tenant && s->tenant->pol.max_queued_tasks &&
+            s->tenant->queued > s->tenant->pol.max_queued_tasks / 2)
+                return;
         s->read_paused = 0;
         event_add(s->read_event, NULL);
         event_active(s->read_event, EV_READ, 0);
@@ -253,17 +259,51 @@ static void peer_identity(struct session *s)
                 close(fd);
         }
         const struct npud_config *c = &s->npud->config;
+        gid_t groups[256];
+        socklen_t glen = sizeof(groups);
+        if (getsockopt(s->fd, SOL_SOCKET, SO_PEERGROUPS, groups, &glen) == 0) {
+                size_t n = glen / sizeof(gid_t);
+                s->ngroups = n > 64 ? 64 : (int)n;
+                memcpy(s->groups, groups, sizeof(gid_t) * (size_t)s->ngroups);
+        }
         s->admin = s->uid == 0;
         if (!s->admin && c->have_admin_gid) {
-                gid_t groups[256];
-                socklen_t glen = sizeof(groups);
                 if (s->gid == c->admin_gid)
                         s->admin = 1;
-                else if (getsockopt(s->fd, SOL_SOCKET, SO_PEERGROUPS, groups, &glen) == 0)
-                        for (size_t i = 0; i < glen / sizeof(gid_t); i++)
-                                if (groups[i] == c->admin_gid)
-                                        s->admin = 1;
+                for (int i = 0; i < s->ngroups; i++)
+                        if (s->groups[i] == c->admin_gid)
+                                s->admin = 1;
         }
+}
+
+int session_assign_tenant(struct session *s, const char *request)
+{
+        struct tenant_registry *reg = &s->npud->tenants;
+        int idx = policy_tenant_match(reg->policy, request, s->uid, s->gid, s->groups, s->ngroups);
+        struct tenant *t, *old = s->tenant;
+
+        if (idx < 0)
+                return idx;
+        t = reg->tenants[idx];
+        if (t == old)
+                return 0;
+        tenant_ref(t);
+        if (old) { /* move what the session holds to its new tenant */
+                old->sessions--;
+                old->streams -= s->handles.count[HANDLE_STREAM];
+                t->streams += s->handles.count[HANDLE_STREAM];
+                for (int i = 0; i < reg->ndevices; i++) {
+                        old->dev[i].mem_used -= s->dev_bytes[i];
+                        t->dev[i].mem_used += s->dev_bytes[i];
+                        old->mem_used -= s->dev_bytes[i];
+                        t->mem_used += s->dev_bytes[i];
+                }
+                tenant_unref(old);
+        }
+        t->sessions++;
+        s->tenant = t;
+        snprintf(s->tenant_request, sizeof(s->tenant_request), "%s", request ? request : "");
+        return 0;
 }
 
 int session_new(struct npud *d, int fd, struct session **ret)
@@ -283,6 +323,13 @@ int session_new(struct npud *d, int fd, struct session **ret)
         TAILQ_INIT(&s->streams);
         TAILQ_INIT(&s->waiters);
         peer_identity(s);
+        s->dev_bytes = calloc((size_t)d->devices.count + 1, sizeof(uint64_t));
+        if (!s->dev_bytes || session_assign_tenant(s, NULL) < 0) {
+                free(s->dev_bytes);
+                close(fd);
+                free(s);
+                return -ENOMEM;
+        }
         s->read_event = event_new(d->base, fd, EV_READ | EV_PERSIST, on_read, s);
         s->write_event = event_new(d->base, fd, EV_WRITE | EV_PERSIST, on_write, s);
         if (!s->read_event || !s->write_event || event_add(s->read_event, NULL) < 0) {
@@ -298,8 +345,10 @@ int session_new(struct npud *d, int fd, struct session **ret)
         d->nsessions++;
         if (d->hooks.session_opened)
                 d->hooks.session_opened(d, s);
-        log_info("session %llu opened: pid %d uid %d (%s)", (unsigned long long)s->id,
-                 (int)s->pid, (int)s->uid, s->comm);
+        log_session_msg(LOG_LVL_INFO, s->id, s->pid, NULL, -1,
+                        "session %llu opened: pid %d uid %d (%s)", (unsigned long long)s->id,
+                        (int)s->pid, (int)s->uid, s->comm);
+        notify_sessions_changed(d);
         *ret = s;
         return 0;
 }
@@ -327,8 +376,9 @@ void session_close(struct session *s, const char *reason)
         if (s->closing)
                 return;
         s->closing = 1;
-        log_info("session %llu closed (pid %d): %s; %u tasks queued",
-                 (unsigned long long)s->id, (int)s->pid, reason, s->queued_tasks);
+        log_session_msg(LOG_LVL_INFO, s->id, s->pid, NULL, -1,
+                        "session %llu closed (pid %d): %s; %u tasks queued",
+                        (unsigned long long)s->id, (int)s->pid, reason, s->queued_tasks);
         event_free(s->read_event);
         event_free(s->write_event);
         close(s->fd);
@@ -353,11 +403,22 @@ void session_close(struct session *s, const char *reason)
                 TAILQ_REMOVE(&s->streams, st, session_link);
                 st->session = NULL;
         }
-        handle_foreach(&s->handles, release_handle, NULL);
+        handle_foreach(&s->handles, release_handle, s);
+        if (s->tenant) {
+                s->tenant->sessions--;
+                s->tenant->streams -= s->handles.count[HANDLE_STREAM];
+                for (int i = 0; i < d->devices.count; i++) {
+                        s->tenant->dev[i].mem_used -= s->dev_bytes[i];
+                        s->tenant->mem_used -= s->dev_bytes[i];
+                }
+                tenant_unref(s->tenant);
+                s->tenant = NULL;
+        }
         TAILQ_REMOVE(&d->sessions, s, link);
         d->nsessions--;
         if (d->hooks.session_closed)
                 d->hooks.session_closed(d, s);
+        notify_sessions_changed(d);
         /* The caller may still be inside one of this session's callbacks. */
         struct timeval zero = { 0, 0 };
         if (event_base_once(d->base, -1, EV_TIMEOUT, session_free_deferred, s, &zero) < 0)

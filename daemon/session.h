@@ -40,7 +40,17 @@ struct session {
         TAILQ_HEAD(, stream) streams; /* every stream still referring to this session */
         struct waiter_list waiters;
         struct stream_error deferred; /* failure not attributable to a live stream */
+        struct tenant *tenant;        /* reference */
+        char tenant_request[64];      /* tenant asked for at hello, "" for none */
+        gid_t groups[64];             /* supplementary groups from SO_PEERGROUPS */
+        int ngroups;
+        uint64_t *dev_bytes;          /* device memory held through handles, per device */
+        int backpressure_error;       /* over the queued-task limit: reject, don't block */
 };
+
+/* Move the session to the tenant its credentials (and request) match under the current
+ * policy. 0, -EPERM or -ENOENT (request refused or unknown; tenant unchanged). */
+int session_assign_tenant(struct session *s, const char *request);
 
 /* Take over an accepted connection. 0 or -errno (fd is closed on failure). */
 int session_new(struct npud *d, int fd, struct session **ret);

@@ -4,8 +4,10 @@
 
 #include "session.h"
 #include "stream.h"
+#include "tenant.h"
 
-struct stream *stream_new(struct session *s, struct device *dev, int priority)
+struct stream *stream_new(struct session *s, struct device *dev, int priority,
+                          struct tenant *tenant)
 {
         struct stream *st = calloc(1, sizeof(*st));
 
@@ -15,6 +17,9 @@ struct stream *stream_new(struct session *s, struct device *dev, int priority)
         st->session = s;
         st->dev = dev;
         st->priority = priority;
+        st->tenant = tenant_ref(tenant);
+        st->q.tenant = &tenant->dev[dev->id].pd;
+        st->q.priority = priority;
         TAILQ_INIT(&st->tasks);
         TAILQ_INIT(&st->waiters);
         TAILQ_INSERT_TAIL(&s->streams, st, session_link);
@@ -35,6 +40,7 @@ void stream_unref(struct stream *st)
         if (st->session)
                 TAILQ_REMOVE(&st->session->streams, st, session_link);
         st->dev->streams--;
+        tenant_unref(st->tenant);
         free(st);
 }
 

@@ -8,11 +8,13 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
+#include "../policy/dispatch.h"
 #include "backend/backend.h"
 #include "mem.h"
 
 struct session;
 struct npud;
+struct tenant;
 
 enum task_kind {
         TASK_EXEC = 1,
@@ -28,7 +30,6 @@ struct task {
         enum task_kind kind;
         uint64_t seq; /* client's task number */
         struct stream *stream; /* reference */
-        int engine;
         struct exec_item item;
         struct buffer *bufs[TASK_MAX_REFS];
         int nbufs;
@@ -36,6 +37,11 @@ struct task {
         struct npu_evt *evt; /* record / wait target (reference) */
         uint64_t gen;        /* generation recorded or waited for */
         uint64_t enqueue_ns;
+        uint64_t cost[OPS_ENGINE_COUNT]; /* model estimate per engine able to run it, ns */
+        int calib_slot;                  /* row of the device's calibration table */
+        uint64_t tiles, tiles_done;      /* progress when split into tiles */
+        int tile_engine;
+        int tile_failed;
 };
 
 enum waiter_kind { WAIT_STREAM = 1, WAIT_EVENT, WAIT_SESSION };
@@ -69,8 +75,10 @@ struct stream {
         struct exec_unit *running;
         struct npu_evt *blocked_on; /* head is a wait not yet satisfied */
         TAILQ_ENTRY(stream) blocked_link;
-        int in_ready;
-        TAILQ_ENTRY(stream) ready_link;
+        struct tenant *tenant;      /* reference; scheduling and accounting */
+        struct pd_queue q;          /* the dispatch policy's view of this stream */
+        int settle_pending;
+        TAILQ_ENTRY(stream) settle_link;
         int destroyed;
         uint64_t last_end_ns; /* when the stream's previous task finished */
         struct stream_error error; /* first failure since the last synchronize */
@@ -86,7 +94,8 @@ struct npu_evt {
         struct waiter_list waiters;
 };
 
-struct stream *stream_new(struct session *s, struct device *dev, int priority);
+struct stream *stream_new(struct session *s, struct device *dev, int priority,
+                          struct tenant *tenant);
 struct stream *stream_ref(struct stream *st);
 void stream_unref(struct stream *st);
 static inline int stream_idle(const struct stream *st)

@@ -213,6 +213,7 @@ static int sim_submit(struct backend *b, struct exec_unit *u)
                 u->start_ns = now_ns();
                 struct timeval tv = { .tv_sec = (time_t)(ns / 1000000000ull),
                                       .tv_usec = (suseconds_t)(ns % 1000000000ull / 1000) };
+                event_base_update_cache_time(s->evbase); /* the timer runs from now, not loop start */
                 if (event_base_once(s->evbase, -1, EV_TIMEOUT, on_model_done, w, &tv) < 0) {
                         free(w);
                         return -ENOMEM;

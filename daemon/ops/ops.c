@@ -36,6 +36,19 @@ const struct ops_def *ops_get(size_t i)
         return i < OPS_COUNT ? ops_table[i] : NULL;
 }
 
+size_t ops_count(void)
+{
+        return OPS_COUNT;
+}
+
+size_t ops_index(const struct ops_def *def)
+{
+        for (size_t i = 0; i < OPS_COUNT; i++)
+                if (ops_table[i] == def)
+                        return i;
+        return OPS_COUNT;
+}
+
 const struct ops_attr *ops_attr_find(const struct ops_call *call, const char *name)
 {
         int i, n = call->nattr;

@@ -58,7 +58,20 @@ struct ops_def {
         int (*run)(const struct ops_call *call, char *err, size_t errlen);
         /* Work estimate for the cost model: floating/integer operations and bytes moved. */
         void (*cost)(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes);
+        unsigned flags; /* enum ops_flags */
 };
+
+enum ops_flags {
+        /* out[i] depends only on in[*][i] (after broadcasting): a call can be split into
+         * element ranges (tiles) when every input has the output's element count or one. */
+        OPS_FLAG_ELEMENTWISE = 1 << 0,
+        /* a 2-D MatMul-like call can be split into row blocks of input 0 and the output */
+        OPS_FLAG_ROW_SPLIT = 1 << 1,
+};
+
+/* Position of a definition in the registry (for per-operator tables). */
+size_t ops_index(const struct ops_def *def);
+size_t ops_count(void);
 
 /* Registry lookup by exact name; NULL when unknown. */
 const struct ops_def *ops_lookup(const char *name);

@@ -1,0 +1,109 @@
+/* Splitting tasks into tiles (see tile.h). */
+#include <string.h>
+
+#include "tile.h"
+
+#define COPY_TILE_ALIGN 4096u
+
+static int64_t numel(const struct ops_tensor *t)
+{
+        return ops_tensor_numel(t);
+}
+
+/* Elementwise calls split when every input has the output's element count or a single
+ * element (the broadcast scalar case). */
+static uint64_t elementwise_max(const struct ops_call *c)
+{
+        int64_t n = numel(&c->out[0]);
+
+        if (c->nout != 1 || n <= 0)
+                return 1;
+        for (int i = 0; i < c->nin; i++) {
+                int64_t m = numel(&c->in[i]);
+                if (m != n && m != 1)
+                        return 1;
+        }
+        return (uint64_t)n;
+}
+
+static uint64_t rows_max(const struct ops_call *c)
+{
+        if (c->nin != 2 || c->nout != 1 || c->in[0].ndim != 2 || c->out[0].ndim != 2)
+                return 1;
+        return c->in[0].dims[0] > 0 ? (uint64_t)c->in[0].dims[0] : 1;
+}
+
+uint64_t tile_max(const struct exec_item *it)
+{
+        switch (it->kind) {
+        case EXEC_COPY:
+        case EXEC_MEMSET:
+                return it->len / COPY_TILE_ALIGN ? it->len / COPY_TILE_ALIGN : 1;
+        case EXEC_OP:
+                if (it->op->flags & OPS_FLAG_ELEMENTWISE)
+                        return elementwise_max(&it->call);
+                if (it->op->flags & OPS_FLAG_ROW_SPLIT)
+                        return rows_max(&it->call);
+                return 1;
+        }
+        return 1;
+}
+
+/* [lo, hi) of k-th of n near-equal parts of total, aligned to align. */
+static void split(uint64_t total, uint64_t n, uint64_t k, uint64_t align, uint64_t *lo, uint64_t *hi)
+{
+        uint64_t units = (total + align - 1) / align;
+        *lo = units * k / n * align;
+        *hi = units * (k + 1) / n * align;
+        if (*hi > total)
+                *hi = total;
+        if (*lo > total)
+                *lo = total;
+}
+
+static void flatten(struct ops_tensor *t, int64_t lo, int64_t hi, size_t esize)
+{
+        if (numel(t) == 1) { /* broadcast scalar stays whole */
+                t->ndim = 1;
+                t->dims[0] = 1;
+                return;
+        }
+        t->data = (char *)t->data + (size_t)lo * esize;
+        t->ndim = 1;
+        t->dims[0] = hi - lo;
+}
+
+void tile_make(const struct exec_item *it, uint64_t n, uint64_t k, struct exec_item *ret)
+{
+        uint64_t lo, hi;
+
+        *ret = *it;
+        ret->model_ns = it->model_ns / n;
+        switch (it->kind) {
+        case EXEC_COPY:
+        case EXEC_MEMSET:
+                split(it->len, n, k, COPY_TILE_ALIGN, &lo, &hi);
+                ret->dst = (char *)it->dst + lo;
+                if (it->kind == EXEC_COPY)
+                        ret->src = (const char *)it->src + lo;
+                ret->len = hi - lo;
+                return;
+        case EXEC_OP: {
+                struct ops_call *c = &ret->call;
+                if (it->op->flags & OPS_FLAG_ELEMENTWISE) {
+                        split((uint64_t)numel(&it->call.out[0]), n, k, 1, &lo, &hi);
+                        for (int i = 0; i < c->nin; i++)
+                                flatten(&c->in[i], (int64_t)lo, (int64_t)hi, proto_dtype_size(c->in[i].dtype));
+                        flatten(&c->out[0], (int64_t)lo, (int64_t)hi, proto_dtype_size(c->out[0].dtype));
+                } else { /* row split of a 2-D MatMul */
+                        split((uint64_t)c->in[0].dims[0], n, k, 1, &lo, &hi);
+                        size_t ea = proto_dtype_size(c->in[0].dtype), eo = proto_dtype_size(c->out[0].dtype);
+                        c->in[0].data = (char *)c->in[0].data + lo * (uint64_t)c->in[0].dims[1] * ea;
+                        c->in[0].dims[0] = (int64_t)(hi - lo);
+                        c->out[0].data = (char *)c->out[0].data + lo * (uint64_t)c->out[0].dims[1] * eo;
+                        c->out[0].dims[0] = (int64_t)(hi - lo);
+                }
+                return;
+        }
+        }
+}

@@ -1,0 +1,293 @@
+#!/bin/sh
+# npud under systemd, checked without a running systemd:
+#   1. systemd-analyze verify prints nothing for the installed npud.service and npud.socket
+#   2. systemd-analyze security: overall exposure of npud.service at most 3.0
+#   3. systemd-sysusers and systemd-tmpfiles accept the shipped files (in a temporary root)
+#   4. socket activation (systemd-socket-activate): npud serves the passed socket and leaves
+#      the socket file alone
+#   5. sd_notify: READY=1 with STATUS=, STATUS= following sessions (at most once a second),
+#      WATCHDOG=1, RELOADING=1 + MONOTONIC_USEC= then READY=1 on SIGHUP, STOPPING=1 on SIGTERM
+#   6. logging: plain lines when $JOURNAL_STREAM is not stderr; structured journal fields when
+#      it is (against a fake journald in a private mount namespace, where one can be made)
+#   7. --check-config: the example configuration passes, a bad one exits 2 naming the key
+# Usage: test-systemd.sh [BUILD-DIR]
+set -u
+build=${1:-build}
+npud=$(cd "$build/bin" && pwd)/npud
+npuctl=$(cd "$build/bin" && pwd)/npuctl
+dir=$(mktemp -d /tmp/npud-systemd-XXXXXX)
+fails=0
+pids=""
+trap 'for p in $pids; do kill $p 2>/dev/null; done; rm -rf "$dir"' EXIT
+
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+pass() { echo "ok: $*"; }
+
+# wait_for FILE PATTERN [TENTHS]: until grep -E finds PATTERN in FILE (default 5 s).
+wait_for() {
+        i=0
+        while ! grep -Eq "$2" "$1" 2>/dev/null; do
+                [ $i -ge "${3:-50}" ] && return 1
+                sleep 0.1
+                i=$((i + 1))
+        done
+}
+
+# wait_until TENTHS COMMAND...: until COMMAND succeeds.
+wait_until() {
+        n=$1; shift; i=0
+        while ! "$@"; do
+                [ $i -ge "$n" ] && return 1
+                sleep 0.1
+                i=$((i + 1))
+        done
+}
+
+for tool in systemd-analyze systemd-socket-activate systemd-sysusers systemd-tmpfiles python3; do
+        command -v $tool >/dev/null || { fail "$tool is missing (make deps installs systemd)"; }
+done
+[ $fails = 0 ] || exit 1
+
+# --- 1-3: the unit files, installed into a temporary root -----------------------------------
+root=$dir/root
+if make -s install BUILD="$build" PREFIX=/usr DESTDIR="$root" >"$dir/install.log" 2>&1; then
+        pass "make install"
+else
+        fail "make install"; cat "$dir/install.log"
+fi
+for f in lib/systemd/system/npud.service lib/systemd/system/npud.socket lib/sysusers.d/npud.conf \
+         lib/tmpfiles.d/npud.conf; do
+        [ -f "$root/usr/$f" ] || fail "not installed: /usr/$f"
+done
+grep -q '^ExecStart=/usr/sbin/npud' systemd/npud.service || fail "ExecStart is not /usr/sbin/npud"
+grep -q '^ExecReload=.*/usr/bin/npuctl .*reload' systemd/npud.service || fail "ExecReload is not npuctl reload"
+
+# verify resolves ExecStart= on the host, so check copies pointing at the built binaries.
+units=$dir/units
+mkdir -p "$units"
+sed -e "s|/usr/sbin/npud|$npud|g" -e "s|/usr/bin/npuctl|$npuctl|g" \
+        "$root/usr/lib/systemd/system/npud.service" >"$units/npud.service"
+cp "$root/usr/lib/systemd/system/npud.socket" "$units/npud.socket"
+systemd-analyze verify --man=no "$units/npud.service" "$units/npud.socket" >"$dir/verify.out" 2>&1
+rc=$?
+if [ $rc = 0 ] && [ ! -s "$dir/verify.out" ]; then
+        pass "systemd-analyze verify is silent"
+else
+        fail "systemd-analyze verify (exit $rc):"; cat "$dir/verify.out"
+fi
+
+systemd-analyze security --offline=true "$units/npud.service" >"$dir/security.out" 2>&1
+exposure=$(sed -n 's/.*Overall exposure level for npud.service: \([0-9.]*\).*/\1/p' "$dir/security.out")
+if [ -z "$exposure" ]; then
+        fail "no exposure figure from systemd-analyze security"; tail -5 "$dir/security.out"
+elif awk -v e="$exposure" 'BEGIN { exit !(e <= 3.0) }'; then
+        pass "security exposure $exposure (at most 3.0)"
+else
+        fail "security exposure $exposure is above 3.0"; grep '✗' "$dir/security.out"
+fi
+
+mkdir -p "$root/etc"
+if systemd-sysusers --root="$root" >"$dir/sysusers.out" 2>&1; then
+        for g in npu npuadm; do
+                grep -q "^$g:" "$root/etc/group" || fail "sysusers: no group $g"
+        done
+        grep -q '^npud:' "$root/etc/passwd" && pass "systemd-sysusers accepts npud.sysusers" \
+                || fail "sysusers: no user npud"
+else
+        fail "systemd-sysusers"; cat "$dir/sysusers.out"
+fi
+systemd-tmpfiles --root="$root" --create >"$dir/tmpfiles.out" 2>&1
+rc=$?
+npu_gid=$(awk -F: '$1 == "npu" { print $3 }' "$root/etc/group")
+want="755 0 $npu_gid"
+if [ "$(id -u)" != 0 ]; then
+        # Only root may give the directory away; everything else must still pass.
+        grep -v '^fchownat() of .* failed: Operation not permitted$' "$dir/tmpfiles.out" >"$dir/tmpfiles.rest"
+        mv "$dir/tmpfiles.rest" "$dir/tmpfiles.out"
+        [ -s "$dir/tmpfiles.out" ] || rc=0
+        want="755 $(id -u) $(id -g)"
+fi
+got=$(stat -c '%a %u %g' "$root/run/npud" 2>/dev/null)
+if [ $rc = 0 ] && [ ! -s "$dir/tmpfiles.out" ] && [ "$got" = "$want" ]; then
+        pass "systemd-tmpfiles creates /run/npud 0755 root:npu"
+else
+        fail "systemd-tmpfiles (exit $rc): /run/npud is '$got', expected '$want'"; cat "$dir/tmpfiles.out"
+fi
+
+# --- 4: socket activation ---------------------------------------------------------------------
+asock=$dir/act.sock
+systemd-socket-activate -l "$asock" "$npud" --socket "$dir/unused.sock" --sim-devices 1 \
+        --log-level info >"$dir/act.log" 2>&1 &
+apid=$!; pids="$pids $apid"
+wait_for "$dir/act.log" "Listening on" || fail "systemd-socket-activate did not listen"
+ino_before=$(stat -c %i "$asock" 2>/dev/null)
+# The first connection makes systemd-socket-activate exec npud (same pid) with the socket.
+if "$npuctl" --socket "$asock" devices >"$dir/out" 2>&1 && grep -q 910B3 "$dir/out"; then
+        pass "npuctl devices over the activated socket"
+else
+        fail "npuctl devices over the activated socket: $(cat "$dir/out")"; cat "$dir/act.log"
+fi
+grep -q "passed by the service manager: $asock" "$dir/act.log" && pass "npud uses the passed socket" \
+        || { fail "npud did not report the passed socket"; cat "$dir/act.log"; }
+[ -e "$dir/unused.sock" ] && fail "npud bound --socket although a socket was passed"
+kill -TERM $apid
+wait $apid || fail "activated npud exit status"
+ino_after=$(stat -c %i "$asock" 2>/dev/null)
+[ -S "$asock" ] && [ "$ino_before" = "$ino_after" ] && pass "activated socket left in place" \
+        || fail "activated socket removed or replaced ($ino_before -> $ino_after)"
+
+# --- 5: sd_notify -------------------------------------------------------------------------------
+# The test is the service manager: a datagram socket logging "<monotonic us> <fields|...>".
+cat >"$dir/listener.py" <<'EOF'
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+with open(sys.argv[2], "a") as log:
+    while True:
+        msg = s.recv(4096).decode()
+        log.write("%d %s\n" % (time.monotonic_ns() // 1000, msg.strip().replace("\n", "|")))
+        log.flush()
+EOF
+nsock=$dir/notify.sock
+nlog=$dir/notify.log
+: >"$nlog"
+python3 "$dir/listener.py" "$nsock" "$nlog" &
+lpid=$!; pids="$pids $lpid"
+i=0; while [ ! -S "$nsock" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+sock=$dir/npud.sock
+# exec keeps the pid, so WATCHDOG_PID=$$ names npud itself.
+NOTIFY_SOCKET=$nsock WATCHDOG_USEC=200000 sh -c 'WATCHDOG_PID=$$ exec "$0" "$@"' \
+        "$npud" --socket "$sock" --sim-devices 1 --log-level debug 2>"$dir/notify-npud.log" &
+npid=$!; pids="$pids $npid"
+# A notification line from the listener's log received at or after $start matching $1.
+since_start() { awk -v t="$start" -v re="$1" '$1 >= t && $0 ~ re { f = 1 } END { exit !f }' "$nlog"; }
+ready_after_reload() {
+        awk '/ RELOADING=1/ { r = NR } r && NR > r && / READY=1/ { ok = 1 } END { exit !ok }' "$nlog"
+}
+if wait_for "$nlog" " READY=1[|]STATUS=1 device .0 failed., 0 sessions$"; then
+        pass "READY=1 with STATUS= once listening"
+        "$npuctl" --socket "$sock" version >/dev/null 2>&1 || fail "npud not serving after READY=1"
+else
+        fail "no READY=1/STATUS="; cat "$nlog" "$dir/notify-npud.log"
+fi
+wait_for "$nlog" " WATCHDOG=1$" 20 && sleep 0.5 && [ "$(grep -c ' WATCHDOG=1$' "$nlog")" -ge 3 ] \
+        && pass "WATCHDOG=1 every half interval" || fail "watchdog pings: $(grep -c WATCHDOG "$nlog")"
+# Five clients at once for 1.5 s: STATUS= follows, but at most once a second.
+sleep 1
+start=$(python3 -c 'import time; print(time.monotonic_ns() // 1000)')
+python3 - "$sock" <<'PY'
+import socket, sys, time
+conns = []
+for _ in range(5):
+    c = socket.socket(socket.AF_UNIX)
+    c.connect(sys.argv[1])
+    conns.append(c)
+    time.sleep(0.05)
+time.sleep(1.5)
+PY
+wait_until 20 since_start "^[0-9]+ STATUS=1 device .0 failed., 5 sessions$" \
+        && pass "STATUS= counts sessions" || fail "no STATUS= with 5 sessions: $(grep STATUS "$nlog" | tail -3)"
+wait_until 20 since_start "^[0-9]+ STATUS=1 device .0 failed., 0 sessions$" \
+        && pass "STATUS= after the sessions closed" || fail "no STATUS= after closing"
+n=$(awk -v t="$start" '$1 >= t && $2 ~ /^STATUS=/' "$nlog" | wc -l)
+[ "$n" -le 3 ] && pass "STATUS= rate-limited ($n updates for 10 session changes)" \
+        || fail "$n STATUS= updates for 10 session changes"
+kill -HUP $npid
+if wait_for "$nlog" " RELOADING=1[|]MONOTONIC_USEC=[0-9]+$"; then
+        line=$(grep " RELOADING=1|MONOTONIC_USEC=" "$nlog" | tail -1)
+        at=${line%% *}
+        usec=${line##*=}
+        # MONOTONIC_USEC must be CLOCK_MONOTONIC, like the listener's own clock.
+        awk -v a="$at" -v u="$usec" 'BEGIN { d = a - u; exit !(d >= 0 && d < 5000000) }' \
+                && pass "RELOADING=1 with MONOTONIC_USEC= on SIGHUP" \
+                || fail "MONOTONIC_USEC=$usec is not near the monotonic clock ($at)"
+        wait_until 50 ready_after_reload && pass "READY=1 after the reload" \
+                || fail "no READY=1 after RELOADING=1"
+else
+        fail "no RELOADING=1 with MONOTONIC_USEC= on SIGHUP"; tail -5 "$nlog"; tail -5 "$dir/notify-npud.log"
+fi
+kill -0 $npid 2>/dev/null && pass "npud survives SIGHUP" || fail "npud died on SIGHUP"
+kill -TERM $npid
+wait $npid || fail "npud exit status after SIGTERM"
+grep -q " STOPPING=1" "$nlog" && pass "STOPPING=1 on SIGTERM" || fail "no STOPPING=1: $(tail -3 "$nlog")"
+# Without a service manager nothing is sent and nothing breaks: the other tests run npud so.
+
+# --- 6: logging -----------------------------------------------------------------------------------
+# $JOURNAL_STREAM that is not fd 2 (a child of a service whose stderr was redirected): plain.
+JOURNAL_STREAM=1:1 "$npud" --socket "$sock" --sim-devices 1 --log-level info 2>"$dir/plain.log" &
+ppid=$!; pids="$pids $ppid"
+wait_for "$dir/plain.log" "npud ready" || fail "npud did not start with a foreign JOURNAL_STREAM"
+"$npuctl" --socket "$sock" version >/dev/null 2>&1
+wait_for "$dir/plain.log" "session [0-9]+ closed"
+kill -TERM $ppid; wait $ppid
+grep -q '^npud\[info\]: session [0-9]* opened: pid' "$dir/plain.log" \
+        && pass "plain log lines when JOURNAL_STREAM is not stderr" \
+        || { fail "plain log lines"; cat "$dir/plain.log"; }
+# JOURNAL_STREAM naming fd 2: entries go to /run/systemd/journal/socket with fields. A private
+# mount namespace with a tmpfs on /run lets a fake journald listen there.
+cat >"$dir/journal.py" <<'EOF'
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind("/run/systemd/journal/socket")
+open(sys.argv[1] + ".ready", "w").close()
+with open(sys.argv[1], "a") as log:
+    while True:
+        log.write(s.recv(65536).decode(errors="replace").replace("\n", "|") + "\n")
+        log.flush()
+EOF
+cat >"$dir/journal.sh" <<'EOF'
+set -u
+mount -t tmpfs tmpfs /run || exit 77
+mkdir -p /run/systemd/journal
+python3 "$1/journal.py" "$1/journal.log" &
+jpid=$!
+i=0; while [ ! -e "$1/journal.log.ready" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+: >"$1/stderr.log"
+exec 2>>"$1/stderr.log"
+JOURNAL_STREAM=$(stat -c '%d:%i' "$1/stderr.log") "$2" --socket "$1/j.sock" --sim-devices 1 &
+npid=$!
+i=0; while ! "$3" --socket "$1/j.sock" version >/dev/null 2>&1 && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+sleep 0.3
+kill -TERM $npid; wait $npid
+kill $jpid
+EOF
+rc=77
+if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
+        : >"$dir/journal.log"
+        unshare -m sh "$dir/journal.sh" "$dir" "$npud" "$npuctl" 2>"$dir/unshare.err"
+        rc=$?
+fi
+if [ $rc = 77 ] || grep -q "unshare failed" "$dir/unshare.err" 2>/dev/null; then
+        echo "skip: structured journal entries (needs root and a mount namespace)"
+else
+        if grep 'MESSAGE=session [0-9]* opened' "$dir/journal.log" | grep 'NPUD_SESSION=' \
+                | grep 'NPUD_PID=' | grep 'PRIORITY=6' | grep -q 'SYSLOG_IDENTIFIER=npud'; then
+                pass "journal entries carry NPUD_SESSION, NPUD_PID, PRIORITY, SYSLOG_IDENTIFIER"
+        else
+                fail "structured journal entries"; cat "$dir/journal.log" "$dir/stderr.log" "$dir/unshare.err"
+        fi
+        grep -q "session" "$dir/stderr.log" && fail "session lines also went to stderr"
+fi
+
+# --- 7: --check-config ------------------------------------------------------------------------
+"$npud" --check-config docs/npud.conf.example >"$dir/out" 2>&1 && grep -q "configuration OK" "$dir/out" \
+        && pass "docs/npud.conf.example passes --check-config" || fail "example config: $(cat "$dir/out")"
+"$npud" --check-config="$PWD/docs/npud.conf.example" >"$dir/out" 2>&1 \
+        && pass "--check-config=PATH" || fail "--check-config=PATH: $(cat "$dir/out")"
+"$npud" --config docs/npud.conf.example --check-config >"$dir/out" 2>&1 \
+        && pass "--check-config checks --config" || fail "--check-config with --config: $(cat "$dir/out")"
+printf '{"sim": {"devices": 2}, "limits": {"max_bufers": 3}}' >"$dir/bad.conf"
+"$npud" --check-config "$dir/bad.conf" >"$dir/out" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q "limits.max_bufers" "$dir/out" && pass "bad config: exit 2 naming the key" \
+        || fail "bad config: exit $rc: $(cat "$dir/out")"
+printf '{"workers": -1}' >"$dir/bad2.conf"
+"$npud" --check-config "$dir/bad2.conf" >"$dir/out" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q "workers" "$dir/out" && pass "bad value: exit 2 naming the key" \
+        || fail "bad value: exit $rc: $(cat "$dir/out")"
+"$npud" --check-config "$dir/none.conf" >"$dir/out" 2>&1
+[ $? = 2 ] && pass "missing config: exit 2" || fail "missing config: $(cat "$dir/out")"
+
+[ $fails = 0 ] && echo "systemd: all checks passed" || echo "systemd: $fails check(s) failed"
+[ $fails = 0 ]
