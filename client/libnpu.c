@@ -54,6 +54,9 @@ struct npu_context {
         uint32_t *internal_streams; /* per device, 0 until created */
         int32_t *buf_device;        /* device of each buffer, by handle index */
         size_t buf_device_cap;
+        int32_t *stream_device;     /* device of each stream, by handle index */
+        size_t stream_device_cap;
+        char tenant[64];
         struct region_ent *regions;
         size_t nregions, regions_cap;
         void *stage_ptr;
@@ -267,14 +270,27 @@ static npu_status_t get_u32(json_t *result, const char *key, uint32_t *ret)
 
 NPU_EXPORT npu_status_t npu_connect(const char *path, npu_context_t **ret_ctx)
 {
+        npu_connect_options_t o = { .socket = path };
+        return npu_connect_with(&o, ret_ctx);
+}
+
+NPU_EXPORT const char *npu_tenant(npu_context_t *ctx)
+{
+        return ctx ? ctx->tenant : "";
+}
+
+NPU_EXPORT npu_status_t npu_connect_with(const npu_connect_options_t *options, npu_context_t **ret_ctx)
+{
+        const char *path = options ? options->socket : NULL;
         struct sockaddr_un addr = { .sun_family = AF_UNIX };
         char def[108];
         npu_context_t *ctx;
         json_t *res = NULL;
         npu_status_t st;
 
-        if (!ret_ctx)
-                return fail(NPU_ERR_INVALID, "npu_connect: ret_ctx is NULL");
+        if (!ret_ctx || !options ||
+            (options->backpressure != NPU_BACKPRESSURE_BLOCK && options->backpressure != NPU_BACKPRESSURE_ERROR))
+                return fail(NPU_ERR_INVALID, "npu_connect: invalid argument");
         if (!path) {
                 proto_default_socket_path(def, sizeof(def));
                 path = def;
@@ -295,12 +311,16 @@ NPU_EXPORT npu_status_t npu_connect(const char *path, npu_context_t **ret_ctx)
                 npu_disconnect(ctx);
                 return st;
         }
-        st = call(ctx, "hello",
-                  json_pack("{s:i, s:i, s:s}", "min_version", PROTO_VERSION_MIN, "max_version",
-                            PROTO_VERSION, "client", "libnpu " "0.1.0"),
-                  &res);
+        json_t *hello = json_pack("{s:i, s:i, s:s, s:s}", "min_version", PROTO_VERSION_MIN,
+                                  "max_version", PROTO_VERSION, "client", "libnpu 0.1.0",
+                                  "backpressure",
+                                  options->backpressure == NPU_BACKPRESSURE_ERROR ? "error" : "block");
+        if (hello && options->tenant)
+                json_object_set_new(hello, "tenant", json_string(options->tenant));
+        st = call(ctx, "hello", hello, &res);
         if (st == NPU_OK) {
-                json_t *n = json_object_get(res, "devices");
+                json_t *n = json_object_get(res, "devices"), *tn = json_object_get(res, "tenant");
+                snprintf(ctx->tenant, sizeof(ctx->tenant), "%s", json_is_string(tn) ? json_string_value(tn) : "");
                 ctx->ndevices = json_is_integer(n) ? (int)json_integer_value(n) : 0;
                 json_decref(res);
                 ctx->internal_streams = calloc((size_t)ctx->ndevices + 1, sizeof(uint32_t));
@@ -328,6 +348,7 @@ NPU_EXPORT void npu_disconnect(npu_context_t *ctx)
         free(ctx->batch);
         free(ctx->internal_streams);
         free(ctx->buf_device);
+        free(ctx->stream_device);
         pthread_mutex_destroy(&ctx->mu);
         pthread_cond_destroy(&ctx->cv);
         pthread_mutex_destroy(&ctx->stage_mu);
@@ -409,38 +430,49 @@ NPU_EXPORT npu_status_t npu_device_get_info(npu_context_t *ctx, int device,
 
 /* ---- memory ---- */
 
-static void remember_buffer(npu_context_t *ctx, uint32_t id, int device)
+/* Handle index -> device maps (buffers, streams); the daemon's handles are dense. */
+static void map_set(npu_context_t *ctx, int32_t **map, size_t *cap, uint32_t id, int device)
 {
         size_t idx = HANDLE_INDEX(id);
 
         pthread_mutex_lock(&ctx->mu);
-        if (idx >= ctx->buf_device_cap) {
-                size_t cap = ctx->buf_device_cap ? ctx->buf_device_cap : 256;
-                while (cap <= idx)
-                        cap *= 2;
-                int32_t *nb = realloc(ctx->buf_device, cap * sizeof(*nb));
+        if (idx >= *cap) {
+                size_t n = *cap ? *cap : 256;
+                while (n <= idx)
+                        n *= 2;
+                int32_t *nb = realloc(*map, n * sizeof(*nb));
                 if (nb) {
-                        for (size_t i = ctx->buf_device_cap; i < cap; i++)
+                        for (size_t i = *cap; i < n; i++)
                                 nb[i] = -1;
-                        ctx->buf_device = nb;
-                        ctx->buf_device_cap = cap;
+                        *map = nb;
+                        *cap = n;
                 }
         }
-        if (idx < ctx->buf_device_cap)
-                ctx->buf_device[idx] = device;
+        if (idx < *cap)
+                (*map)[idx] = device;
         pthread_mutex_unlock(&ctx->mu);
+}
+
+static int map_get(npu_context_t *ctx, int32_t *const *map, const size_t *cap, uint32_t id)
+{
+        size_t idx = HANDLE_INDEX(id);
+        int dev = -1;
+
+        pthread_mutex_lock(&ctx->mu);
+        if (idx < *cap)
+                dev = (*map)[idx];
+        pthread_mutex_unlock(&ctx->mu);
+        return dev;
+}
+
+static void remember_buffer(npu_context_t *ctx, uint32_t id, int device)
+{
+        map_set(ctx, &ctx->buf_device, &ctx->buf_device_cap, id, device);
 }
 
 static int buffer_device(npu_context_t *ctx, npu_buffer_t b)
 {
-        size_t idx = HANDLE_INDEX(b.id);
-        int dev = -1;
-
-        pthread_mutex_lock(&ctx->mu);
-        if (idx < ctx->buf_device_cap)
-                dev = ctx->buf_device[idx];
-        pthread_mutex_unlock(&ctx->mu);
-        return dev;
+        return map_get(ctx, &ctx->buf_device, &ctx->buf_device_cap, b.id);
 }
 
 NPU_EXPORT npu_status_t npu_malloc(npu_context_t *ctx, int device, uint64_t size, npu_buffer_t *ret_buf)
@@ -689,13 +721,30 @@ NPU_EXPORT npu_status_t npu_stream_create(npu_context_t *ctx, int device, int pr
         json_t *res = NULL;
         npu_status_t st;
 
-        if (!ctx || !ret_stream || device < 0 || priority < 0 || priority > 7)
+        if (!ctx || !ret_stream || device < NPU_DEVICE_ANY || priority < 0 || priority > 7)
                 return fail(NPU_ERR_INVALID, "npu_stream_create: invalid argument (priority 0-7)");
         st = call(ctx, "stream_create", json_pack("{s:i, s:i}", "device", device, "priority", priority), &res);
         if (st == NPU_OK)
                 st = get_u32(res, "stream", &ret_stream->id);
+        if (st == NPU_OK) {
+                json_t *dv = json_object_get(res, "device");
+                map_set(ctx, &ctx->stream_device, &ctx->stream_device_cap, ret_stream->id,
+                        json_is_integer(dv) ? (int)json_integer_value(dv) : device);
+        }
         json_decref(res);
         return st;
+}
+
+NPU_EXPORT npu_status_t npu_stream_device(npu_context_t *ctx, npu_stream_t stream, int *ret_device)
+{
+        if (!ctx || !ret_device)
+                return fail(NPU_ERR_INVALID, "npu_stream_device: NULL argument");
+        int dev = map_get(ctx, &ctx->stream_device, &ctx->stream_device_cap, stream.id);
+        if (dev < 0)
+                return fail(NPU_ERR_BAD_HANDLE, "npu_stream_device: stream %u was not created by this context",
+                            stream.id);
+        *ret_device = dev;
+        return NPU_OK;
 }
 
 NPU_EXPORT npu_status_t npu_stream_destroy(npu_context_t *ctx, npu_stream_t stream)

@@ -11,6 +11,7 @@
 #include "../policy/cost.h"
 #include "../proto/errors.h"
 #include "../proto/message.h"
+#include "manage.h"
 #include "metrics.h"
 #include "npud.h"
 #include "sched.h"
@@ -491,4 +492,5 @@ void sched_unit_complete(struct exec_unit *u, void *userdata)
         free(su);
         stream_touch(d, st);
         stream_unref(st);
+        manage_device_poll(d, dev); /* a pending reset ends once the device is idle */
 }

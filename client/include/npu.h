@@ -103,6 +103,24 @@ const char *npu_version(void);
 
 /* Connect to npud. path NULL: $NPU_SOCKET, else the default socket for this user. */
 npu_status_t npu_connect(const char *path, npu_context_t **ret_ctx);
+
+/* What a client does when it has queued more work than its session or tenant may. */
+typedef enum npu_backpressure {
+        NPU_BACKPRESSURE_BLOCK = 0, /* submitting calls block until work drains (default) */
+        NPU_BACKPRESSURE_ERROR = 1, /* work over the limit fails with NPU_ERR_BUSY, reported at
+                                       the next synchronize; resubmit it later */
+} npu_backpressure_t;
+
+typedef struct npu_connect_options {
+        const char *socket;   /* NULL: as npu_connect */
+        const char *tenant;   /* tenant to join (granted only if npud's policy allows this
+                                 user); NULL: the tenant the credentials match */
+        npu_backpressure_t backpressure;
+} npu_connect_options_t;
+
+npu_status_t npu_connect_with(const npu_connect_options_t *options, npu_context_t **ret_ctx);
+/* The tenant the context belongs to (valid until npu_disconnect). */
+const char *npu_tenant(npu_context_t *ctx);
 /* Close the connection; npud releases everything the context still holds. */
 void npu_disconnect(npu_context_t *ctx);
 /* A null request round trip. */
@@ -130,10 +148,14 @@ npu_status_t npu_memcpy_from_device(npu_context_t *ctx, void *dst, npu_buffer_t 
 npu_status_t npu_memcpy_device(npu_context_t *ctx, npu_buffer_t dst, uint64_t dst_offset,
                                npu_buffer_t src, uint64_t src_offset, uint64_t size);
 
-/* Streams: priority 0 (highest) to 7. */
+/* Streams: priority 0 (highest) to 7, ordering a tenant's own streams. device may be
+ * NPU_DEVICE_ANY: npud places the stream by its placement policy; npu_stream_device tells
+ * where it landed. */
+#define NPU_DEVICE_ANY (-1)
 npu_status_t npu_stream_create(npu_context_t *ctx, int device, int priority,
                                npu_stream_t *ret_stream);
 npu_status_t npu_stream_destroy(npu_context_t *ctx, npu_stream_t stream);
+npu_status_t npu_stream_device(npu_context_t *ctx, npu_stream_t stream, int *ret_device);
 npu_status_t npu_stream_synchronize(npu_context_t *ctx, npu_stream_t stream);
 /* Wait for all work of this context on every stream. */
 npu_status_t npu_synchronize(npu_context_t *ctx);

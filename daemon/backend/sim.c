@@ -3,10 +3,16 @@
  * worker threads, shared by all devices and sized to the host, runs the kernels for real; in
  * model mode nothing runs and a unit completes after the duration the cost model gave its
  * items, on a libevent timer. Either way completed units return to the loop thread through
- * a locked list and an eventfd. */
+ * a locked list and an eventfd.
+ *
+ * Faults can be injected per device (manage.h): fail the next N items, fail every item until
+ * cleared, or stretch every item's duration by a factor. Worker threads read the fault state
+ * while the loop thread changes it, so it is kept in atomics: a fault applies to the items
+ * that start after it was set. */
 #include <errno.h>
 #include <event2/event.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +22,7 @@
 #include <unistd.h>
 
 #include "../../proto/errors.h"
+#include "../manage.h"
 #include "backend.h"
 
 struct sim_profile {
@@ -37,6 +44,9 @@ static const struct sim_profile profiles[] = {
 
 struct sim_device {
         struct backend_device_desc desc;
+        atomic_int fail_next;   /* items still to fail (FAULT_FAIL_NEXT) */
+        atomic_int failed;      /* every item fails (FAULT_FAIL_DEVICE) */
+        atomic_uint_fast64_t slow_milli; /* duration factor × 1000 (FAULT_SLOW); 0 = none */
 };
 
 struct sim {
@@ -94,7 +104,44 @@ static void item_run(struct exec_item *it)
         }
 }
 
-static void unit_run(struct exec_unit *u)
+/* Does an injected fault make this item fail? Then its status says so. A fail-next count is
+ * taken with a compare-and-swap so that concurrent workers fail exactly N items. */
+static int item_fault(struct sim *s, int device, struct exec_item *it)
+{
+        struct sim_device *sd = &s->devices[device];
+        int n;
+
+        if (atomic_load(&sd->failed)) {
+                it->status = PROTO_E_DEVICE;
+                snprintf(it->err, sizeof(it->err), "injected fault: device %d has failed", device);
+                return 1;
+        }
+        n = atomic_load(&sd->fail_next);
+        while (n > 0 && !atomic_compare_exchange_weak(&sd->fail_next, &n, n - 1))
+                ;
+        if (n > 0) {
+                it->status = PROTO_E_DEVICE;
+                snprintf(it->err, sizeof(it->err), "injected fault");
+                return 1;
+        }
+        return 0;
+}
+
+static double slow_factor(struct sim *s, int device)
+{
+        uint64_t m = atomic_load(&s->devices[device].slow_milli);
+        return m ? (double)m / 1000.0 : 1.0;
+}
+
+static void sleep_ns(uint64_t ns)
+{
+        struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ull),
+                               .tv_nsec = (long)(ns % 1000000000ull) };
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                ;
+}
+
+static void unit_run(struct sim *s, struct exec_unit *u)
 {
         int failed = 0;
 
@@ -105,7 +152,16 @@ static void unit_run(struct exec_unit *u)
                         it->status = PROTO_E_CANCELLED;
                         continue;
                 }
+                if (item_fault(s, u->device, it)) {
+                        failed = 1;
+                        continue;
+                }
+                uint64_t t0 = now_ns();
                 item_run(it);
+                /* A slowed device: the worker stays busy as long as the slow device would. */
+                double f = slow_factor(s, u->device);
+                if (f > 1.0)
+                        sleep_ns((uint64_t)((double)(now_ns() - t0) * (f - 1.0)));
                 failed = it->status != 0;
         }
         u->end_ns = now_ns();
@@ -142,7 +198,7 @@ static void *worker_main(void *arg)
                 if (!s->queue_head)
                         s->queue_tail = NULL;
                 pthread_mutex_unlock(&s->lock);
-                unit_run(u);
+                unit_run(s, u);
                 done_push(s, u);
                 pthread_mutex_lock(&s->lock);
         }
@@ -187,11 +243,18 @@ static void on_model_done(evutil_socket_t fd, short what, void *arg)
         struct model_wait *w = arg;
         struct sim *s = w->sim;
         struct exec_unit *u = w->unit;
+        int failed = 0;
 
         free(w);
-        for (int i = 0; i < u->nitems; i++)
-                if (u->items[i]->kind != EXEC_OP)
-                        item_run(u->items[i]);
+        for (int i = 0; i < u->nitems; i++) {
+                struct exec_item *it = u->items[i];
+                if (failed)
+                        it->status = PROTO_E_CANCELLED;
+                else if (item_fault(s, u->device, it))
+                        failed = 1;
+                else if (it->kind != EXEC_OP)
+                        item_run(it);
+        }
         u->end_ns = now_ns();
         s->complete(u, s->userdata);
 }
@@ -208,6 +271,7 @@ static int sim_submit(struct backend *b, struct exec_unit *u)
                         return -ENOMEM;
                 for (int i = 0; i < u->nitems; i++)
                         ns += u->items[i]->model_ns;
+                ns = (uint64_t)((double)ns * slow_factor(s, u->device));
                 w->sim = s;
                 w->unit = u;
                 u->start_ns = now_ns();
@@ -245,6 +309,45 @@ static int sim_device_describe(struct backend *b, int index, struct backend_devi
         return 0;
 }
 
+static int sim_inject_fault(struct backend *b, int device, int kind, double value)
+{
+        struct sim *s = (struct sim *)b;
+        struct sim_device *sd;
+
+        if (device < 0 || device >= s->ndevices)
+                return -ENODEV;
+        sd = &s->devices[device];
+        switch (kind) {
+        case FAULT_FAIL_NEXT:
+                if (!(value >= 1 && value <= INT32_MAX))
+                        return -EINVAL;
+                atomic_store(&sd->fail_next, (int)value);
+                return 0;
+        case FAULT_FAIL_DEVICE:
+                atomic_store(&sd->failed, 1);
+                return 0;
+        case FAULT_SLOW:
+                if (!(value > 0 && value <= 1e6))
+                        return -EINVAL;
+                uint64_t m = (uint64_t)(value * 1000.0 + 0.5);
+                atomic_store(&sd->slow_milli, m ? m : 1);
+                return 0;
+        }
+        return -EINVAL;
+}
+
+static int sim_clear_fault(struct backend *b, int device)
+{
+        struct sim *s = (struct sim *)b;
+
+        if (device < 0 || device >= s->ndevices)
+                return -ENODEV;
+        atomic_store(&s->devices[device].fail_next, 0);
+        atomic_store(&s->devices[device].failed, 0);
+        atomic_store(&s->devices[device].slow_milli, 0);
+        return 0;
+}
+
 static void sim_destroy(struct backend *b)
 {
         struct sim *s = (struct sim *)b;
@@ -278,6 +381,8 @@ static const struct backend_ops sim_ops = {
         .device_describe = sim_device_describe,
         .submit = sim_submit,
         .destroy = sim_destroy,
+        .inject_fault = sim_inject_fault,
+        .clear_fault = sim_clear_fault,
 };
 
 int sim_backend_new(struct event_base *base, int ndevices, const char *profile, int mode,

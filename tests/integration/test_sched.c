@@ -1,0 +1,346 @@
+/* Multi-tenant scheduling through the real npud: tenant matching and requests, quotas and
+ * limits, allowed devices and placement, weighted fair engine time, latency-critical tail
+ * latency under a best-effort flood (model mode, so timings follow the cost model), the
+ * error mode of backpressure, and reload with a good and a bad file. */
+#include <check.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "npu.h"
+#include "harness.h"
+
+#define OK(expr) ck_assert_msg((expr) == NPU_OK, "%s: %s", #expr, npu_error_message())
+
+static struct npud_proc proc;
+static char conf[128];
+
+static void write_conf(const char *text)
+{
+        FILE *f = fopen(conf, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs(text, f);
+        fclose(f);
+}
+
+static void start(const char *config_text, const char *mode)
+{
+        snprintf(conf, sizeof(conf), "/tmp/npud-sched-%d.conf", (int)getpid());
+        write_conf(config_text);
+        const char *extra[] = { "--config", conf, "--sim-mode", mode, NULL };
+        ck_assert_int_eq(harness_start(&proc, extra), 0);
+}
+
+static void stop(void)
+{
+        unlink(conf);
+        ck_assert_int_eq(harness_stop(&proc), 0);
+}
+
+static npu_context_t *connect_as(const char *tenant, npu_backpressure_t bp)
+{
+        npu_connect_options_t o = { .socket = proc.sock, .tenant = tenant, .backpressure = bp };
+        npu_context_t *c = NULL;
+        OK(npu_connect_with(&o, &c));
+        return c;
+}
+
+static double now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static json_t *admin(npu_context_t *c, const char *method)
+{
+        char *text = NULL;
+        OK(npu_admin_call(c, method, NULL, &text));
+        json_t *v = json_loads(text, 0, NULL);
+        free(text);
+        ck_assert_ptr_nonnull(v);
+        return v;
+}
+
+static json_t *sched_tenant(json_t *sched, int dev, const char *name)
+{
+        json_t *t;
+        size_t i;
+        json_array_foreach(json_object_get(json_array_get(json_object_get(sched, "devices"), (size_t)dev), "tenants"), i, t)
+                if (strcmp(json_string_value(json_object_get(t, "name")), name) == 0)
+                        return t;
+        return NULL;
+}
+
+START_TEST(test_tenant_matching_and_limits)
+{
+        start("{\"tenants\": ["
+              " {\"name\": \"small\", \"uids\": [0], \"memory_quota\": {\"total\": 1048576, \"per_device\": 786432},"
+              "  \"max_streams\": 2, \"devices\": [1]},"
+              " {\"name\": \"other\", \"uids\": [4242]}],"
+              " \"scheduler\": {\"placement\": \"spread\"}}", "compute");
+        npu_connect_options_t o = { .socket = proc.sock, .tenant = "other" };
+        npu_context_t *c;
+        npu_buffer_t b, b2;
+        npu_stream_t s[3];
+        int dev = -1;
+
+        ck_assert_int_eq(npu_connect_with(&o, &c), NPU_ERR_PERMISSION);
+        o.tenant = "nonexistent";
+        ck_assert_int_eq(npu_connect_with(&o, &c), NPU_ERR_INVALID);
+        ck_assert_ptr_nonnull(strstr(npu_error_message(), "nonexistent"));
+        o.tenant = "default"; /* the default tenant is open to everyone */
+        OK(npu_connect_with(&o, &c));
+        ck_assert_str_eq(npu_tenant(c), "default");
+        npu_disconnect(c);
+
+        c = connect_as(NULL, NPU_BACKPRESSURE_BLOCK); /* uid 0 matches "small" */
+        ck_assert_str_eq(npu_tenant(c), "small");
+        /* quotas: per device 768 KiB, total 1 MiB */
+        OK(npu_malloc(c, 1, 700 * 1024, &b));
+        ck_assert_int_eq(npu_malloc(c, 1, 200 * 1024, &b2), NPU_ERR_QUOTA);
+        ck_assert_ptr_nonnull(strstr(npu_error_message(), "quota"));
+        OK(npu_malloc(c, 0, 200 * 1024, &b2));
+        ck_assert_int_eq(npu_malloc(c, 0, 300 * 1024, &b2), NPU_ERR_QUOTA);
+        ck_assert_ptr_nonnull(strstr(npu_error_message(), "1048576"));
+        OK(npu_free(c, b));
+        OK(npu_malloc(c, 1, 500 * 1024, &b));
+        /* allowed devices and placement: only device 1 is allowed */
+        ck_assert_int_eq(npu_stream_create(c, 0, 0, &s[0]), NPU_ERR_PERMISSION);
+        OK(npu_stream_create(c, NPU_DEVICE_ANY, 0, &s[0]));
+        OK(npu_stream_device(c, s[0], &dev));
+        ck_assert_int_eq(dev, 1);
+        OK(npu_stream_create(c, NPU_DEVICE_ANY, 0, &s[1]));
+        ck_assert_int_eq(npu_stream_create(c, NPU_DEVICE_ANY, 0, &s[2]), NPU_ERR_LIMIT);
+        npu_disconnect(c);
+
+        /* spread placement over both devices for the default tenant */
+        o.tenant = "default";
+        OK(npu_connect_with(&o, &c));
+        int seen[2] = { 0, 0 };
+        for (int i = 0; i < 4; i++) {
+                OK(npu_stream_create(c, NPU_DEVICE_ANY, 0, &s[0]));
+                OK(npu_stream_device(c, s[0], &dev));
+                seen[dev]++;
+        }
+        ck_assert_int_eq(seen[0], 2);
+        ck_assert_int_eq(seen[1], 2);
+        npu_disconnect(c);
+        stop();
+}
+END_TEST
+
+/* Flood one tenant's streams with Softmax (AI CPU only) tasks. */
+static void flood(npu_context_t *c, int nstreams, int tasks_per_stream, int rows)
+{
+        npu_buffer_t b;
+        npu_stream_t s;
+        OK(npu_malloc(c, 0, (uint64_t)rows * 1024 * 4, &b));
+        npu_tensor_t t = { .buf = b, .dtype = NPU_FLOAT32, .ndim = 2, .dims = { rows, 1024 } };
+        for (int i = 0; i < nstreams; i++) {
+                OK(npu_stream_create(c, 0, 4, &s));
+                for (int k = 0; k < tasks_per_stream; k++)
+                        OK(npu_launch(c, s, "Softmax", &t, 1, &t, 1, NULL, 0, NULL));
+        }
+        OK(npu_flush(c));
+}
+
+START_TEST(test_weighted_fair_share)
+{
+        start("{\"tenants\": ["
+              " {\"name\": \"heavy\", \"weight\": 3, \"gids\": [0]},"
+              " {\"name\": \"light\", \"weight\": 1, \"gids\": [0]}]}", "model");
+        npu_context_t *a = connect_as("heavy", NPU_BACKPRESSURE_BLOCK);
+        npu_context_t *b = connect_as("light", NPU_BACKPRESSURE_BLOCK);
+        /* 12 streams each on a 6-core AI CPU: both tenants always have more than it can run */
+        flood(a, 12, 400, 4096);
+        flood(b, 12, 400, 4096);
+        usleep(500 * 1000);
+        json_t *st = admin(a, "sched");
+        double ha = json_number_value(json_object_get(sched_tenant(st, 0, "heavy"), "share"));
+        double lb = json_number_value(json_object_get(sched_tenant(st, 0, "light"), "share"));
+        double target = json_number_value(json_object_get(sched_tenant(st, 0, "heavy"), "target_share"));
+        json_decref(st);
+        ck_assert_msg(fabs(ha - 0.75) < 0.08 && fabs(lb - 0.25) < 0.08,
+                      "engine-time shares heavy %.3f light %.3f, expected 0.75 / 0.25", ha, lb);
+        ck_assert_msg(fabs(target - 0.75) < 1e-6, "target share %.3f", target);
+        npu_disconnect(a);
+        npu_disconnect(b);
+        stop();
+}
+END_TEST
+
+static double p99(double *v, int n)
+{
+        for (int i = 1; i < n; i++) /* insertion sort: n is small */
+                for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+                        double t = v[j];
+                        v[j] = v[j - 1];
+                        v[j - 1] = t;
+                }
+        return v[(int)(0.99 * (n - 1))];
+}
+
+/* Latency of small MatMuls of a latency-critical tenant, each synchronized. */
+static double lc_p99_ms(npu_context_t *c, int n)
+{
+        npu_buffer_t x, y;
+        npu_stream_t s;
+        double lat[200];
+        OK(npu_malloc(c, 0, 128 * 128 * 4, &x));
+        OK(npu_malloc(c, 0, 128 * 128 * 4, &y));
+        OK(npu_stream_create(c, 0, 0, &s));
+        npu_tensor_t tx = { .buf = x, .dtype = NPU_FLOAT32, .ndim = 2, .dims = { 128, 128 } };
+        npu_tensor_t ty = { .buf = y, .dtype = NPU_FLOAT32, .ndim = 2, .dims = { 128, 128 } };
+        for (int i = 0; i < n; i++) {
+                double t0 = now_ms();
+                OK(npu_launch(c, s, "MatMul", (npu_tensor_t[]){ tx, tx }, 2, &ty, 1, NULL, 0, NULL));
+                OK(npu_stream_synchronize(c, s));
+                lat[i] = now_ms() - t0;
+                usleep(2000);
+        }
+        return p99(lat, n);
+}
+
+START_TEST(test_latency_critical_under_best_effort_flood)
+{
+        start("{\"tenants\": ["
+              " {\"name\": \"lc\", \"class\": \"latency-critical\", \"gids\": [0]},"
+              " {\"name\": \"be\", \"class\": \"best-effort\", \"gids\": [0]}],"
+              " \"scheduler\": {\"tile_us\": 1000}}", "model");
+        npu_context_t *lc = connect_as("lc", NPU_BACKPRESSURE_BLOCK);
+        double alone = lc_p99_ms(lc, 60);
+        npu_context_t *be = connect_as("be", NPU_BACKPRESSURE_BLOCK);
+        /* 40 streams of 2048^3 MatMuls (about 2.3 ms each on one cube core): every cube core of
+         * the 910B3 is busy with best-effort work, in tiles of about 1 ms */
+        npu_buffer_t big, out;
+        npu_stream_t s;
+        OK(npu_malloc(be, 0, 2048ull * 2048 * 4, &big));
+        OK(npu_malloc(be, 0, 2048ull * 2048 * 4, &out));
+        npu_tensor_t tb = { .buf = big, .dtype = NPU_FLOAT32, .ndim = 2, .dims = { 2048, 2048 } };
+        npu_tensor_t to = { .buf = out, .dtype = NPU_FLOAT32, .ndim = 2, .dims = { 2048, 2048 } };
+        for (int i = 0; i < 40; i++) {
+                OK(npu_stream_create(be, 0, 0, &s));
+                for (int k = 0; k < 100; k++)
+                        OK(npu_launch(be, s, "MatMul", (npu_tensor_t[]){ tb, tb }, 2, &to, 1, NULL, 0, NULL));
+        }
+        OK(npu_flush(be));
+        usleep(50 * 1000);
+        double loaded = lc_p99_ms(lc, 60);
+        json_t *d = admin(lc, "sched");
+        double be_seconds = json_number_value(json_object_get(sched_tenant(d, 0, "be"), "engine_seconds"));
+        json_decref(d);
+        printf("latency-critical p99: alone %.3f ms, under best-effort flood %.3f ms\n", alone, loaded);
+        /* at most about one tile of waiting on top of running alone */
+        ck_assert_msg(loaded < alone + 2.5, "latency-critical p99 %.3f ms loaded vs %.3f ms alone", loaded, alone);
+        /* ... while best-effort work used the cube cores (20 of them, for ~0.2 s or more) */
+        ck_assert_msg(be_seconds > 2.0, "best-effort engine time %.2f s", be_seconds);
+        npu_disconnect(be);
+        npu_disconnect(lc);
+        stop();
+}
+END_TEST
+
+START_TEST(test_backpressure_error_mode)
+{
+        start("{\"tenants\": [{\"name\": \"q\", \"gids\": [0], \"max_queued_tasks\": 50}]}", "model");
+        npu_context_t *c = connect_as("q", NPU_BACKPRESSURE_ERROR);
+        npu_buffer_t b;
+        npu_stream_t s;
+        uint64_t task = 0;
+        OK(npu_malloc(c, 0, 512 * 1024 * 4, &b));
+        OK(npu_stream_create(c, 0, 0, &s));
+        npu_tensor_t t = { .buf = b, .dtype = NPU_FLOAT32, .ndim = 2, .dims = { 512, 1024 } };
+        for (int i = 0; i < 200; i++)
+                OK(npu_launch(c, s, "Softmax", &t, 1, &t, 1, NULL, 0, &task));
+        ck_assert_int_eq(npu_stream_synchronize(c, s), NPU_ERR_BUSY);
+        ck_assert_uint_gt(npu_error_task(), 40);
+        ck_assert_ptr_nonnull(strstr(npu_error_message(), "retry"));
+        /* after the synchronize the stream takes work again */
+        OK(npu_launch(c, s, "Softmax", &t, 1, &t, 1, NULL, 0, NULL));
+        OK(npu_stream_synchronize(c, s));
+        npu_disconnect(c);
+        /* block mode: the same burst completes */
+        c = connect_as("q", NPU_BACKPRESSURE_BLOCK);
+        OK(npu_malloc(c, 0, 512 * 1024 * 4, &b));
+        OK(npu_stream_create(c, 0, 0, &s));
+        t.buf = b;
+        for (int i = 0; i < 200; i++)
+                OK(npu_launch(c, s, "Softmax", &t, 1, &t, 1, NULL, 0, NULL));
+        OK(npu_stream_synchronize(c, s));
+        npu_disconnect(c);
+        stop();
+}
+END_TEST
+
+START_TEST(test_reload)
+{
+        start("{\"tenants\": [{\"name\": \"first\", \"gids\": [0]}]}", "compute");
+        npu_context_t *c = connect_as(NULL, NPU_BACKPRESSURE_BLOCK);
+        char *text = NULL;
+        ck_assert_str_eq(npu_tenant(c), "first");
+        write_conf("{\"tenants\": [{\"name\": \"second\", \"gids\": [0], \"weight\": 2}]}");
+        OK(npu_admin_call(c, "reload", NULL, &text));
+        free(text);
+        json_t *t = admin(c, "tenants");
+        char *dump = json_dumps(t, JSON_COMPACT);
+        ck_assert_ptr_nonnull(strstr(dump, "\"name\":\"second\""));
+        ck_assert_ptr_null(strstr(dump, "\"name\":\"first\""));
+        free(dump);
+        json_decref(t);
+        t = admin(c, "sessions");
+        json_decref(t);
+        /* a bad file is refused, naming the key; the policy in force stays */
+        write_conf("{\"tenants\": [{\"name\": \"third\", \"class\": \"urgent\"}]}");
+        ck_assert_int_eq(npu_admin_call(c, "reload", NULL, &text), NPU_ERR_INVALID);
+        ck_assert_ptr_nonnull(strstr(npu_error_message(), "tenants[0].class"));
+        t = admin(c, "tenants");
+        dump = json_dumps(t, JSON_COMPACT);
+        ck_assert_ptr_nonnull(strstr(dump, "\"name\":\"second\""));
+        free(dump);
+        json_decref(t);
+        /* SIGHUP reloads too */
+        write_conf("{\"tenants\": [{\"name\": \"fourth\", \"gids\": [0]}]}");
+        kill(proc.pid, SIGHUP);
+        int found = 0;
+        for (int i = 0; i < 100 && !found; i++) {
+                t = admin(c, "tenants");
+                dump = json_dumps(t, JSON_COMPACT);
+                found = strstr(dump, "\"name\":\"fourth\"") != NULL;
+                free(dump);
+                json_decref(t);
+                if (!found)
+                        usleep(10000);
+        }
+        ck_assert(found);
+        npu_disconnect(c);
+        stop();
+}
+END_TEST
+
+int main(void)
+{
+        Suite *s = suite_create("integration-sched");
+        TCase *tc = tcase_create("sched");
+        SRunner *sr;
+        int failed;
+
+        tcase_set_timeout(tc, 60);
+        tcase_add_test(tc, test_tenant_matching_and_limits);
+        tcase_add_test(tc, test_weighted_fair_share);
+        tcase_add_test(tc, test_latency_critical_under_best_effort_flood);
+        tcase_add_test(tc, test_backpressure_error_mode);
+        tcase_add_test(tc, test_reload);
+        suite_add_tcase(s, tc);
+        sr = srunner_create(s);
+        srunner_run_all(sr, CK_NORMAL);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed ? 1 : 0;
+}
