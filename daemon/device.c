@@ -35,8 +35,6 @@ int device_registry_init(struct device_registry *r, struct backend *b, double mi
                         device_registry_deinit(r);
                         return e;
                 }
-                for (int k = 0; k < OPS_ENGINE_COUNT; k++)
-                        d->free_cores[k] = d->desc.cores[k];
                 pd_device_init(&d->pd, d->desc.cores, min_share);
                 d->calib_slots = (int)ops_count() + 2;
                 d->calib = malloc(sizeof(double) * (size_t)d->calib_slots * OPS_ENGINE_COUNT);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bus.h"
 #include "log.h"
 #include "manage.h"
 #include "metrics.h"
@@ -55,7 +56,7 @@ static int units_in_flight(struct npud *d)
 {
         for (int i = 0; i < d->devices.count; i++)
                 for (int k = 0; k < OPS_ENGINE_COUNT; k++)
-                        if (d->devices.devices[i].free_cores[k] != d->devices.devices[i].desc.cores[k])
+                        if (d->devices.devices[i].pd.free[k] != d->devices.devices[i].desc.cores[k])
                                 return 1;
         return 0;
 }
@@ -130,6 +131,7 @@ int main(int argc, char **argv)
                 r = 1;
                 goto out;
         }
+        bus_start(&d); /* optional: a bus that cannot be used is only a warning */
         log_info("npud ready on %s: %d simulated %s device(s), %s mode", d.config.socket_path,
                  d.devices.count, d.config.sim_profile,
                  d.config.sim_mode == SIM_MODE_MODEL ? "model" : "compute");
@@ -140,6 +142,7 @@ out:
         notify_stopping(&d);
         server_close(&d);
         metrics_stop(&d);
+        bus_stop(&d); /* before the sessions go: no signals from a closing daemon */
         while (!TAILQ_EMPTY(&d.sessions))
                 session_close(TAILQ_FIRST(&d.sessions), "daemon shutting down");
         while (d.backend && units_in_flight(&d))
