@@ -747,6 +747,16 @@ NPU_EXPORT npu_status_t npu_stream_device(npu_context_t *ctx, npu_stream_t strea
         return NPU_OK;
 }
 
+NPU_EXPORT npu_status_t npu_stream_set_deadline(npu_context_t *ctx, npu_stream_t stream,
+                                                uint64_t deadline_us)
+{
+        if (!ctx || deadline_us > 3600ull * 1000000)
+                return fail(NPU_ERR_INVALID, "npu_stream_set_deadline: invalid argument (at most 1 hour)");
+        return call(ctx, "stream_set_deadline",
+                    json_pack("{s:I, s:I}", "stream", (json_int_t)stream.id, "deadline_us",
+                              (json_int_t)deadline_us), NULL);
+}
+
 NPU_EXPORT npu_status_t npu_stream_destroy(npu_context_t *ctx, npu_stream_t stream)
 {
         if (!ctx)

@@ -168,6 +168,19 @@ static void method_stream_create(struct request *req)
                                                    "device", dev->id));
 }
 
+static void method_stream_set_deadline(struct request *req)
+{
+        static const char *const keys[] = { "stream", "deadline_us", NULL };
+        struct stream *st;
+        uint64_t us;
+
+        if (params_only(req, keys) < 0 || !(st = stream_param(req)) ||
+            param_u64(req, "deadline_us", 3600ull * 1000000, &us) < 0)
+                return;
+        st->deadline_ns = us * 1000;
+        session_reply_result(req->session, req->id, NULL);
+}
+
 static void method_stream_destroy(struct request *req)
 {
         static const char *const keys[] = { "stream", NULL };
@@ -295,6 +308,7 @@ static void method_event_elapsed(struct request *req)
 const struct method methods_stream[] = {
         { "stream_create", method_stream_create, 0 },
         { "stream_destroy", method_stream_destroy, 0 },
+        { "stream_set_deadline", method_stream_set_deadline, 0 },
         { "stream_synchronize", method_stream_synchronize, 0 },
         { "synchronize", method_synchronize, 0 },
         { "event_create", method_event_create, 0 },

@@ -302,7 +302,7 @@ static void stream_settle(struct npud *d, struct stream *st)
                         }
                         for (int e = 0; e < OPS_ENGINE_COUNT; e++)
                                 st->q.cost[e] = head_cost(st, t, e);
-                        st->q.deadline = 0;
+                        st->q.deadline = st->deadline_ns ? t->enqueue_ns + st->deadline_ns : 0;
                         pd_queue_ready(&st->dev->pd, &st->q, now_ns());
                         return;
                 }

@@ -77,6 +77,7 @@ struct stream {
         TAILQ_ENTRY(stream) blocked_link;
         struct tenant *tenant;      /* reference; scheduling and accounting */
         struct pd_queue q;          /* the dispatch policy's view of this stream */
+        uint64_t deadline_ns;       /* relative deadline of each task, 0 = none */
         int settle_pending;
         TAILQ_ENTRY(stream) settle_link;
         int destroyed;

@@ -47,9 +47,16 @@ int pd_queue_ready(struct pd_device *dev, struct pd_queue *q, uint64_t now)
         }
         struct pd_tenant *t = q->tenant;
         if (t->active == 0) { /* waking up: no credit for the idle time */
+                /* Not just the ready tenants' minimum: the others' work may all be running
+                 * (a stream is not ready while it runs), and a tenant whose only stream just
+                 * finished is "waking" too; lifting it to a ready tenant that is ahead would
+                 * undo its weight. The class's start floor is where the others are now. */
                 double m = min_active_vtime(dev, t->klass, t);
-                if (isfinite(m) && t->vtime < m)
-                        t->vtime = m;
+                double floor = dev->vfloor[t->klass];
+                if (isfinite(m) && m < floor)
+                        floor = m;
+                if (t->vtime < floor)
+                        t->vtime = floor;
         }
         t->active++;
         q->ready = 1;
@@ -96,6 +103,10 @@ static int queue_before(const struct pd_device *dev, const struct pd_queue *a,
         int rb = class_rank(dev, b->tenant->klass, be_starved);
         if (ra != rb)
                 return ra < rb;
+        /* latency-critical work with deadlines: earliest deadline first, across tenants */
+        if (a->tenant->klass == POLICY_CLASS_LATENCY_CRITICAL && a->deadline && b->deadline &&
+            a->deadline != b->deadline)
+                return a->deadline < b->deadline;
         if (a->tenant != b->tenant && a->tenant->vtime != b->tenant->vtime)
                 return a->tenant->vtime < b->tenant->vtime;
         if (a->priority != b->priority)
@@ -178,6 +189,8 @@ void pd_start(struct pd_device *dev, struct pd_queue *q, int engine, int cores, 
         struct pd_tenant *t = q->tenant;
 
         pd_queue_unready(dev, q);
+        if (t->vtime > dev->vfloor[t->klass])
+                dev->vfloor[t->klass] = t->vtime;
         t->active++; /* running work keeps the tenant active */
         t->dispatches++;
         dev->free[engine] -= cores;

@@ -5,7 +5,11 @@
  *    goes first, so it is never starved;
  *  - within a class, weighted fair sharing of engine time between tenants: each tenant has
  *    a virtual time (engine ns / weight) and the smallest goes first; a tenant that was idle
- *    restarts at the smallest virtual time of the active ones, so idling banks no credit;
+ *    restarts no earlier than the class's current virtual time (the largest at which a
+ *    dispatch of the class started, or the smallest of the ready tenants if that is lower),
+ *    so idling banks no credit;
+ *  - latency-critical queues whose heads have deadlines go earliest deadline first, across
+ *    tenants;
  *  - within a tenant, stream priority 0 (highest) to 7, then earliest deadline, then the
  *    longest-waiting queue;
  *  - engine choice: of the engines able to run the head task, the earliest estimated finish
@@ -45,6 +49,7 @@ struct pd_device {
         int free[PD_ENGINES];
         uint64_t backlog_ns[PD_ENGINES]; /* estimated ns of dispatched, unfinished work */
         double class_recent[POLICY_CLASS_COUNT]; /* decayed engine ns per class */
+        double vfloor[POLICY_CLASS_COUNT]; /* largest virtual time a dispatch started at */
         uint64_t recent_at;
         double min_share;
         struct pd_queue **ready;

@@ -156,6 +156,10 @@ npu_status_t npu_stream_create(npu_context_t *ctx, int device, int priority,
                                npu_stream_t *ret_stream);
 npu_status_t npu_stream_destroy(npu_context_t *ctx, npu_stream_t stream);
 npu_status_t npu_stream_device(npu_context_t *ctx, npu_stream_t stream, int *ret_device);
+/* Give every task submitted to the stream from now on a deadline of deadline_us after its
+ * submission (0 = none). Latency-critical tenants' tasks with deadlines are dispatched
+ * earliest deadline first. */
+npu_status_t npu_stream_set_deadline(npu_context_t *ctx, npu_stream_t stream, uint64_t deadline_us);
 npu_status_t npu_stream_synchronize(npu_context_t *ctx, npu_stream_t stream);
 /* Wait for all work of this context on every stream. */
 npu_status_t npu_synchronize(npu_context_t *ctx);

@@ -196,6 +196,7 @@ static double lc_p99_ms(npu_context_t *c, int n)
         OK(npu_malloc(c, 0, 128 * 128 * 4, &x));
         OK(npu_malloc(c, 0, 128 * 128 * 4, &y));
         OK(npu_stream_create(c, 0, 0, &s));
+        OK(npu_stream_set_deadline(c, s, 500));
         npu_tensor_t tx = { .buf = x, .dtype = NPU_FLOAT32, .ndim = 2, .dims = { 128, 128 } };
         npu_tensor_t ty = { .buf = y, .dtype = NPU_FLOAT32, .ndim = 2, .dims = { 128, 128 } };
         for (int i = 0; i < n; i++) {
