@@ -14,7 +14,7 @@ CC         ?= gcc
 WERROR     ?= -Werror
 
 DEB_PKGS   := build-essential pkg-config libevent-dev libjansson-dev libsystemd-dev check \
-              libopenblas-dev libprotobuf-c-dev protobuf-c-compiler python3 systemd
+              libopenblas-dev libprotobuf-c-dev protobuf-c-compiler python3 systemd groff-base
 
 PKGS       := libevent jansson openblas libsystemd
 PKG_CFLAGS  = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -47,6 +47,7 @@ CLIENT_OBJ := $(call obj,$(CLIENT_SRC))
 NPUD       := $(BUILD)/bin/npud
 NPUCTL     := $(BUILD)/bin/npuctl
 NPUBENCH   := $(BUILD)/bin/npubench
+NPUSIM     := $(BUILD)/bin/npusim
 LIBNPU     := $(BUILD)/lib/libnpu.so.1
 LIBNPU_A   := $(BUILD)/lib/libnpu-static.a
 CORE_A     := $(BUILD)/lib/libnpud-core.a
@@ -57,7 +58,7 @@ BENCHES    := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(wildcard tests/bench
 
 .SECONDARY:
 .PHONY: all deps run check check-asan unit integration bench fuzz install clean examples
-all: $(NPUD) $(LIBNPU) $(BUILD)/lib/libnpu.so $(NPUCTL) $(BUILD)/lib/libnpu.pc $(EXAMPLES)
+all: $(NPUD) $(LIBNPU) $(BUILD)/lib/libnpu.so $(NPUCTL) $(BUILD)/lib/libnpu.pc $(EXAMPLES) $(NPUSIM)
 
 deps:
 	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -101,6 +102,11 @@ $(NPUCTL): $(call obj,$(CTL_SRC)) $(LIBNPU)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(call obj,$(CTL_SRC)) -L$(BUILD)/lib -l:libnpu.so.1 \
 	  -Wl,-rpath,'$$ORIGIN/../lib' $(shell pkg-config --libs jansson)
 
+# npusim: the dispatch policy in virtual time; the policy objects and jansson, nothing else.
+$(NPUSIM): $(call obj,policy/npusim/npusim.c) $(POLICY_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(shell pkg-config --libs jansson) -lm
+
 $(BUILD)/bin/example-%: $(BUILD)/obj/client/examples/%.o $(LIBNPU)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $< -L$(BUILD)/lib -l:libnpu.so.1 -Wl,-rpath,'$$ORIGIN/../lib' -lm
@@ -120,6 +126,11 @@ $(BUILD)/bench/bench_%: $(BUILD)/obj/tests/bench/bench_%.o $(BUILD)/obj/tests/in
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(PKG_LIBS) -lm
 
+# Helper clients of the shell tests (tests/integration/npuctl-*.c): they link libnpu only.
+$(BUILD)/tests/npuctl-%: $(BUILD)/obj/tests/integration/npuctl-%.o $(LIBNPU)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $< -L$(BUILD)/lib -l:libnpu.so.1 -Wl,-rpath,'$$ORIGIN/../lib'
+
 $(NPUBENCH): $(BUILD)/bench/bench_npud
 	@mkdir -p $(dir $@)
 	cp $< $@
@@ -132,12 +143,14 @@ run: deps all
 unit: all $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
 
-integration: all $(INTEG_TESTS)
+integration: all $(INTEG_TESTS) $(BUILD)/tests/npuctl-hold
 	@set -e; for t in $(INTEG_TESTS); do echo "== $$t"; NPUD_BIN=$(NPUD) $$t; done
 	@set -e; tests/integration/run-examples.sh $(BUILD)
 	@set -e; tests/integration/test-cli.sh $(BUILD)
+	@set -e; tests/integration/test-npuctl.sh $(BUILD)
 	@set -e; tests/integration/test-systemd.sh $(BUILD)
 	@set -e; tests/integration/test-metrics.sh $(BUILD)
+	@set -e; tests/integration/test-npusim.sh $(BUILD)
 
 check: deps
 	$(MAKE) all
@@ -152,6 +165,7 @@ check-asan: deps
 
 bench: deps all $(BENCHES) $(NPUBENCH)
 	@set -e; for b in $(BENCHES); do echo "== $$b"; NPUD_BIN=$(NPUD) $$b; done
+	$(BUILD)/bin/npusim --generate mixed --seed 1 --duration-ms 2000
 
 FUZZ_TIME ?= 60
 fuzz: deps
@@ -181,6 +195,12 @@ install: all
 	install -m 0644 systemd/npud.socket $(DESTDIR)$(PREFIX)/lib/systemd/system/npud.socket
 	install -m 0644 systemd/npud.sysusers $(DESTDIR)$(PREFIX)/lib/sysusers.d/npud.conf
 	install -m 0644 systemd/npud.tmpfiles $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/npud.conf
+	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/man/man3 \
+	  $(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(PREFIX)/share/man/man8
+	install -m 0644 client/completion/npuctl.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/npuctl
+	install -m 0644 docs/man/libnpu.3 $(DESTDIR)$(PREFIX)/share/man/man3/libnpu.3
+	install -m 0644 docs/man/npud.conf.5 $(DESTDIR)$(PREFIX)/share/man/man5/npud.conf.5
+	install -m 0644 docs/man/npud.8 docs/man/npuctl.8 $(DESTDIR)$(PREFIX)/share/man/man8/
 
 clean:
 	rm -rf build

@@ -499,6 +499,72 @@ NPU_EXPORT npu_status_t npu_free(npu_context_t *ctx, npu_buffer_t buf)
         return call(ctx, "mem_free", json_pack("{s:I}", "buffer", (json_int_t)buf.id), NULL);
 }
 
+NPU_EXPORT npu_status_t npu_buffer_view(npu_context_t *ctx, npu_buffer_t buf, uint64_t offset,
+                                        uint64_t size, npu_buffer_t *ret_view)
+{
+        json_t *res = NULL;
+        npu_status_t st;
+
+        if (!ctx || !ret_view || offset > INT64_MAX || size > INT64_MAX)
+                return fail(NPU_ERR_INVALID, "npu_buffer_view: invalid argument");
+        st = call(ctx, "mem_view", json_pack("{s:I, s:I, s:I}", "buffer", (json_int_t)buf.id, "offset",
+                                             (json_int_t)offset, "size", (json_int_t)size), &res);
+        if (st == NPU_OK)
+                st = get_u32(res, "buffer", &ret_view->id);
+        if (st == NPU_OK)
+                remember_buffer(ctx, ret_view->id, (int)json_integer_value(json_object_get(res, "device")));
+        json_decref(res);
+        return st;
+}
+
+NPU_EXPORT npu_status_t npu_buffer_export(npu_context_t *ctx, npu_buffer_t buf, const char *const *tenants,
+                                          int ntenants, int readonly, char ret_token[NPU_TOKEN_LEN])
+{
+        json_t *res = NULL, *params, *list;
+        npu_status_t st;
+
+        if (!ctx || !ret_token || ntenants < 0 || ntenants > 8 || (ntenants && !tenants))
+                return fail(NPU_ERR_INVALID, "npu_buffer_export: invalid argument (at most 8 tenants)");
+        list = json_array();
+        for (int i = 0; i < ntenants; i++)
+                json_array_append_new(list, json_string(tenants[i] ? tenants[i] : ""));
+        params = json_pack("{s:I, s:o, s:b}", "buffer", (json_int_t)buf.id, "tenants", list, "readonly", readonly);
+        st = call(ctx, "mem_export", params, &res);
+        if (st == NPU_OK) {
+                json_t *tok = json_object_get(res, "token");
+                if (!json_is_string(tok) || json_string_length(tok) != NPU_TOKEN_LEN - 1)
+                        st = fail(NPU_ERR_PROTOCOL, "mem_export: reply lacks a token");
+                else
+                        memcpy(ret_token, json_string_value(tok), NPU_TOKEN_LEN);
+        }
+        json_decref(res);
+        return st;
+}
+
+NPU_EXPORT npu_status_t npu_buffer_import(npu_context_t *ctx, const char *token, int readonly,
+                                          npu_buffer_t *ret_buf)
+{
+        json_t *res = NULL;
+        npu_status_t st;
+
+        if (!ctx || !token || !ret_buf)
+                return fail(NPU_ERR_INVALID, "npu_buffer_import: NULL argument");
+        st = call(ctx, "mem_import", json_pack("{s:s, s:b}", "token", token, "readonly", readonly), &res);
+        if (st == NPU_OK)
+                st = get_u32(res, "buffer", &ret_buf->id);
+        if (st == NPU_OK)
+                remember_buffer(ctx, ret_buf->id, (int)json_integer_value(json_object_get(res, "device")));
+        json_decref(res);
+        return st;
+}
+
+NPU_EXPORT npu_status_t npu_buffer_revoke(npu_context_t *ctx, const char *token)
+{
+        if (!ctx || !token)
+                return fail(NPU_ERR_INVALID, "npu_buffer_revoke: NULL argument");
+        return call(ctx, "mem_revoke", json_pack("{s:s}", "token", token), NULL);
+}
+
 NPU_EXPORT npu_status_t npu_host_alloc(npu_context_t *ctx, uint64_t size, void **ret_ptr,
                                        npu_region_t *ret_region)
 {
@@ -668,6 +734,17 @@ NPU_EXPORT npu_status_t npu_memset_async(npu_context_t *ctx, npu_stream_t stream
         rec.memset.value = (uint8_t)value;
         rec.memset.off = offset;
         rec.memset.len = size;
+        return submit(ctx, &rec, ret_task);
+}
+
+NPU_EXPORT npu_status_t npu_free_async(npu_context_t *ctx, npu_stream_t stream, npu_buffer_t buf,
+                                       uint64_t *ret_task)
+{
+        struct proto_rec rec = { .type = PROTO_REC_FREE, .stream = stream.id };
+
+        if (!ctx)
+                return fail(NPU_ERR_INVALID, "npu_free_async: NULL context");
+        rec.free.buf = buf.id;
         return submit(ctx, &rec, ret_task);
 }
 

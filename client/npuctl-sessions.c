@@ -1,19 +1,41 @@
-/* npuctl sessions and npuctl version. */
+/* npuctl sessions, session kill ID and version. */
 #include <stdio.h>
+#include <string.h>
 
 #include "npuctl.h"
 
+static const struct npuctl_col session_cols[] = {
+        { "id", "SESSION", COL_DEFAULT },
+        { "pid", "PID", COL_DEFAULT },
+        { "uid", "UID", COL_DEFAULT },
+        { "gid", "GID", COL_CSV },
+        { "comm", "COMMAND", COL_DEFAULT },
+        { "buffers", "BUFFERS", COL_RIGHT | COL_DEFAULT },
+        { "buffer_bytes", "DEVICE MEM", COL_RIGHT | COL_DEFAULT },
+        { "regions", "REGIONS", COL_RIGHT | COL_CSV },
+        { "region_bytes", "HOST MEM", COL_RIGHT | COL_CSV },
+        { "streams", "STREAMS", COL_RIGHT | COL_DEFAULT },
+        { "events", "EVENTS", COL_RIGHT | COL_DEFAULT },
+        { "queued_tasks", "QUEUED", COL_RIGHT | COL_DEFAULT },
+        { "tasks_submitted", "SUBMITTED", COL_RIGHT | COL_CSV },
+        { "tasks_completed", "COMPLETED", COL_RIGHT | COL_CSV },
+        { NULL, NULL, 0 },
+};
+
 int npuctl_cmd_sessions(struct npuctl *c, int argc, char **argv)
 {
+        static const char *const ints[] = { "id", "pid", "uid", "gid", "buffers", "regions", "streams",
+                                            "events", "queued_tasks", "tasks_submitted",
+                                            "tasks_completed" };
+        struct npuctl_table *t;
         int code = 0;
         json_t *res, *s;
         size_t i;
 
-        if (argc > 1) {
-                fprintf(stderr, "npuctl sessions: unexpected argument '%s'\n", argv[1]);
+        if (npuctl_nargs("sessions", argc, argv, 0, 0) < 0 ||
+            npuctl_table_check_fields(c, session_cols))
                 return NPUCTL_USAGE;
-        }
-        res = npuctl_call(c, "sessions", &code);
+        res = npuctl_call(c, "sessions", NULL, &code);
         if (!res)
                 return code;
         if (c->json) {
@@ -21,22 +43,50 @@ int npuctl_cmd_sessions(struct npuctl *c, int argc, char **argv)
                 json_decref(res);
                 return 0;
         }
-        printf("%-8s %-8s %-6s %-16s %8s %12s %8s %8s %10s\n", "SESSION", "PID", "UID", "COMMAND",
-               "BUFFERS", "DEVICE MEM", "STREAMS", "EVENTS", "QUEUED");
+        t = npuctl_table_new(session_cols);
         json_array_foreach(json_object_get(res, "sessions"), i, s) {
-                json_int_t id = 0, pid = 0, uid = 0, bufs = 0, bytes = 0, streams = 0, events = 0, queued = 0;
-                const char *comm = "";
-                char b[32];
-                json_unpack(s, "{s?I, s?I, s?I, s?s, s?I, s?I, s?I, s?I, s?I}", "id", &id, "pid", &pid,
-                            "uid", &uid, "comm", &comm, "buffers", &bufs, "buffer_bytes", &bytes,
-                            "streams", &streams, "events", &events, "queued_tasks", &queued);
-                npuctl_format_bytes((double)bytes, b, sizeof(b));
-                printf("%-8lld %-8lld %-6lld %-16s %8lld %12s %8lld %8lld %10lld\n", (long long)id,
-                       (long long)pid, (long long)uid, comm, (long long)bufs, b, (long long)streams,
-                       (long long)events, (long long)queued);
+                const char *comm = json_string_value(json_object_get(s, "comm"));
+                npuctl_table_row(t);
+                for (size_t k = 0; k < sizeof(ints) / sizeof(ints[0]); k++)
+                        npuctl_table_int(t, ints[k], json_integer_value(json_object_get(s, ints[k])));
+                npuctl_table_str(t, "comm", comm ? comm : "");
+                npuctl_table_bytes(t, "buffer_bytes",
+                                   (uint64_t)json_integer_value(json_object_get(s, "buffer_bytes")));
+                npuctl_table_bytes(t, "region_bytes",
+                                   (uint64_t)json_integer_value(json_object_get(s, "region_bytes")));
         }
-        if (!json_is_true(json_object_get(res, "all")))
+        code = npuctl_table_print(c, t);
+        if (!code && !c->csv && !json_is_true(json_object_get(res, "all")))
                 printf("(only your own sessions are shown; root and the admin group see all)\n");
+        npuctl_table_free(t);
+        json_decref(res);
+        return code;
+}
+
+int npuctl_cmd_session(struct npuctl *c, int argc, char **argv)
+{
+        uint64_t id;
+        int code = 0;
+        json_t *params, *res;
+
+        if (argc < 2 || strcmp(argv[1], "kill") != 0) {
+                fprintf(stderr, argc < 2 ? "npuctl session: missing subcommand (session kill ID)\n"
+                                         : "npuctl session: unknown subcommand '%s' (session kill ID)\n",
+                        argv[1]);
+                return NPUCTL_USAGE;
+        }
+        if (npuctl_nargs("session kill", argc - 1, argv + 1, 1, 1) < 0 ||
+            npuctl_parse_u64("session kill", "session", argv[2], &id) < 0)
+                return NPUCTL_USAGE;
+        params = json_pack("{s:I}", "session", (json_int_t)id);
+        res = npuctl_call(c, "session_kill", params, &code);
+        json_decref(params);
+        if (!res)
+                return code;
+        if (c->json)
+                npuctl_print_json(res);
+        else
+                printf("session %llu killed\n", (unsigned long long)id);
         json_decref(res);
         return 0;
 }
@@ -44,8 +94,11 @@ int npuctl_cmd_sessions(struct npuctl *c, int argc, char **argv)
 int npuctl_cmd_version(struct npuctl *c, int argc, char **argv)
 {
         int code = 0;
-        json_t *res = npuctl_call(c, "version", &code);
+        json_t *res;
 
+        if (npuctl_nargs("version", argc, argv, 0, 0) < 0)
+                return NPUCTL_USAGE;
+        res = npuctl_call(c, "version", NULL, &code);
         if (!res) {
                 if (!c->json)
                         printf("npuctl %s (libnpu %s); npud not reachable\n", npu_version(), npu_version());

@@ -188,11 +188,22 @@ static int apply_metrics(struct npud_config *c, json_t *m, char *err, size_t err
         return e;
 }
 
+/* "dbus": true|false — connect to the system bus (bus.h). */
+static int apply_dbus(struct npud_config *c, json_t *v, char *err, size_t errlen)
+{
+        if (!json_is_boolean(v)) {
+                snprintf(err, errlen, "dbus: must be true or false");
+                return -EINVAL;
+        }
+        c->dbus = json_is_true(v);
+        return 0;
+}
+
 int config_load_file(struct npud_config *c, const char *path, char *err, size_t errlen)
 {
         static const char *const keys[] = { "socket", "log_level", "workers", "admin_group",
-                                            "sim", "limits", "metrics", "tenants", "scheduler",
-                                            NULL };
+                                            "sim", "limits", "metrics", "tenants", "scheduler", "memory",
+                                            "dbus", NULL };
         json_error_t jerr;
         json_t *root, *v;
         int64_t workers = c->workers;
@@ -244,8 +255,11 @@ int config_load_file(struct npud_config *c, const char *path, char *err, size_t 
                 goto out;
         if ((v = json_object_get(root, "metrics")) && (e = apply_metrics(c, v, err, errlen)))
                 goto out;
+        if ((v = json_object_get(root, "dbus")) && (e = apply_dbus(c, v, err, errlen)))
+                goto out;
         if ((e = policy_config_parse(&c->policy, json_object_get(root, "tenants"),
-                                     json_object_get(root, "scheduler"), err, errlen)))
+                                     json_object_get(root, "scheduler"), err, errlen)) ||
+            (e = policy_memory_parse(&c->policy, json_object_get(root, "memory"), err, errlen)))
                 goto out;
 out:
         json_decref(root);
@@ -273,6 +287,8 @@ static void usage(FILE *f)
                 "  --log-level LEVEL      error, warn, info (default) or debug\n"
                 "  --metrics-listen ADDR  serve Prometheus /metrics on IPV4:PORT, [IPV6]:PORT\n"
                 "                         or a Unix socket path (default: off)\n"
+                "  --dbus                 serve org.npud.Manager1 on the system bus\n"
+                "                         ($DBUS_SYSTEM_BUS_ADDRESS; default: off)\n"
                 "  --check-config[=PATH]  check PATH (default: --config, else\n"
                 "                         /etc/npud/npud.conf), print what is wrong and exit\n"
                 "  --version              print the version and exit\n"
@@ -282,7 +298,7 @@ static void usage(FILE *f)
 int config_parse_args(struct npud_config *c, int argc, char **argv, char *err, size_t errlen)
 {
         enum { O_SOCKET = 256, O_CONFIG, O_DEVICES, O_PROFILE, O_MODE, O_WORKERS, O_LOG,
-               O_VERSION, O_HELP, O_METRICS, O_CHECK };
+               O_VERSION, O_HELP, O_METRICS, O_CHECK, O_DBUS };
         static const struct option opts[] = {
                 { "socket", required_argument, NULL, O_SOCKET },
                 { "config", required_argument, NULL, O_CONFIG },
@@ -295,6 +311,7 @@ int config_parse_args(struct npud_config *c, int argc, char **argv, char *err, s
                 { "help", no_argument, NULL, O_HELP },
                 { "check-config", optional_argument, NULL, O_CHECK },
                 { "metrics-listen", required_argument, NULL, O_METRICS },
+                { "dbus", no_argument, NULL, O_DBUS },
                 { NULL, 0, NULL, 0 },
         };
         const char *config_path = NULL, *check_path = NULL;
@@ -396,6 +413,9 @@ int config_parse_args(struct npud_config *c, int argc, char **argv, char *err, s
                 case O_METRICS:
                         if (set_metrics_listen(c, optarg, "--metrics-listen", err, errlen) < 0)
                                 return -EINVAL;
+                        break;
+                case O_DBUS:
+                        c->dbus = 1;
                         break;
                 default:
                         break;

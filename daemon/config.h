@@ -34,6 +34,7 @@ struct npud_config {
         int have_admin_gid;
         struct npud_limits limits;
         char metrics_listen[256]; /* "IPV4:PORT", "[IPV6]:PORT" or a Unix path; "" = off */
+        int dbus;                 /* serve org.npud.Manager1 on the system bus (bus.h) */
         struct policy_config policy; /* tenants and scheduler settings */
 };
 

@@ -24,6 +24,7 @@ struct device {
         uint64_t mem_used; /* bytes reserved by live buffers, rounded to the granule */
         enum device_health health;
         int draining;        /* takes no new streams */
+        int low_memory;      /* free memory below the low watermark (clients were told) */
         int resetting;       /* a reset waits for running work to drain (manage.c) */
         uint64_t busy_ns[OPS_ENGINE_COUNT]; /* core-ns spent in completed units */
         uint64_t util_last_busy[OPS_ENGINE_COUNT], util_last_ns;

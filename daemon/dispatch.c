@@ -19,7 +19,8 @@
 #define PCIE_BANDWIDTH 32e9 /* host <-> device copies in model mode */
 
 static const struct method *const method_groups[] = {
-        methods_session, methods_memory, methods_stream, methods_admin, methods_sched,
+        methods_session, methods_memory, methods_stream, methods_admin, methods_sched, methods_share,
+        methods_manage,
 };
 
 static const struct method *method_find(const char *name)
@@ -135,6 +136,8 @@ static void *copy_endpoint(struct session *s, struct task *t, uint8_t kind, uint
                 struct buffer *b = handle_lookup(&s->handles, HANDLE_BUFFER, handle);
                 if (!b)
                         PREP_FAIL(pe, PROTO_E_BAD_HANDLE, "copy %s: unknown buffer handle %u", which, handle);
+                if (b->readonly && which[0] == 'd')
+                        PREP_FAIL(pe, PROTO_E_PERMISSION, "copy destination: buffer %u is a read-only import", handle);
                 if (!range_ok(off, len, b->size))
                         PREP_FAIL(pe, PROTO_E_OUT_OF_RANGE,
                                   "copy %s: range %" PRIu64 "+%" PRIu64 " outside buffer of %" PRIu64 " bytes",
@@ -190,6 +193,8 @@ static struct task *prepare_memset(struct session *s, struct stream *st,
 
         if (!b)
                 PREP_FAIL(pe, PROTO_E_BAD_HANDLE, "memset: unknown buffer handle %u", r->memset.buf);
+        if (b->readonly)
+                PREP_FAIL(pe, PROTO_E_PERMISSION, "memset: buffer %u is a read-only import", r->memset.buf);
         if (!range_ok(r->memset.off, r->memset.len, b->size))
                 PREP_FAIL(pe, PROTO_E_OUT_OF_RANGE,
                           "memset: range %" PRIu64 "+%" PRIu64 " outside buffer of %" PRIu64 " bytes",
@@ -233,6 +238,9 @@ static struct task *prepare_launch(struct session *s, struct stream *st,
                 if (!b)
                         PREP_FAIL(pe, PROTO_E_BAD_HANDLE, "%s: %s %d: unknown buffer handle %u",
                                   op->name, role, idx, rt->buf);
+                if (b->readonly && i >= call->nin)
+                        PREP_FAIL(pe, PROTO_E_PERMISSION, "%s: output %d: buffer %u is a read-only import",
+                                  op->name, idx, rt->buf);
                 if (b->dev != st->dev)
                         PREP_FAIL(pe, PROTO_E_INVALID,
                                   "%s: %s %d: buffer is on device %d but the stream on device %d",
@@ -301,6 +309,19 @@ static struct task *prepare_launch(struct session *s, struct stream *st,
         return t;
 }
 
+static struct task *prepare_free(struct session *s, const struct proto_rec *r, struct task *t,
+                                 struct prep_error *pe)
+{
+        struct buffer *b = handle_remove(&s->handles, HANDLE_BUFFER, r->free.buf);
+
+        if (!b)
+                PREP_FAIL(pe, PROTO_E_BAD_HANDLE, "free: buffer handle %u is unknown or already freed",
+                          r->free.buf);
+        session_buffer_released(s, b);
+        t->bufs[t->nbufs++] = b; /* the handle's reference, dropped when the stream gets here */
+        return t;
+}
+
 static struct task *prepare_event(struct session *s, const struct proto_rec *r, struct task *t,
                                   struct prep_error *pe)
 {
@@ -333,6 +354,7 @@ static void submit_one(struct session *s, const struct proto_rec *r)
         struct task *t, *ok = NULL;
         enum task_kind kind = r->type == PROTO_REC_EVENT_RECORD ? TASK_EVENT_RECORD
                             : r->type == PROTO_REC_STREAM_WAIT  ? TASK_STREAM_WAIT
+                            : r->type == PROTO_REC_FREE         ? TASK_FREE
                                                                 : TASK_EXEC;
 
         if (!st) {
@@ -360,6 +382,7 @@ static void submit_one(struct session *s, const struct proto_rec *r)
         case PROTO_REC_LAUNCH: ok = prepare_launch(s, st, r, t, &pe); break;
         case PROTO_REC_EVENT_RECORD:
         case PROTO_REC_STREAM_WAIT: ok = prepare_event(s, r, t, &pe); break;
+        case PROTO_REC_FREE: ok = prepare_free(s, r, t, &pe); break;
         default:
                 pe.code = PROTO_E_INVALID;
                 snprintf(pe.msg, sizeof(pe.msg), "unknown record type %u", r->type);

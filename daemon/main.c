@@ -72,6 +72,7 @@ int main(int argc, char **argv)
         d.listen_fd = -1;
         TAILQ_INIT(&d.sessions);
         TAILQ_INIT(&d.settle);
+        TAILQ_INIT(&d.exports);
         config_defaults(&d.config);
         d.argc = argc;
         d.argv = argv;
@@ -151,6 +152,7 @@ out:
         sched_run(&d);                            /* settle what cancellation touched */
         if (d.backend)
                 d.backend->ops->destroy(d.backend);
+        export_free_all(&d.exports);
         device_registry_deinit(&d.devices);
         tenant_registry_deinit(&d.tenants);
         event_free(d.sched_event);

@@ -24,6 +24,9 @@ int manage_device_drain(struct npud *d, int device, int drain, char *err, size_t
 /* Drain, cancel the device's queued work with a device error, wait for running work, clear
  * faults and return the device to health "ok" (completes asynchronously; returns at once). */
 int manage_device_reset(struct npud *d, int device, char *err, size_t errlen);
+/* Called when a unit of dev completed: finishes a reset once nothing runs there. */
+struct device;
+void manage_device_poll(struct npud *d, struct device *dev);
 int manage_session_kill(struct npud *d, uint64_t session_id, char *err, size_t errlen);
 int manage_fault_inject(struct npud *d, int device, int kind, double value, char *err,
                         size_t errlen);

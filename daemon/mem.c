@@ -31,6 +31,8 @@ int buffer_new(struct device *dev, uint64_t size, struct buffer **ret)
         b->dev = dev;
         b->offset = off;
         b->size = size;
+        b->parent = NULL;
+        b->readonly = 0;
         dev->mem_used += alloc_block_size(dev->alloc, off);
         *ret = b;
         return 0;
@@ -42,10 +44,35 @@ struct buffer *buffer_ref(struct buffer *b)
         return b;
 }
 
+int buffer_view_new(struct buffer *parent, uint64_t offset, uint64_t size, int readonly,
+                    struct buffer **ret)
+{
+        struct buffer *v;
+
+        if (size == 0 || !range_ok(offset, size, parent->size))
+                return -EINVAL;
+        v = malloc(sizeof(*v));
+        if (!v)
+                return -ENOMEM;
+        v->refs = 1;
+        v->dev = parent->dev;
+        v->offset = parent->offset + offset;
+        v->size = size;
+        v->parent = buffer_ref(parent);
+        v->readonly = readonly || parent->readonly;
+        *ret = v;
+        return 0;
+}
+
 void buffer_unref(struct buffer *b)
 {
         if (!b || --b->refs > 0)
                 return;
+        if (b->parent) {
+                buffer_unref(b->parent);
+                free(b);
+                return;
+        }
         b->dev->mem_used -= alloc_block_size(b->dev->alloc, b->offset);
         alloc_release(b->dev->alloc, b->offset);
         free(b);

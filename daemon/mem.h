@@ -12,8 +12,10 @@ struct device;
 struct buffer {
         int refs;
         struct device *dev;
-        uint64_t offset; /* into the device's memory */
-        uint64_t size;   /* as requested */
+        uint64_t offset;       /* into the device's memory */
+        uint64_t size;         /* as requested */
+        struct buffer *parent; /* views and imports: the buffer they share (a reference) */
+        int readonly;          /* tasks may not write through this object */
 };
 
 struct region {
@@ -24,6 +26,10 @@ struct region {
 
 /* 0, -EINVAL (size), -ENOMEM (device memory exhausted; *ret untouched). */
 int buffer_new(struct device *dev, uint64_t size, struct buffer **ret);
+/* A view of [offset, offset+size) of parent, sharing its lifetime (the view holds a
+ * reference). readonly views refuse writes. 0, -EINVAL (range), -ENOMEM. */
+int buffer_view_new(struct buffer *parent, uint64_t offset, uint64_t size, int readonly,
+                    struct buffer **ret);
 struct buffer *buffer_ref(struct buffer *b);
 void buffer_unref(struct buffer *b);
 static inline uint8_t *buffer_ptr(const struct buffer *b);

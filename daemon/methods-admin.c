@@ -35,7 +35,7 @@ static json_t *device_json(struct npud *d, struct device *dev)
                                 uses = 1;
                 nsessions += uses;
         }
-        return json_pack("{s:i, s:s, s:s, s:s, s:I, s:I, s:I, s:o, s:o, s:i, s:i, s:I, s:I}",
+        json_t *o = json_pack("{s:i, s:s, s:s, s:s, s:I, s:I, s:I, s:o, s:o, s:i, s:i, s:I, s:I}",
                          "id", dev->id, "name", dev->name, "profile", dev->desc.profile,
                          "health", device_health_name(dev->health),
                          "memory_total", (json_int_t)dev->desc.mem_size,
@@ -45,6 +45,8 @@ static json_t *device_json(struct npud *d, struct device *dev)
                          "sessions", nsessions, "streams", (int)dev->streams,
                          "tasks_completed", (json_int_t)dev->tasks_completed,
                          "tasks_failed", (json_int_t)dev->tasks_failed);
+        json_object_set_new(o, "draining", json_boolean(dev->draining));
+        return o;
 }
 
 static void method_devices(struct request *req)

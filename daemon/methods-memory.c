@@ -7,10 +7,34 @@
 #include "../proto/errors.h"
 #include "../proto/frame.h"
 #include "alloc.h"
+#include "../proto/message.h"
 #include "dispatch.h"
 #include "npud.h"
 #include "session.h"
 #include "tenant.h"
+
+/* Tell every client once when a device's free memory falls below the low watermark; re-arm
+ * when it is above again. */
+static void check_watermark(struct npud *d, struct device *dev)
+{
+        struct alloc_stats st;
+        struct session *s;
+        double mark = d->tenants.policy->low_watermark;
+
+        alloc_get_stats(dev->alloc, &st);
+        int low = (double)st.free_bytes < mark * (double)st.capacity;
+        if (low == dev->low_memory)
+                return;
+        dev->low_memory = low;
+        if (!low)
+                return;
+        TAILQ_FOREACH(s, &d->sessions, link)
+                session_send_json(s, PROTO_KIND_NOTIFY, 0,
+                                  proto_notify_new("memory-low",
+                                                   json_pack("{s:i, s:I, s:I, s:f}", "device", dev->id,
+                                                             "free", (json_int_t)st.free_bytes, "total",
+                                                             (json_int_t)st.capacity, "watermark", mark)));
+}
 
 static void method_mem_alloc(struct request *req)
 {
@@ -58,6 +82,18 @@ static void method_mem_alloc(struct request *req)
                                     pol->quota_per_device);
                 return;
         }
+        uint64_t reserve = s->npud->tenants.policy->lc_reserved;
+        if (reserve && pol->klass != POLICY_CLASS_LATENCY_CRITICAL) {
+                struct alloc_stats st;
+                alloc_get_stats(dev->alloc, &st);
+                if (st.free_bytes < reserve || st.free_bytes - reserve < rounded) {
+                        session_reply_error(s, req->id, PROTO_E_NO_MEMORY,
+                                            "mem_alloc: device %d has %" PRIu64 " bytes free, of which %" PRIu64
+                                            " are reserved for latency-critical tenants", dev->id,
+                                            st.free_bytes, reserve);
+                        return;
+                }
+        }
         e = buffer_new(dev, size, &b);
         if (e < 0) {
                 struct alloc_stats st;
@@ -77,7 +113,10 @@ static void method_mem_alloc(struct request *req)
         s->dev_bytes[dev->id] += rounded;
         s->tenant->mem_used += rounded;
         s->tenant->dev[dev->id].mem_used += rounded;
+        if (s->tenant->mem_used > s->tenant->mem_peak)
+                s->tenant->mem_peak = s->tenant->mem_used;
         session_reply_result(s, req->id, json_pack("{s:I}", "buffer", (json_int_t)h));
+        check_watermark(s->npud, dev);
 }
 
 static void method_mem_free(struct request *req)
@@ -95,13 +134,11 @@ static void method_mem_free(struct request *req)
                                     "mem_free: buffer handle %" PRIu64 " is unknown or already freed", h);
                 return;
         }
-        uint64_t rounded = (b->size + ALLOC_GRANULE - 1) / ALLOC_GRANULE * ALLOC_GRANULE;
-        s->buffer_bytes -= b->size;
-        s->dev_bytes[b->dev->id] -= rounded;
-        s->tenant->mem_used -= rounded;
-        s->tenant->dev[b->dev->id].mem_used -= rounded;
+        struct device *dev = b->dev;
+        session_buffer_released(s, b);
         buffer_unref(b); /* memory returns once tasks using it complete */
         session_reply_result(s, req->id, NULL);
+        check_watermark(s->npud, dev);
 }
 
 static void method_region_register(struct request *req)
@@ -129,7 +166,15 @@ static void method_region_register(struct request *req)
         }
         int fd = req->fds[idx];
         req->fds[idx] = -1;
-        if (region_new(fd, lim->max_region_bytes - s->region_bytes, &r, err, sizeof(err)) < 0) {
+        uint64_t room = lim->max_region_bytes - s->region_bytes;
+        const struct tenant *tn = s->tenant;
+        if (tn->pol.max_region_bytes) {
+                uint64_t troom = tn->region_bytes < tn->pol.max_region_bytes
+                                         ? tn->pol.max_region_bytes - tn->region_bytes : 0;
+                if (troom < room)
+                        room = troom;
+        }
+        if (region_new(fd, room, &r, err, sizeof(err)) < 0) {
                 session_reply_error(s, req->id, PROTO_E_INVALID, "region_register: %s", err);
                 return;
         }
@@ -139,6 +184,7 @@ static void method_region_register(struct request *req)
                 return;
         }
         s->region_bytes += r->size;
+        s->tenant->region_bytes += r->size;
         session_reply_result(s, req->id, json_pack("{s:I, s:I}", "region", (json_int_t)h, "size",
                                                    (json_int_t)r->size));
 }
@@ -159,6 +205,7 @@ static void method_region_unregister(struct request *req)
                 return;
         }
         s->region_bytes -= r->size;
+        s->tenant->region_bytes -= r->size;
         region_unref(r); /* unmapped once in-flight copies complete */
         session_reply_result(s, req->id, NULL);
 }

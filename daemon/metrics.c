@@ -20,14 +20,6 @@
 #include "npud.h"
 #include "session.h"
 
-/* Tenants: set to 1 once daemon/tenant.h provides session_tenant_name() and
- * session_tenant_class(); until then every task counts under tenant "default", class
- * "normal". */
-#define METRICS_USE_TENANTS 0
-#if METRICS_USE_TENANTS
-#include "tenant.h"
-#endif
-
 #ifndef NPUD_VERSION
 #define NPUD_VERSION "0.1.0"
 #endif
@@ -79,24 +71,6 @@ struct metrics {
         struct metrics_tenant *last; /* most tasks complete for the tenant of the one before */
         struct metrics_latency latency[NCLASSES];
 };
-
-const char *metrics_session_tenant(const struct session *s)
-{
-#if METRICS_USE_TENANTS
-        return s ? session_tenant_name(s) : "default";
-#else
-        return "default";
-#endif
-}
-
-const char *metrics_session_class(const struct session *s)
-{
-#if METRICS_USE_TENANTS
-        return s ? session_tenant_class(s) : "normal";
-#else
-        return "normal";
-#endif
-}
 
 static int parse_port(const char *s, uint16_t *ret_port)
 {
@@ -492,9 +466,9 @@ int metrics_start(struct npud *d, char *err, size_t errlen)
         evhttp_set_allowed_methods(m->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST |
                                    EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS |
                                    EVHTTP_REQ_TRACE | EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
-        evhttp_set_max_headers_size(m->http, 16384);
-        evhttp_set_max_body_size(m->http, 16384);
-        evhttp_set_timeout(m->http, 30);
+        evhttp_set_max_headers_size(m->http, 8192);
+        evhttp_set_max_body_size(m->http, 4096);
+        evhttp_set_timeout(m->http, 10);
         evhttp_set_gencb(m->http, on_request, m);
         fd = listen_socket(&addr, len, where, err, errlen);
         if (fd < 0) {

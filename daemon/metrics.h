@@ -12,7 +12,6 @@
 
 struct evbuffer;
 struct npud;
-struct session;
 
 /* Distinct tenant names counted separately; later ones are counted as tenant "other". */
 #define METRICS_MAX_TENANTS 256
@@ -37,10 +36,5 @@ int metrics_render(struct npud *d, struct evbuffer *out);
  * metrics are off. */
 void metrics_task_done(struct npud *d, const char *tenant, const char *tenant_class, int device,
                        int failed, uint64_t latency_ns);
-
-/* The tenant name and tenant class a session's tasks are counted under (s may be NULL once
- * the session is gone). */
-const char *metrics_session_tenant(const struct session *s);
-const char *metrics_session_class(const struct session *s);
 
 #endif

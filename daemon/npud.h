@@ -7,6 +7,7 @@
 
 #include "config.h"
 #include "device.h"
+#include "export.h"
 #include "stream.h"
 #include "tenant.h"
 
@@ -42,6 +43,7 @@ struct npud {
         struct npud_hooks hooks;
         struct metrics *metrics; /* NULL unless a metrics listener is configured */
         struct tenant_registry tenants;
+        struct export_list exports;
         TAILQ_HEAD(, stream) settle; /* streams whose head may have changed */
         uint64_t tile_ns;
         int calibrate; /* learn real kernel speed (compute mode); model mode is the model */

@@ -288,6 +288,10 @@ static void stream_settle(struct npud *d, struct stream *st)
                                 st->last_end_ns = now;
                         task_retire(t, 0);
                         continue;
+                case TASK_FREE:
+                        stream_pop(st);
+                        task_retire(t, 0); /* drops the last reference the stream held */
+                        continue;
                 case TASK_FAIL:
                         stream_pop(st);
                         if (!st->error.code && st->session)
@@ -300,8 +304,8 @@ static void stream_settle(struct npud *d, struct stream *st)
                                 task_retire(t, 1);
                                 continue;
                         }
-                        for (int e = 0; e < OPS_ENGINE_COUNT; e++)
-                                st->q.cost[e] = head_cost(st, t, e);
+                        for (int e = 0; e < OPS_ENGINE_COUNT; e++) /* a tiled task stays on its engine */
+                                st->q.cost[e] = t->tiles && e != t->tile_engine ? 0 : head_cost(st, t, e);
                         st->q.deadline = st->deadline_ns ? t->enqueue_ns + st->deadline_ns : 0;
                         pd_queue_ready(&st->dev->pd, &st->q, now_ns());
                         return;

@@ -17,6 +17,8 @@
 #include "notify.h"
 #include "npud.h"
 #include "sched.h"
+#include "alloc.h"
+#include "export.h"
 #include "session.h"
 #include "tenant.h"
 
@@ -276,6 +278,17 @@ static void peer_identity(struct session *s)
         }
 }
 
+void session_buffer_released(struct session *s, const struct buffer *b)
+{
+        if (b->parent)
+                return;
+        uint64_t rounded = (b->size + ALLOC_GRANULE - 1) / ALLOC_GRANULE * ALLOC_GRANULE;
+        s->buffer_bytes -= b->size;
+        s->dev_bytes[b->dev->id] -= rounded;
+        s->tenant->mem_used -= rounded;
+        s->tenant->dev[b->dev->id].mem_used -= rounded;
+}
+
 int session_assign_tenant(struct session *s, const char *request)
 {
         struct tenant_registry *reg = &s->npud->tenants;
@@ -292,6 +305,8 @@ int session_assign_tenant(struct session *s, const char *request)
                 old->sessions--;
                 old->streams -= s->handles.count[HANDLE_STREAM];
                 t->streams += s->handles.count[HANDLE_STREAM];
+                old->region_bytes -= s->region_bytes;
+                t->region_bytes += s->region_bytes;
                 for (int i = 0; i < reg->ndevices; i++) {
                         old->dev[i].mem_used -= s->dev_bytes[i];
                         t->dev[i].mem_used += s->dev_bytes[i];
@@ -345,7 +360,8 @@ int session_new(struct npud *d, int fd, struct session **ret)
         d->nsessions++;
         if (d->hooks.session_opened)
                 d->hooks.session_opened(d, s);
-        log_session_msg(LOG_LVL_INFO, s->id, s->pid, NULL, -1,
+        log_session_msg(LOG_LVL_INFO, s->id, s->pid,
+                        s->tenant ? s->tenant->pol.name : NULL, -1,
                         "session %llu opened: pid %d uid %d (%s)", (unsigned long long)s->id,
                         (int)s->pid, (int)s->uid, s->comm);
         notify_sessions_changed(d);
@@ -376,7 +392,8 @@ void session_close(struct session *s, const char *reason)
         if (s->closing)
                 return;
         s->closing = 1;
-        log_session_msg(LOG_LVL_INFO, s->id, s->pid, NULL, -1,
+        log_session_msg(LOG_LVL_INFO, s->id, s->pid,
+                        s->tenant ? s->tenant->pol.name : NULL, -1,
                         "session %llu closed (pid %d): %s; %u tasks queued",
                         (unsigned long long)s->id, (int)s->pid, reason, s->queued_tasks);
         event_free(s->read_event);
@@ -403,10 +420,12 @@ void session_close(struct session *s, const char *reason)
                 TAILQ_REMOVE(&s->streams, st, session_link);
                 st->session = NULL;
         }
+        export_revoke_session(&d->exports, s->id);
         handle_foreach(&s->handles, release_handle, s);
         if (s->tenant) {
                 s->tenant->sessions--;
                 s->tenant->streams -= s->handles.count[HANDLE_STREAM];
+                s->tenant->region_bytes -= s->region_bytes;
                 for (int i = 0; i < d->devices.count; i++) {
                         s->tenant->dev[i].mem_used -= s->dev_bytes[i];
                         s->tenant->mem_used -= s->dev_bytes[i];

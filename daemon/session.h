@@ -48,6 +48,10 @@ struct session {
         int backpressure_error;       /* over the queued-task limit: reject, don't block */
 };
 
+/* The client gave up its handle to b: stop charging it (only allocations are charged;
+ * views and imports share memory someone else allocated). */
+void session_buffer_released(struct session *s, const struct buffer *b);
+
 /* Move the session to the tenant its credentials (and request) match under the current
  * policy. 0, -EPERM or -ENOENT (request refused or unknown; tenant unchanged). */
 int session_assign_tenant(struct session *s, const char *request);

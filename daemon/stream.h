@@ -21,6 +21,7 @@ enum task_kind {
         TASK_EVENT_RECORD,
         TASK_STREAM_WAIT,
         TASK_FAIL, /* a submission that failed, reported when the stream reaches it */
+        TASK_FREE, /* stream-ordered free: holds the buffer until the stream reaches it */
 };
 
 #define TASK_MAX_REFS (OPS_MAX_INPUTS + OPS_MAX_OUTPUTS)

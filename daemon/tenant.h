@@ -28,6 +28,8 @@ struct tenant {
         int index; /* in the current policy; -1 once removed by a reload */
         struct policy_tenant pol;
         uint64_t mem_used;
+        uint64_t mem_peak;
+        uint64_t region_bytes;
         uint32_t streams;
         uint32_t queued;
         uint32_t sessions;

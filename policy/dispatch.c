@@ -103,10 +103,15 @@ static int queue_before(const struct pd_device *dev, const struct pd_queue *a,
         int rb = class_rank(dev, b->tenant->klass, be_starved);
         if (ra != rb)
                 return ra < rb;
-        /* latency-critical work with deadlines: earliest deadline first, across tenants */
-        if (a->tenant->klass == POLICY_CLASS_LATENCY_CRITICAL && a->deadline && b->deadline &&
-            a->deadline != b->deadline)
-                return a->deadline < b->deadline;
+        /* latency-critical work: heads with deadlines first, earliest first, across tenants;
+         * the fair order below decides among the rest (a total order, so picks do not
+         * depend on the order queues became ready) */
+        if (a->tenant->klass == POLICY_CLASS_LATENCY_CRITICAL && (a->deadline || b->deadline)) {
+                if (!a->deadline || !b->deadline)
+                        return a->deadline != 0;
+                if (a->deadline != b->deadline)
+                        return a->deadline < b->deadline;
+        }
         if (a->tenant != b->tenant && a->tenant->vtime != b->tenant->vtime)
                 return a->tenant->vtime < b->tenant->vtime;
         if (a->priority != b->priority)

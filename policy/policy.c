@@ -36,6 +36,7 @@ void policy_config_init(struct policy_config *c)
         c->placement = POLICY_PLACE_LEAST_LOADED;
         c->min_share = 0.05;
         c->tile_ns = 1000000;
+        c->low_watermark = 0.1;
 }
 
 static int fail(char *err, size_t errlen, const char *path, const char *what)
@@ -109,7 +110,7 @@ static int parse_tenant(struct policy_tenant *t, json_t *obj, const char *path, 
 {
         static const char *const keys[] = { "name", "class", "weight", "uids", "gids",
                                             "memory_quota", "max_streams", "max_queued_tasks",
-                                            "devices", NULL };
+                                            "devices", "max_host_region_bytes", NULL };
         static const char *const qkeys[] = { "total", "per_device", NULL };
         json_t *v;
         char p[160];
@@ -154,6 +155,8 @@ static int parse_tenant(struct policy_tenant *t, json_t *obj, const char *path, 
                     (e = get_uint(v, "per_device", p, INT64_MAX, &t->quota_per_device, err, errlen)))
                         return e;
         }
+        if ((e = get_uint(obj, "max_host_region_bytes", path, INT64_MAX, &t->max_region_bytes, err, errlen)))
+                return e;
         u = t->max_streams;
         if ((e = get_uint(obj, "max_streams", path, 1u << 20, &u, err, errlen)))
                 return e;
@@ -184,7 +187,7 @@ int policy_config_parse(struct policy_config *c, json_t *tenants, json_t *schedu
         static const char *const skeys[] = { "placement", "min_best_effort_share", "tile_us", NULL };
         json_t *v;
         size_t i;
-        int e;
+        int e, default_seen = 0;
 
         if (tenants) {
                 if (!json_is_array(tenants) || json_array_size(tenants) >= POLICY_MAX_TENANTS)
@@ -196,7 +199,9 @@ int policy_config_parse(struct policy_config *c, json_t *tenants, json_t *schedu
                         if ((e = parse_tenant(&t, v, path, err, errlen)))
                                 return e;
                         int idx = policy_tenant_find(c, t.name);
-                        if (idx > 0) {
+                        /* "default" is always present, so only a second entry for it is a
+                         * duplicate */
+                        if (idx > 0 || (idx == 0 && default_seen++)) {
                                 char p[64];
                                 snprintf(p, sizeof(p), "%s.name", path);
                                 return fail(err, errlen, p, "duplicate tenant name");
@@ -232,6 +237,26 @@ int policy_config_parse(struct policy_config *c, json_t *tenants, json_t *schedu
                 if (us < 10)
                         return fail(err, errlen, "scheduler.tile_us", "must be at least 10");
                 c->tile_ns = us * 1000;
+        }
+        return 0;
+}
+
+int policy_memory_parse(struct policy_config *c, json_t *memory, char *err, size_t errlen)
+{
+        static const char *const keys[] = { "reserved_for_latency_critical", "low_watermark", NULL };
+        json_t *v;
+        int e;
+
+        if (!memory)
+                return 0;
+        if ((e = only_keys(memory, "memory", keys, err, errlen)) ||
+            (e = get_uint(memory, "reserved_for_latency_critical", "memory", INT64_MAX, &c->lc_reserved,
+                          err, errlen)))
+                return e;
+        if ((v = json_object_get(memory, "low_watermark"))) {
+                if (!json_is_number(v) || json_number_value(v) < 0 || json_number_value(v) > 1)
+                        return fail(err, errlen, "memory.low_watermark", "must be a fraction from 0 to 1");
+                c->low_watermark = json_number_value(v);
         }
         return 0;
 }

@@ -39,6 +39,7 @@ struct policy_tenant {
         uint32_t max_streams;      /* 0 = unlimited */
         uint32_t max_queued_tasks; /* 0 = unlimited */
         uint64_t devices;          /* bitmask of allowed devices (bit i = device i) */
+        uint64_t max_region_bytes; /* host-region bytes over all its sessions; 0 = unlimited */
 };
 
 struct policy_config {
@@ -47,11 +48,15 @@ struct policy_config {
         enum policy_placement placement;
         double min_share;   /* engine-time share best-effort work always gets when it waits */
         uint64_t tile_ns;   /* target duration of one dispatch (tile or chain) */
+        uint64_t lc_reserved;   /* device bytes only latency-critical tenants may take */
+        double low_watermark;   /* notify clients when a device's free memory falls below */
 };
 
 /* Defaults: just the "default" tenant (normal, weight 1, unlimited), least-loaded placement,
  * min share 0.05, 1 ms tiles. */
 void policy_config_init(struct policy_config *c);
+/* Parse the "memory" object: {"reserved_for_latency_critical": bytes, "low_watermark": 0..1}. */
+int policy_memory_parse(struct policy_config *c, json_t *memory, char *err, size_t errlen);
 /* Parse the "tenants" array and "scheduler" object (either may be NULL) over defaults.
  * 0, or -EINVAL with a message naming the key (e.g. "tenants[2].class"). */
 int policy_config_parse(struct policy_config *c, json_t *tenants, json_t *scheduler, char *err,

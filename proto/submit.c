@@ -22,7 +22,8 @@ static size_t payload_size(const struct proto_rec *rec)
         case PROTO_REC_COPY: return 40;
         case PROTO_REC_MEMSET: return 24;
         case PROTO_REC_EVENT_RECORD:
-        case PROTO_REC_STREAM_WAIT: return 8;
+        case PROTO_REC_STREAM_WAIT:
+        case PROTO_REC_FREE: return 8;
         case PROTO_REC_LAUNCH:
                 if ((unsigned)rec->launch.nin + rec->launch.nout > PROTO_REC_MAX_TENSORS ||
                     rec->launch.nattr > PROTO_REC_MAX_ATTRS)
@@ -70,6 +71,9 @@ size_t proto_rec_encode(const struct proto_rec *rec, uint8_t *out)
         case PROTO_REC_EVENT_RECORD:
         case PROTO_REC_STREAM_WAIT:
                 put32(p, rec->event.event);
+                break;
+        case PROTO_REC_FREE:
+                put32(p, rec->free.buf);
                 break;
         case PROTO_REC_LAUNCH: {
                 size_t nt = (size_t)rec->launch.nin + rec->launch.nout;
@@ -195,6 +199,11 @@ int proto_rec_decode(const uint8_t *buf, size_t len, size_t *pos, struct proto_r
         case PROTO_REC_EVENT_RECORD:
         case PROTO_REC_STREAM_WAIT:
                 rec.event.event = get32(p);
+                if (get32(p + 4))
+                        goto reserved;
+                break;
+        case PROTO_REC_FREE:
+                rec.free.buf = get32(p);
                 if (get32(p + 4))
                         goto reserved;
                 break;

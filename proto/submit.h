@@ -8,6 +8,8 @@
  *                 u64 dst_off, u64 src_off, u64 len                        (40 bytes)
  *   MEMSET      : u32 buf, u8 value, u8[3] 0, u64 off, u64 len             (24 bytes)
  *   EVENT_RECORD, STREAM_WAIT: u32 event, u32 0                            (8 bytes)
+ *   FREE        : u32 buf, u32 0: the buffer handle dies at submission, the memory returns
+ *                 when the stream reaches this point                        (8 bytes)
  *   LAUNCH      : char op[32] (NUL padded), u8 nin, u8 nout, u8 nattr, u8 0, u32 0,
  *                 then nin+nout tensors of 80 bytes:
  *                   u32 buf, u8 dtype, u8 ndim, u16 0, u64 offset, i64 dims[8]
@@ -32,6 +34,7 @@ enum proto_rec_type {
         PROTO_REC_EVENT_RECORD = 3,
         PROTO_REC_STREAM_WAIT = 4,
         PROTO_REC_LAUNCH = 5,
+        PROTO_REC_FREE = 6,
 };
 
 enum proto_mem_kind { PROTO_MEM_BUFFER = 0, PROTO_MEM_REGION = 1 };
@@ -69,6 +72,9 @@ struct proto_rec {
                 struct {
                         uint32_t event;
                 } event;
+                struct {
+                        uint32_t buf;
+                } free;
                 struct {
                         char op[PROTO_REC_OP_NAME]; /* always NUL terminated after decode */
                         uint8_t nin, nout, nattr;

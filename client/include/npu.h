@@ -135,6 +135,26 @@ npu_status_t npu_free(npu_context_t *ctx, npu_buffer_t buf);
 npu_status_t npu_memset(npu_context_t *ctx, npu_buffer_t buf, uint64_t offset, int value,
                         uint64_t size);
 
+/* Free at a point in a stream: the handle dies now (later work naming it is rejected), the
+ * memory returns once the stream has run everything submitted before. */
+npu_status_t npu_free_async(npu_context_t *ctx, npu_stream_t stream, npu_buffer_t buf,
+                            uint64_t *ret_task);
+/* A view of [offset, offset+size) of buf: its own handle, sharing buf's memory and lifetime
+ * (the memory stays while any view or task uses it). Free it with npu_free. */
+npu_status_t npu_buffer_view(npu_context_t *ctx, npu_buffer_t buf, uint64_t offset,
+                             uint64_t size, npu_buffer_t *ret_view);
+
+/* Sharing with other sessions. npu_buffer_export returns a 32-character token (plus NUL)
+ * that sessions of the same tenant — or of the tenants named (at most 8) — can import. An
+ * importer gets its own handle and keeps the memory alive after the exporter frees or exits.
+ * readonly: imports may only be read. The exporter can revoke the token (no new imports). */
+#define NPU_TOKEN_LEN 33
+npu_status_t npu_buffer_export(npu_context_t *ctx, npu_buffer_t buf, const char *const *tenants,
+                               int ntenants, int readonly, char ret_token[NPU_TOKEN_LEN]);
+npu_status_t npu_buffer_import(npu_context_t *ctx, const char *token, int readonly,
+                               npu_buffer_t *ret_buf);
+npu_status_t npu_buffer_revoke(npu_context_t *ctx, const char *token);
+
 /* Host regions: shared memory mapped by the client and npud, the analogue of pinned memory. */
 npu_status_t npu_host_alloc(npu_context_t *ctx, uint64_t size, void **ret_ptr,
                             npu_region_t *ret_region);

@@ -64,6 +64,16 @@ struct backend_ops {
         /* Queue a unit; it comes back through the completion callback on the loop thread. */
         int (*submit)(struct backend *b, struct exec_unit *unit);
         void (*destroy)(struct backend *b);
+        /* Optional (NULL where unsupported): inject a fault on a device (kind: enum
+         * fault_kind of manage.h) or clear every fault there; items that start afterwards see
+         * the change. Loop thread; 0 or -errno. */
+        int (*inject_fault)(struct backend *b, int device, int kind, double value);
+        int (*clear_fault)(struct backend *b, int device);
+        /* Optional: the faults in force on a device, for npuctl health: items still to fail
+         * (fail-next), whether every item fails (fail-device), the duration factor (slow; 1 =
+         * none). Loop thread; 0 or -errno. */
+        int (*query_fault)(struct backend *b, int device, int *fail_next, int *failed,
+                           double *slow);
 };
 
 struct backend {

@@ -348,6 +348,21 @@ static int sim_clear_fault(struct backend *b, int device)
         return 0;
 }
 
+static int sim_query_fault(struct backend *b, int device, int *fail_next, int *failed,
+                           double *slow)
+{
+        struct sim *s = (struct sim *)b;
+        uint64_t m;
+
+        if (device < 0 || device >= s->ndevices)
+                return -ENODEV;
+        *fail_next = atomic_load(&s->devices[device].fail_next);
+        *failed = atomic_load(&s->devices[device].failed);
+        m = atomic_load(&s->devices[device].slow_milli);
+        *slow = m ? (double)m / 1000.0 : 1.0;
+        return 0;
+}
+
 static void sim_destroy(struct backend *b)
 {
         struct sim *s = (struct sim *)b;
@@ -383,6 +398,7 @@ static const struct backend_ops sim_ops = {
         .destroy = sim_destroy,
         .inject_fault = sim_inject_fault,
         .clear_fault = sim_clear_fault,
+        .query_fault = sim_query_fault,
 };
 
 int sim_backend_new(struct event_base *base, int ndevices, const char *profile, int mode,

@@ -126,11 +126,13 @@ printf '{"metrics": {"port": 9464}}' >"$dir/bad2.conf"
 [ $? = 2 ] && grep -q -- "--metrics-listen" "$dir/err" && pass "bad --metrics-listen exits 2 naming it" \
         || fail "bad --metrics-listen: $(cat "$dir/err")"
 
-# TCP, from the config file, on a free port of 127.0.0.1.
+# TCP, from the config file, on a free port of 127.0.0.1; this user's sessions belong to a
+# latency-critical tenant.
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 sock=$dir/npud.sock
 url=http://127.0.0.1:$port
-printf '{"sim": {"devices": 2, "profile": "910B3"}, "metrics": {"listen": "127.0.0.1:%s"}}\n' "$port" >"$dir/npud.conf"
+printf '{"sim": {"devices": 2, "profile": "910B3"}, "metrics": {"listen": "127.0.0.1:%s"},
+  "tenants": [{"name": "lc-team", "class": "latency-critical", "uids": [%s]}]}\n' "$port" "$(id -u)" >"$dir/npud.conf"
 "$npud" --config "$dir/npud.conf" --socket "$sock" --log-level warn 2>"$dir/npud.log" &
 pid=$!
 if ! wait_up "$sock" "$url/metrics"; then
@@ -174,8 +176,11 @@ for dev in 0 1; do
 done
 busy=$(awk '$1 ~ /^npud_engine_busy_seconds_total\{device="0",engine="(cube|dma)"\}$/ && $2 > 0' "$m" | wc -l)
 [ "$busy" = 2 ] && pass "cube and dma busy seconds > 0 on device 0" || fail "engine busy seconds: $(grep busy_seconds "$m")"
-done_tasks=$(sum "$m" 'npud_tasks_total{tenant="default",device="0",status="completed"}')
-[ "$done_tasks" -gt 0 ] && pass "npud_tasks_total completed = $done_tasks" || fail "no completed tasks counted"
+done_tasks=$(sum "$m" 'npud_tasks_total{tenant="lc-team",device="0",status="completed"}')
+[ "$done_tasks" -gt 0 ] && pass "npud_tasks_total{tenant=\"lc-team\"} completed = $done_tasks" \
+        || fail "no completed tasks counted for the tenant: $(grep '^npud_tasks_total' "$m")"
+[ "$(value "$m" 'npud_task_latency_seconds_count{class="latency-critical"}')" -gt 0 ] \
+        && pass "latency counted under the tenant's class" || fail "latency-critical count"
 [ "$(sum "$m" 'npud_tasks_total{')" = "$(sum "$m" 'npud_task_latency_seconds_count{')" ] \
         && pass "latency histogram counts every task" || fail "histogram count != tasks_total"
 [ "$(value "$m" 'npud_task_latency_seconds_bucket{class="normal",le="+Inf"}')" = "$(value "$m" 'npud_task_latency_seconds_count{class="normal"}')" ] \
@@ -205,8 +210,9 @@ if wait_up "$sock" "unix:$msock:/metrics"; then
         check_scrape "$m" "unix scrape"
         v=$(value "$m" 'npud_device_memory_total_bytes{device="0"}')
         [ "$v" = 68719476736 ] && pass "unix: memory total 64 GiB" || fail "unix: memory total '$v'"
-        [ "$(sum "$m" 'npud_tasks_total{tenant="default",device="0",status="completed"}')" -gt 0 ] \
-                && pass "unix: tasks counted" || fail "unix: no tasks counted"
+        [ "$(sum "$m" 'npud_tasks_total{tenant="default",device="0",status="completed"}')" -gt 0 ] &&
+                [ "$(value "$m" 'npud_task_latency_seconds_count{class="normal"}')" -gt 0 ] \
+                && pass "unix: tasks counted under tenant default, class normal" || fail "unix: no tasks counted"
         scrape "unix:$msock:/other" GET "$dir/uother"
         [ "$(cat "$dir/uother.status")" = 404 ] && pass "unix: /other is 404" || fail "unix: /other: $(cat "$dir/uother.status")"
         stop_npud "unix"

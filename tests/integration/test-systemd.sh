@@ -50,7 +50,8 @@ done
 
 # --- 1-3: the unit files, installed into a temporary root -----------------------------------
 root=$dir/root
-if make -s install BUILD="$build" PREFIX=/usr DESTDIR="$root" >"$dir/install.log" 2>&1; then
+# -o all: install what was built, never rebuild here (the build is the caller's).
+if make -s -o all install BUILD="$build" PREFIX=/usr DESTDIR="$root" >"$dir/install.log" 2>&1; then
         pass "make install"
 else
         fail "make install"; cat "$dir/install.log"
@@ -261,8 +262,9 @@ if [ $rc = 77 ] || grep -q "unshare failed" "$dir/unshare.err" 2>/dev/null; then
         echo "skip: structured journal entries (needs root and a mount namespace)"
 else
         if grep 'MESSAGE=session [0-9]* opened' "$dir/journal.log" | grep 'NPUD_SESSION=' \
-                | grep 'NPUD_PID=' | grep 'PRIORITY=6' | grep -q 'SYSLOG_IDENTIFIER=npud'; then
-                pass "journal entries carry NPUD_SESSION, NPUD_PID, PRIORITY, SYSLOG_IDENTIFIER"
+                | grep 'NPUD_PID=' | grep 'NPUD_TENANT=' | grep 'PRIORITY=6' \
+                | grep -q 'SYSLOG_IDENTIFIER=npud'; then
+                pass "journal entries carry NPUD_SESSION, NPUD_PID, NPUD_TENANT, PRIORITY, SYSLOG_IDENTIFIER"
         else
                 fail "structured journal entries"; cat "$dir/journal.log" "$dir/stderr.log" "$dir/unshare.err"
         fi

@@ -740,7 +740,7 @@ START_TEST(test_rec_size_rejects)
         ck_assert_uint_eq(proto_rec_size(&r), 0);
         ck_assert_uint_eq(proto_rec_encode(&r, out), 0);
         ck_assert_uint_eq(out[0], 0x5a); /* nothing written */
-        r.type = 6;
+        r.type = 7; /* first unassigned record type */
         ck_assert_uint_eq(proto_rec_size(&r), 0);
         r = mk_launch(6, 6, PROTO_REC_MAX_ATTRS);
         ck_assert_uint_gt(proto_rec_size(&r), 0);
@@ -841,8 +841,8 @@ START_TEST(test_rec_decode_length_mismatch)
         wr32(buf + 4, 64);
         wr16(buf, 0);
         rec_expect_bad(buf, sizeof(buf), "type 0");
-        wr16(buf, 6);
-        rec_expect_bad(buf, sizeof(buf), "type 6");
+        wr16(buf, 7);
+        rec_expect_bad(buf, sizeof(buf), "type 7");
         wr16(buf, 0xffff);
         rec_expect_bad(buf, sizeof(buf), "type 0xffff");
 
@@ -1005,6 +1005,26 @@ START_TEST(test_rec_decode_bad_names)
 }
 END_TEST
 
+START_TEST(test_rec_free_roundtrip)
+{
+        struct proto_rec r = { .type = PROTO_REC_FREE, .seq = 77, .stream = 5 }, out;
+        uint8_t buf[64];
+        size_t pos = 0;
+        char err[128];
+
+        r.free.buf = 0x123456;
+        ck_assert_uint_eq(proto_rec_size(&r), 32);
+        ck_assert_uint_eq(proto_rec_encode(&r, buf), 32);
+        ck_assert_int_eq(proto_rec_decode(buf, 32, &pos, &out, err, sizeof(err)), 1);
+        ck_assert_uint_eq(out.type, PROTO_REC_FREE);
+        ck_assert_uint_eq(out.free.buf, 0x123456);
+        ck_assert_uint_eq(out.seq, 77);
+        buf[PROTO_REC_HEADER_SIZE + 4] = 1; /* reserved */
+        pos = 0;
+        ck_assert_int_lt(proto_rec_decode(buf, 32, &pos, &out, err, sizeof(err)), 0);
+}
+END_TEST
+
 START_TEST(test_rec_sequence)
 {
         struct proto_rec recs[6];
@@ -1091,9 +1111,11 @@ static Suite *message_suite(void)
         tcase_add_test(tc, test_rec_decode_reserved);
         tcase_add_test(tc, test_rec_decode_bad_names);
         tcase_add_test(tc, test_rec_sequence);
+        tcase_add_test(tc, test_rec_free_roundtrip);
         suite_add_tcase(s, tc);
         return s;
 }
+
 
 int main(void)
 {

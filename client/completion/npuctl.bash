@@ -1,0 +1,79 @@
+# bash completion for npuctl(8), the administration CLI of npud.
+# Installed as $(PREFIX)/share/bash-completion/completions/npuctl. Device numbers, session
+# ids and tenant names are asked from the running npud (quietly; nothing when it is down).
+
+_npuctl_query()
+{
+        # $1: listing (devices, sessions, tenants); prints the ids/names, one per line
+        local -a sock=()
+        [[ -n $_npuctl_socket ]] && sock=(--socket "$_npuctl_socket")
+        npuctl "${sock[@]}" --csv --fields "$2" "$1" 2>/dev/null | tail -n +2
+}
+
+_npuctl()
+{
+        local cur prev words cword
+        _init_completion 2>/dev/null || {
+                COMPREPLY=()
+                cur=${COMP_WORDS[COMP_CWORD]}
+                prev=${COMP_WORDS[COMP_CWORD-1]}
+                words=("${COMP_WORDS[@]}")
+                cword=$COMP_CWORD
+        }
+        local commands="devices device top health sessions session mem drain undrain reset fault
+                        tenants quota sched reload version help"
+        local globals="--socket --json --csv --fields --watch --count --help"
+        local _npuctl_socket="" cmd="" i
+        local -a args=()
+
+        # find the socket (for queries), the command and its operands so far
+        for ((i = 1; i < cword; i++)); do
+                case ${words[i]} in
+                --socket) _npuctl_socket=${words[i+1]}; ((i++)) ;;
+                --socket=*) _npuctl_socket=${words[i]#--socket=} ;;
+                --fields|--watch|--count|--device) ((i++)) ;;
+                -*) ;;
+                *) if [[ -z $cmd ]]; then cmd=${words[i]}; else args+=("${words[i]}"); fi ;;
+                esac
+        done
+
+        case $prev in
+        --socket) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --fields|--watch|--count) return ;;
+        --device) COMPREPLY=($(compgen -W "$(_npuctl_query devices id)" -- "$cur")); return ;;
+        esac
+        if [[ $cur == -* ]]; then
+                local extra=""
+                [[ $cmd == quota && ${args[0]} == set ]] && extra="--device"
+                COMPREPLY=($(compgen -W "$globals $extra" -- "$cur"))
+                return
+        fi
+        if [[ -z $cmd ]]; then
+                COMPREPLY=($(compgen -W "$commands" -- "$cur"))
+                return
+        fi
+        local n=${#args[@]}
+        case $cmd in
+        device)
+                if ((n == 0)); then COMPREPLY=($(compgen -W "show" -- "$cur"))
+                elif ((n == 1)); then COMPREPLY=($(compgen -W "$(_npuctl_query devices id)" -- "$cur")); fi ;;
+        mem|drain|undrain|reset)
+                ((n == 0)) && COMPREPLY=($(compgen -W "$(_npuctl_query devices id)" -- "$cur")) ;;
+        session)
+                if ((n == 0)); then COMPREPLY=($(compgen -W "kill" -- "$cur"))
+                elif ((n == 1)); then COMPREPLY=($(compgen -W "$(_npuctl_query sessions id)" -- "$cur")); fi ;;
+        fault)
+                if ((n == 0)); then COMPREPLY=($(compgen -W "inject clear" -- "$cur"))
+                elif ((n == 1)); then COMPREPLY=($(compgen -W "$(_npuctl_query devices id)" -- "$cur"))
+                elif ((n == 2)) && [[ ${args[0]} == inject ]]; then
+                        COMPREPLY=($(compgen -W "fail-next fail-device slow" -- "$cur"))
+                fi ;;
+        quota)
+                if ((n == 0)); then COMPREPLY=($(compgen -W "show set" -- "$cur"))
+                elif ((n == 1)); then COMPREPLY=($(compgen -W "$(_npuctl_query tenants name)" -- "$cur")); fi ;;
+        help)
+                ;;
+        esac
+}
+
+complete -F _npuctl npuctl

@@ -1,0 +1,344 @@
+#!/bin/sh
+# npuctl against a real npud on a temporary socket, with two configured tenants and load from
+# the examples and a memory-holding client (npuctl-hold): every command's table, --json
+# (parsed with python3), --csv --fields output and exit code; unknown devices, sessions and
+# tenants named in the error; drain/undrain, fault inject/clear and reset as seen by health,
+# devices and the examples; session kill; quotas; reload with a good and a broken file (the
+# old configuration stays); exit 4 for an unprivileged admin call; top and --watch; bash
+# completion; the man pages format without a warning and install. Anything missing fails.
+set -u
+build=${1:-build}
+npud=$build/bin/npud
+npuctl=$build/bin/npuctl
+hold=$build/tests/npuctl-hold
+dir=$(mktemp -d /tmp/npud-npuctl-XXXXXX)
+sock=$dir/npud.sock
+conf=$dir/npud.conf
+fails=0
+pids=""
+trap 'for p in $pids; do kill $p 2>/dev/null; done; rm -rf "$dir"' EXIT
+
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+pass() { echo "ok: $*"; }
+
+# expect_exit CODE WHAT npuctl-args...: run npuctl on the test socket; output in $dir/out, $dir/err
+expect_exit() {
+        want=$1; what=$2; shift 2
+        "$npuctl" --socket "$sock" "$@" >"$dir/out" 2>"$dir/err"
+        got=$?
+        if [ "$got" = "$want" ]; then pass "$what"; else
+                fail "$what: exit $got, expected $want"; sed 's/^/    /' "$dir/err" "$dir/out" | head -20; fi
+}
+# out_has TEXT WHAT / err_has TEXT WHAT: the last command's stdout / stderr contains TEXT
+out_has() { grep -q -- "$1" "$dir/out" && pass "$2" || { fail "$2: no '$1' in output"; sed 's/^/    /' "$dir/out" | head -20; }; }
+err_has() { grep -q -- "$1" "$dir/err" && pass "$2" || { fail "$2: no '$1' in: $(cat "$dir/err")"; }; }
+# py WHAT CODE: run python CODE with j = the last command's stdout parsed as JSON
+py() {
+        what=$1; code=$2
+        if python3 -c "import json,sys
+j=json.load(open(sys.argv[1]))
+$code" "$dir/out" 2>"$dir/pyerr"; then pass "$what"; else
+                fail "$what"; sed 's/^/    /' "$dir/pyerr" | tail -3; sed 's/^/    /' "$dir/out" | head -20; fi
+}
+# until_ok SECONDS CMD...: retry CMD until it succeeds
+until_ok() {
+        t=$(( $1 * 20 )); shift
+        while [ $t -gt 0 ]; do "$@" >/dev/null 2>&1 && return 0; sleep 0.05; t=$((t - 1)); done
+        return 1
+}
+
+for f in "$npud" "$npuctl" "$hold" "$build/bin/example-matmul" "$build/bin/example-two_streams"; do
+        [ -x "$f" ] || { echo "FAIL: $f is missing (make all first)"; exit 1; }
+done
+command -v python3 >/dev/null || { echo "FAIL: python3 is missing"; exit 1; }
+root=0; [ "$(id -u)" = 0 ] && root=1
+
+# ---- man pages and completion (no daemon needed) ----
+for m in docs/man/npud.8 docs/man/npuctl.8 docs/man/npud.conf.5 docs/man/libnpu.3; do
+        if [ ! -f "$m" ]; then fail "$m missing"; continue; fi
+        if ! command -v groff >/dev/null; then fail "groff missing (make deps)"; continue; fi
+        groff -man -Tutf8 -ww -z "$m" >"$dir/man.err" 2>&1
+        [ ! -s "$dir/man.err" ] && pass "$m formats without warnings" || { fail "$m warnings:"; head "$dir/man.err"; }
+        if command -v man >/dev/null; then
+                MANWIDTH=80 man --warnings -l "$m" >"$dir/man.txt" 2>"$dir/man.err"
+                [ -s "$dir/man.txt" ] && [ ! -s "$dir/man.err" ] && pass "man -l $m" || { fail "man -l $m:"; head "$dir/man.err"; }
+        fi
+done
+# every command npuctl --help lists is in the man page and the completion
+"$npuctl" --help >"$dir/help" 2>&1 || fail "npuctl --help"
+for c in devices device top health sessions session mem drain undrain reset fault tenants quota sched reload version; do
+        grep -q "^  $c" "$dir/help" || fail "npuctl --help lacks $c"
+        grep -qw -- "$c" docs/man/npuctl.8 || fail "npuctl.8 lacks $c"
+        grep -qw -- "$c" client/completion/npuctl.bash || fail "completion lacks $c"
+done
+comp=client/completion/npuctl.bash
+complete_words() { # words...: the completions bash offers for the last word
+        bash -c '. "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}
+                 PATH="$NPUCTL_DIR:$PATH" _npuctl; printf "%s\n" "${COMPREPLY[@]}"' _ "$comp" "$@" 2>&1
+}
+export NPUCTL_DIR=$(cd "$(dirname "$npuctl")" && pwd)
+bash -n "$comp" && pass "completion parses" || fail "completion syntax"
+[ "$(complete_words npuctl fa)" = fault ] && pass "completes commands" || fail "completion of 'fa': $(complete_words npuctl fa)"
+[ "$(complete_words npuctl fault inject 0 fail-d)" = fail-device ] && pass "completes fault kinds" \
+        || fail "completion of fault kinds: $(complete_words npuctl fault inject 0 fail-d)"
+complete_words npuctl --cs | grep -q -- --csv && pass "completes options" || fail "completion of --cs"
+
+# ---- npud with two tenants: root's sessions are "lc" ----
+cat >"$conf" <<'EOF'
+{"tenants": [{"name": "lc", "class": "latency-critical", "uids": [0]},
+             {"name": "batch", "class": "best-effort", "weight": 2, "uids": [65534]}]}
+EOF
+"$npud" --socket "$sock" --config "$conf" --sim-devices 2 --log-level warn 2>"$dir/npud.log" &
+npud_pid=$!; pids="$pids $npud_pid"
+until_ok 10 "$npuctl" --socket "$sock" version || { echo "FAIL: npud did not start"; cat "$dir/npud.log"; exit 1; }
+
+# usage errors and an unreachable daemon
+expect_exit 2 "no command"
+expect_exit 2 "unknown command" frobnicate
+err_has frobnicate "unknown command named"
+expect_exit 2 "drain without a device" drain
+expect_exit 2 "drain of a non-number" drain zero
+expect_exit 2 "unknown option" devices --bogus
+expect_exit 2 "--json with --csv" --json --csv devices
+expect_exit 2 "--watch on an action" --watch 1 drain 0
+expect_exit 2 "--count without --watch" --count 2 devices
+expect_exit 2 "unknown field" devices --csv --fields id,bogus
+err_has bogus "unknown field named"
+"$npuctl" --socket "$dir/none.sock" devices >/dev/null 2>&1; r=$?
+[ $r = 3 ] && pass "unreachable npud: exit 3" || fail "unreachable npud: exit $r"
+
+# load: the examples run on device 0; a client holds 1 MiB on device 1
+"$build/bin/example-matmul" "$sock" >/dev/null 2>&1 && pass "example-matmul runs" || fail "example-matmul"
+"$build/bin/example-two_streams" "$sock" >/dev/null 2>&1 && pass "example-two_streams runs" || fail "example-two_streams"
+"$hold" "$sock" 1 1048576 60 >"$dir/hold.out" 2>&1 &
+hold_pid=$!; pids="$pids $hold_pid"
+until_ok 10 grep -q ready "$dir/hold.out" || fail "npuctl-hold did not allocate: $(cat "$dir/hold.out")"
+
+# devices
+expect_exit 0 "devices" devices
+out_has 910B3 "devices table shows the profile"
+out_has "Memory used / total" "devices table has the memory column"
+expect_exit 0 "devices --json" devices --json
+py "devices JSON" "assert [d['id'] for d in j] == [0, 1]; assert j[0]['tasks_completed'] > 0; assert j[1]['memory_used'] == 1048576; assert j[0]['draining'] is False"
+expect_exit 0 "devices --csv --fields" --csv --fields id,health,memory_used devices
+[ "$(cat "$dir/out")" = "id,health,memory_used
+0,ok,0
+1,ok,1048576" ] && pass "devices CSV has the fields in order" || fail "devices CSV: $(cat "$dir/out")"
+expect_exit 0 "devices --fields (table)" devices --fields memory_used,id
+out_has "Memory used" "devices --fields table heading"
+expect_exit 0 "devices --csv" devices --csv
+python3 -c "import csv,sys; r=list(csv.DictReader(open(sys.argv[1]))); assert len(r)==2 and r[1]['memory_used']=='1048576' and r[0]['profile']=='910B3', r" "$dir/out" \
+        && pass "devices CSV parses" || fail "devices CSV: $(cat "$dir/out")"
+
+# device show
+expect_exit 0 "device show 1" device show 1
+out_has "NPU 1" "device show names the device"
+out_has "npuctl-hold" "device show lists the session holding memory"
+out_has "fragmentation" "device show gives fragmentation"
+expect_exit 0 "device show --json" --json device show 1
+py "device show JSON" "assert j['id'] == 1 and j['faults'] == [] and j['memory']['sessions'][0]['bytes'] == 1048576 and any(t['name'] == 'lc' for t in j['tenants'])"
+expect_exit 0 "device show --csv --fields" device show 0 --csv --fields id,health
+[ "$(cat "$dir/out")" = "id,health
+0,ok" ] && pass "device show CSV" || fail "device show CSV: $(cat "$dir/out")"
+expect_exit 1 "device show of an unknown device" device show 7
+err_has "device 7" "unknown device is named"
+expect_exit 2 "device without show" device 0
+
+# sessions
+expect_exit 0 "sessions" sessions
+out_has npuctl-hold "sessions lists the client"
+expect_exit 0 "sessions --json" --json sessions
+py "sessions JSON" "h=[s for s in j if s['comm']=='npuctl-hold']; assert h and h[0]['buffer_bytes'] == 1048576"
+expect_exit 0 "sessions --csv --fields" sessions --csv --fields comm,buffer_bytes
+out_has "^npuctl-hold,1048576$" "sessions CSV row"
+
+# mem
+expect_exit 0 "mem" mem
+out_has "NPU 1: 1.0 MiB used" "mem shows device use"
+out_has "npuctl-hold" "mem shows the session holding memory"
+out_has "lc " "mem shows the tenant holding memory"
+expect_exit 0 "mem 1 --json" mem 1 --json
+py "mem JSON" "d=j['devices']; assert len(d)==1 and d[0]['id']==1 and d[0]['memory_used']==1048576; s=d[0]['sessions'][0]; assert s['comm']=='npuctl-hold' and s['tenant']=='lc' and s['bytes']==1048576; assert d[0]['tenants']==[{'name':'lc','bytes':1048576}]; assert 0 <= d[0]['fragmentation'] < 1 and d[0]['free_segments'] >= 1; assert j['all'] is True"
+expect_exit 0 "mem --csv --fields" mem --csv --fields device,used,sessions
+[ "$(cat "$dir/out")" = "device,used,sessions
+0,0,0
+1,1048576,1" ] && pass "mem CSV" || fail "mem CSV: $(cat "$dir/out")"
+expect_exit 1 "mem of an unknown device" mem 5
+err_has "device 5" "mem names the unknown device"
+
+# tenants and quotas
+expect_exit 0 "tenants" tenants
+out_has "latency-critical" "tenants shows the class"
+out_has "batch" "tenants lists the second tenant"
+expect_exit 0 "tenants --json" tenants --json
+py "tenants JSON" "t={x['name']:x for x in j['tenants']}; assert set(t)=={'default','lc','batch'}; assert t['lc']['memory_used']==1048576 and t['batch']['class']=='best-effort' and t['batch']['weight']==2"
+expect_exit 0 "tenants --csv --fields" tenants --csv --fields name,class
+out_has "^batch,best-effort$" "tenants CSV row"
+expect_exit 0 "quota set (total)" quota set lc 2G
+expect_exit 0 "quota set --device" quota set lc --device 1 1.5M
+expect_exit 0 "tenants after quota set" --json tenants
+py "quota shows in tenants" "t={x['name']:x for x in j['tenants']}; assert t['lc']['memory_quota_total']==2<<30 and t['lc']['memory_quota_per_device']==1572864, t['lc']"
+expect_exit 0 "quota show lc" quota show lc
+out_has "2.0 GiB" "quota show gives the total quota"
+expect_exit 0 "quota show --csv" quota show --csv
+out_has "^lc,1048576,2147483648,1572864$" "quota show CSV"
+"$hold" "$sock" 1 1048576 0 >"$dir/hold2.out" 2>&1 && fail "allocation over the per-device quota succeeded" \
+        || { grep -qi quota "$dir/hold2.out" && pass "per-device quota enforced" || fail "quota error: $(cat "$dir/hold2.out")"; }
+expect_exit 0 "quota set unlimited" quota set lc --device 1 unlimited
+expect_exit 1 "quota show of an unknown tenant" quota show nosuch
+err_has nosuch "unknown tenant named (show)"
+expect_exit 1 "quota set of an unknown tenant" quota set nosuch 1G
+err_has nosuch "unknown tenant named (set)"
+expect_exit 2 "quota set with a bad size" quota set lc 12X
+expect_exit 1 "quota set on an unknown device" quota set lc --device 9 1G
+
+# sched
+expect_exit 0 "sched" sched
+out_has "TARGET" "sched table"
+expect_exit 0 "sched --json" sched --json
+py "sched JSON" "lc=[t for t in j[0]['tenants'] if t['name']=='lc'][0]; assert lc['tasks'] > 0 and lc['engine_seconds'] > 0 and lc['share'] == 1.0 and lc['wait_p99_us'] >= lc['wait_p50_us'] >= 0"
+expect_exit 0 "sched --csv --fields" sched --csv --fields device,tenant,share
+out_has "^0,lc,1.000000$" "sched CSV row"
+
+# health, drain, undrain
+expect_exit 0 "health" health
+out_has "FAULTS" "health table"
+if [ $root = 1 ]; then
+        expect_exit 0 "drain 0" drain 0
+        expect_exit 0 "health --json after drain" --json health
+        py "health shows draining" "assert j[0]['draining'] is True and j[1]['draining'] is False and j[0]['health'] == 'ok'"
+        expect_exit 0 "devices --json after drain" --json devices
+        py "devices shows draining" "assert j[0]['draining'] is True"
+        expect_exit 0 "devices table after drain" devices
+        out_has "draining" "devices table shows draining"
+        "$build/bin/example-matmul" "$sock" >/dev/null 2>&1 && fail "a drained device took a stream" || pass "drained device takes no new streams"
+        expect_exit 0 "undrain 0" undrain 0
+        expect_exit 0 "health --csv after undrain" health --csv --fields id,draining
+        out_has "^0,0$" "undrained"
+        expect_exit 1 "drain of an unknown device" drain 9
+        err_has "device 9" "drain names the unknown device"
+        expect_exit 0 "drain --json" --json drain 1
+        py "drain --json answer" "assert j == {}"
+        expect_exit 0 "undrain 1" undrain 1
+
+        # faults
+        expect_exit 0 "fault inject fail-device" fault inject 0 fail-device
+        expect_exit 0 "health after fail-device" --json health
+        py "health failed with the fault" "assert j[0]['health'] == 'failed' and j[0]['faults'] == [{'kind': 'fail-device', 'value': 1.0}]"
+        expect_exit 0 "health table shows the fault" health
+        out_has "fail-device" "health table names the fault"
+        "$build/bin/example-matmul" "$sock" >/dev/null 2>&1 && fail "example-matmul ran on a failed device" || pass "example-matmul fails on a failed device"
+        expect_exit 0 "fault clear" fault clear 0
+        expect_exit 0 "reset" reset 0
+        until_ok 10 sh -c "'$npuctl' --socket '$sock' --csv --fields health,draining,faults health | grep -q '^ok,0,\$'" \
+                && pass "health ok after clear and reset" || fail "health after reset: $("$npuctl" --socket "$sock" health)"
+        "$build/bin/example-matmul" "$sock" >/dev/null 2>&1 && pass "example-matmul runs again" || fail "example-matmul after reset"
+        expect_exit 0 "fault inject fail-next" fault inject 1 fail-next 2
+        expect_exit 0 "fault inject slow" fault inject 1 slow 3
+        expect_exit 0 "health --csv with faults" health --csv --fields id,faults
+        out_has "^1,fail-next=2;slow=3$" "health CSV lists the faults"
+        expect_exit 0 "fault clear 1" fault clear 1
+        expect_exit 0 "fault inject fail-next on device 0" fault inject 0 fail-next
+        "$build/bin/example-matmul" "$sock" >/dev/null 2>&1 && fail "fail-next did not fail a task" || pass "fail-next fails the next task"
+        expect_exit 0 "faults after fail-next" --json health
+        py "fail-next consumed" "assert j[0]['faults'] == [] and j[0]['health'] == 'ok'"
+        expect_exit 2 "fault inject of an unknown kind" fault inject 0 melt
+        expect_exit 1 "fault inject on an unknown device" fault inject 4 slow 2
+        err_has "device 4" "fault inject names the device"
+
+        # session kill: a raw connection counts as a session without hello
+        python3 -c "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print('up', flush=True); sys.exit(0 if s.recv(1) == b'' else 1)" "$sock" >"$dir/py.out" 2>&1 &
+        py_pid=$!; pids="$pids $py_pid"
+        until_ok 5 grep -q up "$dir/py.out"
+        sleep 0.2
+        "$npuctl" --socket "$sock" --json sessions >"$dir/out"
+        sid=$(python3 -c "import json,sys
+l=json.load(open(sys.argv[1])); m=[s for s in l if s['pid']==int(sys.argv[2])] or [s for s in l if s['comm'].startswith('python')]
+print(m[0]['id'] if m else '')" "$dir/out" "$py_pid")
+        if [ -n "$sid" ]; then
+                expect_exit 0 "session kill" session kill "$sid"
+                until_ok 5 sh -c "! kill -0 $py_pid 2>/dev/null" && wait $py_pid && pass "killed client saw its connection end" \
+                        || fail "killed client still connected"
+                expect_exit 0 "sessions after kill" --json sessions
+                py "killed session gone" "assert all(s['id'] != $sid for s in j)"
+        else
+                fail "raw connection not listed as a session: $(cat "$dir/out")"
+        fi
+        expect_exit 1 "session kill of an unknown session" session kill 999999
+        err_has 999999 "unknown session named"
+        expect_exit 2 "session kill of a non-number" session kill abc
+
+        # reload: a good file, then a broken one (the old configuration stays)
+        cat >"$conf" <<'EOF'
+{"tenants": [{"name": "lc", "class": "latency-critical", "uids": [0]},
+             {"name": "batch", "class": "best-effort", "weight": 2, "uids": [65534]},
+             {"name": "extra", "class": "normal"}]}
+EOF
+        expect_exit 0 "reload" reload
+        expect_exit 0 "tenants after reload" --json tenants
+        py "reload added a tenant" "assert [t['name'] for t in j['tenants']] == ['default', 'lc', 'batch', 'extra']"
+        cat >"$conf" <<'EOF'
+{"tenants": [{"name": "lc", "clas": "latency-critical"}]}
+EOF
+        expect_exit 1 "reload of a broken file" reload
+        err_has "tenants\[0\].clas" "reload error names the key"
+        expect_exit 0 "tenants after failed reload" --json tenants
+        py "old configuration stays" "assert [t['name'] for t in j['tenants']] == ['default', 'lc', 'batch', 'extra']"
+
+        # unprivileged callers may look but not act (exit 4)
+        if command -v setpriv >/dev/null; then
+                chmod 0666 "$sock"; chmod o+rx "$dir"
+                nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$npuctl" --socket "$sock" "$@" >"$dir/out" 2>"$dir/err"; }
+                nobody drain 0; r=$?
+                [ $r = 4 ] && pass "unprivileged drain: exit 4" || fail "unprivileged drain: exit $r $(cat "$dir/err")"
+                grep -q "admin group" "$dir/err" && pass "permission message" || fail "permission message: $(cat "$dir/err")"
+                nobody reload; r=$?; [ $r = 4 ] && pass "unprivileged reload: exit 4" || fail "unprivileged reload: exit $r"
+                nobody fault inject 0 slow 2; r=$?; [ $r = 4 ] && pass "unprivileged fault: exit 4" || fail "unprivileged fault: exit $r"
+                nobody quota set batch 1G; r=$?; [ $r = 4 ] && pass "unprivileged quota set: exit 4" || fail "unprivileged quota set: exit $r"
+                nobody --json mem; r=$?
+                [ $r = 0 ] && python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['all'] is False and all(not d['sessions'] for d in j['devices'])" "$dir/out" \
+                        && pass "unprivileged mem hides other users' sessions" || fail "unprivileged mem: exit $r $(cat "$dir/out")"
+                nobody health; r=$?; [ $r = 0 ] && pass "unprivileged health" || fail "unprivileged health: exit $r"
+        else
+                fail "setpriv is missing (util-linux)"
+        fi
+else
+        # not root (nor, presumably, in the admin group): every action is refused
+        expect_exit 4 "drain without rights" drain 0
+        expect_exit 4 "reload without rights" reload
+fi
+
+# top and --watch
+expect_exit 0 "top --count 2" top --count 2 --watch 0.2
+[ "$(grep -c '^npuctl top' "$dir/out")" = 2 ] && pass "top refreshed twice" || fail "top output: $(head -5 "$dir/out")"
+out_has "TASKS/S" "top shows task rates"
+out_has "latency-critical" "top shows tenants"
+expect_exit 0 "top --json --count 2" --json top --count 2 --watch 0.1
+python3 -c "import json,sys
+l=[json.loads(x) for x in open(sys.argv[1])]; assert len(l)==2 and len(l[1]['devices'])==2 and 'sched' in l[0]" "$dir/out" \
+        && pass "top --json: one object per refresh" || fail "top --json: $(head -c 300 "$dir/out")"
+expect_exit 2 "top --csv" top --csv --count 1
+expect_exit 0 "devices --watch --count 3" --watch 0.1 --count 3 devices
+[ "$(grep -c '^Every 0.1s: npuctl devices' "$dir/out")" = 3 ] && pass "--watch repeats the command" || fail "--watch output: $(head -5 "$dir/out")"
+expect_exit 0 "mem --watch with --csv" mem --csv --watch 0.1 --count 2
+[ "$(grep -c '^device,' "$dir/out")" = 2 ] && pass "--watch --csv prints each run" || fail "--watch --csv: $(cat "$dir/out")"
+
+expect_exit 0 "version" version
+out_has "npud 0.1.0" "version names npud"
+
+kill $hold_pid 2>/dev/null
+kill -TERM $npud_pid
+wait $npud_pid && pass "npud exits 0" || { fail "npud exit status"; tail "$dir/npud.log"; }
+
+# installed: man pages and completion
+if make -s install BUILD="$build" PREFIX=/usr DESTDIR="$dir/root" >"$dir/install.log" 2>&1; then
+        for f in share/man/man8/npud.8 share/man/man8/npuctl.8 share/man/man5/npud.conf.5 \
+                 share/man/man3/libnpu.3 share/bash-completion/completions/npuctl; do
+                [ -f "$dir/root/usr/$f" ] && pass "installed $f" || fail "not installed: $f"
+        done
+else
+        fail "make install"; tail "$dir/install.log"
+fi
+
+[ $fails = 0 ] && echo "npuctl: all checks passed" || echo "npuctl: $fails check(s) failed"
+[ $fails = 0 ]
