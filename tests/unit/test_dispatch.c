@@ -422,10 +422,11 @@ START_TEST(test_latency_critical_edf_across_tenants)
         queue_init(&qnone, &behind, 0, 100 * US, 0);
         qa.deadline = 1000 * US;
         qb.deadline = 2000 * US;
-        /* without a deadline on one side the fair order decides */
-        ready(&dev, &qa, 10);
+        /* a head with a deadline goes before one without, whatever the fair order (a total
+         * order: the pick must not depend on the order queues became ready) */
         ready(&dev, &qnone, 0);
-        expect_pick(&dev, 20, &qnone, CUBE);
+        ready(&dev, &qa, 10);
+        expect_pick(&dev, 20, &qa, CUBE);
         pd_queue_unready(&dev, &qnone);
         /* both with deadlines: the earlier one, whatever the virtual times and priorities */
         ready(&dev, &qb, 0);
