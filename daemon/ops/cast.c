@@ -215,5 +215,5 @@ static void cast_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t
 }
 
 const struct ops_def ops_cast_def = {
-        "Cast", 1, 1, 1, OPS_ENGINE_AICPU, cast_check, cast_run, cast_cost, OPS_FLAG_ELEMENTWISE,
+        "Cast", 1, 1, 1, OPS_ENGINE_AICPU, cast_check, cast_run, cast_cost, OPS_FLAG_ELEMENTWISE, NULL, 0, NULL,
 };

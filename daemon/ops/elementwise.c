@@ -502,29 +502,29 @@ static void transcendental_cost(const struct ops_call *call, uint64_t *ret_flops
 }
 
 const struct ops_def ops_add_def = {
-        "Add", 2, 2, 1, OPS_ENGINE_VECTOR, add_check, add_run, ew_binary_cost, OPS_FLAG_ELEMENTWISE,
+        "Add", 2, 2, 1, OPS_ENGINE_VECTOR, add_check, add_run, ew_binary_cost, OPS_FLAG_ELEMENTWISE, NULL, 0, NULL,
 };
 
 const struct ops_def ops_sub_def = {
-        "Sub", 2, 2, 1, OPS_ENGINE_VECTOR, sub_check, sub_run, ew_binary_cost, OPS_FLAG_ELEMENTWISE,
+        "Sub", 2, 2, 1, OPS_ENGINE_VECTOR, sub_check, sub_run, ew_binary_cost, OPS_FLAG_ELEMENTWISE, NULL, 0, NULL,
 };
 
 const struct ops_def ops_mul_def = {
-        "Mul", 2, 2, 1, OPS_ENGINE_VECTOR, mul_check, mul_run, ew_binary_cost, OPS_FLAG_ELEMENTWISE,
+        "Mul", 2, 2, 1, OPS_ENGINE_VECTOR, mul_check, mul_run, ew_binary_cost, OPS_FLAG_ELEMENTWISE, NULL, 0, NULL,
 };
 
 const struct ops_def ops_div_def = {
-        "Div", 2, 2, 1, OPS_ENGINE_VECTOR, div_check, div_run, ew_binary_cost, OPS_FLAG_ELEMENTWISE,
+        "Div", 2, 2, 1, OPS_ENGINE_VECTOR, div_check, div_run, ew_binary_cost, OPS_FLAG_ELEMENTWISE, NULL, 0, NULL,
 };
 
 const struct ops_def ops_relu_def = {
-        "Relu", 1, 1, 1, OPS_ENGINE_VECTOR, relu_check, relu_run, relu_cost, OPS_FLAG_ELEMENTWISE,
+        "Relu", 1, 1, 1, OPS_ENGINE_VECTOR, relu_check, relu_run, relu_cost, OPS_FLAG_ELEMENTWISE, NULL, 0, NULL,
 };
 
 const struct ops_def ops_sigmoid_def = {
-        "Sigmoid", 1, 1, 1, OPS_ENGINE_VECTOR, sigmoid_check, sigmoid_run, transcendental_cost, OPS_FLAG_ELEMENTWISE,
+        "Sigmoid", 1, 1, 1, OPS_ENGINE_VECTOR, sigmoid_check, sigmoid_run, transcendental_cost, OPS_FLAG_ELEMENTWISE, NULL, 0, NULL,
 };
 
 const struct ops_def ops_tanh_def = {
-        "Tanh", 1, 1, 1, OPS_ENGINE_VECTOR, tanh_check, tanh_run, transcendental_cost, OPS_FLAG_ELEMENTWISE,
+        "Tanh", 1, 1, 1, OPS_ENGINE_VECTOR, tanh_check, tanh_run, transcendental_cost, OPS_FLAG_ELEMENTWISE, NULL, 0, NULL,
 };

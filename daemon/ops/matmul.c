@@ -280,5 +280,5 @@ static void mm_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *
 }
 
 const struct ops_def ops_matmul_def = {
-        "MatMul", 2, 2, 1, OPS_ENGINE_CUBE, mm_check, mm_run, mm_cost, OPS_FLAG_ROW_SPLIT,
+        "MatMul", 2, 2, 1, OPS_ENGINE_CUBE, mm_check, mm_run, mm_cost, OPS_FLAG_ROW_SPLIT, NULL, 0, NULL,
 };

@@ -28,6 +28,13 @@ extern const struct ops_def ops_matmul_def;
 extern const struct ops_def ops_softmax_def;
 extern const struct ops_def ops_cast_def;
 
+/* Kernel families (NULL-terminated), one list per family file. */
+extern const struct ops_def *const ops_family_elementwise[];
+extern const struct ops_def *const ops_family_reduce[];
+extern const struct ops_def *const ops_family_shape[];
+extern const struct ops_def *const ops_family_nn[];
+extern const struct ops_def *const ops_family_control[];
+
 /* Writes a message to err (when there is room) and returns rc. */
 int ops_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
         __attribute__((format(printf, 4, 5)));

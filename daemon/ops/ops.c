@@ -11,42 +11,111 @@
 
 #include "ops-internal.h"
 
-static const struct ops_def *const ops_table[] = {
+static const struct ops_def *const ops_core[] = {
         &ops_add_def,  &ops_sub_def,    &ops_mul_def,     &ops_div_def,
         &ops_relu_def, &ops_sigmoid_def, &ops_tanh_def,   &ops_matmul_def,
-        &ops_softmax_def, &ops_cast_def,
+        &ops_softmax_def, &ops_cast_def, NULL,
 };
 
-#define OPS_COUNT (sizeof(ops_table) / sizeof(ops_table[0]))
+/* Each kernel family exports a NULL-terminated list; the registry is their concatenation,
+ * core (the operators of wire launches) first. */
+static const struct ops_def *const *const ops_families[] = {
+        ops_core, ops_family_elementwise, ops_family_reduce, ops_family_shape,
+        ops_family_nn, ops_family_control,
+};
 
-const struct ops_def *ops_lookup(const char *name)
-{
-        size_t i;
-
-        if (!name)
-                return NULL;
-        for (i = 0; i < OPS_COUNT; i++)
-                if (strcmp(ops_table[i]->name, name) == 0)
-                        return ops_table[i];
-        return NULL;
-}
+#define NFAMILIES (sizeof(ops_families) / sizeof(ops_families[0]))
 
 const struct ops_def *ops_get(size_t i)
 {
-        return i < OPS_COUNT ? ops_table[i] : NULL;
+        for (size_t f = 0; f < NFAMILIES; f++)
+                for (const struct ops_def *const *d = ops_families[f]; *d; d++)
+                        if (i-- == 0)
+                                return *d;
+        return NULL;
 }
 
 size_t ops_count(void)
 {
-        return OPS_COUNT;
+        static size_t n;
+        if (!n)
+                while (ops_get(n))
+                        n++;
+        return n;
 }
 
 size_t ops_index(const struct ops_def *def)
 {
-        for (size_t i = 0; i < OPS_COUNT; i++)
-                if (ops_table[i] == def)
+        size_t i = 0;
+        for (const struct ops_def *d; (d = ops_get(i)); i++)
+                if (d == def)
                         return i;
-        return OPS_COUNT;
+        return i;
+}
+
+const struct ops_def *ops_lookup(const char *name)
+{
+        if (!name)
+                return NULL;
+        for (size_t f = 0; f < NFAMILIES; f++)
+                for (const struct ops_def *const *d = ops_families[f]; *d; d++)
+                        if (!(*d)->domain && strcmp((*d)->name, name) == 0)
+                                return *d;
+        return NULL;
+}
+
+static int default_domain(const char *d)
+{
+        return !d || !*d || strcmp(d, "ai.onnx") == 0;
+}
+
+const struct ops_def *ops_lookup_onnx(const char *domain, const char *name, int opset)
+{
+        const struct ops_def *best = NULL;
+
+        if (!name)
+                return NULL;
+        for (size_t f = 0; f < NFAMILIES; f++)
+                for (const struct ops_def *const *d = ops_families[f]; *d; d++) {
+                        const struct ops_def *o = *d;
+                        int same_domain = default_domain(domain) ? default_domain(o->domain)
+                                                                 : o->domain && strcmp(o->domain, domain) == 0;
+                        if (!same_domain || strcmp(o->name, name) != 0 || !o->infer ||
+                            o->since_version > opset)
+                                continue;
+                        if (!best || o->since_version > best->since_version)
+                                best = o;
+                }
+        return best;
+}
+
+int ops_check_by_infer(const struct ops_def *def, const struct ops_call *call, char *err,
+                       size_t errlen)
+{
+        struct ops_call probe = *call;
+        char a[OPS_SHAPE_STR_MAX], b[OPS_SHAPE_STR_MAX];
+        int e;
+
+        if (call->nin < def->min_inputs || call->nin > def->max_inputs || call->nout != def->outputs)
+                return ops_fail(err, errlen, -EINVAL, "%s: %d inputs and %d outputs, expected %d-%d and %d",
+                                def->name, call->nin, call->nout, def->min_inputs, def->max_inputs,
+                                def->outputs);
+        if (!def->infer)
+                return ops_fail(err, errlen, -EINVAL, "%s: cannot be launched on its own", def->name);
+        for (int i = 0; i < probe.nout; i++)
+                memset(&probe.out[i], 0, sizeof(probe.out[i]));
+        e = def->infer(&probe, err, errlen);
+        if (e < 0)
+                return e;
+        for (int i = 0; i < call->nout; i++) {
+                if (probe.out[i].dtype != call->out[i].dtype || !ops_shape_equal(&probe.out[i], &call->out[i]))
+                        return ops_fail(err, errlen, -EINVAL, "%s: output %d is %s %s but must be %s %s",
+                                        def->name, i, proto_dtype_name(call->out[i].dtype) ? proto_dtype_name(call->out[i].dtype) : "?",
+                                        ops_shape_str(&call->out[i], a, sizeof(a)),
+                                        proto_dtype_name(probe.out[i].dtype) ? proto_dtype_name(probe.out[i].dtype) : "?",
+                                        ops_shape_str(&probe.out[i], b, sizeof(b)));
+        }
+        return 0;
 }
 
 const struct ops_attr *ops_attr_find(const struct ops_call *call, const char *name)

@@ -10,9 +10,9 @@
 #include "../../proto/dtype.h"
 
 #define OPS_MAX_DIMS 8
-#define OPS_MAX_INPUTS 8
-#define OPS_MAX_OUTPUTS 4
-#define OPS_MAX_ATTRS 8
+#define OPS_MAX_INPUTS 16
+#define OPS_MAX_OUTPUTS 8
+#define OPS_MAX_ATTRS 24
 #define OPS_NAME_MAX 32
 
 enum ops_engine {
@@ -24,26 +24,55 @@ enum ops_engine {
 };
 
 struct ops_tensor {
-        int dtype; /* enum proto_dtype */
+        int dtype; /* enum proto_dtype; 0 = an omitted optional input or output */
         int ndim;  /* 0 = scalar */
         int64_t dims[OPS_MAX_DIMS];
         void *data; /* resolved device pointer; NULL while checking */
 };
 
-enum ops_attr_type { OPS_ATTR_INT = 1, OPS_ATTR_FLOAT = 2 };
+/* Launches over the wire carry INT and FLOAT attributes only; graphs (ONNX models) carry
+ * every kind. Arrays and strings are owned by the graph and outlive the call. */
+enum ops_attr_type {
+        OPS_ATTR_INT = 1,
+        OPS_ATTR_FLOAT = 2,
+        OPS_ATTR_INTS = 3,
+        OPS_ATTR_FLOATS = 4,
+        OPS_ATTR_STRING = 5,
+        OPS_ATTR_TENSOR = 6,
+        OPS_ATTR_GRAPH = 7,
+        OPS_ATTR_STRINGS = 8,
+};
 
 struct ops_attr {
         char name[OPS_NAME_MAX];
         int type; /* enum ops_attr_type */
         int64_t i;
         double f;
+        int n;                        /* elements of ints / floats / strings */
+        const int64_t *ints;
+        const float *floats;
+        const char *s;
+        const char *const *strings;
+        const struct ops_tensor *t;   /* TENSOR: dtype, dims and data */
+        const void *graph;            /* GRAPH: a subgraph, run through call->graph_run */
 };
+
+struct ops_call;
+
+/* Run a subgraph attribute (If, Loop, Scan): inputs bound to the graph's inputs; outputs
+ * allocated by the executor (malloc'd data the caller frees with free()). */
+typedef int (*ops_graph_run_fn)(void *graph_ctx, const void *graph, int nin,
+                                const struct ops_tensor *in, int *ret_nout,
+                                struct ops_tensor *out, int max_out, char *err, size_t errlen);
 
 struct ops_call {
         int nin, nout, nattr;
         struct ops_tensor in[OPS_MAX_INPUTS];
         struct ops_tensor out[OPS_MAX_OUTPUTS];
         struct ops_attr attr[OPS_MAX_ATTRS];
+        int opset;               /* the model's default-domain opset; 0 for wire launches */
+        ops_graph_run_fn graph_run; /* NULL outside graphs */
+        void *graph_ctx;
 };
 
 struct ops_def {
@@ -59,6 +88,12 @@ struct ops_def {
         /* Work estimate for the cost model: floating/integer operations and bytes moved. */
         void (*cost)(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes);
         unsigned flags; /* enum ops_flags */
+        /* Output dtypes and shapes from the inputs (whose data is readable) and attributes;
+         * data-dependent shapes (Reshape, NonZero, ...) read the inputs. 0 or -errno with a
+         * message naming the op. NULL: the op cannot be used in graphs. */
+        int (*infer)(struct ops_call *call, char *err, size_t errlen);
+        int since_version; /* first ONNX opset this definition implements (0 = any) */
+        const char *domain; /* NULL = the default ONNX domain ("" / "ai.onnx") */
 };
 
 enum ops_flags {
@@ -75,6 +110,13 @@ size_t ops_count(void);
 
 /* Registry lookup by exact name; NULL when unknown. */
 const struct ops_def *ops_lookup(const char *name);
+/* ONNX lookup: the definition of (domain, name) with the highest since_version <= opset.
+ * domain NULL or "" or "ai.onnx" is the default domain. */
+const struct ops_def *ops_lookup_onnx(const char *domain, const char *name, int opset);
+/* A check implemented with infer: infer on a copy of the call (data NULL, so data-dependent
+ * operators fail here) and compare every output's dtype and shape with the given ones. */
+int ops_check_by_infer(const struct ops_def *def, const struct ops_call *call, char *err,
+                       size_t errlen);
 /* Iterate the registry: returns the i-th operator or NULL past the end. */
 const struct ops_def *ops_get(size_t i);
 

@@ -144,5 +144,5 @@ static void sm_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *
 }
 
 const struct ops_def ops_softmax_def = {
-        "Softmax", 1, 1, 1, OPS_ENGINE_AICPU, sm_check, sm_run, sm_cost, 0,
+        "Softmax", 1, 1, 1, OPS_ENGINE_AICPU, sm_check, sm_run, sm_cost, 0, NULL, 0, NULL,
 };
