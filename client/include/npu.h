@@ -54,11 +54,16 @@ typedef enum npu_dtype {
         NPU_FLOAT32 = 1,
         NPU_UINT8 = 2,
         NPU_INT8 = 3,
+        NPU_UINT16 = 4,
+        NPU_INT16 = 5,
         NPU_INT32 = 6,
         NPU_INT64 = 7,
         NPU_BOOL = 9,
         NPU_FLOAT16 = 10,
         NPU_FLOAT64 = 11,
+        NPU_UINT32 = 12,
+        NPU_UINT64 = 13,
+        NPU_BFLOAT16 = 16,
 } npu_dtype_t;
 
 typedef struct npu_context npu_context_t;
@@ -213,6 +218,23 @@ npu_status_t npu_event_query(npu_context_t *ctx, npu_event_t event);
 npu_status_t npu_event_synchronize(npu_context_t *ctx, npu_event_t event);
 npu_status_t npu_event_elapsed_ms(npu_context_t *ctx, npu_event_t start, npu_event_t end,
                                   float *ret_ms);
+
+/* Graphs (ONNX models) run inside npud: load once, run many times without a round trip
+ * per operator. npu_graph_load takes the model bytes (sent to npud in a sealed memfd); the
+ * graph's weights live in device memory of `device`, charged to the caller's tenant.
+ * npu_graph_info returns JSON {"inputs":[{"name","dtype","shape"}],"outputs":[...]} (shape
+ * entries -1 where the model leaves a dimension open; free() the string). npu_graph_run
+ * binds inputs and outputs, in the graph's order, to device tensors and runs the whole graph
+ * as one task on the stream; an output whose computed shape differs from the bound one fails
+ * the task (NPU_ERR_SHAPE). Several runs of one graph may be in flight on different streams. */
+typedef struct { uint32_t id; } npu_graph_t;
+npu_status_t npu_graph_load(npu_context_t *ctx, int device, const void *model, size_t size,
+                            npu_graph_t *ret_graph);
+npu_status_t npu_graph_unload(npu_context_t *ctx, npu_graph_t graph);
+npu_status_t npu_graph_info(npu_context_t *ctx, npu_graph_t graph, char **ret_json);
+npu_status_t npu_graph_run(npu_context_t *ctx, npu_stream_t stream, npu_graph_t graph,
+                           const npu_tensor_t *inputs, int ninputs,
+                           const npu_tensor_t *outputs, int noutputs, uint64_t *ret_task);
 
 /* Administration: the daemon's JSON answer of an admin method ("devices", "sessions"),
  * returned as a string the caller frees with free(). */
