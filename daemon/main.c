@@ -34,8 +34,7 @@ static void on_sighup(evutil_socket_t sig, short what, void *arg)
 
         log_info("SIGHUP: reloading the configuration");
         notify_reloading();
-        if (manage_reload(d, err, sizeof(err)))
-                log_error("reload failed, the old configuration stays in force: %s", err);
+        manage_reload(d, err, sizeof(err)); /* logs its own outcome */
         notify_ready(d);
 }
 

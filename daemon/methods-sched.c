@@ -7,6 +7,7 @@
 #include "../proto/errors.h"
 #include "dispatch.h"
 #include "manage.h"
+#include "notify.h"
 #include "npud.h"
 #include "session.h"
 #include "tenant.h"
@@ -111,7 +112,9 @@ static void method_reload(struct request *req)
 
         if (params_only(req, keys) < 0)
                 return;
+        notify_reloading(); /* ExecReload= runs `npuctl reload`: the manager waits for READY */
         int code = manage_reload(req->session->npud, err, sizeof(err));
+        notify_ready(req->session->npud);
         if (code)
                 session_reply_error(req->session, req->id, code, "reload: %s", err);
         else
