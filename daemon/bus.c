@@ -21,6 +21,7 @@
 #include "bus.h"
 #include "log.h"
 #include "manage.h"
+#include "notify.h"
 #include "npud.h"
 #include "session.h"
 
@@ -142,10 +143,14 @@ static int require_admin(sd_bus_message *m, struct bus *b, sd_bus_error *error)
                         ok = gids[i] == c->admin_gid;
         }
         sd_bus_creds_unref(creds);
-        if (!ok)
+        if (!ok) {
+                log_info("D-Bus: %s refused to %s (not root, not in group %s)",
+                         sd_bus_message_get_member(m), sd_bus_message_get_sender(m),
+                         c->admin_group);
                 return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED,
                                          "%s requires root or group %s",
                                          sd_bus_message_get_member(m), c->admin_group);
+        }
         return 0;
 }
 
@@ -317,7 +322,10 @@ static int method_reload(sd_bus_message *m, void *userdata, sd_bus_error *error)
 
         if (r < 0)
                 return r;
-        return reply_manage(m, error, manage_reload(b->npud, err, sizeof(err)), err);
+        notify_reloading(); /* the service manager sees every reload, whoever asked */
+        r = manage_reload(b->npud, err, sizeof(err));
+        notify_ready(b->npud);
+        return reply_manage(m, error, r, err);
 }
 
 static const sd_bus_vtable manager_vtable[] = {

@@ -1,530 +1,433 @@
-/* Elementwise operators for the vector engine: the binary Add, Sub, Mul and Div with ONNX
- * multidirectional broadcasting, and the unary Relu, Sigmoid and Tanh. Each (operator, dtype)
- * pair gets contiguous kernels written so that gcc vectorizes them at -O2 (restrict pointers,
- * a main loop whose trip count is a multiple of the vector width), used when the output
- * does not overlap an input, and a strided kernel that also serves the general broadcast
- * walk and outputs that alias an input. float16 is computed in float and rounded back;
- * integer arithmetic wraps around instead of overflowing. */
+/* The elementwise engine (see ew.h): dtype classes, the broadcast walk that hands kernels
+ * runs of elements with one stride per input, the chunked conversions that let float16 and
+ * bfloat16 (and Pow's mixed dtypes) run on float kernels, and the generic infer, check, run
+ * and cost every elementwise operator's definition calls with its description. The
+ * operators themselves live in ew-binary.c, ew-unary.c, ew-activation.c, ew-logic.c and
+ * cast.c, registered in ops.c (the wire's core operators) and family-elementwise.c.
+ *
+ * An output may alias an input exactly (same address, same shape): each element is read
+ * before it is written and the contiguous restrict kernels are not used then. Partial
+ * overlaps are not supported. */
 #include <errno.h>
-#include <math.h>
 #include <string.h>
 
-#include "ops-internal.h"
+#include "ew.h"
 
-enum ew_kind { EW_F32, EW_F16, EW_I32, EW_I64, EW_KINDS };
-
-struct ew_binary_kernels {
-        /* o = a op b over n elements, no overlap between o and a or b; NULL when absent */
-        void (*vv)(void *o, const void *a, const void *b, size_t n);
-        /* o = a op s, s one element */
-        void (*vs)(void *o, const void *a, const void *s, size_t n);
-        /* o = s op b */
-        void (*sv)(void *o, const void *s, const void *b, size_t n);
-        /* o[i] = a[i * sa] op b[i * sb], o may equal a or b */
-        void (*strided)(void *o, const void *a, int64_t sa, const void *b, int64_t sb,
-                        int64_t n);
+static const int ew_dtypes[EW_NTYPES] = {
+        [EW_F32] = PROTO_DTYPE_FLOAT32, [EW_F64] = PROTO_DTYPE_FLOAT64,
+        [EW_F16] = PROTO_DTYPE_FLOAT16, [EW_BF16] = PROTO_DTYPE_BFLOAT16,
+        [EW_I8] = PROTO_DTYPE_INT8,     [EW_I16] = PROTO_DTYPE_INT16,
+        [EW_I32] = PROTO_DTYPE_INT32,   [EW_I64] = PROTO_DTYPE_INT64,
+        [EW_U8] = PROTO_DTYPE_UINT8,    [EW_U16] = PROTO_DTYPE_UINT16,
+        [EW_U32] = PROTO_DTYPE_UINT32,  [EW_U64] = PROTO_DTYPE_UINT64,
+        [EW_BOOL] = PROTO_DTYPE_BOOL,
 };
 
-struct ew_unary_kernels {
-        void (*contig)(void *o, const void *a, size_t n); /* no overlap; NULL when absent */
-        void (*any)(void *o, const void *a, size_t n);    /* o may equal a */
-};
-
-static int ew_kind_of(int dtype)
+int ew_type_of(int dtype)
 {
-        switch (dtype) {
-        case PROTO_DTYPE_FLOAT32: return EW_F32;
-        case PROTO_DTYPE_FLOAT16: return EW_F16;
-        case PROTO_DTYPE_INT32: return EW_I32;
-        case PROTO_DTYPE_INT64: return EW_I64;
-        default: return -1;
-        }
+        int t;
+
+        for (t = 0; t < EW_NTYPES; t++)
+                if (ew_dtypes[t] == dtype)
+                        return t;
+        return -1;
 }
 
-static inline float f32_add(float a, float b) { return a + b; }
-static inline float f32_sub(float a, float b) { return a - b; }
-static inline float f32_mul(float a, float b) { return a * b; }
-static inline float f32_div(float a, float b) { return a / b; }
-
-static inline float f32_relu(float a) { return a < 0 ? 0.0f : a; }
-static inline float f32_tanh(float a) { return tanhf(a); }
-
-static inline float f32_sigmoid(float a)
+int ew_dtype_of(int type)
 {
-        float e;
-
-        /* exp of a non-positive argument only, so large |a| cannot overflow to inf/inf. */
-        if (a >= 0)
-                return 1.0f / (1.0f + expf(-a));
-        e = expf(a);
-        return e / (1.0f + e);
+        return type >= 0 && type < EW_NTYPES ? ew_dtypes[type] : 0;
 }
 
-/* Integer arithmetic in the unsigned type wraps where the signed one would be undefined;
- * the conversion back is modular in gcc. */
-#define EW_INT_OPS(pfx, T, U)                                                                  \
-        static inline T pfx##_add(T a, T b) { return (T)((U)a + (U)b); }                       \
-        static inline T pfx##_sub(T a, T b) { return (T)((U)a - (U)b); }                       \
-        static inline T pfx##_mul(T a, T b) { return (T)((U)a * (U)b); }                       \
-        static inline T pfx##_div(T a, T b) { return b == -1 ? (T)((U)0 - (U)a) : a / b; }     \
-        static inline T pfx##_relu(T a) { return a < 0 ? 0 : a; }
+/* ------------------------------------------------------------------------ the walk */
 
-EW_INT_OPS(i32, int32_t, uint32_t)
-EW_INT_OPS(i64, int64_t, uint64_t)
-
-/* The split into a multiple-of-8 main loop and a tail lets gcc's -O2 (very cheap) cost
- * model vectorize the main loop. gcc honours restrict on parameters, not on locals, hence
- * the typed inner functions behind the void * entry points. */
-#define EW_BINARY_KERNELS(name, T, FN)                                                         \
-        static void name##_vv_t(T *restrict o, const T *restrict a, const T *restrict b,       \
-                                size_t n)                                                      \
-        {                                                                                      \
-                size_t i, n8 = n & ~(size_t)7;                                                 \
-                                                                                               \
-                for (i = 0; i < n8; i++)                                                       \
-                        o[i] = FN(a[i], b[i]);                                                 \
-                for (; i < n; i++)                                                             \
-                        o[i] = FN(a[i], b[i]);                                                 \
-        }                                                                                      \
-        static void name##_vs_t(T *restrict o, const T *restrict a, T s, size_t n)             \
-        {                                                                                      \
-                size_t i, n8 = n & ~(size_t)7;                                                 \
-                                                                                               \
-                for (i = 0; i < n8; i++)                                                       \
-                        o[i] = FN(a[i], s);                                                    \
-                for (; i < n; i++)                                                             \
-                        o[i] = FN(a[i], s);                                                    \
-        }                                                                                      \
-        static void name##_sv_t(T *restrict o, T s, const T *restrict b, size_t n)             \
-        {                                                                                      \
-                size_t i, n8 = n & ~(size_t)7;                                                 \
-                                                                                               \
-                for (i = 0; i < n8; i++)                                                       \
-                        o[i] = FN(s, b[i]);                                                    \
-                for (; i < n; i++)                                                             \
-                        o[i] = FN(s, b[i]);                                                    \
-        }                                                                                      \
-        static void name##_vv(void *o, const void *a, const void *b, size_t n)                 \
-        {                                                                                      \
-                name##_vv_t(o, a, b, n);                                                       \
-        }                                                                                      \
-        static void name##_vs(void *o, const void *a, const void *s, size_t n)                 \
-        {                                                                                      \
-                name##_vs_t(o, a, *(const T *)s, n);                                           \
-        }                                                                                      \
-        static void name##_sv(void *o, const void *s, const void *b, size_t n)                 \
-        {                                                                                      \
-                name##_sv_t(o, *(const T *)s, b, n);                                           \
-        }                                                                                      \
-        static void name##_strided(void *o_, const void *a_, int64_t sa, const void *b_,       \
-                                   int64_t sb, int64_t n)                                      \
-        {                                                                                      \
-                T *o = o_;                                                                     \
-                const T *a = a_, *b = b_;                                                      \
-                int64_t i;                                                                     \
-                                                                                               \
-                for (i = 0; i < n; i++)                                                        \
-                        o[i] = FN(a[i * sa], b[i * sb]);                                       \
-        }
-
-#define EW_BINARY_F16_KERNEL(name, FN)                                                         \
-        static void name##_strided(void *o_, const void *a_, int64_t sa, const void *b_,       \
-                                   int64_t sb, int64_t n)                                      \
-        {                                                                                      \
-                uint16_t *o = o_;                                                              \
-                const uint16_t *a = a_, *b = b_;                                               \
-                int64_t i;                                                                     \
-                                                                                               \
-                for (i = 0; i < n; i++)                                                        \
-                        o[i] = ops_float_to_half(FN(ops_half_to_float(a[i * sa]),              \
-                                                    ops_half_to_float(b[i * sb])));            \
-        }
-
-#define EW_BINARY_TABLE(op)                                                                    \
-        EW_BINARY_KERNELS(op##_f32, float, f32_##op)                                           \
-        EW_BINARY_F16_KERNEL(op##_f16, f32_##op)                                               \
-        EW_BINARY_KERNELS(op##_i32, int32_t, i32_##op)                                         \
-        EW_BINARY_KERNELS(op##_i64, int64_t, i64_##op)                                         \
-        static const struct ew_binary_kernels op##_kernels[EW_KINDS] = {                       \
-                [EW_F32] = { op##_f32_vv, op##_f32_vs, op##_f32_sv, op##_f32_strided },        \
-                [EW_F16] = { NULL, NULL, NULL, op##_f16_strided },                             \
-                [EW_I32] = { op##_i32_vv, op##_i32_vs, op##_i32_sv, op##_i32_strided },        \
-                [EW_I64] = { op##_i64_vv, op##_i64_vs, op##_i64_sv, op##_i64_strided },        \
-        };
-
-EW_BINARY_TABLE(add)
-EW_BINARY_TABLE(sub)
-EW_BINARY_TABLE(mul)
-EW_BINARY_TABLE(div)
-
-#define EW_UNARY_KERNELS(name, T, FN)                                                          \
-        static void name##_contig_t(T *restrict o, const T *restrict a, size_t n)              \
-        {                                                                                      \
-                size_t i, n8 = n & ~(size_t)7;                                                 \
-                                                                                               \
-                for (i = 0; i < n8; i++)                                                       \
-                        o[i] = FN(a[i]);                                                       \
-                for (; i < n; i++)                                                             \
-                        o[i] = FN(a[i]);                                                       \
-        }                                                                                      \
-        static void name##_contig(void *o, const void *a, size_t n)                            \
-        {                                                                                      \
-                name##_contig_t(o, a, n);                                                      \
-        }                                                                                      \
-        static void name##_any(void *o_, const void *a_, size_t n)                             \
-        {                                                                                      \
-                T *o = o_;                                                                     \
-                const T *a = a_;                                                               \
-                size_t i;                                                                      \
-                                                                                               \
-                for (i = 0; i < n; i++)                                                        \
-                        o[i] = FN(a[i]);                                                       \
-        }
-
-#define EW_UNARY_F16_KERNEL(name, FN)                                                          \
-        static void name##_any(void *o_, const void *a_, size_t n)                             \
-        {                                                                                      \
-                uint16_t *o = o_;                                                              \
-                const uint16_t *a = a_;                                                        \
-                size_t i;                                                                      \
-                                                                                               \
-                for (i = 0; i < n; i++)                                                        \
-                        o[i] = ops_float_to_half(FN(ops_half_to_float(a[i])));                 \
-        }
-
-EW_UNARY_KERNELS(relu_f32, float, f32_relu)
-EW_UNARY_F16_KERNEL(relu_f16, f32_relu)
-EW_UNARY_KERNELS(relu_i32, int32_t, i32_relu)
-EW_UNARY_KERNELS(relu_i64, int64_t, i64_relu)
-EW_UNARY_KERNELS(sigmoid_f32, float, f32_sigmoid)
-EW_UNARY_F16_KERNEL(sigmoid_f16, f32_sigmoid)
-EW_UNARY_KERNELS(tanh_f32, float, f32_tanh)
-EW_UNARY_F16_KERNEL(tanh_f16, f32_tanh)
-
-static const struct ew_unary_kernels relu_kernels[EW_KINDS] = {
-        [EW_F32] = { relu_f32_contig, relu_f32_any },
-        [EW_F16] = { NULL, relu_f16_any },
-        [EW_I32] = { relu_i32_contig, relu_i32_any },
-        [EW_I64] = { relu_i64_contig, relu_i64_any },
-};
-
-static const struct ew_unary_kernels sigmoid_kernels[EW_KINDS] = {
-        [EW_F32] = { sigmoid_f32_contig, sigmoid_f32_any },
-        [EW_F16] = { NULL, sigmoid_f16_any },
-};
-
-static const struct ew_unary_kernels tanh_kernels[EW_KINDS] = {
-        [EW_F32] = { tanh_f32_contig, tanh_f32_any },
-        [EW_F16] = { NULL, tanh_f16_any },
-};
-
-static int ew_overlap(const void *p, int64_t pn, const void *q, int64_t qn, size_t esize)
+/* Whether the byte ranges of two tensors intersect. */
+static int ew_overlap(const struct ops_tensor *a, const struct ops_tensor *b)
 {
-        uintptr_t a = (uintptr_t)p, b = (uintptr_t)q;
+        uintptr_t pa = (uintptr_t)a->data, pb = (uintptr_t)b->data;
+        int64_t na = ops_tensor_numel(a), nb = ops_tensor_numel(b);
 
-        if (!pn || !qn)
+        if (na <= 0 || nb <= 0)
                 return 0;
-        return a < b + (uintptr_t)qn * esize && b < a + (uintptr_t)pn * esize;
+        return pa < pb + (uintptr_t)nb * proto_dtype_size(b->dtype) &&
+               pb < pa + (uintptr_t)na * proto_dtype_size(a->dtype);
 }
 
-static int ew_check_dtype(const struct ops_def *def, const struct ew_unary_kernels *unary,
-                          const struct ops_tensor *t, int idx, char *err, size_t errlen)
-{
-        char buf[OPS_DTYPE_STR_MAX];
-        int kind = ew_kind_of(t->dtype);
+/* Chunk buffers: every compute type fits in 8 bytes. */
+union ew_buf {
+        double d[OPS_CHUNK];
+        float f[OPS_CHUNK];
+        int64_t i[OPS_CHUNK];
+        uint64_t u[OPS_CHUNK];
+};
 
-        if (kind < 0 || (unary && !unary[kind].any))
-                return ops_fail(err, errlen, -EINVAL, "%s: input %d has unsupported dtype %s",
-                                def->name, idx, ops_dtype_str(t->dtype, buf, sizeof(buf)));
-        return 0;
+/* One run of n outputs at o, input k at ptr[k] with element stride st[k]: the kernel
+ * directly, or chunk by chunk through conversion buffers where a dtype differs from the
+ * kernel's. */
+static void ew_inner(const struct ew_plan *pl, const struct ew_params *p, int conv, int odtype,
+                     char *o, const void *const *ptr, const int64_t *st, int64_t n)
+{
+        union ew_buf buf[OPS_MAX_INPUTS], obuf;
+        const void *q[OPS_MAX_INPUTS];
+        int64_t qs[OPS_MAX_INPUTS], off, m;
+        size_t eo = proto_dtype_size(odtype);
+        struct ew_params pc;
+        int k;
+
+        if (!conv) {
+                pl->k(o, ptr, st, n, p);
+                return;
+        }
+        pc = *p;
+        /* The kernel's output is then a private buffer nothing else overlaps. */
+        if (pl->cto != odtype)
+                pc.fast = 1;
+        for (off = 0; off < n; off += m) {
+                m = n - off < OPS_CHUNK ? n - off : OPS_CHUNK;
+                for (k = 0; k < pl->nin; k++) {
+                        const char *src = (const char *)ptr[k] +
+                                          (size_t)(off * st[k]) * proto_dtype_size(pl->in[k]->dtype);
+
+                        if (pl->ct[k] == pl->in[k]->dtype) {
+                                q[k] = src;
+                                qs[k] = st[k];
+                                continue;
+                        }
+                        /* A broadcast input converts its one element. */
+                        ew_convert(pl->ct[k], &buf[k], pl->in[k]->dtype, src, st[k],
+                                   st[k] ? (size_t)m : 1);
+                        q[k] = &buf[k];
+                        qs[k] = st[k] ? 1 : 0;
+                }
+                if (pl->cto != odtype) {
+                        pl->k(&obuf, q, qs, m, &pc);
+                        ew_convert(odtype, o + (size_t)off * eo, pl->cto, &obuf, 1, (size_t)m);
+                } else {
+                        pl->k(o + (size_t)off * eo, q, qs, m, &pc);
+                }
+        }
 }
 
-static int ew_binary_check(const struct ops_def *def, const struct ops_call *call, char *err,
-                           size_t errlen)
+void ew_apply(const struct ew_plan *pl, const struct ops_tensor *out)
 {
-        char b1[OPS_DTYPE_STR_MAX], b2[OPS_DTYPE_STR_MAX], msg[2 * OPS_SHAPE_STR_MAX + 64];
-        struct ops_tensor shape;
-        int rc;
+        int64_t st[OPS_MAX_INPUTS][OPS_MAX_DIMS], cs[OPS_MAX_DIMS][OPS_MAX_INPUTS];
+        int64_t dim[OPS_MAX_DIMS], idx[OPS_MAX_DIMS], off[OPS_MAX_INPUTS];
+        int64_t n = ops_tensor_numel(out), done;
+        size_t es[OPS_MAX_INPUTS], eo = proto_dtype_size(out->dtype);
+        const void *ptr[OPS_MAX_INPUTS];
+        struct ew_params p = pl->p;
+        int k, d, j, nd = 0, merge, conv = pl->cto != out->dtype;
 
-        rc = ops_check_common(def, call, NULL, err, errlen);
-        if (rc)
-                return rc;
-        rc = ew_check_dtype(def, NULL, &call->in[0], 0, err, errlen);
-        if (rc)
-                return rc;
-        if (call->in[1].dtype != call->in[0].dtype)
-                return ops_fail(err, errlen, -EINVAL,
-                                "%s: input 1 dtype %s does not match input 0 dtype %s",
-                                def->name, ops_dtype_str(call->in[1].dtype, b1, sizeof(b1)),
-                                ops_dtype_str(call->in[0].dtype, b2, sizeof(b2)));
-        memset(&shape, 0, sizeof(shape));
-        if (ops_broadcast_shape(&call->in[0], &call->in[1], &shape, msg, sizeof(msg)))
-                return ops_fail(err, errlen, -EINVAL, "%s: %s", def->name, msg);
-        return ops_check_output(def, call, call->in[0].dtype, &shape, err, errlen);
-}
-
-/* Walks the output in row-major order, calling the strided kernel on its innermost run.
- * Dims of extent 1 are dropped and neighbouring dims that are contiguous for both inputs
- * are merged, so the inner run is as long as the layout allows. */
-static void ew_binary_walk(const struct ew_binary_kernels *k, const struct ops_call *call,
-                           size_t esize)
-{
-        const struct ops_tensor *a = &call->in[0], *b = &call->in[1], *out = &call->out[0];
-        int64_t sa[OPS_MAX_DIMS], sb[OPS_MAX_DIMS];
-        int64_t dim[OPS_MAX_DIMS], csa[OPS_MAX_DIMS], csb[OPS_MAX_DIMS], idx[OPS_MAX_DIMS];
-        int64_t n = ops_tensor_numel(out), done, oa = 0, ob = 0;
-        char *o = out->data;
-        const char *pa = a->data, *pb = b->data;
-        int d, j, nd = 0;
-
-        ops_broadcast_strides(a, out, sa);
-        ops_broadcast_strides(b, out, sb);
-        /* dim[0] is the innermost after this loop. */
+        if (n <= 0)
+                return;
+        p.fast = 1;
+        for (k = 0; k < pl->nin; k++) {
+                ops_broadcast_strides(pl->in[k], out, st[k]);
+                es[k] = proto_dtype_size(pl->in[k]->dtype);
+                off[k] = 0;
+                if (pl->ct[k] != pl->in[k]->dtype)
+                        conv = 1;
+                if (ew_overlap(pl->in[k], out))
+                        p.fast = 0;
+        }
+        /* Dims of extent 1 are dropped and a dim merges into the next inner one when it is
+         * contiguous with it for every input; dim[0] ends up the innermost. */
         for (d = out->ndim - 1; d >= 0; d--) {
                 if (out->dims[d] == 1)
                         continue;
-                if (nd && sa[d] == csa[nd - 1] * dim[nd - 1] &&
-                    sb[d] == csb[nd - 1] * dim[nd - 1]) {
+                merge = nd > 0;
+                for (k = 0; merge && k < pl->nin; k++)
+                        if (st[k][d] != cs[nd - 1][k] * dim[nd - 1])
+                                merge = 0;
+                if (merge) {
                         dim[nd - 1] *= out->dims[d];
                         continue;
                 }
                 dim[nd] = out->dims[d];
-                csa[nd] = sa[d];
-                csb[nd] = sb[d];
+                for (k = 0; k < pl->nin; k++)
+                        cs[nd][k] = st[k][d];
                 idx[nd] = 0;
                 nd++;
         }
         if (!nd) {
                 dim[0] = 1;
-                csa[0] = csb[0] = 0;
+                for (k = 0; k < pl->nin; k++)
+                        cs[0][k] = 0;
                 nd = 1;
         }
         for (done = 0; done < n; done += dim[0]) {
-                k->strided(o + (size_t)done * esize, pa + (size_t)oa * esize, csa[0],
-                           pb + (size_t)ob * esize, csb[0], dim[0]);
+                for (k = 0; k < pl->nin; k++)
+                        ptr[k] = (const char *)pl->in[k]->data + (size_t)off[k] * es[k];
+                ew_inner(pl, &p, conv, out->dtype, (char *)out->data + (size_t)done * eo, ptr,
+                         cs[0], dim[0]);
                 for (j = 1; j < nd; j++) {
-                        oa += csa[j];
-                        ob += csb[j];
+                        for (k = 0; k < pl->nin; k++)
+                                off[k] += cs[j][k];
                         if (++idx[j] < dim[j])
                                 break;
-                        oa -= csa[j] * dim[j];
-                        ob -= csb[j] * dim[j];
+                        for (k = 0; k < pl->nin; k++)
+                                off[k] -= cs[j][k] * dim[j];
                         idx[j] = 0;
                 }
         }
 }
 
-static void ew_binary_compute(const struct ew_binary_kernels *table, const struct ops_call *call)
-{
-        const struct ops_tensor *a = &call->in[0], *b = &call->in[1], *out = &call->out[0];
-        const struct ew_binary_kernels *k = &table[ew_kind_of(a->dtype)];
-        size_t esize = proto_dtype_size(a->dtype);
-        int64_t n = ops_tensor_numel(out), na = ops_tensor_numel(a), nb = ops_tensor_numel(b);
+/* ------------------------------------------------------------------ infer and check */
 
-        if (!n)
-                return;
-        /* Equal element counts mean no dim was expanded, so the layouts coincide. */
-        if (k->vv && !ew_overlap(out->data, n, a->data, na, esize) &&
-            !ew_overlap(out->data, n, b->data, nb, esize)) {
-                if (na == n && nb == n) {
-                        k->vv(out->data, a->data, b->data, (size_t)n);
-                        return;
-                }
-                if (na == n && nb == 1) {
-                        k->vs(out->data, a->data, b->data, (size_t)n);
-                        return;
-                }
-                if (na == 1 && nb == n) {
-                        k->sv(out->data, a->data, b->data, (size_t)n);
-                        return;
-                }
-        }
-        ew_binary_walk(k, call, esize);
+static int ew_present(const struct ew_op *op, const struct ops_call *call, int i)
+{
+        return i < op->min_in || call->in[i].dtype != 0;
 }
 
-static int ew_has_zero(const struct ops_tensor *t)
+int ew_infer(const struct ew_op *op, struct ops_call *call, char *err, size_t errlen)
+{
+        char b1[OPS_SHAPE_STR_MAX], b2[OPS_SHAPE_STR_MAX], msg[2 * OPS_SHAPE_STR_MAX + 64];
+        const struct ops_tensor *key;
+        struct ops_tensor shape, tmp;
+        struct ew_params p;
+        int i, t, rc;
+
+        if (call->nin < op->min_in || call->nin > op->max_in || call->nout != 1) {
+                if (op->min_in == op->max_in)
+                        return ops_fail(err, errlen, -EINVAL,
+                                        "%s: expected %d input%s and 1 output, got %d and %d",
+                                        op->name, op->min_in, op->min_in == 1 ? "" : "s",
+                                        call->nin, call->nout);
+                return ops_fail(err, errlen, -EINVAL,
+                                "%s: expected %d to %d inputs and 1 output, got %d and %d",
+                                op->name, op->min_in, op->max_in, call->nin, call->nout);
+        }
+        for (i = 0; i < call->nin; i++)
+                if (call->in[i].ndim < 0 || call->in[i].ndim > OPS_MAX_DIMS)
+                        return ops_fail(err, errlen, -EINVAL, "%s: input %d has invalid rank %d",
+                                        op->name, i, call->in[i].ndim);
+        key = &call->in[op->key];
+        t = ew_type_of(key->dtype);
+        if (t < 0 || !(op->types & EW_M(t)))
+                return ops_fail(err, errlen, -EINVAL, "%s: input %d has unsupported dtype %s",
+                                op->name, op->key, ops_dtype_str(key->dtype, b1, sizeof(b1)));
+        for (i = 0; i < call->nin; i++)
+                if (((op->same >> i) & 1) && ew_present(op, call, i) &&
+                    call->in[i].dtype != key->dtype)
+                        return ops_fail(err, errlen, -EINVAL,
+                                        "%s: input %d dtype %s does not match input %d dtype %s",
+                                        op->name, i,
+                                        ops_dtype_str(call->in[i].dtype, b1, sizeof(b1)),
+                                        op->key, ops_dtype_str(key->dtype, b2, sizeof(b2)));
+        memset(&p, 0, sizeof(p));
+        if (op->attr) {
+                rc = op->attr(op, call, &p, err, errlen);
+                if (rc)
+                        return rc;
+        }
+        memset(&shape, 0, sizeof(shape));
+        shape.ndim = call->in[0].ndim;
+        memcpy(shape.dims, call->in[0].dims, (size_t)shape.ndim * sizeof(shape.dims[0]));
+        for (i = 1; i < call->nin; i++) {
+                if (!ew_present(op, call, i))
+                        continue;
+                if (op->shape == EW_BCAST) {
+                        if (ops_broadcast_shape(&shape, &call->in[i], &shape, msg, sizeof(msg)))
+                                return ops_fail(err, errlen, -EINVAL, "%s: %s", op->name, msg);
+                        continue;
+                }
+                /* EW_FIRST: one element, or unidirectionally broadcastable to input 0. */
+                if (ops_tensor_numel(&call->in[i]) == 1)
+                        continue;
+                if (ops_broadcast_shape(&shape, &call->in[i], &tmp, msg, sizeof(msg)) ||
+                    !ops_shape_equal(&tmp, &shape))
+                        return ops_fail(err, errlen, -EINVAL,
+                                        "%s: input %d shape %s does not broadcast to input 0 shape %s",
+                                        op->name, i, ops_shape_str(&call->in[i], b1, sizeof(b1)),
+                                        ops_shape_str(&shape, b2, sizeof(b2)));
+        }
+        call->out[0].dtype = op->out ? op->out : key->dtype;
+        call->out[0].ndim = shape.ndim;
+        memcpy(call->out[0].dims, shape.dims, (size_t)shape.ndim * sizeof(shape.dims[0]));
+        return op->infer ? op->infer(op, call, err, errlen) : 0;
+}
+
+int ew_check(const struct ew_op *op, const struct ops_call *call, char *err, size_t errlen)
+{
+        struct ops_def def;
+        struct ops_call probe;
+        const struct ops_attr *a;
+        int i, j, rc;
+
+        memset(&def, 0, sizeof(def));
+        def.name = op->name;
+        def.min_inputs = op->min_in;
+        def.max_inputs = op->max_in;
+        def.outputs = 1;
+        if (call->nattr < 0 || call->nattr > OPS_MAX_ATTRS)
+                return ops_fail(err, errlen, -EINVAL, "%s: invalid attribute count %d", op->name,
+                                call->nattr);
+        /* Counts and tensors by the common check; attributes here, as graphs also pass
+         * strings (BitShift's direction) that the wire's common check refuses. */
+        probe = *call;
+        probe.nattr = 0;
+        rc = ops_check_common(&def, &probe, NULL, err, errlen);
+        if (rc)
+                return rc;
+        for (i = 0; i < call->nattr; i++) {
+                a = &call->attr[i];
+                if (!memchr(a->name, '\0', OPS_NAME_MAX))
+                        return ops_fail(err, errlen, -EINVAL,
+                                        "%s: attribute %d has an unterminated name", op->name, i);
+                for (j = 0; op->attrs && op->attrs[j]; j++)
+                        if (strcmp(op->attrs[j], a->name) == 0)
+                                break;
+                if (!op->attrs || !op->attrs[j])
+                        return ops_fail(err, errlen, -EINVAL, "%s: unknown attribute '%s'",
+                                        op->name, a->name);
+                for (j = 0; j < i; j++)
+                        if (strcmp(call->attr[j].name, a->name) == 0)
+                                return ops_fail(err, errlen, -EINVAL,
+                                                "%s: attribute '%s' given twice", op->name,
+                                                a->name);
+        }
+        probe = *call;
+        memset(&probe.out[0], 0, sizeof(probe.out[0]));
+        rc = ew_infer(op, &probe, err, errlen);
+        if (rc)
+                return rc;
+        return ops_check_output(&def, call, probe.out[0].dtype, &probe.out[0], err, errlen);
+}
+
+/* ------------------------------------------------------------------------ run, cost */
+
+int ew_plan_init(const struct ew_op *op, const struct ops_call *call, struct ew_plan *pl,
+                 char *err, size_t errlen)
+{
+        char buf[OPS_DTYPE_STR_MAX];
+        int key = call->in[op->key].dtype, t = ew_type_of(key), ct = key, i, rc;
+
+        memset(pl, 0, sizeof(*pl));
+        if (op->attr) {
+                rc = op->attr(op, call, &pl->p, err, errlen);
+                if (rc)
+                        return rc;
+        }
+        pl->k = t >= 0 && op->k ? op->k[t] : NULL;
+        if (!pl->k && (t == EW_F16 || t == EW_BF16) && op->k) {
+                pl->k = op->k[EW_F32];
+                ct = PROTO_DTYPE_FLOAT32;
+        }
+        pl->nin = call->nin;
+        for (i = 0; i < call->nin; i++) {
+                pl->in[i] = &call->in[i];
+                pl->ct[i] = i == op->key || ((op->same >> i) & 1) ? ct : call->in[i].dtype;
+        }
+        pl->cto = op->out ? op->out : ct;
+        pl->p.nin = call->nin;
+        if (op->prepare) {
+                rc = op->prepare(op, call, pl, err, errlen);
+                if (rc)
+                        return rc;
+        }
+        if (!pl->k)
+                return ops_fail(err, errlen, -EINVAL, "%s: no kernel for dtype %s", op->name,
+                                ops_dtype_str(key, buf, sizeof(buf)));
+        return 0;
+}
+
+int ew_run(const struct ew_op *op, const struct ops_call *call, char *err, size_t errlen)
+{
+        struct ew_plan pl;
+        int rc = ew_plan_init(op, call, &pl, err, errlen);
+
+        if (rc)
+                return rc;
+        ew_apply(&pl, &call->out[0]);
+        return 0;
+}
+
+void ew_cost(const struct ew_op *op, const struct ops_call *call, uint64_t *ret_flops,
+             uint64_t *ret_bytes)
+{
+        uint64_t n = (uint64_t)ops_tensor_numel(&call->out[0]), bytes;
+        int i;
+
+        bytes = ops_mul_sat(n, proto_dtype_size(call->out[0].dtype));
+        for (i = 0; i < call->nin && i < OPS_MAX_INPUTS; i++)
+                bytes = ops_add_sat(bytes, ops_mul_sat((uint64_t)ops_tensor_numel(&call->in[i]),
+                                                       proto_dtype_size(call->in[i].dtype)));
+        *ret_flops = ops_mul_sat(n, op->flops ? op->flops : 1);
+        *ret_bytes = bytes;
+}
+
+/* ------------------------------------------------------------------------- helpers */
+
+int ew_attr_float(const struct ew_op *op, const struct ops_call *call, const char *name,
+                  double def, double *ret, char *err, size_t errlen)
+{
+        const struct ops_attr *a = ops_attr_find(call, name);
+
+        *ret = def;
+        if (!a)
+                return 0;
+        if (a->type == OPS_ATTR_FLOAT)
+                *ret = a->f;
+        else if (a->type == OPS_ATTR_INT)
+                *ret = (double)a->i;
+        else
+                return ops_fail(err, errlen, -EINVAL, "%s: attribute '%s' must be a float",
+                                op->name, name);
+        return 0;
+}
+
+int ew_attr_int(const struct ew_op *op, const struct ops_call *call, const char *name,
+                int64_t def, int64_t *ret, char *err, size_t errlen)
+{
+        const struct ops_attr *a = ops_attr_find(call, name);
+
+        *ret = def;
+        if (!a)
+                return 0;
+        if (a->type != OPS_ATTR_INT)
+                return ops_fail(err, errlen, -EINVAL, "%s: attribute '%s' must be an int",
+                                op->name, name);
+        *ret = a->i;
+        return 0;
+}
+
+int ew_has_zero(const struct ops_tensor *t)
 {
         int64_t i, n = ops_tensor_numel(t);
 
-        if (t->dtype == PROTO_DTYPE_INT32) {
-                const int32_t *p = t->data;
+        /* An integer is zero exactly when all its bytes are. */
+        switch (proto_dtype_size(t->dtype)) {
+        case 1: {
+                const uint8_t *q = t->data;
 
                 for (i = 0; i < n; i++)
-                        if (!p[i])
+                        if (!q[i])
                                 return 1;
-        } else if (t->dtype == PROTO_DTYPE_INT64) {
-                const int64_t *p = t->data;
+                break;
+        }
+        case 2: {
+                const uint16_t *q = t->data;
 
                 for (i = 0; i < n; i++)
-                        if (!p[i])
+                        if (!q[i])
                                 return 1;
+                break;
+        }
+        case 4: {
+                const uint32_t *q = t->data;
+
+                for (i = 0; i < n; i++)
+                        if (!q[i])
+                                return 1;
+                break;
+        }
+        case 8: {
+                const uint64_t *q = t->data;
+
+                for (i = 0; i < n; i++)
+                        if (!q[i])
+                                return 1;
+                break;
+        }
         }
         return 0;
 }
-
-static void ew_binary_cost(const struct ops_call *call, uint64_t *ret_flops,
-                           uint64_t *ret_bytes)
-{
-        uint64_t esize = proto_dtype_size(call->in[0].dtype);
-        uint64_t n = (uint64_t)ops_tensor_numel(&call->out[0]);
-        uint64_t na = (uint64_t)ops_tensor_numel(&call->in[0]);
-        uint64_t nb = (uint64_t)ops_tensor_numel(&call->in[1]);
-
-        *ret_flops = n;
-        *ret_bytes = ops_mul_sat(ops_add_sat(ops_add_sat(na, nb), n), esize);
-}
-
-static int ew_unary_check(const struct ops_def *def, const struct ew_unary_kernels *table,
-                          const struct ops_call *call, char *err, size_t errlen)
-{
-        int rc;
-
-        rc = ops_check_common(def, call, NULL, err, errlen);
-        if (rc)
-                return rc;
-        rc = ew_check_dtype(def, table, &call->in[0], 0, err, errlen);
-        if (rc)
-                return rc;
-        return ops_check_output(def, call, call->in[0].dtype, &call->in[0], err, errlen);
-}
-
-static int ew_unary_run(const struct ew_unary_kernels *table, const struct ops_call *call)
-{
-        const struct ops_tensor *a = &call->in[0], *out = &call->out[0];
-        const struct ew_unary_kernels *k = &table[ew_kind_of(a->dtype)];
-        int64_t n = ops_tensor_numel(a);
-
-        if (!n)
-                return 0;
-        if (k->contig && !ew_overlap(out->data, n, a->data, n, proto_dtype_size(a->dtype)))
-                k->contig(out->data, a->data, (size_t)n);
-        else
-                k->any(out->data, a->data, (size_t)n);
-        return 0;
-}
-
-/* Transcendental kernels cost several operations per element in the cost model. */
-static void ew_unary_cost_n(const struct ops_call *call, uint64_t per_elem,
-                            uint64_t *ret_flops, uint64_t *ret_bytes)
-{
-        uint64_t n = (uint64_t)ops_tensor_numel(&call->in[0]);
-
-        *ret_flops = ops_mul_sat(n, per_elem);
-        *ret_bytes = ops_mul_sat(2 * n, proto_dtype_size(call->in[0].dtype));
-}
-
-static int add_check(const struct ops_call *call, char *err, size_t errlen)
-{
-        return ew_binary_check(&ops_add_def, call, err, errlen);
-}
-
-static int sub_check(const struct ops_call *call, char *err, size_t errlen)
-{
-        return ew_binary_check(&ops_sub_def, call, err, errlen);
-}
-
-static int mul_check(const struct ops_call *call, char *err, size_t errlen)
-{
-        return ew_binary_check(&ops_mul_def, call, err, errlen);
-}
-
-static int div_check(const struct ops_call *call, char *err, size_t errlen)
-{
-        return ew_binary_check(&ops_div_def, call, err, errlen);
-}
-
-static int add_run(const struct ops_call *call, char *err, size_t errlen)
-{
-        ew_binary_compute(add_kernels, call);
-        return 0;
-}
-
-static int sub_run(const struct ops_call *call, char *err, size_t errlen)
-{
-        ew_binary_compute(sub_kernels, call);
-        return 0;
-}
-
-static int mul_run(const struct ops_call *call, char *err, size_t errlen)
-{
-        ew_binary_compute(mul_kernels, call);
-        return 0;
-}
-
-static int div_run(const struct ops_call *call, char *err, size_t errlen)
-{
-        /* Checked up front so that nothing is written when the call fails. */
-        if (ew_has_zero(&call->in[1]))
-                return ops_fail(err, errlen, -EDOM, "Div: integer division by zero");
-        ew_binary_compute(div_kernels, call);
-        return 0;
-}
-
-static int relu_check(const struct ops_call *call, char *err, size_t errlen)
-{
-        return ew_unary_check(&ops_relu_def, relu_kernels, call, err, errlen);
-}
-
-static int sigmoid_check(const struct ops_call *call, char *err, size_t errlen)
-{
-        return ew_unary_check(&ops_sigmoid_def, sigmoid_kernels, call, err, errlen);
-}
-
-static int tanh_check(const struct ops_call *call, char *err, size_t errlen)
-{
-        return ew_unary_check(&ops_tanh_def, tanh_kernels, call, err, errlen);
-}
-
-static int relu_run(const struct ops_call *call, char *err, size_t errlen)
-{
-        return ew_unary_run(relu_kernels, call);
-}
-
-static int sigmoid_run(const struct ops_call *call, char *err, size_t errlen)
-{
-        return ew_unary_run(sigmoid_kernels, call);
-}
-
-static int tanh_run(const struct ops_call *call, char *err, size_t errlen)
-{
-        return ew_unary_run(tanh_kernels, call);
-}
-
-static void relu_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
-{
-        ew_unary_cost_n(call, 1, ret_flops, ret_bytes);
-}
-
-static void transcendental_cost(const struct ops_call *call, uint64_t *ret_flops,
-                                uint64_t *ret_bytes)
-{
-        ew_unary_cost_n(call, 8, ret_flops, ret_bytes);
-}
-
-const struct ops_def ops_add_def = {
-        "Add", 2, 2, 1, OPS_ENGINE_VECTOR, add_check, add_run, ew_binary_cost, OPS_FLAG_ELEMENTWISE, NULL, 0, NULL,
-};
-
-const struct ops_def ops_sub_def = {
-        "Sub", 2, 2, 1, OPS_ENGINE_VECTOR, sub_check, sub_run, ew_binary_cost, OPS_FLAG_ELEMENTWISE, NULL, 0, NULL,
-};
-
-const struct ops_def ops_mul_def = {
-        "Mul", 2, 2, 1, OPS_ENGINE_VECTOR, mul_check, mul_run, ew_binary_cost, OPS_FLAG_ELEMENTWISE, NULL, 0, NULL,
-};
-
-const struct ops_def ops_div_def = {
-        "Div", 2, 2, 1, OPS_ENGINE_VECTOR, div_check, div_run, ew_binary_cost, OPS_FLAG_ELEMENTWISE, NULL, 0, NULL,
-};
-
-const struct ops_def ops_relu_def = {
-        "Relu", 1, 1, 1, OPS_ENGINE_VECTOR, relu_check, relu_run, relu_cost, OPS_FLAG_ELEMENTWISE, NULL, 0, NULL,
-};
-
-const struct ops_def ops_sigmoid_def = {
-        "Sigmoid", 1, 1, 1, OPS_ENGINE_VECTOR, sigmoid_check, sigmoid_run, transcendental_cost, OPS_FLAG_ELEMENTWISE, NULL, 0, NULL,
-};
-
-const struct ops_def ops_tanh_def = {
-        "Tanh", 1, 1, 1, OPS_ENGINE_VECTOR, tanh_check, tanh_run, transcendental_cost, OPS_FLAG_ELEMENTWISE, NULL, 0, NULL,
-};

@@ -1,9 +1,11 @@
 /* MatMul for the cube engine, with ONNX (numpy matmul) semantics: a 1-D first operand is
  * a row vector and a 1-D second operand a column vector, the added dim being dropped from
  * the result; leading batch dims broadcast. float32 goes to OpenBLAS sgemm one matrix at a
- * time, or in a single call when the second operand is shared by every batch; float16 is
- * widened to float32 temporaries around the same path; int32 and int64 use plain loops in
- * unsigned arithmetic so that overflow wraps. */
+ * time, or in a single call when the second operand is shared by every batch; float64 takes
+ * the same path through dgemm; float16 and bfloat16 are widened to float32 temporaries
+ * around the sgemm path; 32- and 64-bit integers use plain loops in unsigned arithmetic so
+ * that overflow wraps. Wire launches use the check below; graphs use infer (opset 1 on:
+ * later opsets only added dtypes). */
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -11,7 +13,7 @@
 
 #include <cblas.h>
 
-#include "ops-internal.h"
+#include "nn-common.h"
 
 struct mm_shape {
         int64_t m, n, k;
@@ -27,7 +29,9 @@ struct mm_shape {
 static int mm_dtype_ok(int dtype)
 {
         return dtype == PROTO_DTYPE_FLOAT32 || dtype == PROTO_DTYPE_FLOAT16 ||
-               dtype == PROTO_DTYPE_INT32 || dtype == PROTO_DTYPE_INT64;
+               dtype == PROTO_DTYPE_FLOAT64 || dtype == PROTO_DTYPE_BFLOAT16 ||
+               dtype == PROTO_DTYPE_INT32 || dtype == PROTO_DTYPE_INT64 ||
+               dtype == PROTO_DTYPE_UINT32 || dtype == PROTO_DTYPE_UINT64;
 }
 
 /* Shapes of a call whose ranks and dtypes were validated; messages start with "MatMul: ". */
@@ -76,15 +80,13 @@ static int mm_shape_of(const struct ops_call *call, struct mm_shape *s, char *er
         return 0;
 }
 
-static int mm_check(const struct ops_call *call, char *err, size_t errlen)
+/* Dtypes, ranks and shapes of a call (after the common validation or infer's own). */
+static int mm_validate(const struct ops_call *call, struct mm_shape *s, char *err,
+                       size_t errlen)
 {
         char b1[OPS_DTYPE_STR_MAX], b2[OPS_DTYPE_STR_MAX];
-        struct mm_shape s;
         int rc, i;
 
-        rc = ops_check_common(&ops_matmul_def, call, NULL, err, errlen);
-        if (rc)
-                return rc;
         if (!mm_dtype_ok(call->in[0].dtype))
                 return ops_fail(err, errlen, -EINVAL, "MatMul: input 0 has unsupported dtype %s",
                                 ops_dtype_str(call->in[0].dtype, b1, sizeof(b1)));
@@ -97,13 +99,42 @@ static int mm_check(const struct ops_call *call, char *err, size_t errlen)
                 if (call->in[i].ndim < 1)
                         return ops_fail(err, errlen, -EINVAL,
                                         "MatMul: input %d is a scalar, rank 1 or more needed", i);
-        rc = mm_shape_of(call, &s, err, errlen);
+        rc = mm_shape_of(call, s, err, errlen);
         if (rc)
                 return rc;
-        if (s.m > INT_MAX || s.n > INT_MAX || s.k > INT_MAX)
+        if (s->m > INT_MAX || s->n > INT_MAX || s->k > INT_MAX)
                 return ops_fail(err, errlen, -EINVAL,
                                 "MatMul: matrix dimension above %d not supported", INT_MAX);
+        return 0;
+}
+
+static int mm_check(const struct ops_call *call, char *err, size_t errlen)
+{
+        struct mm_shape s;
+        int rc;
+
+        rc = ops_check_common(&ops_matmul_def, call, NULL, err, errlen);
+        if (rc)
+                return rc;
+        rc = mm_validate(call, &s, err, errlen);
+        if (rc)
+                return rc;
         return ops_check_output(&ops_matmul_def, call, call->in[0].dtype, &s.out, err, errlen);
+}
+
+static int mm_infer(struct ops_call *call, char *err, size_t errlen)
+{
+        struct mm_shape s;
+        int rc;
+
+        rc = nn_infer_begin(&ops_matmul_def, call, err, errlen);
+        if (rc)
+                return rc;
+        rc = mm_validate(call, &s, err, errlen);
+        if (rc)
+                return rc;
+        nn_set_out(call, 0, call->in[0].dtype, s.out.ndim, s.out.dims);
+        return 0;
 }
 
 /* Calls fn(ctx, index, a offset, b offset) for each result matrix, offsets in matrices. */
@@ -168,6 +199,46 @@ static void mm_f32(const struct mm_shape *s, float *c, const float *a, const flo
         mm_for_each(s, mm_f32_one, &ctx);
 }
 
+struct mm_f64_ctx {
+        const struct mm_shape *s;
+        double *c;
+        const double *a, *b;
+};
+
+static void mm_dgemm(double *c, const double *a, const double *b, int64_t m, int64_t n,
+                     int64_t k)
+{
+        if (!m || !n)
+                return;
+        if (!k) {
+                memset(c, 0, (size_t)(m * n) * sizeof(*c));
+                return;
+        }
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)m, (blasint)n,
+                    (blasint)k, 1.0, a, (blasint)k, b, (blasint)n, 0.0, c, (blasint)n);
+}
+
+static void mm_f64_one(void *ctx_, int64_t i, int64_t oa, int64_t ob)
+{
+        const struct mm_f64_ctx *ctx = ctx_;
+        const struct mm_shape *s = ctx->s;
+
+        mm_dgemm(ctx->c + i * s->m * s->n, ctx->a + oa * s->m * s->k, ctx->b + ob * s->k * s->n,
+                 s->m, s->n, s->k);
+}
+
+static void mm_f64(const struct mm_shape *s, double *c, const double *a, const double *b)
+{
+        struct mm_f64_ctx ctx = { s, c, a, b };
+
+        if (s->a_full && s->b_shared && s->count * s->m <= INT_MAX) {
+                mm_dgemm(c, a, b, s->count * s->m, s->n, s->k);
+                return;
+        }
+        mm_for_each(s, mm_f64_one, &ctx);
+}
+
+/* float16 and bfloat16: widened to float32 copies, the product narrowed back. */
 static int mm_f16(const struct mm_shape *s, const struct ops_call *call, char *err,
                   size_t errlen)
 {
@@ -184,10 +255,10 @@ static int mm_f16(const struct mm_shape *s, const struct ops_call *call, char *e
                 free(c);
                 return ops_fail(err, errlen, -ENOMEM, "MatMul: out of memory for float16");
         }
-        ops_half_to_float_n(a, call->in[0].data, (size_t)na);
-        ops_half_to_float_n(b, call->in[1].data, (size_t)nb);
+        nn_to_f32(a, call->in[0].dtype, call->in[0].data, na);
+        nn_to_f32(b, call->in[1].dtype, call->in[1].data, nb);
         mm_f32(s, c, a, b);
-        ops_float_to_half_n(call->out[0].data, c, (size_t)nc);
+        nn_from_f32(call->out[0].data, call->out[0].dtype, c, nc);
         free(a);
         free(b);
         free(c);
@@ -248,12 +319,18 @@ static int mm_run(const struct ops_call *call, char *err, size_t errlen)
         case PROTO_DTYPE_FLOAT32:
                 mm_f32(&s, call->out[0].data, call->in[0].data, call->in[1].data);
                 return 0;
+        case PROTO_DTYPE_FLOAT64:
+                mm_f64(&s, call->out[0].data, call->in[0].data, call->in[1].data);
+                return 0;
         case PROTO_DTYPE_FLOAT16:
+        case PROTO_DTYPE_BFLOAT16:
                 return mm_f16(&s, call, err, errlen);
         case PROTO_DTYPE_INT32:
+        case PROTO_DTYPE_UINT32:
                 mm_i32(&s, call->out[0].data, call->in[0].data, call->in[1].data);
                 return 0;
         case PROTO_DTYPE_INT64:
+        case PROTO_DTYPE_UINT64:
                 mm_i64(&s, call->out[0].data, call->in[0].data, call->in[1].data);
                 return 0;
         default:
@@ -280,5 +357,6 @@ static void mm_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *
 }
 
 const struct ops_def ops_matmul_def = {
-        "MatMul", 2, 2, 1, OPS_ENGINE_CUBE, mm_check, mm_run, mm_cost, OPS_FLAG_ROW_SPLIT, NULL, 0, NULL,
+        "MatMul", 2, 2, 1, OPS_ENGINE_CUBE, mm_check, mm_run, mm_cost, OPS_FLAG_ROW_SPLIT, mm_infer, 1,
+        NULL,
 };

@@ -2,12 +2,14 @@
 # A raw-protocol npud client for test-dbus.sh (docs/protocol.md), for what neither npuctl nor
 # the examples can do on cue:
 #   dbus-client.py hold SOCKET
-#       hello, print "session N", then read until npud closes the connection; print every
-#       notification event and finally "closed".
+#       hello, allocate 1 MiB on device 1, print "session N", then read until npud closes the
+#       connection; print every notification event and finally "closed".
 #   dbus-client.py reset SOCKET GOFILE
-#       on device 0: stream T runs a 64 MiB memset then records event E; stream S waits for E
-#       then memsets. Print "submitted", wait for GOFILE to exist, then synchronize S and T and
-#       print each reply as "S <json>" / "T <json>" (the test resets the device in between).
+#       on device 0: touch a 64 MiB buffer once (so that its pages exist and a memset of it
+#       takes a steady time), print "warm" and wait for GOFILE.1 (the test slows the device
+#       down); then stream T runs a 64 MiB memset and records event E, stream S waits for E
+#       and memsets. Print "submitted", wait for GOFILE.2, synchronize S and T and print each
+#       reply as "S <json>" / "T <json>" (the test resets the device in between).
 import json
 import os
 import socket
@@ -71,11 +73,18 @@ class Conn:
         return REC.pack(rtype, 0, REC.size + len(payload), self.seq, stream) + payload
 
 
+def wait_file(path):
+    deadline = time.time() + 20
+    while not os.path.exists(path) and time.time() < deadline:
+        time.sleep(0.02)
+
+
 def main():
     mode, path = sys.argv[1], sys.argv[2]
     c = Conn(path)
     hello = c.result("hello", {"min_version": 1, "max_version": 1, "client": "test-dbus"})
     if mode == "hold":
+        c.result("mem_alloc", {"device": 1, "size": 1 << 20})
         print("session", hello["session"], flush=True)
         while True:
             f = c.recv()
@@ -90,6 +99,10 @@ def main():
         t = c.result("stream_create", {"device": 0})["stream"]
         s = c.result("stream_create", {"device": 0})["stream"]
         e = c.result("event_create")["event"]
+        c.send(SUBMIT, 0, c.record(MEMSET, t, struct.pack("<IB3xQQ", buf, 0, 0, size)))
+        c.result("stream_synchronize", {"stream": t})
+        print("warm", flush=True)
+        wait_file(sys.argv[3] + ".1")
         body = c.record(MEMSET, t, struct.pack("<IB3xQQ", buf, 1, 0, size))
         body += c.record(EVENT_RECORD, t, struct.pack("<I4x", e))
         body += c.record(STREAM_WAIT, s, struct.pack("<I4x", e))
@@ -97,9 +110,7 @@ def main():
         c.send(SUBMIT, 0, body)
         c.result("ping")  # the submission has been taken in
         print("submitted", flush=True)
-        deadline = time.time() + 20
-        while not os.path.exists(sys.argv[3]) and time.time() < deadline:
-            time.sleep(0.02)
+        wait_file(sys.argv[3] + ".2")
         print("S", json.dumps(c.call("stream_synchronize", {"stream": s})), flush=True)
         print("T", json.dumps(c.call("stream_synchronize", {"stream": t})), flush=True)
     else:

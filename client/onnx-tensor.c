@@ -1,0 +1,459 @@
+/* ONNX test tensors: TensorProto decoding and tolerance comparison for npu-onnx-test (see
+ * onnx-tensor.h). The protobuf code is generated from the system's onnx/onnx.proto. Data is
+ * kept in host byte order, which is the little-endian order of raw_data on every machine the
+ * project builds for. */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx.pb-c.h"
+#include "onnx-tensor.h"
+
+/* Far above any tensor of the backend test data; keeps a corrupt dims list from asking for
+ * absurd allocations. */
+#define ONNX_TENSOR_MAX_BYTES (UINT64_C(4) << 30)
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "raw_data is little-endian; byte swapping is not implemented"
+#endif
+
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+        va_list ap;
+
+        if (err && errlen) {
+                va_start(ap, fmt);
+                vsnprintf(err, errlen, fmt, ap);
+                va_end(ap);
+        }
+        return code;
+}
+
+size_t onnx_dtype_size(int dtype)
+{
+        switch (dtype) {
+        case NPU_UINT8:
+        case NPU_INT8:
+        case NPU_BOOL:
+                return 1;
+        case NPU_UINT16:
+        case NPU_INT16:
+        case NPU_FLOAT16:
+        case NPU_BFLOAT16:
+                return 2;
+        case NPU_FLOAT32:
+        case NPU_INT32:
+        case NPU_UINT32:
+                return 4;
+        case NPU_INT64:
+        case NPU_FLOAT64:
+        case NPU_UINT64:
+                return 8;
+        default:
+                return 0;
+        }
+}
+
+const char *onnx_dtype_name(int dtype)
+{
+        static __thread char unknown[24];
+
+        switch (dtype) {
+        case 0: return "undefined";
+        case 1: return "float";
+        case 2: return "uint8";
+        case 3: return "int8";
+        case 4: return "uint16";
+        case 5: return "int16";
+        case 6: return "int32";
+        case 7: return "int64";
+        case 8: return "string";
+        case 9: return "bool";
+        case 10: return "float16";
+        case 11: return "double";
+        case 12: return "uint32";
+        case 13: return "uint64";
+        case 14: return "complex64";
+        case 15: return "complex128";
+        case 16: return "bfloat16";
+        default:
+                snprintf(unknown, sizeof(unknown), "dtype %d", dtype);
+                return unknown;
+        }
+}
+
+float onnx_half_to_float(uint16_t h)
+{
+        uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+        uint32_t exp = (h >> 10) & 0x1f;
+        uint32_t mant = h & 0x3ff;
+        uint32_t bits;
+        float f;
+
+        if (exp == 0x1f) {                      /* infinity, NaN (payload kept) */
+                bits = sign | 0x7f800000u | (mant << 13);
+        } else if (exp != 0) {                  /* normal */
+                bits = sign | ((exp + 112) << 23) | (mant << 13);
+        } else if (mant == 0) {                 /* signed zero */
+                bits = sign;
+        } else {                                /* subnormal: mant * 2^-24, exact in float */
+                f = ldexpf((float)mant, -24);
+                return sign ? -f : f;
+        }
+        memcpy(&f, &bits, sizeof(f));
+        return f;
+}
+
+float onnx_bfloat16_to_float(uint16_t b)
+{
+        uint32_t bits = (uint32_t)b << 16;
+        float f;
+
+        memcpy(&f, &bits, sizeof(f));
+        return f;
+}
+
+/* The typed-field array a dtype is stored in when raw_data is absent (onnx.proto's rules). */
+static int copy_typed(const Onnx__TensorProto *p, struct onnx_tensor *t, char *err,
+                      size_t errlen)
+{
+        size_t n;
+        uint8_t *d = t->data;
+
+        switch (t->dtype) {
+        case NPU_FLOAT32:
+                n = p->n_float_data;
+                break;
+        case NPU_FLOAT64:
+                n = p->n_double_data;
+                break;
+        case NPU_INT64:
+                n = p->n_int64_data;
+                break;
+        case NPU_UINT32:
+        case NPU_UINT64:
+                n = p->n_uint64_data;
+                break;
+        default: /* the narrow integer types, bool, float16 and bfloat16 bit patterns */
+                n = p->n_int32_data;
+                break;
+        }
+        if (n != t->count)
+                return fail(err, errlen, -EINVAL, "%zu %s values for %" PRIu64 " elements", n,
+                            onnx_dtype_name(t->dtype), t->count);
+        for (size_t i = 0; i < n; i++) {
+                switch (t->dtype) {
+                case NPU_FLOAT32:
+                        memcpy(d + 4 * i, &p->float_data[i], 4);
+                        break;
+                case NPU_FLOAT64:
+                        memcpy(d + 8 * i, &p->double_data[i], 8);
+                        break;
+                case NPU_INT64:
+                        memcpy(d + 8 * i, &p->int64_data[i], 8);
+                        break;
+                case NPU_UINT64:
+                        memcpy(d + 8 * i, &p->uint64_data[i], 8);
+                        break;
+                case NPU_UINT32: {
+                        uint32_t v = (uint32_t)p->uint64_data[i];
+                        memcpy(d + 4 * i, &v, 4);
+                        break;
+                }
+                case NPU_INT32:
+                        memcpy(d + 4 * i, &p->int32_data[i], 4);
+                        break;
+                case NPU_INT16:
+                case NPU_UINT16:
+                case NPU_FLOAT16:
+                case NPU_BFLOAT16: {
+                        uint16_t v = (uint16_t)p->int32_data[i];
+                        memcpy(d + 2 * i, &v, 2);
+                        break;
+                }
+                case NPU_BOOL:
+                        d[i] = p->int32_data[i] != 0;
+                        break;
+                default: /* INT8, UINT8 */
+                        d[i] = (uint8_t)p->int32_data[i];
+                        break;
+                }
+        }
+        return 0;
+}
+
+static int from_proto(const Onnx__TensorProto *p, struct onnx_tensor *t, char *err,
+                      size_t errlen)
+{
+        uint64_t bytes;
+
+        t->dtype = p->has_data_type ? p->data_type : 0;
+        if (t->dtype == 0)
+                return fail(err, errlen, -EINVAL, "no data type");
+        t->elem_size = onnx_dtype_size(t->dtype);
+        if (t->elem_size == 0)
+                return fail(err, errlen, -ENOTSUP, "dtype %s", onnx_dtype_name(t->dtype));
+        if (p->has_data_location && p->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+                return fail(err, errlen, -ENOTSUP, "external data");
+        if (p->segment)
+                return fail(err, errlen, -ENOTSUP, "segmented tensor");
+        if (p->n_dims > NPU_MAX_DIMS)
+                return fail(err, errlen, -E2BIG, "rank %zu (at most %d)", p->n_dims, NPU_MAX_DIMS);
+        t->ndim = (int)p->n_dims;
+        t->count = 1;
+        for (int i = 0; i < t->ndim; i++) {
+                if (p->dims[i] < 0)
+                        return fail(err, errlen, -EINVAL, "negative dimension %" PRId64, p->dims[i]);
+                t->dims[i] = p->dims[i];
+                if (t->count && (uint64_t)p->dims[i] > ONNX_TENSOR_MAX_BYTES / t->count)
+                        return fail(err, errlen, -E2BIG, "too many elements");
+                t->count *= (uint64_t)p->dims[i];
+        }
+        bytes = t->count * t->elem_size;
+        if (bytes > ONNX_TENSOR_MAX_BYTES)
+                return fail(err, errlen, -E2BIG, "%" PRIu64 " bytes is too large", bytes);
+        if (bytes) {
+                t->data = malloc(bytes);
+                if (!t->data)
+                        return fail(err, errlen, -ENOMEM, "out of memory");
+        }
+        if (p->has_raw_data) {
+                if (p->raw_data.len != bytes)
+                        return fail(err, errlen, -EINVAL,
+                                    "raw_data has %zu bytes, %" PRIu64 " %s elements need %" PRIu64,
+                                    p->raw_data.len, t->count, onnx_dtype_name(t->dtype), bytes);
+                if (bytes)
+                        memcpy(t->data, p->raw_data.data, bytes);
+                if (t->dtype == NPU_BOOL) /* any non-zero byte is true; keep 0/1 on the wire */
+                        for (uint64_t i = 0; i < t->count; i++)
+                                ((uint8_t *)t->data)[i] = ((uint8_t *)t->data)[i] != 0;
+                return 0;
+        }
+        return copy_typed(p, t, err, errlen);
+}
+
+int onnx_tensor_parse(const void *buf, size_t len, struct onnx_tensor *ret, char *err,
+                      size_t errlen)
+{
+        struct onnx_tensor t = { 0 };
+        Onnx__TensorProto *p;
+        int r;
+
+        p = onnx__tensor_proto__unpack(NULL, len, buf);
+        if (!p)
+                return fail(err, errlen, -EINVAL, "not a TensorProto");
+        r = from_proto(p, &t, err, errlen);
+        if (r == 0) {
+                t.name = strdup(p->name ? p->name : "");
+                if (!t.name)
+                        r = fail(err, errlen, -ENOMEM, "out of memory");
+        }
+        onnx__tensor_proto__free_unpacked(p, NULL);
+        if (r < 0) {
+                onnx_tensor_free(&t);
+                return r;
+        }
+        *ret = t;
+        return 0;
+}
+
+void onnx_tensor_free(struct onnx_tensor *t)
+{
+        if (!t)
+                return;
+        free(t->data);
+        free(t->name);
+        t->data = NULL;
+        t->name = NULL;
+}
+
+int onnx_value_close(double actual, double expected, double rtol, double atol)
+{
+        if (isnan(actual) || isnan(expected))
+                return isnan(actual) && isnan(expected);
+        if (actual == expected) /* also the only way an infinity matches */
+                return 1;
+        if (isinf(actual) || isinf(expected))
+                return 0;
+        return fabs(actual - expected) <= atol + rtol * fabs(expected);
+}
+
+enum value_kind { KIND_FLOAT, KIND_SIGNED, KIND_UNSIGNED, KIND_BOOL };
+
+static enum value_kind kind_of(int dtype)
+{
+        switch (dtype) {
+        case NPU_FLOAT32:
+        case NPU_FLOAT64:
+        case NPU_FLOAT16:
+        case NPU_BFLOAT16:
+                return KIND_FLOAT;
+        case NPU_UINT8:
+        case NPU_UINT16:
+        case NPU_UINT32:
+        case NPU_UINT64:
+                return KIND_UNSIGNED;
+        case NPU_BOOL:
+                return KIND_BOOL;
+        default:
+                return KIND_SIGNED;
+        }
+}
+
+/* Element i of a dense array, widened to the comparison type of its kind. */
+static double get_float(int dtype, const void *data, uint64_t i)
+{
+        const uint8_t *p = (const uint8_t *)data + i * onnx_dtype_size(dtype);
+        uint16_t h;
+        float f;
+        double d;
+
+        switch (dtype) {
+        case NPU_FLOAT32:
+                memcpy(&f, p, 4);
+                return f;
+        case NPU_FLOAT64:
+                memcpy(&d, p, 8);
+                return d;
+        case NPU_FLOAT16:
+                memcpy(&h, p, 2);
+                return onnx_half_to_float(h);
+        default: /* BFLOAT16 */
+                memcpy(&h, p, 2);
+                return onnx_bfloat16_to_float(h);
+        }
+}
+
+static int64_t get_signed(int dtype, const void *data, uint64_t i)
+{
+        const uint8_t *p = (const uint8_t *)data + i * onnx_dtype_size(dtype);
+        int16_t v16;
+        int32_t v32;
+        int64_t v64;
+
+        switch (dtype) {
+        case NPU_INT8:
+                return (int8_t)p[0];
+        case NPU_INT16:
+                memcpy(&v16, p, 2);
+                return v16;
+        case NPU_INT32:
+                memcpy(&v32, p, 4);
+                return v32;
+        default: /* INT64 */
+                memcpy(&v64, p, 8);
+                return v64;
+        }
+}
+
+static uint64_t get_unsigned(int dtype, const void *data, uint64_t i)
+{
+        const uint8_t *p = (const uint8_t *)data + i * onnx_dtype_size(dtype);
+        uint16_t v16;
+        uint32_t v32;
+        uint64_t v64;
+
+        switch (dtype) {
+        case NPU_UINT8:
+        case NPU_BOOL:
+                return p[0];
+        case NPU_UINT16:
+                memcpy(&v16, p, 2);
+                return v16;
+        case NPU_UINT32:
+                memcpy(&v32, p, 4);
+                return v32;
+        default: /* UINT64 */
+                memcpy(&v64, p, 8);
+                return v64;
+        }
+}
+
+static void format_value(int dtype, const void *data, uint64_t i, char *buf, size_t len)
+{
+        switch (kind_of(dtype)) {
+        case KIND_FLOAT:
+                snprintf(buf, len, dtype == NPU_FLOAT64 ? "%.17g" : "%.9g",
+                         get_float(dtype, data, i));
+                break;
+        case KIND_SIGNED:
+                snprintf(buf, len, "%" PRId64, get_signed(dtype, data, i));
+                break;
+        case KIND_UNSIGNED:
+                snprintf(buf, len, "%" PRIu64, get_unsigned(dtype, data, i));
+                break;
+        case KIND_BOOL:
+                snprintf(buf, len, "%s", get_unsigned(dtype, data, i) ? "true" : "false");
+                break;
+        }
+}
+
+static int element_equal(int dtype, const void *actual, const void *expected, uint64_t i,
+                         double rtol, double atol)
+{
+        switch (kind_of(dtype)) {
+        case KIND_FLOAT:
+                return onnx_value_close(get_float(dtype, actual, i),
+                                        get_float(dtype, expected, i), rtol, atol);
+        case KIND_SIGNED:
+                return get_signed(dtype, actual, i) == get_signed(dtype, expected, i);
+        case KIND_UNSIGNED:
+                return get_unsigned(dtype, actual, i) == get_unsigned(dtype, expected, i);
+        default: /* BOOL: a kernel may write any non-zero byte for true */
+                return !get_unsigned(dtype, actual, i) == !get_unsigned(dtype, expected, i);
+        }
+}
+
+uint64_t onnx_tensor_compare(const struct onnx_tensor *expected, const void *actual,
+                             double rtol, double atol, struct onnx_mismatch *ret)
+{
+        struct onnx_mismatch m = { 0 };
+
+        if (onnx_dtype_size(expected->dtype) == 0) {
+                /* nothing comparable: report every element as different */
+                m.count = expected->count ? expected->count : 1;
+                snprintf(m.actual, sizeof(m.actual), "?");
+                snprintf(m.expected, sizeof(m.expected), "%s", onnx_dtype_name(expected->dtype));
+        } else {
+                for (uint64_t i = 0; i < expected->count; i++) {
+                        if (element_equal(expected->dtype, actual, expected->data, i, rtol, atol))
+                                continue;
+                        if (m.count++ == 0) {
+                                m.first = i;
+                                format_value(expected->dtype, actual, i, m.actual, sizeof(m.actual));
+                                format_value(expected->dtype, expected->data, i, m.expected,
+                                             sizeof(m.expected));
+                        }
+                }
+        }
+        if (ret)
+                *ret = m;
+        return m.count;
+}
+
+void onnx_tensor_format_index(const struct onnx_tensor *t, uint64_t flat, char *buf,
+                              size_t len)
+{
+        uint64_t idx[NPU_MAX_DIMS] = { 0 };
+        size_t used;
+
+        if (len == 0)
+                return;
+        for (int i = t->ndim - 1; i >= 0; i--) {
+                uint64_t d = t->dims[i] > 0 ? (uint64_t)t->dims[i] : 1;
+                idx[i] = flat % d;
+                flat /= d;
+        }
+        used = (size_t)snprintf(buf, len, "[");
+        for (int i = 0; i < t->ndim && used < len; i++)
+                used += (size_t)snprintf(buf + used, len - used, "%s%" PRIu64, i ? "," : "", idx[i]);
+        if (used < len)
+                snprintf(buf + used, len - used, "]");
+}

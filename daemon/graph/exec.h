@@ -1,0 +1,44 @@
+/* Graph executor: runs a whole graph on the calling (worker) thread. Each run keeps its own
+ * value table; the graph itself is only read, so one graph may run on several threads at
+ * once. Intermediates are malloc'd by the run and freed after their last reader; graph
+ * inputs are read from, and graph outputs written into, the caller's tensors. Subgraphs
+ * (If, Loop, Scan) run through the ops_graph_run_fn given to their node's kernel. */
+#ifndef NPUD_GRAPH_EXEC_H
+#define NPUD_GRAPH_EXEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "graph.h"
+
+/* A run prepared on the loop thread for a backend worker: the graph and the caller's
+ * tensors, inputs first (data pointers resolved). */
+struct graph_bind {
+        const struct graph *g;
+        void *owner; /* the daemon's reference to the loaded graph, released with the task */
+        int nin, nout;
+        struct ops_tensor t[GRAPH_MAX_IO];
+};
+
+/* Run g: in[0..nin) bound to its inputs, out[0..nout) to its outputs (shapes and dtypes as
+ * the caller expects them). 0, or a PROTO_E_* code with a message naming the node, input or
+ * output: SHAPE when a binding or an inferred shape does not fit, EXEC when a kernel fails
+ * or memory runs out. */
+int graph_exec(const struct graph *g, int nin, const struct ops_tensor *in, int nout,
+               const struct ops_tensor *out, char *err, size_t errlen);
+int graph_exec_bound(const struct graph_bind *b, char *err, size_t errlen);
+
+/* Do the bound inputs fit the declared ones (count, dtype, rank, declared extents)?
+ * 0 or PROTO_E_INVALID / PROTO_E_SHAPE with a message naming the input. */
+int graph_check_inputs(const struct graph *g, int nin, const struct ops_tensor *in,
+                       char *err, size_t errlen);
+
+/* Estimated duration in ns of a run with inputs shaped like in (data unused), on one core
+ * of ops_per_s with mem_bw bytes/s: the sum of each node's cost. Shapes are propagated with
+ * the operators' infer; initializers are readable, other data is not, so nodes whose shape
+ * depends on computed data (and everything after them) count a fixed launch cost.
+ * *ret_nodes (may be NULL) receives the number of nodes estimated from their shapes. */
+uint64_t graph_estimate_ns(const struct graph *g, int nin, const struct ops_tensor *in,
+                           double ops_per_s, double mem_bw, int *ret_nodes);
+
+#endif
