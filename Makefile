@@ -3,7 +3,8 @@
 #   make deps       install missing Debian packages (as root; else prints the command)
 #   make run        deps + build + npud in the foreground on simulated devices
 #   make check      deps + build + every test       make check-asan   same under ASan+UBSan
-#   make bench      benchmarks (print figures)      make fuzz         bounded libFuzzer runs
+#   make bench      benchmarks (print figures)      make fuzz         bounded libFuzzer runs (protocol, ONNX import)
+#   make conformance  ONNX backend node tests through npud -> build/conformance.json
 #   make install    PREFIX=/usr/local DESTDIR=      make clean
 
 VERSION    := 0.1.0
@@ -51,12 +52,15 @@ ONNX_PROTO := /usr/include/onnx/onnx.proto
 ONNX_GEN_H := $(BUILD)/gen/onnx.pb-c.h
 ONNX_GEN_C := $(BUILD)/gen/onnx.pb-c.c
 ONNX_OBJ   := $(BUILD)/obj/gen/onnx.pb-c.o
+ONNX_DATA  ?= /usr/share/libonnx-testdata/data
+ONNX_TENSOR_OBJ := $(call obj,client/onnx-tensor.c) $(ONNX_OBJ)
 CLIENT_OBJ := $(call obj,$(CLIENT_SRC))
 
 NPUD       := $(BUILD)/bin/npud
 NPUCTL     := $(BUILD)/bin/npuctl
 NPUBENCH   := $(BUILD)/bin/npubench
 NPUSIM     := $(BUILD)/bin/npusim
+ONNX_TEST  := $(BUILD)/bin/npu-onnx-test
 LIBNPU     := $(BUILD)/lib/libnpu.so.1
 LIBNPU_A   := $(BUILD)/lib/libnpu-static.a
 CORE_A     := $(BUILD)/lib/libnpud-core.a
@@ -66,7 +70,7 @@ INTEG_TESTS:= $(patsubst tests/integration/%.c,$(BUILD)/tests/integ-%,$(wildcard
 BENCHES    := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(wildcard tests/bench/bench_*.c))
 
 .SECONDARY:
-.PHONY: all deps run check check-asan unit integration bench fuzz install clean examples
+.PHONY: all deps run check check-asan unit integration bench fuzz install clean examples conformance
 all: $(NPUD) $(LIBNPU) $(BUILD)/lib/libnpu.so $(NPUCTL) $(BUILD)/lib/libnpu.pc $(EXAMPLES) $(NPUSIM)
 
 deps:
@@ -156,6 +160,19 @@ $(NPUBENCH): $(BUILD)/bench/bench_npud
 	@mkdir -p $(dir $@)
 	cp $< $@
 
+# npu-onnx-test, the ONNX conformance runner: libnpu linked statically; the TensorProto
+# decoder (client/onnx-tensor.c) and the generated code are shared with its unit test.
+$(call obj,client/onnx-tensor.c client/npu-onnx-test.c) $(BUILD)/obj/tests/unit/test_onnx_tensor.o: \
+  | $(ONNX_GEN_H)
+
+$(ONNX_TEST): $(call obj,client/npu-onnx-test.c) $(ONNX_TENSOR_OBJ) $(LIBNPU_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(shell pkg-config --libs jansson libprotobuf-c)
+
+$(BUILD)/tests/test_onnx_tensor: $(BUILD)/obj/tests/unit/test_onnx_tensor.o $(ONNX_TENSOR_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(CHECK_LIBS) $(shell pkg-config --libs libprotobuf-c) -lm
+
 examples: $(EXAMPLES)
 
 run: deps all
@@ -189,6 +206,12 @@ bench: deps all $(BENCHES) $(NPUBENCH)
 	@set -e; for b in $(BENCHES); do echo "== $$b"; NPUD_BIN=$(NPUD) $$b; done
 	$(BUILD)/bin/npusim --generate mixed --seed 1 --duration-ms 2000
 
+# Every ONNX backend node test through a private npud's graph API: one result per test in
+# $(BUILD)/conformance.json (tests/onnx/update-expected.sh makes the CI list from it).
+conformance: deps
+	$(MAKE) all $(ONNX_TEST)
+	$(ONNX_TEST) --start-npud --quiet --summary --json $(BUILD)/conformance.json $(ONNX_DATA)/node
+
 FUZZ_TIME ?= 60
 fuzz: deps
 	@command -v clang >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get install -y clang >/dev/null; } || \
@@ -199,6 +222,16 @@ fuzz: deps
 	  $(shell pkg-config --libs jansson) -o $(BUILD)/fuzz/fuzz_proto
 	@mkdir -p $(BUILD)/fuzz/corpus
 	$(BUILD)/fuzz/fuzz_proto -max_total_time=$(FUZZ_TIME) -max_len=4096 $(BUILD)/fuzz/corpus tests/fuzz/corpus-proto
+	$(MAKE) $(ONNX_GEN_H)
+	clang -std=gnu11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -I$(BUILD)/gen \
+	  $(shell pkg-config --cflags openblas) tests/fuzz/fuzz_onnx.c $(GRAPH_SRC) $(OPS_SRC) \
+	  $(ONNX_GEN_C) proto/dtype.c policy/cost.c \
+	  $(shell pkg-config --libs openblas libprotobuf-c) -lm -o $(BUILD)/fuzz/fuzz_onnx
+	@mkdir -p $(BUILD)/fuzz/corpus-onnx
+	@for t in relu add matmul_2d gemm_default_no_bias if loop11 scan9_sum reshape_reordered_all_dims \
+	  conv_with_strides_padding softmax_axis_1 cast_FLOAT_to_FLOAT16; do \
+	  f=$(ONNX_DATA)/node/test_$$t/model.onnx; [ ! -f $$f ] || cp $$f $(BUILD)/fuzz/corpus-onnx/$$t.onnx; done
+	$(BUILD)/fuzz/fuzz_onnx -max_total_time=$(FUZZ_TIME) -max_len=16384 $(BUILD)/fuzz/corpus-onnx
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/lib \

@@ -64,7 +64,7 @@ struct npu_context {
         pthread_mutex_t stage_mu;
 };
 
-static __thread char tls_message[512];
+static __thread char tls_message[4096]; /* graph_load lists every unsupported node */
 static __thread uint64_t tls_task;
 
 static npu_status_t fail(npu_status_t st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -1042,4 +1042,109 @@ NPU_EXPORT npu_status_t npu_memcpy_from_device(npu_context_t *ctx, void *dst, np
                                                uint64_t src_offset, uint64_t size)
 {
         return staged_copy(ctx, 0, src, src_offset, dst, size);
+}
+
+/* ---- graphs ---- */
+
+/* The model goes to npud in a memfd sealed against every change, so npud can decode it in
+ * place while this process cannot alter it. */
+NPU_EXPORT npu_status_t npu_graph_load(npu_context_t *ctx, int device, const void *model, size_t size,
+                                       npu_graph_t *ret_graph)
+{
+        json_t *res = NULL;
+        npu_status_t st;
+        size_t done = 0;
+        int fd;
+
+        if (!ctx || !model || !ret_graph || device < 0 || size == 0 || size > INT64_MAX)
+                return fail(NPU_ERR_INVALID, "npu_graph_load: invalid argument");
+        fd = memfd_create("npu-graph", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        if (fd < 0)
+                return fail(NPU_ERR_SYSTEM, "memfd_create: %s", strerror(errno));
+        while (done < size) {
+                ssize_t n = write(fd, (const uint8_t *)model + done, size - done);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0) {
+                        st = fail(NPU_ERR_SYSTEM, "npu_graph_load: writing %zu bytes: %s", size,
+                                  n < 0 ? strerror(errno) : "short write");
+                        close(fd);
+                        return st;
+                }
+                done += (size_t)n;
+        }
+        if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
+                st = fail(NPU_ERR_SYSTEM, "npu_graph_load: sealing the model: %s", strerror(errno));
+                close(fd);
+                return st;
+        }
+        st = call_fds(ctx, "graph_load", json_pack("{s:i, s:i}", "device", device, "fd", 0), &fd, 1, &res);
+        close(fd);
+        if (st == NPU_OK)
+                st = get_u32(res, "graph", &ret_graph->id);
+        json_decref(res);
+        return st;
+}
+
+NPU_EXPORT npu_status_t npu_graph_unload(npu_context_t *ctx, npu_graph_t graph)
+{
+        if (!ctx)
+                return fail(NPU_ERR_INVALID, "npu_graph_unload: NULL context");
+        return call(ctx, "graph_unload", json_pack("{s:I}", "graph", (json_int_t)graph.id), NULL);
+}
+
+NPU_EXPORT npu_status_t npu_graph_info(npu_context_t *ctx, npu_graph_t graph, char **ret_json)
+{
+        json_t *res = NULL;
+        npu_status_t st;
+
+        if (!ctx || !ret_json)
+                return fail(NPU_ERR_INVALID, "npu_graph_info: NULL argument");
+        st = call(ctx, "graph_info", json_pack("{s:I}", "graph", (json_int_t)graph.id), &res);
+        if (st != NPU_OK)
+                return st;
+        *ret_json = json_dumps(res, JSON_COMPACT);
+        json_decref(res);
+        return *ret_json ? NPU_OK : fail(NPU_ERR_SYSTEM, "out of memory");
+}
+
+NPU_EXPORT npu_status_t npu_graph_run(npu_context_t *ctx, npu_stream_t stream, npu_graph_t graph,
+                                      const npu_tensor_t *inputs, int ninputs,
+                                      const npu_tensor_t *outputs, int noutputs, uint64_t *ret_task)
+{
+        struct proto_rec *rec;
+        npu_status_t st;
+
+        if (!ctx)
+                return fail(NPU_ERR_INVALID, "npu_graph_run: NULL context");
+        if (ninputs < 0 || noutputs < 0 || ninputs + noutputs > PROTO_REC_MAX_GRAPH_TENSORS ||
+            (ninputs && !inputs) || (noutputs && !outputs))
+                return fail(NPU_ERR_INVALID, "npu_graph_run: bad number of inputs and outputs (at most %d together)",
+                            PROTO_REC_MAX_GRAPH_TENSORS);
+        /* The record holds 64 tensors: keep it off the caller's stack. */
+        rec = calloc(1, sizeof(*rec));
+        if (!rec)
+                return fail(NPU_ERR_SYSTEM, "npu_graph_run: out of memory");
+        rec->type = PROTO_REC_GRAPH_RUN;
+        rec->stream = stream.id;
+        rec->graph.graph = graph.id;
+        rec->graph.nin = (uint16_t)ninputs;
+        rec->graph.nout = (uint16_t)noutputs;
+        for (int i = 0; i < ninputs + noutputs; i++) {
+                const npu_tensor_t *t = i < ninputs ? &inputs[i] : &outputs[i - ninputs];
+                if (t->ndim < 0 || t->ndim > NPU_MAX_DIMS) {
+                        free(rec);
+                        return fail(NPU_ERR_INVALID, "npu_graph_run: %s %d has %d dimensions",
+                                    i < ninputs ? "input" : "output", i < ninputs ? i : i - ninputs, t->ndim);
+                }
+                rec->graph.t[i].buf = t->buf.id;
+                rec->graph.t[i].dtype = (uint8_t)t->dtype;
+                rec->graph.t[i].ndim = (uint8_t)t->ndim;
+                rec->graph.t[i].offset = t->offset;
+                for (int d = 0; d < t->ndim; d++)
+                        rec->graph.t[i].dims[d] = t->dims[d];
+        }
+        st = submit(ctx, rec, ret_task);
+        free(rec);
+        return st;
 }

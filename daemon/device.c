@@ -36,7 +36,7 @@ int device_registry_init(struct device_registry *r, struct backend *b, double mi
                         return e;
                 }
                 pd_device_init(&d->pd, d->desc.cores, min_share);
-                d->calib_slots = (int)ops_count() + 2;
+                d->calib_slots = (int)ops_count() + 3;
                 d->calib = malloc(sizeof(double) * (size_t)d->calib_slots * OPS_ENGINE_COUNT);
                 if (!d->calib) {
                         snprintf(err, errlen, "out of memory");
@@ -88,6 +88,11 @@ void device_update_util(struct device *d, uint64_t now)
 const char *device_health_name(enum device_health h)
 {
         return h == DEVICE_OK ? "ok" : "failed";
+}
+
+int device_calib_slot_graph(const struct device *d)
+{
+        return d->calib_slots - 3;
 }
 
 int device_calib_slot_copy(const struct device *d)

@@ -36,7 +36,8 @@ struct device {
         int calib_slots;
 };
 
-/* Calibration rows: one per operator, then copies and memsets. */
+/* Calibration rows: one per operator, then graph runs, copies and memsets. */
+int device_calib_slot_graph(const struct device *d);
 int device_calib_slot_copy(const struct device *d);
 int device_calib_slot_memset(const struct device *d);
 double *device_calib(struct device *d, int slot, int engine);

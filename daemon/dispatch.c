@@ -10,6 +10,7 @@
 #include "../proto/errors.h"
 #include "../proto/submit.h"
 #include "dispatch.h"
+#include "graph/graph-obj.h"
 #include "log.h"
 #include "npud.h"
 #include "sched.h"
@@ -20,7 +21,7 @@
 
 static const struct method *const method_groups[] = {
         methods_session, methods_memory, methods_stream, methods_admin, methods_sched, methods_share,
-        methods_manage,
+        methods_manage, methods_graph,
 };
 
 static const struct method *method_find(const char *name)
@@ -383,6 +384,10 @@ static void submit_one(struct session *s, const struct proto_rec *r)
         case PROTO_REC_EVENT_RECORD:
         case PROTO_REC_STREAM_WAIT: ok = prepare_event(s, r, t, &pe); break;
         case PROTO_REC_FREE: ok = prepare_free(s, r, t, &pe); break;
+        case PROTO_REC_GRAPH_RUN:
+                pe.code = graph_prepare_run(s, st, r, t, pe.msg, sizeof(pe.msg));
+                ok = pe.code ? NULL : t;
+                break;
         default:
                 pe.code = PROTO_E_INVALID;
                 snprintf(pe.msg, sizeof(pe.msg), "unknown record type %u", r->type);

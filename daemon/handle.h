@@ -13,6 +13,7 @@ enum handle_type {
         HANDLE_REGION,
         HANDLE_STREAM,
         HANDLE_EVENT,
+        HANDLE_GRAPH, /* a loaded model (daemon/graph/graph-obj.h) */
         HANDLE_TYPE_COUNT
 };
 

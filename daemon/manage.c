@@ -41,6 +41,9 @@ const char *manage_fault_name(int kind)
         return kind >= FAULT_FAIL_NEXT && kind <= FAULT_SLOW ? fault_names[kind] : "unknown";
 }
 
+/* Device events carry NPUD_DEVICE in the journal. */
+#define dev_log(level, dev, ...) log_session_msg(level, 0, 0, NULL, (dev)->id, __VA_ARGS__)
+
 static struct device *find_device(struct npud *d, int device, char *err, size_t errlen)
 {
         struct device *dev = device_get(&d->devices, device);
@@ -84,7 +87,8 @@ int manage_device_drain(struct npud *d, int device, int drain, char *err, size_t
         if (!dev->draining == !drain)
                 return 0;
         dev->draining = drain != 0;
-        log_info("device %d %s", device, drain ? "draining: no new streams" : "undrained");
+        dev_log(LOG_LVL_INFO, dev, "device %d %s", device,
+                drain ? "draining: no new streams" : "undrained");
         device_announce(d, dev);
         return 0;
 }
@@ -102,7 +106,7 @@ void manage_device_poll(struct npud *d, struct device *dev)
         dev->resetting = 0;
         dev->draining = 0;
         dev->health = DEVICE_OK;
-        log_info("device %d reset: health ok", dev->id);
+        dev_log(LOG_LVL_INFO, dev, "device %d reset: health ok", dev->id);
         device_announce(d, dev);
 }
 
@@ -142,7 +146,8 @@ int manage_device_reset(struct npud *d, int device, char *err, size_t errlen)
                 }
         dev->resetting = 1;
         dev->draining = 1;
-        log_warn("device %d: reset: cancelling the queued work of %zu stream(s)", device, n);
+        dev_log(LOG_LVL_WARN, dev, "device %d: reset: cancelling the queued work of %zu stream(s)",
+                device, n);
         device_announce(d, dev);
         snprintf(msg, sizeof(msg), "device %d was reset", device);
         for (size_t i = 0; i < n; i++) {
@@ -221,7 +226,8 @@ int manage_fault_inject(struct npud *d, int device, int kind, double value, char
                 snprintf(err, errlen, "fault injection failed: %s", strerror(-e));
                 return PROTO_E_INVALID;
         }
-        log_warn("device %d: injected fault %s (%g)", device, manage_fault_name(kind), value);
+        dev_log(LOG_LVL_WARN, dev, "device %d: injected fault %s (%g)", device,
+                manage_fault_name(kind), value);
         if (kind == FAULT_FAIL_DEVICE && dev->health != DEVICE_FAILED) {
                 dev->health = DEVICE_FAILED;
                 device_announce(d, dev);
@@ -237,7 +243,7 @@ int manage_fault_clear(struct npud *d, int device, char *err, size_t errlen)
                 return PROTO_E_INVALID;
         if (d->backend->ops->clear_fault)
                 d->backend->ops->clear_fault(d->backend, device);
-        log_info("device %d: faults cleared", device);
+        dev_log(LOG_LVL_INFO, dev, "device %d: faults cleared", device);
         if (dev->health != DEVICE_OK) {
                 dev->health = DEVICE_OK;
                 device_announce(d, dev);

@@ -13,6 +13,7 @@
 
 #include "../proto/message.h"
 #include "dispatch.h"
+#include "graph/graph-obj.h"
 #include "log.h"
 #include "notify.h"
 #include "npud.h"
@@ -379,6 +380,7 @@ static void release_handle(enum handle_type type, void *obj, void *userdata)
                 stream_unref(obj);
                 break;
         case HANDLE_EVENT: evt_unref(obj); break;
+        case HANDLE_GRAPH: graph_obj_unref(obj); break;
         default: break;
         }
 }

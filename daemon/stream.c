@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/graph-obj.h"
 #include "session.h"
 #include "stream.h"
 #include "tenant.h"
@@ -89,6 +90,7 @@ void task_free(struct task *t)
                 buffer_unref(t->bufs[i]);
         region_unref(t->region);
         evt_unref(t->evt);
+        graph_bind_free(t->item.graph);
         stream_unref(t->stream);
         free(t);
 }

@@ -24,7 +24,7 @@ enum task_kind {
         TASK_FREE, /* stream-ordered free: holds the buffer until the stream reaches it */
 };
 
-#define TASK_MAX_REFS (OPS_MAX_INPUTS + OPS_MAX_OUTPUTS)
+#define TASK_MAX_REFS 64 /* a graph run binds up to 64 tensors (GRAPH_MAX_IO) */
 
 struct task {
         TAILQ_ENTRY(task) link;

@@ -39,6 +39,8 @@ uint64_t tile_max(const struct exec_item *it)
         case EXEC_COPY:
         case EXEC_MEMSET:
                 return it->len / COPY_TILE_ALIGN ? it->len / COPY_TILE_ALIGN : 1;
+        case EXEC_GRAPH: /* a graph run is one task: its nodes depend on each other */
+                return 1;
         case EXEC_OP:
                 if (it->op->flags & OPS_FLAG_ELEMENTWISE)
                         return elementwise_max(&it->call);
@@ -105,5 +107,7 @@ void tile_make(const struct exec_item *it, uint64_t n, uint64_t k, struct exec_i
                 }
                 return;
         }
+        case EXEC_GRAPH:
+                return;
         }
 }

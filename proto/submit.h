@@ -15,6 +15,8 @@
  *                   u32 buf, u8 dtype, u8 ndim, u16 0, u64 offset, i64 dims[8]
  *                 then nattr attributes of 48 bytes:
  *                   char name[32], u8 type (1 int, 2 float), u8[7] 0, i64 or f64 value
+ *   GRAPH_RUN   : u32 graph, u16 nin, u16 nout, u32 0, u32 0, then nin+nout tensors in the
+ *                 LAUNCH layout (inputs first), nin+nout <= 64       (16 + 80 per tensor)
  * Kinds for COPY endpoints: 0 = device buffer, 1 = host region. */
 #ifndef NPU_PROTO_SUBMIT_H
 #define NPU_PROTO_SUBMIT_H
@@ -27,6 +29,7 @@
 #define PROTO_REC_MAX_TENSORS 12
 #define PROTO_REC_MAX_ATTRS 8
 #define PROTO_REC_OP_NAME 32
+#define PROTO_REC_MAX_GRAPH_TENSORS 64
 
 enum proto_rec_type {
         PROTO_REC_COPY = 1,
@@ -35,6 +38,7 @@ enum proto_rec_type {
         PROTO_REC_STREAM_WAIT = 4,
         PROTO_REC_LAUNCH = 5,
         PROTO_REC_FREE = 6,
+        PROTO_REC_GRAPH_RUN = 7,
 };
 
 enum proto_mem_kind { PROTO_MEM_BUFFER = 0, PROTO_MEM_REGION = 1 };
@@ -81,6 +85,11 @@ struct proto_rec {
                         struct proto_rec_tensor t[PROTO_REC_MAX_TENSORS];
                         struct proto_rec_attr attr[PROTO_REC_MAX_ATTRS];
                 } launch;
+                struct {
+                        uint32_t graph;
+                        uint16_t nin, nout;
+                        struct proto_rec_tensor t[PROTO_REC_MAX_GRAPH_TENSORS];
+                } graph;
         };
 };
 

@@ -23,7 +23,10 @@ struct backend_device_desc {
         uint32_t max_streams;
 };
 
-enum exec_kind { EXEC_COPY = 1, EXEC_MEMSET, EXEC_OP };
+/* EXEC_GRAPH: a whole graph (ONNX model) run by the graph executor on one engine. */
+enum exec_kind { EXEC_COPY = 1, EXEC_MEMSET, EXEC_OP, EXEC_GRAPH };
+
+struct graph_bind;
 
 /* One prepared task: pointers resolved and bounds-checked on the loop thread. */
 struct exec_item {
@@ -34,6 +37,7 @@ struct exec_item {
         int value;
         const struct ops_def *op;
         struct ops_call call;
+        struct graph_bind *graph; /* EXEC_GRAPH: the graph and its bound tensors */
         uint64_t model_ns; /* duration in model mode */
         /* filled by the backend */
         int status; /* 0, or a PROTO_E_* code */

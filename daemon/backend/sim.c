@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "../../proto/errors.h"
+#include "../graph/exec.h"
 #include "../manage.h"
 #include "backend.h"
 
@@ -100,6 +101,9 @@ static void item_run(struct exec_item *it)
         case EXEC_OP:
                 if (it->op->run(&it->call, it->err, sizeof(it->err)) < 0)
                         it->status = PROTO_E_EXEC;
+                break;
+        case EXEC_GRAPH:
+                it->status = graph_exec_bound(it->graph, it->err, sizeof(it->err));
                 break;
         }
 }
@@ -252,7 +256,7 @@ static void on_model_done(evutil_socket_t fd, short what, void *arg)
                         it->status = PROTO_E_CANCELLED;
                 else if (item_fault(s, u->device, it))
                         failed = 1;
-                else if (it->kind != EXEC_OP)
+                else if (it->kind != EXEC_OP && it->kind != EXEC_GRAPH)
                         item_run(it);
         }
         u->end_ns = now_ns();

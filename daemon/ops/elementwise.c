@@ -173,6 +173,22 @@ void ew_apply(const struct ew_plan *pl, const struct ops_tensor *out)
 
 /* ------------------------------------------------------------------ infer and check */
 
+/* The float attributes named in the description, then the attribute hook. */
+static int ew_params_init(const struct ew_op *op, const struct ops_call *call,
+                          struct ew_params *p, char *err, size_t errlen)
+{
+        double *dst[3] = { &p->a, &p->b, &p->c };
+        int i, rc;
+
+        memset(p, 0, sizeof(*p));
+        for (i = 0; i < 3 && op->fnames[i]; i++) {
+                rc = ew_attr_float(op, call, op->fnames[i], op->fdefs[i], dst[i], err, errlen);
+                if (rc)
+                        return rc;
+        }
+        return op->attr ? op->attr(op, call, p, err, errlen) : 0;
+}
+
 static int ew_present(const struct ew_op *op, const struct ops_call *call, int i)
 {
         return i < op->min_in || call->in[i].dtype != 0;
@@ -213,12 +229,9 @@ int ew_infer(const struct ew_op *op, struct ops_call *call, char *err, size_t er
                                         op->name, i,
                                         ops_dtype_str(call->in[i].dtype, b1, sizeof(b1)),
                                         op->key, ops_dtype_str(key->dtype, b2, sizeof(b2)));
-        memset(&p, 0, sizeof(p));
-        if (op->attr) {
-                rc = op->attr(op, call, &p, err, errlen);
-                if (rc)
-                        return rc;
-        }
+        rc = ew_params_init(op, call, &p, err, errlen);
+        if (rc)
+                return rc;
         memset(&shape, 0, sizeof(shape));
         shape.ndim = call->in[0].ndim;
         memcpy(shape.dims, call->in[0].dims, (size_t)shape.ndim * sizeof(shape.dims[0]));
@@ -244,6 +257,19 @@ int ew_infer(const struct ew_op *op, struct ops_call *call, char *err, size_t er
         call->out[0].ndim = shape.ndim;
         memcpy(call->out[0].dims, shape.dims, (size_t)shape.ndim * sizeof(shape.dims[0]));
         return op->infer ? op->infer(op, call, err, errlen) : 0;
+}
+
+static int ew_attr_known(const struct ew_op *op, const char *name)
+{
+        int i;
+
+        for (i = 0; i < 3 && op->fnames[i]; i++)
+                if (strcmp(op->fnames[i], name) == 0)
+                        return 1;
+        for (i = 0; op->attrs && op->attrs[i]; i++)
+                if (strcmp(op->attrs[i], name) == 0)
+                        return 1;
+        return 0;
 }
 
 int ew_check(const struct ew_op *op, const struct ops_call *call, char *err, size_t errlen)
@@ -273,10 +299,7 @@ int ew_check(const struct ew_op *op, const struct ops_call *call, char *err, siz
                 if (!memchr(a->name, '\0', OPS_NAME_MAX))
                         return ops_fail(err, errlen, -EINVAL,
                                         "%s: attribute %d has an unterminated name", op->name, i);
-                for (j = 0; op->attrs && op->attrs[j]; j++)
-                        if (strcmp(op->attrs[j], a->name) == 0)
-                                break;
-                if (!op->attrs || !op->attrs[j])
+                if (!ew_attr_known(op, a->name))
                         return ops_fail(err, errlen, -EINVAL, "%s: unknown attribute '%s'",
                                         op->name, a->name);
                 for (j = 0; j < i; j++)
@@ -302,11 +325,9 @@ int ew_plan_init(const struct ew_op *op, const struct ops_call *call, struct ew_
         int key = call->in[op->key].dtype, t = ew_type_of(key), ct = key, i, rc;
 
         memset(pl, 0, sizeof(*pl));
-        if (op->attr) {
-                rc = op->attr(op, call, &pl->p, err, errlen);
-                if (rc)
-                        return rc;
-        }
+        rc = ew_params_init(op, call, &pl->p, err, errlen);
+        if (rc)
+                return rc;
         pl->k = t >= 0 && op->k ? op->k[t] : NULL;
         if (!pl->k && (t == EW_F16 || t == EW_BF16) && op->k) {
                 pl->k = op->k[EW_F32];
@@ -328,6 +349,20 @@ int ew_plan_init(const struct ew_op *op, const struct ops_call *call, struct ew_
                 return ops_fail(err, errlen, -EINVAL, "%s: no kernel for dtype %s", op->name,
                                 ops_dtype_str(key, buf, sizeof(buf)));
         return 0;
+}
+
+void ew_plan_scalar(struct ew_plan *pl, int k, int slot, int dtype, double v)
+{
+        struct ops_tensor *t = &pl->tmp[slot];
+
+        memset(t, 0, sizeof(*t));
+        t->dtype = dtype;
+        t->data = &pl->tmpv[slot];
+        ew_convert(dtype, t->data, PROTO_DTYPE_FLOAT64, &v, 1, 1);
+        pl->in[k] = t;
+        pl->ct[k] = dtype;
+        if (pl->nin <= k)
+                pl->nin = k + 1;
 }
 
 int ew_run(const struct ew_op *op, const struct ops_call *call, char *err, size_t errlen)

@@ -26,6 +26,13 @@
 
 #include "ops-internal.h"
 
+/* gcc 12's -O2 vectorizer cost model ("very cheap") leaves loops over 64-bit elements and
+ * most predicate and conversion loops scalar; the "cheap" model (the -O3 default minus
+ * unrolling) vectorizes them. Only the elementwise files include this header. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("vect-cost-model=cheap")
+#endif
+
 /* Kernel element types, the index of every kernel table. */
 enum ew_type {
         EW_F32, EW_F64, EW_F16, EW_BF16,
@@ -63,6 +70,9 @@ struct ew_plan {
         int cto;                /* dtype the kernel writes */
         ew_kernel k;
         struct ew_params p;
+        /* Scalars a prepare hook substitutes for omitted inputs (see ew_plan_scalar). */
+        struct ops_tensor tmp[2];
+        double tmpv[2];
 };
 
 struct ew_op;
@@ -92,6 +102,10 @@ struct ew_op {
         int shape;        /* enum ew_shape */
         const ew_kernel *k; /* by enum ew_type; float16/bfloat16 absent: computed via float32 */
         const char *const *attrs; /* allowed attribute names, NULL-terminated; NULL = none */
+        /* Float attributes read into params a, b, c with these defaults when named here
+         * (before attr runs); they are allowed attributes besides attrs. */
+        const char *fnames[3];
+        double fdefs[3];
         ew_attr_fn attr;
         ew_infer_fn infer;
         ew_prepare_fn prepare;
@@ -111,6 +125,10 @@ void ew_cost(const struct ew_op *op, const struct ops_call *call, uint64_t *ret_
 int ew_plan_init(const struct ew_op *op, const struct ops_call *call, struct ew_plan *pl,
                  char *err, size_t errlen);
 void ew_apply(const struct ew_plan *pl, const struct ops_tensor *out);
+/* Makes plan input k a scalar of the given dtype holding v converted like Cast (so that
+ * -INFINITY and INFINITY give the dtype's lowest and highest values), stored in the plan's
+ * slot (0 or 1). */
+void ew_plan_scalar(struct ew_plan *pl, int k, int slot, int dtype, double v);
 
 /* Attribute readers: the default when absent, -EINVAL with a message naming the op when
  * the attribute has another type. Floats accept INT attributes too. */
@@ -149,6 +167,21 @@ void ew_convert(int ddtype, void *dst, int sdtype, const void *src, int64_t sstr
                 opname, nmin, nmax, 1, engine, sym##_check, sym##_run, sym##_cost,             \
                 OPS_FLAG_ELEMENTWISE, sym##_infer, since, NULL,                                \
         };
+
+/* The family's definitions (besides the core Add, Sub, Mul, Div, Relu, Sigmoid, Tanh and
+ * Cast of ops.c), in registry order: X(sym) for ops_<sym>_def. */
+#define EW_FAMILY_DEFS(X)                                                                      \
+        X(pow) X(mod) X(max) X(min) X(sum) X(mean)                                             \
+        X(abs) X(neg) X(sign) X(exp) X(log) X(sqrt) X(reciprocal) X(floor) X(ceil) X(round)    \
+        X(sin) X(cos) X(tan) X(asin) X(acos) X(atan) X(sinh) X(cosh) X(asinh) X(acosh)         \
+        X(atanh) X(erf) X(isnan) X(isinf)                                                      \
+        X(leakyrelu) X(prelu) X(elu) X(selu) X(celu) X(hardsigmoid) X(hardswish) X(softplus)   \
+        X(softsign) X(mish) X(thresholdedrelu) X(shrink) X(clip) X(clip6)                      \
+        X(equal) X(less) X(lessorequal) X(greater) X(greaterorequal) X(and) X(or) X(xor)       \
+        X(not) X(where) X(bitshift) X(castlike)
+
+#define EW_DECLARE_DEF(sym) extern const struct ops_def ops_##sym##_def;
+EW_FAMILY_DEFS(EW_DECLARE_DEF)
 
 /* ------------------------------------------------------------------ kernel generators */
 

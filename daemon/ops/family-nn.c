@@ -1,6 +1,43 @@
-/* The nn kernel family's registry list (kernels live in their own files). */
-#include "ops-internal.h"
+/* The nn kernel family's registry list (kernels live in their own files, nn-*.c; MatMul,
+ * which wire launches use, is in the core list of ops.c). Where an operator has several
+ * definitions (one per ONNX semantics change) the newest comes first, so that ops_lookup,
+ * which wire launches use, finds it. */
+#include "nn-common.h"
 
 const struct ops_def *const ops_family_nn[] = {
+        &ops_gemm_def,
+        &ops_conv_def,
+        &ops_conv_transpose_def,
+        &ops_conv_integer_def,
+        &ops_qlinear_conv_def,
+        &ops_max_pool_def,
+        &ops_average_pool_def,
+        &ops_lp_pool_def,
+        &ops_global_max_pool_def,
+        &ops_global_average_pool_def,
+        &ops_global_lp_pool_def,
+        &ops_max_unpool_def,
+        &ops_batch_norm_def,
+        &ops_layer_norm_def,
+        &ops_instance_norm_def,
+        &ops_lrn_def,
+        &ops_lp_norm_def,
+        &ops_mvn_def,
+        &ops_nll_loss_def,
+        &ops_sce_loss_def,
+        &ops_quantize_linear_def,
+        &ops_dequantize_linear_def,
+        &ops_dynamic_quantize_linear_def,
+        &ops_matmul_integer_def,
+        &ops_qlinear_matmul_def,
+        &ops_rnn_def,
+        &ops_gru_def,
+        &ops_lstm_def,
+        &ops_einsum_def,
+        &ops_det_def,
+        &ops_nms_def,
+        &ops_roi_align_def,
+        &ops_roi_align10_def,
+        &ops_grid_sample_def,
         NULL,
 };

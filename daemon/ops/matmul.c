@@ -8,6 +8,7 @@
  * later opsets only added dtypes). */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,11 +35,11 @@ static int mm_dtype_ok(int dtype)
                dtype == PROTO_DTYPE_UINT32 || dtype == PROTO_DTYPE_UINT64;
 }
 
-/* Shapes of a call whose ranks and dtypes were validated; messages start with "MatMul: ". */
-static int mm_shape_of(const struct ops_call *call, struct mm_shape *s, char *err,
-                       size_t errlen)
+/* Shapes of the product a b, whose ranks (1 or more) were validated; messages start with
+ * op. */
+static int mm_shape_ab(const char *op, const struct ops_tensor *a, const struct ops_tensor *b,
+                       struct mm_shape *s, char *err, size_t errlen)
 {
-        const struct ops_tensor *a = &call->in[0], *b = &call->in[1];
         struct ops_tensor ba, bb;
         char msg[2 * OPS_SHAPE_STR_MAX + 64];
         int64_t kb;
@@ -53,14 +54,14 @@ static int mm_shape_of(const struct ops_call *call, struct mm_shape *s, char *er
         s->n = b->ndim >= 2 ? b->dims[b->ndim - 1] : 1;
         if (s->k != kb)
                 return ops_fail(err, errlen, -EINVAL,
-                                "MatMul: inner dimensions differ (%lld vs %lld)",
+                                "%s: inner dimensions differ (%lld vs %lld)", op,
                                 (long long)s->k, (long long)kb);
         ba.ndim = a->ndim > 2 ? a->ndim - 2 : 0;
         bb.ndim = b->ndim > 2 ? b->ndim - 2 : 0;
         memcpy(ba.dims, a->dims, (size_t)ba.ndim * sizeof(a->dims[0]));
         memcpy(bb.dims, b->dims, (size_t)bb.ndim * sizeof(b->dims[0]));
         if (ops_broadcast_shape(&ba, &bb, &s->batch, msg, sizeof(msg)))
-                return ops_fail(err, errlen, -EINVAL, "MatMul: batch dimensions: %s", msg);
+                return ops_fail(err, errlen, -EINVAL, "%s: batch dimensions: %s", op, msg);
         ops_broadcast_strides(&ba, &s->batch, s->sa);
         ops_broadcast_strides(&bb, &s->batch, s->sb);
         s->count = ops_tensor_numel(&s->batch);
@@ -76,8 +77,14 @@ static int mm_shape_of(const struct ops_call *call, struct mm_shape *s, char *er
                 s->out.dims[s->out.ndim++] = s->n;
         for (i = 0; i < s->out.ndim; i++)
                 if (s->out.dims[i] < 0)
-                        return ops_fail(err, errlen, -EINVAL, "MatMul: invalid dimension");
+                        return ops_fail(err, errlen, -EINVAL, "%s: invalid dimension", op);
         return 0;
+}
+
+static int mm_shape_of(const struct ops_call *call, struct mm_shape *s, char *err,
+                       size_t errlen)
+{
+        return mm_shape_ab("MatMul", &call->in[0], &call->in[1], s, err, errlen);
 }
 
 /* Dtypes, ranks and shapes of a call (after the common validation or infer's own). */
@@ -359,4 +366,212 @@ static void mm_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *
 const struct ops_def ops_matmul_def = {
         "MatMul", 2, 2, 1, OPS_ENGINE_CUBE, mm_check, mm_run, mm_cost, OPS_FLAG_ROW_SPLIT, mm_infer, 1,
         NULL,
+};
+
+/* ---------------------------------------------------------------- MatMulInteger, QLinearMatMul
+ *
+ * 8-bit operands minus their zero points are widened to double, where every sum of
+ * products is exact (below 2^53 for any K that fits memory), and multiplied by the same
+ * batched dgemm path as float64 MatMul. A zero point or scale is a scalar, or per row of A
+ * ([M]) / per column of B ([N]). */
+
+static const int mmq_types[] = { PROTO_DTYPE_UINT8, PROTO_DTYPE_INT8, 0 };
+
+/* Input i, when present, is a scalar or a vector of n (per row / column) of dtype. */
+static int mmq_param_ok(const struct ops_call *call, int i, int64_t n, int dtype)
+{
+        int64_t c;
+
+        if (!nn_has_in(call, i))
+                return 1;
+        c = ops_tensor_numel(&call->in[i]);
+        return (!dtype || call->in[i].dtype == dtype) && call->in[i].ndim <= 1 &&
+               (c == 1 || c == n);
+}
+
+static double mmq_param(const struct ops_call *call, int i, int64_t idx, double def)
+{
+        if (!nn_has_in(call, i))
+                return def;
+        return nn_get(&call->in[i], ops_tensor_numel(&call->in[i]) == 1 ? 0 : idx);
+}
+
+/* The integer product of in[ai] - in[azi] and in[bi] - in[bzi] into y (count * m * n). */
+static int mmq_core(const struct ops_call *call, const struct mm_shape *s, int ai, int azi,
+                    int bi, int bzi, double *y)
+{
+        const struct ops_tensor *a = &call->in[ai], *b = &call->in[bi];
+        int64_t na = ops_tensor_numel(a), nb = ops_tensor_numel(b), i;
+        double *ad, *bd;
+
+        ad = malloc((size_t)(na ? na : 1) * sizeof(double));
+        bd = malloc((size_t)(nb ? nb : 1) * sizeof(double));
+        if (!ad || !bd) {
+                free(ad);
+                free(bd);
+                return -ENOMEM;
+        }
+        /* A's row is (i / k) % m, B's column i % n. */
+        for (i = 0; i < na; i++)
+                ad[i] = nn_get(a, i) - mmq_param(call, azi, s->k ? i / s->k % s->m : 0, 0);
+        for (i = 0; i < nb; i++)
+                bd[i] = nn_get(b, i) - mmq_param(call, bzi, i % s->n, 0);
+        mm_f64(s, y, ad, bd);
+        free(ad);
+        free(bd);
+        return 0;
+}
+
+static int mmq_shape(const char *op, const struct ops_call *call, int ai, int bi,
+                     struct mm_shape *s, char *err, size_t errlen)
+{
+        if (call->in[ai].ndim < 1 || call->in[bi].ndim < 1)
+                return ops_fail(err, errlen, -EINVAL, "%s: scalar operand", op);
+        if (mm_shape_ab(op, &call->in[ai], &call->in[bi], s, err, errlen))
+                return -EINVAL;
+        if (s->m > INT_MAX || s->n > INT_MAX || s->k > INT_MAX)
+                return ops_fail(err, errlen, -EINVAL, "%s: matrix dimension above %d", op,
+                                INT_MAX);
+        return 0;
+}
+
+static int mmi_infer(struct ops_call *call, char *err, size_t errlen)
+{
+        struct mm_shape s;
+        int rc;
+
+        rc = nn_infer_begin(&ops_matmul_integer_def, call, err, errlen);
+        if (!rc)
+                rc = nn_want_dtype(&ops_matmul_integer_def, call, 0, mmq_types, err, errlen);
+        if (!rc)
+                rc = nn_want_dtype(&ops_matmul_integer_def, call, 1, mmq_types, err, errlen);
+        if (!rc)
+                rc = mmq_shape("MatMulInteger", call, 0, 1, &s, err, errlen);
+        if (rc)
+                return rc;
+        if (!mmq_param_ok(call, 2, s.m, call->in[0].dtype) ||
+            !mmq_param_ok(call, 3, s.n, call->in[1].dtype))
+                return ops_fail(err, errlen, -EINVAL, "MatMulInteger: bad zero points");
+        nn_set_out(call, 0, PROTO_DTYPE_INT32, s.out.ndim, s.out.dims);
+        return 0;
+}
+
+static int mmi_check(const struct ops_call *call, char *err, size_t errlen)
+{
+        return nn_check(&ops_matmul_integer_def, call, err, errlen);
+}
+
+static int mmi_run(const struct ops_call *call, char *err, size_t errlen)
+{
+        int64_t n = ops_tensor_numel(&call->out[0]), i;
+        int32_t *out = call->out[0].data;
+        struct mm_shape s;
+        double *y;
+
+        if (mmq_shape("MatMulInteger", call, 0, 1, &s, err, errlen))
+                return -EINVAL;
+        if (!n)
+                return 0;
+        y = malloc((size_t)n * sizeof(double));
+        if (!y || mmq_core(call, &s, 0, 2, 1, 3, y)) {
+                free(y);
+                return ops_fail(err, errlen, -ENOMEM, "MatMulInteger: out of memory");
+        }
+        /* wraps like the int32 accumulator the result stands for */
+        for (i = 0; i < n; i++)
+                out[i] = (int32_t)(uint32_t)(int64_t)y[i];
+        free(y);
+        return 0;
+}
+
+static void mmq_cost(const struct ops_call *call, int ai, int bi, uint64_t *ret_flops,
+                     uint64_t *ret_bytes)
+{
+        struct mm_shape s;
+
+        nn_cost_simple(call, 1, ret_flops, ret_bytes);
+        if (!mmq_shape("", call, ai, bi, &s, NULL, 0))
+                *ret_flops = ops_mul_sat(ops_mul_sat(ops_mul_sat(2 * (uint64_t)s.m,
+                                                                 (uint64_t)s.n),
+                                                     (uint64_t)s.k),
+                                         (uint64_t)s.count);
+}
+
+static void mmi_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+{
+        mmq_cost(call, 0, 1, ret_flops, ret_bytes);
+}
+
+const struct ops_def ops_matmul_integer_def = {
+        "MatMulInteger", 2, 4, 1, OPS_ENGINE_CUBE, mmi_check, mmi_run, mmi_cost, 0, mmi_infer, 10,
+        NULL,
+};
+
+/* QLinearMatMul inputs: a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale,
+ * y_zero_point; y = saturate(round(acc * a_scale * b_scale / y_scale) + y_zero_point). */
+static int qlmm_infer(struct ops_call *call, char *err, size_t errlen)
+{
+        struct mm_shape s;
+        int rc;
+
+        rc = nn_infer_begin(&ops_qlinear_matmul_def, call, err, errlen);
+        if (!rc)
+                rc = nn_want_dtype(&ops_qlinear_matmul_def, call, 0, mmq_types, err, errlen);
+        if (!rc)
+                rc = nn_want_dtype(&ops_qlinear_matmul_def, call, 3, mmq_types, err, errlen);
+        if (!rc)
+                rc = mmq_shape("QLinearMatMul", call, 0, 3, &s, err, errlen);
+        if (rc)
+                return rc;
+        if (!nn_is_float(call->in[1].dtype) || !nn_is_float(call->in[4].dtype) ||
+            !nn_is_float(call->in[6].dtype) || !nn_is_int(call->in[7].dtype) ||
+            !mmq_param_ok(call, 1, s.m, 0) || !mmq_param_ok(call, 2, s.m, call->in[0].dtype) ||
+            !mmq_param_ok(call, 4, s.n, 0) || !mmq_param_ok(call, 5, s.n, call->in[3].dtype) ||
+            !mmq_param_ok(call, 6, 1, 0) || !mmq_param_ok(call, 7, 1, 0))
+                return ops_fail(err, errlen, -EINVAL, "QLinearMatMul: bad scales or zero points");
+        nn_set_out(call, 0, call->in[7].dtype, s.out.ndim, s.out.dims);
+        return 0;
+}
+
+static int qlmm_check(const struct ops_call *call, char *err, size_t errlen)
+{
+        return nn_check(&ops_qlinear_matmul_def, call, err, errlen);
+}
+
+static int qlmm_run(const struct ops_call *call, char *err, size_t errlen)
+{
+        int64_t n = ops_tensor_numel(&call->out[0]), i;
+        double *y, ys, yz;
+        struct mm_shape s;
+
+        if (mmq_shape("QLinearMatMul", call, 0, 3, &s, err, errlen))
+                return -EINVAL;
+        if (!n)
+                return 0;
+        y = malloc((size_t)n * sizeof(double));
+        if (!y || mmq_core(call, &s, 0, 2, 3, 5, y)) {
+                free(y);
+                return ops_fail(err, errlen, -ENOMEM, "QLinearMatMul: out of memory");
+        }
+        ys = mmq_param(call, 6, 0, 1);
+        yz = mmq_param(call, 7, 0, 0);
+        for (i = 0; i < n; i++) {
+                int64_t row = i / s.n % s.m, col = i % s.n;
+                /* the scale product in float, as the reference and ONNX Runtime form it */
+                float mul = (float)(mmq_param(call, 1, row, 1) * mmq_param(call, 4, col, 1) / ys);
+
+                nn_put(&call->out[0], i, nearbyintf((float)y[i] * mul) + yz);
+        }
+        free(y);
+        return 0;
+}
+
+static void qlmm_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+{
+        mmq_cost(call, 0, 3, ret_flops, ret_bytes);
+}
+
+const struct ops_def ops_qlinear_matmul_def = {
+        "QLinearMatMul", 8, 8, 1, OPS_ENGINE_CUBE, qlmm_check, qlmm_run, qlmm_cost, 0, qlmm_infer,
+        10, NULL,
 };

@@ -471,13 +471,10 @@ static int64_t floor_div(int64_t a, int64_t b)
         return a >= 0 ? a / b : -((-a + b - 1) / b);
 }
 
-int nn_geom_init(const struct ops_call *call, const char *op, int nsp, const int64_t *in,
-                 const int64_t *k, unsigned flags, struct nn_geom *g, char *err,
-                 size_t errlen)
+int nn_geom_attrs(const struct ops_call *call, const char *op, int nsp, unsigned flags,
+                  struct nn_geom *g, char *err, size_t errlen)
 {
         int64_t v[2 * NN_SP];
-        const char *ap = nn_attr_str(call, "auto_pad", "NOTSET");
-        int ceil_mode = (flags & NN_GEOM_CEIL) && ops_attr_int(call, "ceil_mode", 0);
         int i, n, o = NN_SP - nsp;
 
         if (nsp < 1 || nsp > NN_SP)
@@ -488,18 +485,11 @@ int nn_geom_init(const struct ops_call *call, const char *op, int nsp, const int
                 g->pb[i] = g->pe[i] = 0;
         }
         g->nsp = nsp;
-        for (i = 0; i < nsp; i++) {
-                if (k[i] < 1)
-                        return ops_fail(err, errlen, -EINVAL, "%s: kernel extent %lld",
-                                        op, (long long)k[i]);
-                g->in[o + i] = in[i];
-                g->k[o + i] = k[i];
-        }
         n = nn_attr_ints(call, "strides", v, nsp);
         if (n == -2 || (n >= 0 && n != nsp))
                 return ops_fail(err, errlen, -EINVAL, "%s: 'strides' needs %d values", op, nsp);
         for (i = 0; i < n; i++) {
-                if (v[i] < 1)
+                if (v[i] < 1 || v[i] > INT32_MAX)
                         return ops_fail(err, errlen, -EINVAL, "%s: stride %lld", op,
                                         (long long)v[i]);
                 g->stride[o + i] = v[i];
@@ -509,7 +499,7 @@ int nn_geom_init(const struct ops_call *call, const char *op, int nsp, const int
                 return ops_fail(err, errlen, -EINVAL, "%s: 'dilations' needs %d values", op,
                                 nsp);
         for (i = 0; i < n; i++) {
-                if (v[i] < 1)
+                if (v[i] < 1 || v[i] > INT32_MAX)
                         return ops_fail(err, errlen, -EINVAL, "%s: dilation %lld", op,
                                         (long long)v[i]);
                 if ((flags & NN_GEOM_NODIL) && v[i] != 1)
@@ -529,11 +519,30 @@ int nn_geom_init(const struct ops_call *call, const char *op, int nsp, const int
                 g->pb[o + i] = v[i];
                 g->pe[o + i] = v[nsp + i];
         }
+        return 0;
+}
+
+int nn_geom_init(const struct ops_call *call, const char *op, int nsp, const int64_t *in,
+                 const int64_t *k, unsigned flags, struct nn_geom *g, char *err,
+                 size_t errlen)
+{
+        const char *ap = nn_attr_str(call, "auto_pad", "NOTSET");
+        int ceil_mode = (flags & NN_GEOM_CEIL) && ops_attr_int(call, "ceil_mode", 0);
+        int i, rc, o = NN_SP - nsp;
+
+        rc = nn_geom_attrs(call, op, nsp, flags, g, err, errlen);
+        if (rc)
+                return rc;
+        for (i = 0; i < nsp; i++) {
+                if (k[i] < 1 || k[i] > INT32_MAX)
+                        return ops_fail(err, errlen, -EINVAL, "%s: kernel extent %lld",
+                                        op, (long long)k[i]);
+                g->in[o + i] = in[i];
+                g->k[o + i] = k[i];
+        }
         for (i = o; i < NN_SP; i++) {
                 int64_t ek = (g->k[i] - 1) * g->dil[i] + 1, s = g->stride[i], span, total;
 
-                if (g->k[i] > INT32_MAX || g->dil[i] > INT32_MAX || s > INT32_MAX)
-                        return ops_fail(err, errlen, -EINVAL, "%s: window too large", op);
                 if (strcmp(ap, "SAME_UPPER") == 0 || strcmp(ap, "SAME_LOWER") == 0) {
                         g->out[i] = ceil_div(g->in[i], s);
                         total = (g->out[i] - 1) * s + ek - g->in[i];

@@ -62,6 +62,9 @@ enum nn_geom_flags {
         NN_GEOM_NODIL = 1 << 1,  /* dilations not allowed (they stay 1) */
 };
 
+/* The attributes strides, dilations and pads alone (extents 1, auto_pad not applied). */
+int nn_geom_attrs(const struct ops_call *call, const char *op, int nsp, unsigned flags,
+                  struct nn_geom *g, char *err, size_t errlen);
 /* Geometry from the attributes strides, dilations, pads and auto_pad (and ceil_mode with
  * NN_GEOM_CEIL) for nsp spatial dims of extents in[] under a kernel of extents k[].
  * 0 or -EINVAL with a message that starts with op. */

@@ -76,4 +76,10 @@ uint16_t ops_double_to_half(double d);
 void ops_half_to_float_n(float *dst, const uint16_t *src, size_t n);
 void ops_float_to_half_n(uint16_t *dst, const float *src, size_t n);
 
+/* bfloat16 (the upper half of a float32) <-> float32 and float64, rounding to nearest even;
+ * NaN stays a (quiet) NaN. */
+float ops_bf16_to_float(uint16_t h);
+uint16_t ops_float_to_bf16(float f);
+uint16_t ops_double_to_bf16(double d);
+
 #endif

@@ -3,6 +3,7 @@
  * with integer operations (so they do not depend on compiler or CPU half support), the
  * validation every operator's check starts with, and the thread limit handed to OpenBLAS. */
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -488,6 +489,42 @@ void ops_float_to_half_n(uint16_t *dst, const float *src, size_t n)
 
         for (i = 0; i < n; i++)
                 dst[i] = ops_float_to_half(src[i]);
+}
+
+float ops_bf16_to_float(uint16_t h)
+{
+        uint32_t x = (uint32_t)h << 16;
+        float f;
+
+        memcpy(&f, &x, sizeof(f));
+        return f;
+}
+
+uint16_t ops_float_to_bf16(float f)
+{
+        uint32_t x;
+
+        memcpy(&x, &f, sizeof(x));
+        if ((x & 0x7fffffff) > 0x7f800000)
+                return (uint16_t)((x >> 16) | 0x40);
+        /* Adding 0x7fff plus the lowest kept bit rounds to nearest, ties to even; a carry
+         * into the exponent is the correct rounding up, to infinity at the top. */
+        return (uint16_t)((x + 0x7fff + ((x >> 16) & 1)) >> 16);
+}
+
+uint16_t ops_double_to_bf16(double d)
+{
+        float f = (float)d;
+        uint32_t x;
+
+        /* Round to odd on the way to float, so that the second rounding to bfloat16 cannot
+         * land on a tie the first one created: an inexact float gets an odd last bit. */
+        if (f == f && (double)f != d && f - f == 0) {
+                memcpy(&x, &f, sizeof(x));
+                if (!(x & 1))
+                        f = nextafterf(f, d > (double)f ? INFINITY : -INFINITY);
+        }
+        return ops_float_to_bf16(f);
 }
 
 void ops_set_threads(int n)

@@ -1,0 +1,602 @@
+/* Convolutions for the cube engine: Conv, ConvTranspose, ConvInteger and QLinearConv, 1-D
+ * to 3-D, with groups, strides, dilations, explicit pads and auto_pad.
+ *
+ * Conv lowers each (image, group) pair to one GEMM: im2col lays the receptive fields out as
+ * the columns of a [C/group * kernel, output positions] matrix (malloc'd once per call and
+ * reused), and OpenBLAS multiplies the group's filters [M/group, C/group * kernel] by it
+ * straight into the output. A 1x1 kernel with unit strides and no padding needs no im2col:
+ * the input already is that matrix. ConvTranspose is the adjoint: one GEMM of the
+ * transposed filters by the input gives every kernel tap's contribution, and col2im adds
+ * them into the output. The integer convolutions subtract zero points while widening to
+ * double, where every product sum of 8-bit values is exact, and run the same lowering
+ * through dgemm; QLinearConv then requantizes. Floating dtypes other than float32 go
+ * through float32 copies. */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "nn-common.h"
+
+struct conv_shape {
+        int64_t n, c, m, group, cg, mg; /* batch, in / out channels, groups, per group */
+        int64_t in_size, k_size, out_size;
+        struct nn_geom g;               /* conv view: for ConvTranspose in = Y, out = X */
+        int ndim;
+        int64_t ydims[OPS_MAX_DIMS];
+        int direct;                     /* Conv: the input is its own im2col matrix */
+};
+
+/* Shapes of Conv-like calls: x = input xi, w = input wi. transpose: ConvTranspose
+ * geometry. */
+static int conv_shape_of(const struct ops_call *call, const char *op, int xi, int wi,
+                         int transpose, struct conv_shape *cs, char *err, size_t errlen)
+{
+        const struct ops_tensor *x = &call->in[xi], *w = &call->in[wi];
+        int64_t ks[NN_SP], v[NN_SP + 2];
+        int nsp = x->ndim - 2, i, n, o;
+
+        memset(cs, 0, sizeof(*cs));
+        if (x->ndim < 3 || x->ndim > NN_SP + 2)
+                return ops_fail(err, errlen, -EINVAL, "%s: input of rank %d, 3 to %d supported",
+                                op, x->ndim, NN_SP + 2);
+        if (w->ndim != x->ndim)
+                return ops_fail(err, errlen, -EINVAL, "%s: weights of rank %d for input of rank %d",
+                                op, w->ndim, x->ndim);
+        cs->group = ops_attr_int(call, "group", 1);
+        if (cs->group < 1)
+                return ops_fail(err, errlen, -EINVAL, "%s: group %lld", op, (long long)cs->group);
+        cs->n = x->dims[0];
+        cs->c = x->dims[1];
+        if (cs->c % cs->group)
+                return ops_fail(err, errlen, -EINVAL, "%s: %lld channels in %lld groups", op,
+                                (long long)cs->c, (long long)cs->group);
+        cs->cg = cs->c / cs->group;
+        if (!transpose) {
+                cs->m = w->dims[0];
+                if (w->dims[1] != cs->cg || cs->m % cs->group)
+                        return ops_fail(err, errlen, -EINVAL,
+                                        "%s: weights [%lld,%lld,...] do not fit %lld channels in %lld groups",
+                                        op, (long long)w->dims[0], (long long)w->dims[1],
+                                        (long long)cs->c, (long long)cs->group);
+                cs->mg = cs->m / cs->group;
+        } else {
+                if (w->dims[0] != cs->c)
+                        return ops_fail(err, errlen, -EINVAL,
+                                        "%s: weights for %lld channels, input has %lld", op,
+                                        (long long)w->dims[0], (long long)cs->c);
+                cs->mg = w->dims[1];
+                cs->m = cs->mg * cs->group;
+        }
+        n = nn_attr_ints(call, "kernel_shape", v, nsp);
+        if (n == -2 || (n >= 0 && n != nsp))
+                return ops_fail(err, errlen, -EINVAL, "%s: 'kernel_shape' needs %d values", op, nsp);
+        for (i = 0; i < nsp; i++) {
+                ks[i] = w->dims[2 + i];
+                if (ks[i] < 1 || ks[i] > INT32_MAX)
+                        return ops_fail(err, errlen, -EINVAL, "%s: kernel extent %lld", op,
+                                        (long long)ks[i]);
+                if (n > 0 && v[i] != ks[i])
+                        return ops_fail(err, errlen, -EINVAL,
+                                        "%s: kernel_shape %lld differs from the weights' %lld", op,
+                                        (long long)v[i], (long long)ks[i]);
+        }
+        cs->ndim = x->ndim;
+        cs->ydims[0] = cs->n;
+        cs->ydims[1] = cs->m;
+        if (!transpose) {
+                int rc = nn_geom_init(call, op, nsp, x->dims + 2, ks, 0, &cs->g, err, errlen);
+
+                if (rc)
+                        return rc;
+                o = NN_SP - nsp;
+                for (i = 0; i < nsp; i++)
+                        cs->ydims[2 + i] = cs->g.out[o + i];
+        } else {
+                int64_t opad[NN_SP] = { 0 }, oshape[NN_SP + 2];
+                const char *ap = nn_attr_str(call, "auto_pad", "NOTSET");
+                struct nn_geom t;
+                int rc, no;
+
+                rc = nn_geom_attrs(call, op, nsp, 0, &t, err, errlen);
+                if (rc)
+                        return rc;
+                n = nn_attr_ints(call, "output_padding", v, nsp);
+                if (n == -2 || (n >= 0 && n != nsp))
+                        return ops_fail(err, errlen, -EINVAL, "%s: 'output_padding' needs %d values",
+                                        op, nsp);
+                for (i = 0; i < n; i++)
+                        opad[i] = v[i];
+                no = nn_attr_ints(call, "output_shape", oshape, nsp + 2);
+                if (no == -2 || (no >= 0 && no != nsp && no != nsp + 2))
+                        return ops_fail(err, errlen, -EINVAL, "%s: 'output_shape' needs %d values",
+                                        op, nsp);
+                o = NN_SP - nsp;
+                cs->g = t;
+                for (i = 0; i < nsp; i++) {
+                        int64_t in = x->dims[2 + i], s = t.stride[o + i];
+                        int64_t ek = (ks[i] - 1) * t.dil[o + i] + 1, total, y;
+                        int explicit_out = no > 0 || strncmp(ap, "SAME", 4) == 0;
+
+                        if (opad[i] < 0 || opad[i] >= (s > t.dil[o + i] ? s : t.dil[o + i]))
+                                return ops_fail(err, errlen, -EINVAL, "%s: output_padding %lld",
+                                                op, (long long)opad[i]);
+                        if (explicit_out) {
+                                y = no > 0 ? oshape[no - nsp + i] : in * s;
+                                /* A larger output than the input reaches is zero past it. */
+                                total = s * (in - 1) + opad[i] + ek - y;
+                                if (total < 0)
+                                        total = 0;
+                                if (y < 0)
+                                        return ops_fail(err, errlen, -EINVAL,
+                                                        "%s: output_shape %lld", op,
+                                                        (long long)y);
+                                if (strcmp(ap, "SAME_UPPER") == 0) {
+                                        cs->g.pb[o + i] = total / 2;
+                                        cs->g.pe[o + i] = total - total / 2;
+                                } else {
+                                        cs->g.pb[o + i] = total - total / 2;
+                                        cs->g.pe[o + i] = total / 2;
+                                }
+                        } else {
+                                if (strcmp(ap, "VALID") == 0)
+                                        cs->g.pb[o + i] = cs->g.pe[o + i] = 0;
+                                y = s * (in - 1) + opad[i] + ek - cs->g.pb[o + i] -
+                                    cs->g.pe[o + i];
+                                if (y < 0)
+                                        return ops_fail(err, errlen, -EINVAL,
+                                                        "%s: pads larger than the output", op);
+                        }
+                        cs->g.k[o + i] = ks[i];
+                        cs->g.in[o + i] = y;
+                        cs->g.out[o + i] = in;
+                        cs->ydims[2 + i] = y;
+                }
+        }
+        cs->in_size = nn_geom_in_size(&cs->g);
+        cs->k_size = nn_geom_k_size(&cs->g);
+        cs->out_size = nn_geom_out_size(&cs->g);
+        if (cs->cg * cs->k_size > INT_MAX || cs->out_size > INT_MAX || cs->in_size > INT_MAX ||
+            cs->mg * cs->k_size > INT_MAX)
+                return ops_fail(err, errlen, -EINVAL, "%s: too large for one GEMM", op);
+        cs->direct = !transpose && cs->k_size == 1;
+        for (i = 0; i < NN_SP; i++)
+                if (cs->g.stride[i] != 1 || cs->g.pb[i] || cs->g.pe[i])
+                        cs->direct = 0;
+        return 0;
+}
+
+/* The forward lowering for one element type; y gets the GEMM results (bias added by the
+ * caller). col is scratch of cg * k_size * out_size elements unless direct. */
+#define CONV_FWD(name, T, im2col, gemm)                                                        \
+        static void name(const struct conv_shape *cs, const T *x, const T *w, T *y, T *col)   \
+        {                                                                                      \
+                int64_t n, g, kk = cs->cg * cs->k_size;                                        \
+                                                                                               \
+                if (!cs->out_size || !cs->mg)                                                  \
+                        return;                                                                \
+                for (n = 0; n < cs->n; n++) {                                                  \
+                        for (g = 0; g < cs->group; g++) {                                      \
+                                const T *xg = x + (n * cs->c + g * cs->cg) * cs->in_size;      \
+                                const T *wg = w + g * cs->mg * kk;                             \
+                                T *yg = y + (n * cs->m + g * cs->mg) * cs->out_size;           \
+                                const T *src = xg;                                             \
+                                                                                               \
+                                if (!kk) {                                                     \
+                                        memset(yg, 0, (size_t)(cs->mg * cs->out_size) *        \
+                                                              sizeof(T));                      \
+                                        continue;                                              \
+                                }                                                              \
+                                if (!cs->direct) {                                             \
+                                        im2col(xg, cs->cg, &cs->g, col);                       \
+                                        src = col;                                             \
+                                }                                                              \
+                                gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans,                \
+                                     (blasint)cs->mg, (blasint)cs->out_size, (blasint)kk, 1,   \
+                                     wg, (blasint)kk, src, (blasint)cs->out_size, 0, yg,       \
+                                     (blasint)cs->out_size);                                   \
+                        }                                                                      \
+                }                                                                              \
+        }
+
+CONV_FWD(conv_fwd_f32, float, nn_im2col_f32, cblas_sgemm)
+CONV_FWD(conv_fwd_f64, double, nn_im2col_f64, cblas_dgemm)
+
+static void *conv_col_alloc(const struct conv_shape *cs, size_t esize)
+{
+        size_t n = (size_t)(cs->cg * cs->k_size * cs->out_size);
+
+        if (cs->direct)
+                return malloc(1);
+        return malloc((n ? n : 1) * esize);
+}
+
+static void conv_cost_of(const struct ops_call *call, const char *op, int xi, int wi,
+                         int transpose, uint64_t *ret_flops, uint64_t *ret_bytes)
+{
+        struct conv_shape cs;
+
+        nn_cost_simple(call, 1, ret_flops, ret_bytes);
+        if (conv_shape_of(call, op, xi, wi, transpose, &cs, NULL, 0))
+                return;
+        /* the same multiply-adds either way; for ConvTranspose out_size is X's extent */
+        *ret_flops = ops_mul_sat(ops_mul_sat(ops_mul_sat(2 * (uint64_t)cs.n, (uint64_t)cs.m),
+                                             (uint64_t)cs.out_size),
+                                 ops_mul_sat((uint64_t)cs.cg, (uint64_t)cs.k_size));
+}
+
+/* ---------------------------------------------------------------- Conv */
+
+static int conv_infer(struct ops_call *call, char *err, size_t errlen)
+{
+        struct conv_shape cs;
+        int rc;
+
+        rc = nn_infer_begin(&ops_conv_def, call, err, errlen);
+        if (!rc)
+                rc = nn_want_dtype(&ops_conv_def, call, 0, nn_float_types, err, errlen);
+        if (rc)
+                return rc;
+        if (call->in[1].dtype != call->in[0].dtype ||
+            (nn_has_in(call, 2) && call->in[2].dtype != call->in[0].dtype))
+                return ops_fail(err, errlen, -EINVAL, "Conv: inputs of different dtypes");
+        rc = conv_shape_of(call, "Conv", 0, 1, 0, &cs, err, errlen);
+        if (rc)
+                return rc;
+        if (nn_has_in(call, 2) && (call->in[2].ndim != 1 || call->in[2].dims[0] != cs.m))
+                return ops_fail(err, errlen, -EINVAL, "Conv: bias must be [%lld]", (long long)cs.m);
+        nn_set_out(call, 0, call->in[0].dtype, cs.ndim, cs.ydims);
+        return 0;
+}
+
+static int conv_check(const struct ops_call *call, char *err, size_t errlen)
+{
+        return nn_check(&ops_conv_def, call, err, errlen);
+}
+
+/* Adds bias[m] to every position of channel m. */
+static void conv_bias_f32(float *y, const float *b, int64_t n, int64_t m, int64_t size)
+{
+        int64_t i, j, p;
+
+        for (i = 0; i < n; i++)
+                for (j = 0; j < m; j++) {
+                        float *row = y + (i * m + j) * size, v = b[j];
+
+                        for (p = 0; p < size; p++)
+                                row[p] += v;
+                }
+}
+
+static int conv_run(const struct ops_call *call, char *err, size_t errlen)
+{
+        struct nn_f32 x, w, b = { NULL, NULL }, y;
+        struct conv_shape cs;
+        float *col = NULL;
+        int rc;
+
+        rc = conv_shape_of(call, "Conv", 0, 1, 0, &cs, err, errlen);
+        if (rc)
+                return rc;
+        if (!ops_tensor_numel(&call->out[0]))
+                return 0;
+        rc = nn_f32_in(&call->in[0], &x);
+        rc |= nn_f32_in(&call->in[1], &w);
+        if (nn_has_in(call, 2))
+                rc |= nn_f32_in(&call->in[2], &b);
+        rc |= nn_f32_out(&call->out[0], &y);
+        col = conv_col_alloc(&cs, sizeof(float));
+        if (!rc && col) {
+                conv_fwd_f32(&cs, x.p, w.p, y.p, col);
+                if (b.p)
+                        conv_bias_f32(y.p, b.p, cs.n, cs.m, cs.out_size);
+                nn_f32_commit(&call->out[0], &y);
+        }
+        free(col);
+        nn_f32_done(&x);
+        nn_f32_done(&w);
+        nn_f32_done(&b);
+        nn_f32_done(&y);
+        return rc || !col ? ops_fail(err, errlen, -ENOMEM, "Conv: out of memory") : 0;
+}
+
+static void conv_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+{
+        conv_cost_of(call, "Conv", 0, 1, 0, ret_flops, ret_bytes);
+}
+
+const struct ops_def ops_conv_def = {
+        "Conv", 2, 3, 1, OPS_ENGINE_CUBE, conv_check, conv_run, conv_cost, 0, conv_infer, 1, NULL,
+};
+
+/* ---------------------------------------------------------------- ConvTranspose */
+
+static int convt_infer(struct ops_call *call, char *err, size_t errlen)
+{
+        struct conv_shape cs;
+        int rc;
+
+        rc = nn_infer_begin(&ops_conv_transpose_def, call, err, errlen);
+        if (!rc)
+                rc = nn_want_dtype(&ops_conv_transpose_def, call, 0, nn_float_types, err, errlen);
+        if (rc)
+                return rc;
+        if (call->in[1].dtype != call->in[0].dtype ||
+            (nn_has_in(call, 2) && call->in[2].dtype != call->in[0].dtype))
+                return ops_fail(err, errlen, -EINVAL, "ConvTranspose: inputs of different dtypes");
+        rc = conv_shape_of(call, "ConvTranspose", 0, 1, 1, &cs, err, errlen);
+        if (rc)
+                return rc;
+        if (nn_has_in(call, 2) && (call->in[2].ndim != 1 || call->in[2].dims[0] != cs.m))
+                return ops_fail(err, errlen, -EINVAL, "ConvTranspose: bias must be [%lld]",
+                                (long long)cs.m);
+        nn_set_out(call, 0, call->in[0].dtype, cs.ndim, cs.ydims);
+        return 0;
+}
+
+static int convt_check(const struct ops_call *call, char *err, size_t errlen)
+{
+        return nn_check(&ops_conv_transpose_def, call, err, errlen);
+}
+
+/* Per (image, group): col[Mg * k, in positions] = W_g^T X_g, then col2im into Y. In the
+ * conv view the output Y is g.in (in_size) and X is g.out (out_size). */
+static void convt_f32(const struct conv_shape *cs, const float *x, const float *w, float *y,
+                      float *col)
+{
+        int64_t n, g, rows = cs->mg * cs->k_size;
+
+        memset(y, 0, (size_t)(cs->n * cs->m * cs->in_size) * sizeof(float));
+        if (!rows || !cs->out_size || !cs->cg)
+                return;
+        for (n = 0; n < cs->n; n++) {
+                for (g = 0; g < cs->group; g++) {
+                        const float *xg = x + (n * cs->c + g * cs->cg) * cs->out_size;
+                        const float *wg = w + g * cs->cg * rows;
+                        float *yg = y + (n * cs->m + g * cs->mg) * cs->in_size;
+
+                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)rows,
+                                    (blasint)cs->out_size, (blasint)cs->cg, 1.0f, wg,
+                                    (blasint)rows, xg, (blasint)cs->out_size, 0.0f, col,
+                                    (blasint)cs->out_size);
+                        nn_col2im_f32(col, cs->mg, &cs->g, yg);
+                }
+        }
+}
+
+static int convt_run(const struct ops_call *call, char *err, size_t errlen)
+{
+        struct nn_f32 x, w, b = { NULL, NULL }, y;
+        struct conv_shape cs;
+        float *col;
+        size_t ncol;
+        int rc;
+
+        rc = conv_shape_of(call, "ConvTranspose", 0, 1, 1, &cs, err, errlen);
+        if (rc)
+                return rc;
+        if (!ops_tensor_numel(&call->out[0]))
+                return 0;
+        ncol = (size_t)(cs.mg * cs.k_size * cs.out_size);
+        col = malloc((ncol ? ncol : 1) * sizeof(float));
+        rc = nn_f32_in(&call->in[0], &x);
+        rc |= nn_f32_in(&call->in[1], &w);
+        if (nn_has_in(call, 2))
+                rc |= nn_f32_in(&call->in[2], &b);
+        rc |= nn_f32_out(&call->out[0], &y);
+        if (!rc && col) {
+                convt_f32(&cs, x.p, w.p, y.p, col);
+                if (b.p)
+                        conv_bias_f32(y.p, b.p, cs.n, cs.m, cs.in_size);
+                nn_f32_commit(&call->out[0], &y);
+        }
+        free(col);
+        nn_f32_done(&x);
+        nn_f32_done(&w);
+        nn_f32_done(&b);
+        nn_f32_done(&y);
+        return rc || !col ? ops_fail(err, errlen, -ENOMEM, "ConvTranspose: out of memory") : 0;
+}
+
+static void convt_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+{
+        conv_cost_of(call, "ConvTranspose", 0, 1, 1, ret_flops, ret_bytes);
+}
+
+const struct ops_def ops_conv_transpose_def = {
+        "ConvTranspose", 2, 3, 1, OPS_ENGINE_CUBE, convt_check, convt_run, convt_cost, 0,
+        convt_infer, 1, NULL,
+};
+
+/* ---------------------------------------------------------------- ConvInteger, QLinearConv */
+
+static const int q8_types[] = { PROTO_DTYPE_UINT8, PROTO_DTYPE_INT8, 0 };
+
+/* A zero point or scale input: absent, a scalar / one element, or one per channel (m). */
+static int q_param_ok(const struct ops_call *call, int i, int64_t m)
+{
+        int64_t n;
+
+        if (!nn_has_in(call, i))
+                return 1;
+        n = ops_tensor_numel(&call->in[i]);
+        return call->in[i].ndim <= 1 && (n == 1 || n == m);
+}
+
+static double q_param(const struct ops_call *call, int i, int64_t idx, double def)
+{
+        if (!nn_has_in(call, i))
+                return def;
+        return nn_get(&call->in[i], ops_tensor_numel(&call->in[i]) == 1 ? 0 : idx);
+}
+
+/* Integer convolution in double: x and w minus their zero points (x_zp scalar, w_zp per
+ * output channel), the integer result (exact) left in y. */
+static int qconv_core(const struct ops_call *call, const struct conv_shape *cs, int xi, int wi,
+                      int xzi, int wzi, double *y)
+{
+        const struct ops_tensor *x = &call->in[xi], *w = &call->in[wi];
+        int64_t nx = ops_tensor_numel(x), nw = ops_tensor_numel(w), i, per = cs->cg * cs->k_size;
+        double *xd, *wd, *col, xz = q_param(call, xzi, 0, 0);
+
+        xd = malloc((size_t)(nx ? nx : 1) * sizeof(double));
+        wd = malloc((size_t)(nw ? nw : 1) * sizeof(double));
+        col = conv_col_alloc(cs, sizeof(double));
+        if (!xd || !wd || !col) {
+                free(xd);
+                free(wd);
+                free(col);
+                return -ENOMEM;
+        }
+        for (i = 0; i < nx; i++)
+                xd[i] = nn_get(x, i) - xz;
+        for (i = 0; i < nw; i++)
+                wd[i] = nn_get(w, i) - q_param(call, wzi, per ? i / per : 0, 0);
+        conv_fwd_f64(cs, xd, wd, y, col);
+        free(xd);
+        free(wd);
+        free(col);
+        return 0;
+}
+
+static int convi_infer(struct ops_call *call, char *err, size_t errlen)
+{
+        struct conv_shape cs;
+        int rc;
+
+        rc = nn_infer_begin(&ops_conv_integer_def, call, err, errlen);
+        if (!rc)
+                rc = nn_want_dtype(&ops_conv_integer_def, call, 0, q8_types, err, errlen);
+        if (!rc)
+                rc = nn_want_dtype(&ops_conv_integer_def, call, 1, q8_types, err, errlen);
+        if (rc)
+                return rc;
+        rc = conv_shape_of(call, "ConvInteger", 0, 1, 0, &cs, err, errlen);
+        if (rc)
+                return rc;
+        if ((nn_has_in(call, 2) && call->in[2].dtype != call->in[0].dtype) ||
+            (nn_has_in(call, 3) && call->in[3].dtype != call->in[1].dtype) ||
+            !q_param_ok(call, 2, 1) || !q_param_ok(call, 3, cs.m))
+                return ops_fail(err, errlen, -EINVAL, "ConvInteger: bad zero points");
+        nn_set_out(call, 0, PROTO_DTYPE_INT32, cs.ndim, cs.ydims);
+        return 0;
+}
+
+static int convi_check(const struct ops_call *call, char *err, size_t errlen)
+{
+        return nn_check(&ops_conv_integer_def, call, err, errlen);
+}
+
+static int convi_run(const struct ops_call *call, char *err, size_t errlen)
+{
+        int64_t n = ops_tensor_numel(&call->out[0]), i;
+        struct conv_shape cs;
+        int32_t *out = call->out[0].data;
+        double *y;
+        int rc;
+
+        rc = conv_shape_of(call, "ConvInteger", 0, 1, 0, &cs, err, errlen);
+        if (rc || !n)
+                return rc;
+        y = malloc((size_t)n * sizeof(double));
+        if (!y || qconv_core(call, &cs, 0, 1, 2, 3, y)) {
+                free(y);
+                return ops_fail(err, errlen, -ENOMEM, "ConvInteger: out of memory");
+        }
+        /* Sums of 8-bit products wrap like the int32 accumulators they stand for. */
+        for (i = 0; i < n; i++)
+                out[i] = (int32_t)(uint32_t)(int64_t)y[i];
+        free(y);
+        return 0;
+}
+
+static void convi_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+{
+        conv_cost_of(call, "ConvInteger", 0, 1, 0, ret_flops, ret_bytes);
+}
+
+const struct ops_def ops_conv_integer_def = {
+        "ConvInteger", 2, 4, 1, OPS_ENGINE_CUBE, convi_check, convi_run, convi_cost, 0,
+        convi_infer, 10, NULL,
+};
+
+/* QLinearConv inputs: x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale,
+ * y_zero_point, B. */
+static int qlconv_infer(struct ops_call *call, char *err, size_t errlen)
+{
+        struct conv_shape cs;
+        int rc;
+
+        rc = nn_infer_begin(&ops_qlinear_conv_def, call, err, errlen);
+        if (!rc)
+                rc = nn_want_dtype(&ops_qlinear_conv_def, call, 0, q8_types, err, errlen);
+        if (!rc)
+                rc = nn_want_dtype(&ops_qlinear_conv_def, call, 3, q8_types, err, errlen);
+        if (rc)
+                return rc;
+        rc = conv_shape_of(call, "QLinearConv", 0, 3, 0, &cs, err, errlen);
+        if (rc)
+                return rc;
+        if (!nn_is_float(call->in[1].dtype) || !nn_is_float(call->in[4].dtype) ||
+            !nn_is_float(call->in[6].dtype) || call->in[7].dtype != call->in[0].dtype ||
+            !q_param_ok(call, 1, 1) || !q_param_ok(call, 2, 1) || !q_param_ok(call, 4, cs.m) ||
+            !q_param_ok(call, 5, cs.m) || !q_param_ok(call, 6, 1) || !q_param_ok(call, 7, 1))
+                return ops_fail(err, errlen, -EINVAL, "QLinearConv: bad scales or zero points");
+        if (nn_has_in(call, 8) && (call->in[8].dtype != PROTO_DTYPE_INT32 ||
+                                   ops_tensor_numel(&call->in[8]) != cs.m))
+                return ops_fail(err, errlen, -EINVAL, "QLinearConv: bias must be int32 [%lld]",
+                                (long long)cs.m);
+        nn_set_out(call, 0, call->in[7].dtype, cs.ndim, cs.ydims);
+        return 0;
+}
+
+static int qlconv_check(const struct ops_call *call, char *err, size_t errlen)
+{
+        return nn_check(&ops_qlinear_conv_def, call, err, errlen);
+}
+
+static int qlconv_run(const struct ops_call *call, char *err, size_t errlen)
+{
+        int64_t n = ops_tensor_numel(&call->out[0]), i, j, p;
+        struct conv_shape cs;
+        double *y, xs, ys, yz;
+        int rc;
+
+        rc = conv_shape_of(call, "QLinearConv", 0, 3, 0, &cs, err, errlen);
+        if (rc || !n)
+                return rc;
+        y = malloc((size_t)n * sizeof(double));
+        if (!y || qconv_core(call, &cs, 0, 3, 2, 5, y)) {
+                free(y);
+                return ops_fail(err, errlen, -ENOMEM, "QLinearConv: out of memory");
+        }
+        xs = q_param(call, 1, 0, 1);
+        ys = q_param(call, 6, 0, 1);
+        yz = q_param(call, 7, 0, 0);
+        for (i = 0; i < cs.n; i++) {
+                for (j = 0; j < cs.m; j++) {
+                        double bias = nn_has_in(call, 8) ? nn_get(&call->in[8], j) : 0;
+                        double mul = xs * q_param(call, 4, j, 1) / ys;
+                        int64_t base = (i * cs.m + j) * cs.out_size;
+
+                        for (p = 0; p < cs.out_size; p++)
+                                nn_put(&call->out[0], base + p,
+                                       nearbyint((y[base + p] + bias) * mul) + yz);
+                }
+        }
+        free(y);
+        return 0;
+}
+
+static void qlconv_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+{
+        conv_cost_of(call, "QLinearConv", 0, 3, 0, ret_flops, ret_bytes);
+}
+
+const struct ops_def ops_qlinear_conv_def = {
+        "QLinearConv", 8, 9, 1, OPS_ENGINE_CUBE, qlconv_check, qlconv_run, qlconv_cost, 0,
+        qlconv_infer, 10, NULL,
+};

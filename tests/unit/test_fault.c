@@ -1,0 +1,291 @@
+/* Unit tests of fault injection: the fault names (daemon/manage.c) and the simulated
+ * backend's faults (daemon/backend/sim.c) — fail-next fails exactly N items even with
+ * concurrent workers and cancels the rest of a chain, fail-device fails every item until
+ * cleared, slow stretches model-mode durations, bad arguments are refused. */
+#include <check.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../daemon/backend/backend.h"
+#include "../../daemon/manage.h"
+#include "../../proto/errors.h"
+
+#define MAX_UNITS 64
+
+struct harness {
+        struct event_base *base;
+        struct backend *b;
+        struct backend_device_desc desc;
+        int done;
+};
+
+static void on_complete(struct exec_unit *u, void *userdata)
+{
+        ((struct harness *)userdata)->done++;
+}
+
+static void harness_init(struct harness *h, int mode, int workers)
+{
+        char err[256];
+
+        memset(h, 0, sizeof(*h));
+        h->base = event_base_new();
+        ck_assert_ptr_nonnull(h->base);
+        ck_assert_int_eq(sim_backend_new(h->base, 2, "910B3", mode, workers, on_complete, h,
+                                         &h->b, err, sizeof(err)),
+                         0);
+        ck_assert_int_eq(h->b->ops->device_describe(h->b, 0, &h->desc), 0);
+}
+
+static void harness_fini(struct harness *h)
+{
+        h->b->ops->destroy(h->b);
+        event_base_free(h->base);
+}
+
+/* Run the loop until n units in all have completed. */
+static void wait_done(struct harness *h, int n)
+{
+        while (h->done < n)
+                ck_assert_int_ge(event_base_loop(h->base, EVLOOP_ONCE), 0);
+}
+
+static void memset_item(struct harness *h, struct exec_item *it, int i)
+{
+        memset(it, 0, sizeof(*it));
+        it->kind = EXEC_MEMSET;
+        it->dst = (char *)h->desc.mem_base + (size_t)i * 4096;
+        it->len = 4096;
+        it->value = 0x5a;
+        it->model_ns = 1000;
+}
+
+/* Submit one unit of nitems memsets on device 0 and wait for it. */
+static void run_unit(struct harness *h, struct exec_unit *u, struct exec_item **items,
+                     int nitems)
+{
+        int before = h->done;
+
+        memset(u, 0, sizeof(*u));
+        u->device = 0;
+        u->cores = 1;
+        u->nitems = nitems;
+        u->items = items;
+        ck_assert_int_eq(h->b->ops->submit(h->b, u), 0);
+        wait_done(h, before + 1);
+}
+
+START_TEST(test_names)
+{
+        ck_assert_int_eq(manage_fault_parse("fail-next"), FAULT_FAIL_NEXT);
+        ck_assert_int_eq(manage_fault_parse("fail-device"), FAULT_FAIL_DEVICE);
+        ck_assert_int_eq(manage_fault_parse("slow"), FAULT_SLOW);
+        ck_assert_int_eq(manage_fault_parse("Slow"), -1);
+        ck_assert_int_eq(manage_fault_parse(""), -1);
+        ck_assert_int_eq(manage_fault_parse(NULL), -1);
+        for (int k = FAULT_FAIL_NEXT; k <= FAULT_SLOW; k++)
+                ck_assert_int_eq(manage_fault_parse(manage_fault_name(k)), k);
+        ck_assert_str_eq(manage_fault_name(0), "unknown");
+        ck_assert_str_eq(manage_fault_name(99), "unknown");
+}
+END_TEST
+
+START_TEST(test_bad_arguments)
+{
+        struct harness h;
+
+        harness_init(&h, 0, 1);
+        ck_assert_ptr_nonnull(h.b->ops->inject_fault);
+        ck_assert_ptr_nonnull(h.b->ops->clear_fault);
+        ck_assert_int_eq(h.b->ops->inject_fault(h.b, 2, FAULT_FAIL_DEVICE, 0), -ENODEV);
+        ck_assert_int_eq(h.b->ops->inject_fault(h.b, -1, FAULT_FAIL_DEVICE, 0), -ENODEV);
+        ck_assert_int_eq(h.b->ops->inject_fault(h.b, 0, 99, 1), -EINVAL);
+        ck_assert_int_eq(h.b->ops->inject_fault(h.b, 0, FAULT_FAIL_NEXT, 0), -EINVAL);
+        ck_assert_int_eq(h.b->ops->inject_fault(h.b, 0, FAULT_SLOW, 0), -EINVAL);
+        ck_assert_int_eq(h.b->ops->inject_fault(h.b, 0, FAULT_SLOW, -2), -EINVAL);
+        ck_assert_int_eq(h.b->ops->clear_fault(h.b, 2), -ENODEV);
+        harness_fini(&h);
+}
+END_TEST
+
+START_TEST(test_fail_next)
+{
+        struct harness h;
+        struct exec_item items[4], *p[4];
+        struct exec_unit u;
+
+        harness_init(&h, 0, 2);
+        ck_assert_int_eq(h.b->ops->inject_fault(h.b, 0, FAULT_FAIL_NEXT, 2), 0);
+        for (int i = 0; i < 4; i++) {
+                memset_item(&h, &items[i], i);
+                p[i] = &items[i];
+                run_unit(&h, &u, &p[i], 1);
+        }
+        ck_assert_int_eq(items[0].status, PROTO_E_DEVICE);
+        ck_assert_str_eq(items[0].err, "injected fault");
+        ck_assert_int_eq(items[1].status, PROTO_E_DEVICE);
+        ck_assert_int_eq(items[2].status, 0);
+        ck_assert_int_eq(items[3].status, 0);
+        /* a failed item did not run; a later one did */
+        ck_assert_int_eq(((unsigned char *)items[0].dst)[0], 0);
+        ck_assert_int_eq(((unsigned char *)items[2].dst)[0], 0x5a);
+        harness_fini(&h);
+}
+END_TEST
+
+START_TEST(test_fail_next_chain)
+{
+        struct harness h;
+        struct exec_item items[3], *p[3];
+        struct exec_unit u;
+
+        harness_init(&h, 0, 1);
+        for (int i = 0; i < 3; i++) {
+                memset_item(&h, &items[i], i);
+                p[i] = &items[i];
+        }
+        ck_assert_int_eq(h.b->ops->inject_fault(h.b, 0, FAULT_FAIL_NEXT, 1), 0);
+        run_unit(&h, &u, p, 3);
+        ck_assert_int_eq(items[0].status, PROTO_E_DEVICE);
+        ck_assert_int_eq(items[1].status, PROTO_E_CANCELLED);
+        ck_assert_int_eq(items[2].status, PROTO_E_CANCELLED);
+        harness_fini(&h);
+}
+END_TEST
+
+START_TEST(test_fail_next_concurrent)
+{
+        struct harness h;
+        static struct exec_item items[MAX_UNITS];
+        static struct exec_item *p[MAX_UNITS];
+        static struct exec_unit u[MAX_UNITS];
+        int failed = 0;
+
+        harness_init(&h, 0, 4);
+        ck_assert_int_eq(h.b->ops->inject_fault(h.b, 0, FAULT_FAIL_NEXT, 10), 0);
+        for (int i = 0; i < MAX_UNITS; i++) {
+                memset_item(&h, &items[i], i);
+                p[i] = &items[i];
+                memset(&u[i], 0, sizeof(u[i]));
+                u[i].nitems = 1;
+                u[i].items = &p[i];
+                ck_assert_int_eq(h.b->ops->submit(h.b, &u[i]), 0);
+        }
+        wait_done(&h, MAX_UNITS);
+        for (int i = 0; i < MAX_UNITS; i++)
+                failed += items[i].status == PROTO_E_DEVICE;
+        ck_assert_int_eq(failed, 10);
+        harness_fini(&h);
+}
+END_TEST
+
+START_TEST(test_fail_device)
+{
+        struct harness h;
+        struct exec_item items[4], *p[4];
+        struct exec_unit u;
+
+        for (int mode = 0; mode <= 1; mode++) {
+                harness_init(&h, mode, 1);
+                ck_assert_int_eq(h.b->ops->inject_fault(h.b, 0, FAULT_FAIL_DEVICE, 0), 0);
+                for (int i = 0; i < 3; i++) {
+                        memset_item(&h, &items[i], i);
+                        p[i] = &items[i];
+                        run_unit(&h, &u, &p[i], 1);
+                        ck_assert_int_eq(items[i].status, PROTO_E_DEVICE);
+                        ck_assert_ptr_nonnull(strstr(items[i].err, "device 0 has failed"));
+                        ck_assert_int_eq(((unsigned char *)items[i].dst)[0], 0);
+                }
+                /* the other device is not affected */
+                memset_item(&h, &items[3], 3);
+                p[3] = &items[3];
+                memset(&u, 0, sizeof(u));
+                u.device = 1;
+                u.nitems = 1;
+                u.items = &p[3];
+                int before = h.done;
+                ck_assert_int_eq(h.b->ops->submit(h.b, &u), 0);
+                wait_done(&h, before + 1);
+                ck_assert_int_eq(items[3].status, 0);
+                /* cleared: it works again */
+                ck_assert_int_eq(h.b->ops->clear_fault(h.b, 0), 0);
+                memset_item(&h, &items[0], 0);
+                run_unit(&h, &u, &p[0], 1);
+                ck_assert_int_eq(items[0].status, 0);
+                ck_assert_int_eq(((unsigned char *)items[0].dst)[0], 0x5a);
+                harness_fini(&h);
+        }
+}
+END_TEST
+
+START_TEST(test_slow_model)
+{
+        struct harness h;
+        struct exec_item it, *p = &it;
+        struct exec_unit u;
+
+        harness_init(&h, 1, 0);
+        memset_item(&h, &it, 0);
+        it.model_ns = 10000000; /* 10 ms */
+        ck_assert_int_eq(h.b->ops->inject_fault(h.b, 0, FAULT_SLOW, 5), 0);
+        run_unit(&h, &u, &p, 1);
+        ck_assert_int_eq(it.status, 0);
+        ck_assert_uint_ge(u.end_ns - u.start_ns, 49000000);
+        ck_assert_int_eq(h.b->ops->clear_fault(h.b, 0), 0);
+        memset_item(&h, &it, 0);
+        it.model_ns = 10000000;
+        run_unit(&h, &u, &p, 1);
+        ck_assert_uint_ge(u.end_ns - u.start_ns, 9000000);
+        ck_assert_uint_lt(u.end_ns - u.start_ns, 45000000);
+        harness_fini(&h);
+}
+END_TEST
+
+START_TEST(test_slow_compute)
+{
+        struct harness h;
+        struct exec_item it, *p = &it;
+        struct exec_unit u;
+
+        /* Slowed items still produce their results; they only take longer. */
+        harness_init(&h, 0, 1);
+        ck_assert_int_eq(h.b->ops->inject_fault(h.b, 0, FAULT_SLOW, 50), 0);
+        memset_item(&h, &it, 0);
+        run_unit(&h, &u, &p, 1);
+        ck_assert_int_eq(it.status, 0);
+        ck_assert_int_eq(((unsigned char *)it.dst)[4095], 0x5a);
+        harness_fini(&h);
+}
+END_TEST
+
+static Suite *fault_suite(void)
+{
+        Suite *s = suite_create("fault");
+        TCase *tc = tcase_create("fault");
+
+        tcase_set_timeout(tc, 20);
+        tcase_add_test(tc, test_names);
+        tcase_add_test(tc, test_bad_arguments);
+        tcase_add_test(tc, test_fail_next);
+        tcase_add_test(tc, test_fail_next_chain);
+        tcase_add_test(tc, test_fail_next_concurrent);
+        tcase_add_test(tc, test_fail_device);
+        tcase_add_test(tc, test_slow_model);
+        tcase_add_test(tc, test_slow_compute);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+int main(void)
+{
+        SRunner *sr = srunner_create(fault_suite());
+        int failed;
+
+        srunner_run_all(sr, CK_NORMAL);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,462 @@
+/* Graph IR and executor on hand-built graphs with test operators (no registry, no model
+ * files): topological order and cycles, freeing of intermediates, graph outputs written in
+ * place or copied (inputs and initializers passed through, values listed twice), binding
+ * checks, subgraphs reading values of the enclosing graph through the graph_run callback,
+ * cost estimates; and the GRAPH_RUN record of the SUBMIT format. */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../daemon/graph/exec.h"
+#include "../../daemon/graph/graph.h"
+#include "../../proto/errors.h"
+#include "../../proto/submit.h"
+
+/* ---- test operators ---- */
+
+static int same_infer(struct ops_call *c, char *err, size_t errlen)
+{
+        c->out[0] = c->in[0];
+        c->out[0].data = NULL;
+        return 0;
+}
+
+/* Inc: y = x + 1 (float32). */
+static int inc_run(const struct ops_call *c, char *err, size_t errlen)
+{
+        int64_t n = ops_tensor_numel(&c->in[0]);
+        const float *x = c->in[0].data;
+        float *y = c->out[0].data;
+
+        for (int64_t i = 0; i < n; i++)
+                y[i] = x[i] + 1.0f;
+        return 0;
+}
+
+/* Mul2: y = a * b elementwise, same shapes. */
+static int mul_run(const struct ops_call *c, char *err, size_t errlen)
+{
+        int64_t n = ops_tensor_numel(&c->in[0]);
+        const float *a = c->in[0].data, *b = c->in[1].data;
+        float *y = c->out[0].data;
+
+        for (int64_t i = 0; i < n; i++)
+                y[i] = a[i] * b[i];
+        return 0;
+}
+
+static void cost_fn(const struct ops_call *c, uint64_t *flops, uint64_t *bytes)
+{
+        *flops = (uint64_t)ops_tensor_numel(&c->out[0]);
+        *bytes = *flops * 8;
+}
+
+/* Fails while running. */
+static int fail_run(const struct ops_call *c, char *err, size_t errlen)
+{
+        snprintf(err, errlen, "deliberate failure");
+        return -EIO;
+}
+
+/* Pick: an If. Input 0 a bool scalar; attributes then_branch / else_branch; the chosen
+ * subgraph's single output is the node's output. infer runs the branch for its shape. */
+static const void *pick_branch(const struct ops_call *c)
+{
+        const char *want = *(const uint8_t *)c->in[0].data ? "then_branch" : "else_branch";
+
+        for (int i = 0; i < c->nattr; i++)
+                if (strcmp(c->attr[i].name, want) == 0 && c->attr[i].type == OPS_ATTR_GRAPH)
+                        return c->attr[i].graph;
+        return NULL;
+}
+
+static int pick_infer(struct ops_call *c, char *err, size_t errlen)
+{
+        struct ops_tensor out[2];
+        int n = 0, rc;
+
+        if (!c->in[0].data || !c->graph_run) {
+                snprintf(err, errlen, "Pick: needs its condition");
+                return -EINVAL;
+        }
+        rc = c->graph_run(c->graph_ctx, pick_branch(c), 0, NULL, &n, out, 2, err, errlen);
+        if (rc < 0)
+                return rc;
+        c->out[0] = out[0];
+        c->out[0].data = NULL;
+        for (int i = 0; i < n; i++)
+                free(out[i].data);
+        return 0;
+}
+
+static int pick_run(const struct ops_call *c, char *err, size_t errlen)
+{
+        struct ops_tensor out[2];
+        int n = 0, rc;
+
+        rc = c->graph_run(c->graph_ctx, pick_branch(c), 0, NULL, &n, out, 2, err, errlen);
+        if (rc < 0)
+                return rc;
+        memcpy(c->out[0].data, out[0].data, (size_t)ops_tensor_numel(&out[0]) * sizeof(float));
+        for (int i = 0; i < n; i++)
+                free(out[i].data);
+        return 0;
+}
+
+static const struct ops_def inc_def = { .name = "Inc", .min_inputs = 1, .max_inputs = 1, .outputs = 1,
+                                        .run = inc_run, .cost = cost_fn, .infer = same_infer };
+static const struct ops_def mul_def = { .name = "Mul2", .min_inputs = 2, .max_inputs = 2, .outputs = 1,
+                                        .run = mul_run, .infer = same_infer };
+static const struct ops_def fail_def = { .name = "Fail", .min_inputs = 1, .max_inputs = 1, .outputs = 1,
+                                         .run = fail_run, .infer = same_infer };
+static const struct ops_def pick_def = { .name = "Pick", .min_inputs = 1, .max_inputs = 1, .outputs = 1,
+                                         .run = pick_run, .infer = pick_infer };
+
+/* ---- building ---- */
+
+static int val(struct graph *g, const char *name, int kind)
+{
+        int v = graph_add_value(g, name, kind, kind == GRAPH_VALUE_NODE ? 0 : PROTO_DTYPE_FLOAT32,
+                                kind == GRAPH_VALUE_NODE ? -1 : 1, (int64_t[]){ 4 });
+        ck_assert_int_ge(v, 0);
+        return v;
+}
+
+/* A node of def reading ins (value names) and producing a new value out. */
+static int add_node(struct graph *g, const struct ops_def *def, const char *name,
+                    const char *in0, const char *in1, const char *out)
+{
+        int n = graph_add_node(g, name, def->name, "", def);
+        struct graph_node *gn;
+        int v;
+
+        ck_assert_int_ge(n, 0);
+        v = graph_find_value(g, out) >= 0 ? graph_find_value(g, out) : val(g, out, GRAPH_VALUE_NODE);
+        gn = &g->nodes[n];
+        gn->nin = in1 ? 2 : 1;
+        gn->in = graph_alloc(g, sizeof(int) * 2);
+        gn->out = graph_alloc(g, sizeof(int));
+        gn->in[0] = graph_resolve(g, in0);
+        gn->in[1] = in1 ? graph_resolve(g, in1) : -1;
+        ck_assert_int_ge(gn->in[0], 0);
+        gn->nout = 1;
+        gn->out[0] = v;
+        g->values[v].producer = n;
+        return n;
+}
+
+static void set_io(struct graph *g, const char *const *ins, int nin, const char *const *outs, int nout)
+{
+        g->inputs = graph_alloc(g, sizeof(int) * (size_t)(nin + 1));
+        g->outputs = graph_alloc(g, sizeof(int) * (size_t)(nout + 1));
+        g->output_decl = graph_alloc(g, sizeof(*g->output_decl) * (size_t)(nout + 1));
+        for (int i = 0; i < nin; i++)
+                g->inputs[g->ninputs++] = graph_find_value(g, ins[i]);
+        for (int k = 0; k < nout; k++) {
+                int v = graph_resolve(g, outs[k]);
+                ck_assert_int_ge(v, 0);
+                if (g->values[v].output < 0)
+                        g->values[v].output = k;
+                g->outputs[g->noutputs++] = v;
+        }
+}
+
+static struct ops_tensor f32(float *data)
+{
+        struct ops_tensor t = { .dtype = PROTO_DTYPE_FLOAT32, .ndim = 1, .dims = { 4 }, .data = data };
+        return t;
+}
+
+static void finalize(struct graph *g)
+{
+        char err[256];
+        ck_assert_msg(graph_finalize(g, err, sizeof(err)) == 0, "%s", err);
+}
+
+/* ---- tests ---- */
+
+START_TEST(test_chain_out_of_order)
+{
+        struct graph *g = graph_new(NULL);
+        float x[4] = { 1, 2, 3, 4 }, y[4] = { 0 }, z[4] = { 0 };
+        struct ops_tensor in = f32(x), out[2] = { f32(y), f32(z) };
+        char err[256];
+
+        val(g, "x", GRAPH_VALUE_INPUT);
+        val(g, "a", GRAPH_VALUE_NODE);
+        val(g, "b", GRAPH_VALUE_NODE);
+        /* Listed backwards: c = Inc(b), b = Inc(a), a = Inc(x); z = a * c */
+        add_node(g, &inc_def, "third", "b", NULL, "c");
+        add_node(g, &inc_def, "second", "a", NULL, "b");
+        add_node(g, &inc_def, "first", "x", NULL, "a");
+        add_node(g, &mul_def, "mul", "a", "c", "z");
+        set_io(g, (const char *[]){ "x" }, 1, (const char *[]){ "c", "z" }, 2);
+        finalize(g);
+        ck_assert_int_eq(g->nodes[g->order[0]].name[0], 'f');
+        ck_assert_int_eq(graph_exec(g, 1, &in, 2, out, err, sizeof(err)), 0);
+        for (int i = 0; i < 4; i++) {
+                ck_assert_float_eq(y[i], x[i] + 3);
+                ck_assert_float_eq(z[i], (x[i] + 1) * (x[i] + 3));
+        }
+        int counted = -1;
+        ck_assert_uint_gt(graph_estimate_ns(g, 1, &in, 1e9, 1e9, &counted), 0);
+        ck_assert_int_eq(counted, 4);
+        graph_free(g);
+}
+END_TEST
+
+START_TEST(test_cycle_named)
+{
+        struct graph *g = graph_new(NULL);
+        char err[256];
+
+        val(g, "x", GRAPH_VALUE_INPUT);
+        val(g, "b", GRAPH_VALUE_NODE);
+        add_node(g, &mul_def, "entry", "x", "b", "a");
+        add_node(g, &inc_def, "back", "a", NULL, "b");
+        add_node(g, &inc_def, "leaf", "b", NULL, "y");
+        set_io(g, (const char *[]){ "x" }, 1, (const char *[]){ "y" }, 1);
+        ck_assert_int_eq(graph_finalize(g, err, sizeof(err)), -EINVAL);
+        ck_assert_msg(strstr(err, "cycle") && (strstr(err, "'entry'") || strstr(err, "'back'")), "%s", err);
+        graph_free(g);
+}
+END_TEST
+
+START_TEST(test_passthrough_outputs)
+{
+        struct graph *g = graph_new(NULL);
+        static const float wdata[4] = { 10, 20, 30, 40 };
+        struct ops_tensor *w = graph_alloc(g, sizeof(*w));
+        float x[4] = { 1, 2, 3, 4 }, o[4][4];
+        struct ops_tensor in = f32(x), out[4] = { f32(o[0]), f32(o[1]), f32(o[2]), f32(o[3]) };
+        char err[256];
+        int v;
+
+        *w = f32((float *)wdata);
+        val(g, "x", GRAPH_VALUE_INPUT);
+        v = val(g, "w", GRAPH_VALUE_INIT);
+        g->values[v].tensor = w;
+        add_node(g, &inc_def, "inc", "w", NULL, "y");
+        /* the input itself, the initializer, a node output listed twice */
+        set_io(g, (const char *[]){ "x" }, 1, (const char *[]){ "x", "w", "y", "y" }, 4);
+        finalize(g);
+        memset(o, 0, sizeof(o));
+        ck_assert_int_eq(graph_exec(g, 1, &in, 4, out, err, sizeof(err)), 0);
+        for (int i = 0; i < 4; i++) {
+                ck_assert_float_eq(o[0][i], x[i]);
+                ck_assert_float_eq(o[1][i], wdata[i]);
+                ck_assert_float_eq(o[2][i], wdata[i] + 1);
+                ck_assert_float_eq(o[3][i], wdata[i] + 1);
+        }
+        graph_free(g);
+}
+END_TEST
+
+START_TEST(test_bindings_and_failures)
+{
+        struct graph *g = graph_new(NULL);
+        float x[4] = { 0 }, y[8];
+        struct ops_tensor in = f32(x), out = f32(y);
+        char err[256];
+
+        val(g, "x", GRAPH_VALUE_INPUT);
+        add_node(g, &inc_def, "inc", "x", NULL, "mid");
+        add_node(g, &inc_def, "inc2", "mid", NULL, "y");
+        set_io(g, (const char *[]){ "x" }, 1, (const char *[]){ "y" }, 1);
+        finalize(g);
+        /* output bound with another shape */
+        out.dims[0] = 8;
+        ck_assert_int_eq(graph_exec(g, 1, &in, 1, &out, err, sizeof(err)), PROTO_E_SHAPE);
+        ck_assert_msg(strstr(err, "output 'y'"), "%s", err);
+        /* input of another shape than declared */
+        out.dims[0] = 4;
+        in.dims[0] = 3;
+        ck_assert_int_eq(graph_exec(g, 1, &in, 1, &out, err, sizeof(err)), PROTO_E_SHAPE);
+        ck_assert_msg(strstr(err, "input 'x'"), "%s", err);
+        in.dims[0] = 4;
+        in.dtype = PROTO_DTYPE_INT32;
+        ck_assert_int_eq(graph_exec(g, 1, &in, 1, &out, err, sizeof(err)), PROTO_E_SHAPE);
+        in.dtype = PROTO_DTYPE_FLOAT32;
+        ck_assert_int_eq(graph_exec(g, 0, NULL, 1, &out, err, sizeof(err)), PROTO_E_INVALID);
+        ck_assert_int_eq(graph_exec(g, 1, &in, 0, NULL, err, sizeof(err)), PROTO_E_INVALID);
+        /* a kernel failing is an execution error naming the node */
+        g->nodes[1].def = &fail_def;
+        ck_assert_int_eq(graph_exec(g, 1, &in, 1, &out, err, sizeof(err)), PROTO_E_EXEC);
+        ck_assert_msg(strstr(err, "node 'inc2'") && strstr(err, "deliberate"), "%s", err);
+        graph_free(g);
+}
+END_TEST
+
+/* main: a = Inc(x); r = Pick(c) { then: Inc(a)  else: Inc(Inc(a)) * a }; outputs r, a */
+static struct graph *branchy(void)
+{
+        struct graph *g = graph_new(NULL), *t, *e;
+        struct graph_node *pick;
+        int n, v;
+
+        val(g, "x", GRAPH_VALUE_INPUT);
+        v = graph_add_value(g, "c", GRAPH_VALUE_INPUT, PROTO_DTYPE_BOOL, 0, NULL);
+        ck_assert_int_ge(v, 0);
+        add_node(g, &inc_def, "a_node", "x", NULL, "a");
+        n = graph_add_node(g, "pick", "Pick", "", &pick_def);
+        v = val(g, "r", GRAPH_VALUE_NODE);
+        g->values[v].producer = n;
+
+        t = graph_new(g);
+        add_node(t, &inc_def, "then_inc", "a", NULL, "t_out"); /* "a" from the outer graph */
+        set_io(t, NULL, 0, (const char *[]){ "t_out" }, 1);
+        finalize(t);
+        e = graph_new(g);
+        add_node(e, &inc_def, "else_inc1", "a", NULL, "e1");
+        add_node(e, &inc_def, "else_inc2", "e1", NULL, "e2");
+        add_node(e, &mul_def, "else_mul", "e2", "a", "e_out");
+        set_io(e, NULL, 0, (const char *[]){ "e_out" }, 1);
+        finalize(e);
+
+        pick = &g->nodes[n];
+        pick->nin = 1;
+        pick->in = graph_alloc(g, sizeof(int));
+        pick->in[0] = graph_find_value(g, "c");
+        pick->nout = 1;
+        pick->out = graph_alloc(g, sizeof(int));
+        pick->out[0] = v;
+        pick->nattr = 2;
+        pick->attr = graph_alloc(g, 2 * sizeof(*pick->attr));
+        strcpy(pick->attr[0].name, "then_branch");
+        pick->attr[0].type = OPS_ATTR_GRAPH;
+        pick->attr[0].graph = t;
+        strcpy(pick->attr[1].name, "else_branch");
+        pick->attr[1].type = OPS_ATTR_GRAPH;
+        pick->attr[1].graph = e;
+        /* what the branches read of the main graph, the node reads */
+        pick->nimplicit = 1;
+        pick->implicit = graph_alloc(g, sizeof(int));
+        pick->implicit[0] = graph_find_value(g, "a");
+        set_io(g, (const char *[]){ "x", "c" }, 2, (const char *[]){ "r" }, 1);
+        finalize(g);
+        return g;
+}
+
+START_TEST(test_subgraphs_read_outer_values)
+{
+        struct graph *g = branchy();
+        float x[4] = { 1, 2, 3, 4 }, r[4];
+        uint8_t cond;
+        struct ops_tensor in[2] = { f32(x), { .dtype = PROTO_DTYPE_BOOL, .ndim = 0, .data = &cond } };
+        struct ops_tensor out = f32(r);
+        char err[256];
+
+        /* "a" is read by no node of the main graph but the Pick: its use is implicit. */
+        ck_assert_int_eq(g->values[graph_find_value(g, "a")].uses, 1);
+        cond = 1;
+        ck_assert_msg(graph_exec(g, 2, in, 1, &out, err, sizeof(err)) == 0, "%s", err);
+        for (int i = 0; i < 4; i++)
+                ck_assert_float_eq(r[i], x[i] + 2);
+        cond = 0;
+        ck_assert_msg(graph_exec(g, 2, in, 1, &out, err, sizeof(err)) == 0, "%s", err);
+        for (int i = 0; i < 4; i++)
+                ck_assert_float_eq(r[i], (x[i] + 3) * (x[i] + 1));
+        /* The estimate does not run subgraphs; Pick counts a launch. */
+        int counted = -1;
+        ck_assert_uint_gt(graph_estimate_ns(g, 2, in, 1e9, 1e9, &counted), 0);
+        ck_assert_int_eq(counted, 1);
+        graph_free(g);
+}
+END_TEST
+
+START_TEST(test_value_table)
+{
+        struct graph *g = graph_new(NULL), *sub;
+        char name[32];
+
+        for (int i = 0; i < 1000; i++) {
+                snprintf(name, sizeof(name), "v%d", i);
+                ck_assert_int_eq(val(g, name, GRAPH_VALUE_INPUT), i);
+        }
+        ck_assert_int_eq(graph_add_value(g, "v17", GRAPH_VALUE_NODE, 0, -1, NULL), -EEXIST);
+        ck_assert_int_eq(graph_find_value(g, "v999"), 999);
+        ck_assert_int_eq(graph_find_value(g, "nope"), -1);
+        sub = graph_new(g);
+        int v = graph_resolve(sub, "v5");
+        ck_assert_int_ge(v, 0);
+        ck_assert_int_eq(sub->values[v].kind, GRAPH_VALUE_OUTER);
+        ck_assert_int_eq(sub->values[v].outer, 5);
+        ck_assert_int_eq(graph_resolve(sub, "v5"), v);
+        ck_assert_int_eq(graph_resolve(sub, "missing"), -1);
+        graph_free(sub);
+        graph_free(g);
+}
+END_TEST
+
+START_TEST(test_graph_run_record)
+{
+        static struct proto_rec r, d;
+        uint8_t buf[16 + 24 + 80 * PROTO_REC_MAX_GRAPH_TENSORS + 8];
+        size_t pos = 0, size;
+        char err[128];
+
+        memset(&r, 0, sizeof(r));
+        r.type = PROTO_REC_GRAPH_RUN;
+        r.seq = 9;
+        r.stream = 3;
+        r.graph.graph = 0x100005;
+        r.graph.nin = 40;
+        r.graph.nout = 24;
+        for (int i = 0; i < 64; i++) {
+                r.graph.t[i].buf = (uint32_t)i + 1;
+                r.graph.t[i].dtype = PROTO_DTYPE_FLOAT16;
+                r.graph.t[i].ndim = 2;
+                r.graph.t[i].offset = (uint64_t)i * 64;
+                r.graph.t[i].dims[0] = i;
+                r.graph.t[i].dims[1] = -i;
+        }
+        size = proto_rec_size(&r);
+        ck_assert_uint_eq(size, 24 + 16 + 80 * 64);
+        ck_assert_uint_eq(proto_rec_encode(&r, buf), size);
+        ck_assert_int_eq(proto_rec_decode(buf, size, &pos, &d, err, sizeof(err)), 1);
+        ck_assert_uint_eq(pos, size);
+        ck_assert_uint_eq(d.graph.graph, r.graph.graph);
+        ck_assert_uint_eq(d.graph.nin, 40);
+        ck_assert_uint_eq(d.graph.nout, 24);
+        for (int i = 0; i < 64; i++) {
+                ck_assert_uint_eq(d.graph.t[i].buf, r.graph.t[i].buf);
+                ck_assert_uint_eq(d.graph.t[i].offset, r.graph.t[i].offset);
+                ck_assert_int_eq(d.graph.t[i].dims[1], -i);
+        }
+        /* reserved bytes */
+        buf[24 + 9] = 1;
+        pos = 0;
+        ck_assert_int_eq(proto_rec_decode(buf, size, &pos, &d, err, sizeof(err)), -EBADMSG);
+        buf[24 + 9] = 0;
+        /* counts that do not match the length, and more than 64 tensors */
+        buf[24 + 4] = 41;
+        pos = 0;
+        ck_assert_int_eq(proto_rec_decode(buf, size, &pos, &d, err, sizeof(err)), -EBADMSG);
+        r.graph.nin = 41;
+        ck_assert_uint_eq(proto_rec_size(&r), 0);
+}
+END_TEST
+
+int main(void)
+{
+        Suite *s = suite_create("graph");
+        TCase *tc = tcase_create("graph");
+        SRunner *sr;
+        int failed;
+
+        tcase_add_test(tc, test_chain_out_of_order);
+        tcase_add_test(tc, test_cycle_named);
+        tcase_add_test(tc, test_passthrough_outputs);
+        tcase_add_test(tc, test_bindings_and_failures);
+        tcase_add_test(tc, test_subgraphs_read_outer_values);
+        tcase_add_test(tc, test_value_table);
+        tcase_add_test(tc, test_graph_run_record);
+        suite_add_tcase(s, tc);
+        sr = srunner_create(s);
+        srunner_run_all(sr, CK_NORMAL);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed ? 1 : 0;
+}
