@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -37,6 +38,8 @@
 #define MAX_MODEL_BYTES (UINT64_C(2) << 30)
 #define REASON_MAX 1024
 #define TOP_OPS 15
+#define TOP_NAMES 8
+#define MAX_JOBS 64
 
 /* ---- small helpers ---- */
 
@@ -271,6 +274,20 @@ static const char *last_error(npu_status_t st)
         return m && *m ? m : npu_strerror(st);
 }
 
+static void add_unique(json_t *arr, const char *s)
+{
+        for (size_t j = 0; j < json_array_size(arr); j++)
+                if (strcmp(json_string_value(json_array_get(arr, j)), s) == 0)
+                        return;
+        json_array_append_new(arr, json_string(s));
+}
+
+static int op_char(char c)
+{
+        return c == '_' || c == '.' || (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') ||
+               (c >= 'a' && c <= 'z');
+}
+
 /* Graph inputs or outputs the runner can feed: dense tensors of a numeric dtype. */
 static int check_value_types(Onnx__ValueInfoProto **v, size_t n, const char *what,
                              char *msg, size_t len)
@@ -319,32 +336,21 @@ static int scan_model(const void *buf, size_t len, json_t *ops, char *dtype_msg,
                 return -1;
         g = m->graph;
         for (size_t i = 0; g && i < g->n_node; i++) {
-                const char *op = g->node[i] && g->node[i]->op_type ? g->node[i]->op_type : "";
-                size_t j;
-                for (j = 0; j < json_array_size(ops); j++)
-                        if (strcmp(json_string_value(json_array_get(ops, j)), op) == 0)
-                                break;
-                if (j == json_array_size(ops))
-                        json_array_append_new(ops, json_string(op));
+                const Onnx__NodeProto *nd = g->node[i];
+                const char *op = nd && nd->op_type ? nd->op_type : "";
+                const char *dom = nd && nd->domain ? nd->domain : "";
+                char name[256];
+                /* named as npud's load errors name them: "domain.Op" outside ai.onnx */
+                if (*dom && strcmp(dom, "ai.onnx") != 0)
+                        snprintf(name, sizeof(name), "%s.%s", dom, op);
+                else
+                        snprintf(name, sizeof(name), "%s", op);
+                add_unique(ops, name);
         }
         if (g && check_value_types(g->input, g->n_input, "input", dtype_msg, msglen) == 0)
                 check_value_types(g->output, g->n_output, "output", dtype_msg, msglen);
         onnx__model_proto__free_unpacked(m, NULL);
         return g ? 0 : -1;
-}
-
-static void add_unique(json_t *arr, const char *s)
-{
-        for (size_t j = 0; j < json_array_size(arr); j++)
-                if (strcmp(json_string_value(json_array_get(arr, j)), s) == 0)
-                        return;
-        json_array_append_new(arr, json_string(s));
-}
-
-static int op_char(char c)
-{
-        return c == '_' || c == '.' || (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') ||
-               (c >= 'a' && c <= 'z');
 }
 
 /* Operators named by a load error: "node 'x' (Foo): unsupported operator" (any number of
@@ -810,31 +816,6 @@ static json_t *outcome_json(const struct outcome *o)
                          "ops", o->ops, "unsupported_ops", o->unsupported, "lost", o->lost);
 }
 
-/* The parent's list and results are the child's copies to free: exit() checks for leaks
- * under ASan, and they are no longer reachable once this frame is the last to use them. */
-static void child_main(const struct test *t, const char *sock, int fd, struct test_list *tests,
-                       json_t *results)
-{
-        struct outcome o = { .ops = json_array(), .unsupported = json_array() };
-        json_t *j;
-        char *text;
-        int rc = 1;
-
-        run_test(t, sock, &o);
-        j = outcome_json(&o);
-        text = j ? json_dumps(j, JSON_COMPACT) : NULL;
-        if (text && write_all(fd, text, strlen(text)) == 0)
-                rc = 0;
-        free(text);
-        json_decref(j);
-        json_decref(o.ops);
-        json_decref(o.unsupported);
-        close(fd);
-        json_decref(results);
-        test_list_free(tests);
-        exit(rc);
-}
-
 /* ---- npud: the one given, the default one, or one the runner starts ---- */
 
 struct daemon {
@@ -899,6 +880,7 @@ static int daemon_spawn(struct daemon *d)
                         dup2(fd, 2);
                 }
                 setpgid(0, 0); /* a Ctrl-C at the terminal is the runner's to handle */
+                prctl(PR_SET_PDEATHSIG, SIGTERM); /* and if the runner is killed, npud goes too */
                 execv(d->bin, (char *const *)argv);
                 _exit(127);
         }
@@ -1025,104 +1007,347 @@ struct options {
         const char *socket;
         const char *json;
         double timeout;
+        int jobs;
         int quiet, summary, start_npud;
 };
 
-/* Run one test in a child; returns its outcome object (with "name" added). */
-static json_t *run_one(const struct test *t, const struct daemon *d, double timeout,
-                       struct test_list *tests, json_t *results)
+/* A test in flight: its child, the pipe its outcome comes through, its deadline. */
+struct slot {
+        pid_t pid;             /* 0: free */
+        int fd;
+        size_t test;
+        double start, deadline;
+        char *buf;
+        size_t len, cap;
+};
+
+struct runner {
+        struct options opt;
+        struct test_list tests;
+        struct daemon d;
+        json_t **res;          /* per test: its final outcome, NULL while pending */
+        unsigned char *retried;
+        size_t next;           /* next test of the first pass */
+        size_t *retry;         /* tests to run again, one at a time, after a recovery */
+        size_t nretry;
+        size_t printed;        /* outcomes printed so far, in test order */
+        struct slot *slots;
+        int draining;          /* npud must be recovered once the running tests end */
+        int force_restart;     /* ... by restarting it (a test timed out) */
+        int unreachable;
+};
+
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+        interrupted = sig;
+}
+
+static void runner_free(struct runner *r)
+{
+        for (size_t i = 0; r->res && i < r->tests.n; i++)
+                json_decref(r->res[i]);
+        free(r->res);
+        free(r->retried);
+        free(r->retry);
+        for (int i = 0; r->slots && i < r->opt.jobs; i++)
+                free(r->slots[i].buf);
+        free(r->slots);
+        test_list_free(&r->tests);
+}
+
+/* In the child: run the test, send its outcome, exit. The parent's state is this process's
+ * copy to free, so that exit()'s leak check (ASan builds) sees only this test's memory. */
+static void child_main(struct runner *r, size_t test, int fd)
+{
+        struct outcome o = { .ops = json_array(), .unsupported = json_array() };
+        json_t *j;
+        char *text;
+        int rc = 1;
+
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* no orphan tests if the runner dies */
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        for (int i = 0; i < r->opt.jobs; i++)
+                if (r->slots[i].pid > 0)
+                        close(r->slots[i].fd);
+        run_test(&r->tests.v[test], r->d.socket, &o);
+        j = outcome_json(&o);
+        text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        if (text && write_all(fd, text, strlen(text)) == 0)
+                rc = 0;
+        free(text);
+        json_decref(j);
+        json_decref(o.ops);
+        json_decref(o.unsupported);
+        close(fd);
+        runner_free(r);
+        exit(rc);
+}
+
+static json_t *error_outcome(const char *reason, int timeout)
+{
+        return json_pack("{s:s, s:s, s:s, s:s, s:[], s:[], s:b, s:b}", "status", "fail",
+                         "class", "error", "reason", reason, "what", "", "ops",
+                         "unsupported_ops", "lost", 0, "timeout", timeout);
+}
+
+static int slot_start(struct runner *r, struct slot *s, size_t test)
 {
         int pfd[2];
         pid_t pid;
-        char *text = NULL;
-        size_t len = 0, cap = 0;
-        double deadline = now_s() + timeout;
-        int status = 0, timed_out = 0;
-        json_t *r = NULL;
 
         if (pipe2(pfd, O_CLOEXEC) < 0)
-                return json_pack("{s:s, s:s, s:s, s:s, s:[], s:[], s:b}", "status", "fail",
-                                 "class", "error", "reason", "pipe failed", "what", "", "ops",
-                                 "unsupported_ops", "lost", 0);
+                return -1;
         fflush(NULL);
         pid = fork();
+        if (pid < 0) {
+                close(pfd[0]);
+                close(pfd[1]);
+                return -1;
+        }
         if (pid == 0) {
                 close(pfd[0]);
-                child_main(t, d->socket, pfd[1], tests, results);
+                child_main(r, test, pfd[1]);
         }
         close(pfd[1]);
-        while (pid > 0) {
-                struct pollfd p = { .fd = pfd[0], .events = POLLIN };
-                double left = deadline - now_s();
-                ssize_t n;
-                if (left <= 0) {
-                        timed_out = 1;
-                        break;
-                }
-                if (poll(&p, 1, (int)(left * 1000) + 1) <= 0) {
-                        if (errno == EINTR)
-                                continue;
-                        continue; /* the deadline check ends the wait */
-                }
-                if (len + 4096 > cap) {
-                        char *nt = realloc(text, cap + 65536);
-                        if (!nt)
-                                break;
-                        text = nt;
-                        cap += 65536;
-                }
-                n = read(pfd[0], text + len, cap - len - 1);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0)
-                        break;
-                len += (size_t)n;
+        s->pid = pid;
+        s->fd = pfd[0];
+        s->test = test;
+        s->start = now_s();
+        s->deadline = s->start + r->opt.timeout;
+        s->len = 0;
+        return 0;
+}
+
+/* Record a test's outcome. A test that lost its connection is run again, alone, once npud
+ * is back: it may only have been in flight next to the test that broke the daemon. */
+static void record(struct runner *r, size_t test, json_t *o)
+{
+        int lost = json_is_true(json_object_get(o, "lost"));
+        int timeout = json_is_true(json_object_get(o, "timeout"));
+
+        if (lost || timeout || (r->d.own && !daemon_alive(&r->d))) {
+                r->draining = 1;
+                r->force_restart |= timeout;
         }
-        close(pfd[0]);
-        if (pid > 0) {
+        if (lost && !r->retried[test]) {
+                r->retried[test] = 1;
+                r->retry[r->nretry++] = test;
+                json_decref(o);
+                return;
+        }
+        json_object_del(o, "lost");
+        json_object_del(o, "timeout");
+        json_object_set_new(o, "name", json_string(r->tests.v[test].name));
+        r->res[test] = o;
+}
+
+/* The child has closed its pipe or run past its deadline: reap it, take its outcome. */
+static void slot_finish(struct runner *r, struct slot *s, int timed_out)
+{
+        json_t *o = NULL;
+        int status = 0;
+        char reason[128];
+
+        close(s->fd);
+        if (timed_out)
+                kill(s->pid, SIGKILL);
+        while (waitpid(s->pid, &status, 0) < 0 && errno == EINTR)
+                ;
+        s->pid = 0;
+        if (!timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0 && s->buf) {
+                s->buf[s->len] = '\0';
+                o = json_loads(s->buf, 0, NULL);
+        }
+        if (!json_is_object(o)) {
+                json_decref(o);
                 if (timed_out)
-                        kill(pid, SIGKILL);
-                while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-                        ;
-        }
-        if (text) {
-                text[len] = '\0';
-                if (!timed_out && pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
-                        r = json_loads(text, 0, NULL);
-        }
-        free(text);
-        if (!json_is_object(r)) {
-                char reason[128];
-                json_decref(r);
-                if (pid < 0)
-                        snprintf(reason, sizeof(reason), "fork: %s", strerror(errno));
-                else if (timed_out)
-                        snprintf(reason, sizeof(reason), "timeout after %g s", timeout);
+                        snprintf(reason, sizeof(reason), "timeout after %g s", r->opt.timeout);
                 else if (WIFSIGNALED(status))
                         snprintf(reason, sizeof(reason), "runner crashed (signal %d)", WTERMSIG(status));
                 else
                         snprintf(reason, sizeof(reason), "runner exited with status %d",
                                  WEXITSTATUS(status));
-                r = json_pack("{s:s, s:s, s:s, s:s, s:[], s:[], s:b, s:b}", "status", "fail",
-                              "class", "error", "reason", reason, "what", "", "ops",
-                              "unsupported_ops", "lost", 0, "timeout", timed_out);
+                o = error_outcome(reason, timed_out);
         }
-        if (r)
-                json_object_set_new(r, "name", json_string(t->name));
-        return r;
+        if (o) {
+                json_object_set_new(o, "seconds", json_real((double)(long)((now_s() - s->start) * 1000) / 1000));
+                record(r, s->test, o);
+        }
 }
 
-static void print_line(json_t *r)
+/* Read what a child has written; 1 when it has closed its end. */
+static int slot_read(struct slot *s)
 {
-        const char *name = json_string_value(json_object_get(r, "name"));
-        const char *status = json_string_value(json_object_get(r, "status"));
+        ssize_t n;
+
+        if (s->len + 4096 > s->cap) {
+                char *nb = realloc(s->buf, s->cap + 65536);
+                if (!nb)
+                        return 1; /* its outcome is lost: reported as a runner failure */
+                s->buf = nb;
+                s->cap += 65536;
+        }
+        n = read(s->fd, s->buf + s->len, s->cap - s->len - 1);
+        if (n < 0)
+                return errno != EINTR && errno != EAGAIN;
+        if (n == 0)
+                return 1;
+        s->len += (size_t)n;
+        return 0;
+}
+
+static void print_line(json_t *o)
+{
+        const char *name = json_string_value(json_object_get(o, "name"));
+        const char *status = json_string_value(json_object_get(o, "status"));
 
         if (strcmp(status, "pass") == 0)
                 printf("%s: pass\n", name);
         else if (strcmp(status, "unsupported") == 0)
-                printf("%s: unsupported: %s\n", name, json_string_value(json_object_get(r, "what")));
+                printf("%s: unsupported: %s\n", name, json_string_value(json_object_get(o, "what")));
         else
-                printf("%s: fail: %s\n", name, json_string_value(json_object_get(r, "reason")));
+                printf("%s: fail: %s\n", name, json_string_value(json_object_get(o, "reason")));
+}
+
+/* Print, in test order, the outcomes that are final. */
+static void print_ready(struct runner *r)
+{
+        while (r->printed < r->tests.n && r->res[r->printed]) {
+                if (!r->opt.quiet)
+                        print_line(r->res[r->printed]);
+                r->printed++;
+        }
+}
+
+static int running(const struct runner *r)
+{
+        int n = 0;
+
+        for (int i = 0; i < r->opt.jobs; i++)
+                n += r->slots[i].pid > 0;
+        return n;
+}
+
+static struct slot *free_slot(struct runner *r)
+{
+        for (int i = 0; i < r->opt.jobs; i++)
+                if (r->slots[i].pid == 0)
+                        return &r->slots[i];
+        return NULL;
+}
+
+/* Start what may start now: retries one at a time on a quiet daemon, else new tests up to
+ * --jobs. Nothing while npud waits to be recovered. */
+static void start_tests(struct runner *r)
+{
+        struct slot *s;
+
+        while (!r->draining && (s = free_slot(r))) {
+                size_t test;
+                if (r->nretry > 0) {
+                        if (running(r) > 0)
+                                return;
+                        test = r->retry[0];
+                        memmove(r->retry, r->retry + 1, --r->nretry * sizeof(*r->retry));
+                } else if (r->next < r->tests.n) {
+                        test = r->next++;
+                } else {
+                        return;
+                }
+                if (slot_start(r, s, test) < 0) {
+                        char reason[128];
+                        snprintf(reason, sizeof(reason), "fork: %s", strerror(errno));
+                        record(r, test, error_outcome(reason, 0));
+                }
+        }
+}
+
+/* Wait for children to finish or time out (or a signal), handling each. */
+static void wait_tests(struct runner *r)
+{
+        struct pollfd pfd[MAX_JOBS];
+        int idx[MAX_JOBS], n = 0;
+        double now = now_s(), first = now + 3600;
+
+        for (int i = 0; i < r->opt.jobs; i++) {
+                struct slot *s = &r->slots[i];
+                if (s->pid <= 0)
+                        continue;
+                pfd[n] = (struct pollfd){ .fd = s->fd, .events = POLLIN };
+                idx[n++] = i;
+                if (s->deadline < first)
+                        first = s->deadline;
+        }
+        if (n == 0)
+                return;
+        if (poll(pfd, (nfds_t)n, first > now ? (int)((first - now) * 1000) + 1 : 0) > 0) {
+                for (int k = 0; k < n; k++)
+                        if ((pfd[k].revents & (POLLIN | POLLHUP | POLLERR)) &&
+                            slot_read(&r->slots[idx[k]]))
+                                slot_finish(r, &r->slots[idx[k]], 0);
+        }
+        now = now_s();
+        for (int k = 0; k < n; k++) {
+                struct slot *s = &r->slots[idx[k]];
+                if (s->pid > 0 && now >= s->deadline)
+                        slot_finish(r, s, 1);
+        }
+}
+
+static void stop_tests(struct runner *r)
+{
+        for (int i = 0; i < r->opt.jobs; i++) {
+                struct slot *s = &r->slots[i];
+                if (s->pid <= 0)
+                        continue;
+                kill(s->pid, SIGKILL);
+                close(s->fd);
+                while (waitpid(s->pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+                s->pid = 0;
+        }
+}
+
+/* The whole run. 0, or -1 when npud became unreachable (the rest is reported not run). */
+static int run_all(struct runner *r)
+{
+        for (;;) {
+                start_tests(r);
+                if (running(r) == 0) {
+                        if (r->draining) {
+                                const char *after = r->tests.v[r->next ? r->next - 1 : 0].name;
+                                if (daemon_recover(&r->d, after, r->force_restart) < 0) {
+                                        fprintf(stderr, "npu-onnx-test: npud unreachable after %s; "
+                                                "stopping\n", after);
+                                        r->unreachable = 1;
+                                        break;
+                                }
+                                r->draining = r->force_restart = 0;
+                                continue;
+                        }
+                        if (r->nretry == 0 && r->next >= r->tests.n)
+                                break;
+                }
+                wait_tests(r);
+                print_ready(r);
+                if (interrupted) {
+                        stop_tests(r);
+                        return -1;
+                }
+        }
+        for (size_t i = 0; i < r->tests.n; i++)
+                if (!r->res[i]) {
+                        json_t *o = error_outcome("not run: npud unreachable", 0);
+                        json_object_del(o, "lost");
+                        json_object_del(o, "timeout");
+                        json_object_set_new(o, "name", json_string(r->tests.v[i].name));
+                        r->res[i] = o;
+                }
+        print_ready(r);
+        return r->unreachable ? -1 : 0;
 }
 
 static int count_cmp(const void *a, const void *b)
@@ -1136,60 +1361,77 @@ static int count_cmp(const void *a, const void *b)
                       json_string_value(json_array_get(*(json_t *const *)b, 0)));
 }
 
-/* Passed / total, failures by class, and the unsupported operators that block most tests. */
+/* The unsupported operators, by the number of tests each blocks, most first. */
+static void print_top_ops(json_t *tests)
+{
+        json_t *ops = json_object(), *o, *val, *op;
+        json_t **sorted;
+        const char *key;
+        size_t i, j, nops;
+
+        json_array_foreach(tests, i, o) {
+                json_array_foreach(json_object_get(o, "unsupported_ops"), j, op) {
+                        json_t *cnt = json_object_get(ops, json_string_value(op));
+                        json_object_set_new(ops, json_string_value(op),
+                                            json_integer(cnt ? json_integer_value(cnt) + 1 : 1));
+                }
+        }
+        nops = json_object_size(ops);
+        sorted = nops ? calloc(nops, sizeof(*sorted)) : NULL;
+        if (sorted) {
+                i = 0;
+                json_object_foreach(ops, key, val)
+                        sorted[i++] = json_pack("[s, I]", key, json_integer_value(val));
+                qsort(sorted, nops, sizeof(*sorted), count_cmp);
+                printf("  unsupported operators: %zu; blocking the most tests:", nops);
+                for (i = 0; i < nops && i < TOP_OPS; i++)
+                        printf("%s %s %lld", i ? "," : "",
+                               json_string_value(json_array_get(sorted[i], 0)),
+                               (long long)json_integer_value(json_array_get(sorted[i], 1)));
+                printf("%s\n", nops > TOP_OPS ? ", ..." : "");
+                for (i = 0; i < nops; i++)
+                        json_decref(sorted[i]);
+                free(sorted);
+        }
+        json_decref(ops);
+}
+
+/* Pass rate, failures by class (naming the tests of the rarer classes, which are the ones
+ * to look at: wrong results and errors), and the operators worth writing next. */
 static void print_summary(json_t *tests, size_t passed, int restarts)
 {
         static const char *const classes[] = { "unsupported-op", "unsupported-dtype", "mismatch",
                                                "error" };
-        json_t *ops = json_object(), *r;
-        json_t **sorted = NULL;
-        const char *key;
-        json_t *val;
-        size_t i, nops, total = json_array_size(tests);
+        size_t i, total = json_array_size(tests);
+        json_t *o;
 
         printf("conformance: %zu / %zu passed (%.1f%%)\n", passed, total,
                total ? 100.0 * (double)passed / (double)total : 0.0);
         for (size_t c = 0; c < sizeof(classes) / sizeof(classes[0]); c++) {
-                size_t n = 0;
-                json_array_foreach(tests, i, r) {
-                        const char *k = json_string_value(json_object_get(r, "class"));
+                size_t n = 0, shown = 0;
+                json_array_foreach(tests, i, o) {
+                        const char *k = json_string_value(json_object_get(o, "class"));
                         n += k && strcmp(k, classes[c]) == 0;
                 }
-                printf("  %-18s %zu\n", classes[c], n);
-        }
-        json_array_foreach(tests, i, r) {
-                size_t j;
-                json_t *op;
-                json_array_foreach(json_object_get(r, "unsupported_ops"), j, op) {
-                        const char *name = json_string_value(op);
-                        json_t *cnt = name ? json_object_get(ops, name) : NULL;
-                        if (name)
-                                json_object_set_new(ops, name, json_integer(cnt ? json_integer_value(cnt) + 1 : 1));
+                printf("  %-18s %4zu", classes[c], n);
+                if (c > 0) {
+                        json_array_foreach(tests, i, o) {
+                                const char *k = json_string_value(json_object_get(o, "class"));
+                                if (!k || strcmp(k, classes[c]) != 0)
+                                        continue;
+                                if (shown++ == TOP_NAMES) {
+                                        printf(", ...");
+                                        break;
+                                }
+                                printf("%s%s", shown > 1 ? ", " : "  ",
+                                       json_string_value(json_object_get(o, "name")));
+                        }
                 }
+                printf("\n");
         }
-        nops = json_object_size(ops);
-        if (nops) {
-                sorted = calloc(nops, sizeof(*sorted));
-                i = 0;
-                json_object_foreach(ops, key, val)
-                        if (sorted)
-                                sorted[i++] = json_pack("[s, I]", key, json_integer_value(val));
-                if (sorted) {
-                        qsort(sorted, nops, sizeof(*sorted), count_cmp);
-                        printf("  unsupported operators (%zu), by tests blocked:", nops);
-                        for (i = 0; i < nops && i < TOP_OPS; i++)
-                                printf("%s %s %lld", i ? "," : "",
-                                       json_string_value(json_array_get(sorted[i], 0)),
-                                       (long long)json_integer_value(json_array_get(sorted[i], 1)));
-                        printf("%s\n", nops > TOP_OPS ? ", ..." : "");
-                        for (i = 0; i < nops; i++)
-                                json_decref(sorted[i]);
-                        free(sorted);
-                }
-        }
+        print_top_ops(tests);
         if (restarts)
                 printf("  npud restarted %d times (crashes or timeouts; see stderr)\n", restarts);
-        json_decref(ops);
 }
 
 static void usage(FILE *f)
@@ -1204,30 +1446,36 @@ static void usage(FILE *f)
                 "                  or $NPUD_BIN) on a temporary socket with 1 device\n"
                 "  --json FILE     write the results as JSON\n"
                 "  --timeout S     per-test time limit in seconds (default %g)\n"
+                "  --jobs N        tests run at once (default: the number of CPUs, at most %d)\n"
                 "  --quiet         no per-test lines\n"
                 "  --summary       after the run: pass rate, failures by class, top unsupported ops\n"
                 "  --help\n\n"
-                "Exit: 0 after a complete run (whatever the results), 2 usage, 3 npud unreachable.\n",
-                DEFAULT_TIMEOUT_S);
+                "Exit: 0 after a complete run (whatever the results), 2 usage, 3 npud unreachable,\n"
+                "130 interrupted.\n",
+                DEFAULT_TIMEOUT_S, MAX_JOBS);
 }
 
 static int parse_options(int argc, char **argv, struct options *o)
 {
-        enum { O_SOCKET = 1, O_JSON, O_TIMEOUT, O_QUIET, O_SUMMARY, O_START, O_HELP };
+        enum { O_SOCKET = 1, O_JSON, O_TIMEOUT, O_JOBS, O_QUIET, O_SUMMARY, O_START, O_HELP };
         static const struct option longopts[] = {
                 { "socket", required_argument, NULL, O_SOCKET },
                 { "json", required_argument, NULL, O_JSON },
                 { "timeout", required_argument, NULL, O_TIMEOUT },
+                { "jobs", required_argument, NULL, O_JOBS },
                 { "quiet", no_argument, NULL, O_QUIET },
                 { "summary", no_argument, NULL, O_SUMMARY },
                 { "start-npud", no_argument, NULL, O_START },
                 { "help", no_argument, NULL, O_HELP },
                 { NULL, 0, NULL, 0 },
         };
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         int opt;
         char *end;
+        long v;
 
         o->timeout = DEFAULT_TIMEOUT_S;
+        o->jobs = cpus < 1 ? 1 : cpus > MAX_JOBS ? MAX_JOBS : (int)cpus;
         while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
                 switch (opt) {
                 case O_SOCKET:
@@ -1243,6 +1491,16 @@ static int parse_options(int argc, char **argv, struct options *o)
                                 fprintf(stderr, "npu-onnx-test: bad --timeout '%s'\n", optarg);
                                 return -1;
                         }
+                        break;
+                case O_JOBS:
+                        errno = 0;
+                        v = strtol(optarg, &end, 10);
+                        if (errno || end == optarg || *end || v < 1 || v > MAX_JOBS) {
+                                fprintf(stderr, "npu-onnx-test: bad --jobs '%s' (1 to %d)\n", optarg,
+                                        MAX_JOBS);
+                                return -1;
+                        }
+                        o->jobs = (int)v;
                         break;
                 case O_QUIET:
                         o->quiet = 1;
@@ -1276,122 +1534,129 @@ static int write_report(const char *path, json_t *tests, size_t passed, size_t f
 {
         json_t *doc = json_pack("{s:O, s:I, s:I}", "tests", tests, "passed", (json_int_t)passed,
                                 "failed", (json_int_t)failed);
-        int r = doc ? json_dump_file(doc, path, JSON_INDENT(1)) : -1;
+        int rc = doc ? json_dump_file(doc, path, JSON_INDENT(1)) : -1;
 
         json_decref(doc);
-        if (r < 0)
+        if (rc < 0)
                 fprintf(stderr, "npu-onnx-test: cannot write %s\n", path);
-        return r;
+        return rc;
+}
+
+/* The tests under the roots, sorted by name, each directory once. */
+static int find_tests(struct test_list *l, char **roots, int nroots)
+{
+        size_t kept = 0;
+
+        for (int i = 0; i < nroots; i++) {
+                if (!is_dir(roots[i])) {
+                        fprintf(stderr, "npu-onnx-test: %s: not a directory\n", roots[i]);
+                        return -1;
+                }
+                if (walk(l, roots[i], 0) < 0) {
+                        fprintf(stderr, "npu-onnx-test: out of memory\n");
+                        return -1;
+                }
+        }
+        if (l->n == 0) {
+                fprintf(stderr, "npu-onnx-test: no ONNX backend tests under the given directories\n");
+                return -1;
+        }
+        qsort(l->v, l->n, sizeof(*l->v), test_cmp);
+        for (size_t i = 0; i < l->n; i++) {
+                if (kept && strcmp(l->v[kept - 1].dir, l->v[i].dir) == 0) {
+                        free(l->v[i].name);
+                        free(l->v[i].dir);
+                        continue;
+                }
+                l->v[kept++] = l->v[i];
+        }
+        l->n = kept;
+        return 0;
+}
+
+/* The npud to use: --socket, else the default one if it answers, else a private one. */
+static int connect_daemon(struct runner *r)
+{
+        r->d.socket = r->opt.socket;
+        if (r->opt.start_npud || (!r->opt.socket && !reachable(NULL)))
+                return daemon_start_own(&r->d);
+        if (!reachable(r->opt.socket)) {
+                fprintf(stderr, "npu-onnx-test: npud unreachable at %s: %s\n",
+                        r->opt.socket ? r->opt.socket : "the default socket", npu_error_message());
+                return -1;
+        }
+        return 0;
 }
 
 int main(int argc, char **argv)
 {
-        struct options opt = { 0 };
-        struct test_list tests = { 0 };
-        struct daemon d = { 0 };
-        json_t *results;
-        size_t passed = 0, failed = 0, kept = 0;
+        struct runner r = { 0 };
+        struct sigaction sa = { .sa_handler = on_signal };
+        size_t passed = 0, failed = 0;
+        json_t *all;
         int rc = 0;
 
-        if (parse_options(argc, argv, &opt) < 0)
+        if (parse_options(argc, argv, &r.opt) < 0)
                 return EXIT_USAGE;
-        for (int i = optind; i < argc; i++) {
-                if (!is_dir(argv[i])) {
-                        fprintf(stderr, "npu-onnx-test: %s: not a directory\n", argv[i]);
-                        test_list_free(&tests);
-                        return EXIT_USAGE;
-                }
-                if (walk(&tests, argv[i], 0) < 0) {
-                        fprintf(stderr, "npu-onnx-test: out of memory\n");
-                        test_list_free(&tests);
-                        return EXIT_UNREACHABLE;
-                }
-        }
-        if (tests.n == 0) {
-                fprintf(stderr, "npu-onnx-test: no ONNX backend tests under the given directories\n");
+        if (find_tests(&r.tests, argv + optind, argc - optind) < 0) {
+                runner_free(&r);
                 return EXIT_USAGE;
         }
-        qsort(tests.v, tests.n, sizeof(*tests.v), test_cmp);
-        for (size_t i = 0; i < tests.n; i++) { /* a directory reached through two roots */
-                if (kept && strcmp(tests.v[kept - 1].dir, tests.v[i].dir) == 0) {
-                        free(tests.v[i].name);
-                        free(tests.v[i].dir);
-                        continue;
-                }
-                tests.v[kept++] = tests.v[i];
-        }
-        tests.n = kept;
-
-        if (opt.json) { /* a bad path is a usage error, found before the run, not after */
-                FILE *f = fopen(opt.json, "w");
+        if (r.opt.json) { /* a bad path is a usage error, found before the run, not after */
+                FILE *f = fopen(r.opt.json, "w");
                 if (!f) {
-                        fprintf(stderr, "npu-onnx-test: %s: %s\n", opt.json, strerror(errno));
-                        test_list_free(&tests);
+                        fprintf(stderr, "npu-onnx-test: %s: %s\n", r.opt.json, strerror(errno));
+                        runner_free(&r);
                         return EXIT_USAGE;
                 }
                 fclose(f);
         }
+        r.res = calloc(r.tests.n, sizeof(*r.res));
+        r.retried = calloc(r.tests.n, 1);
+        r.retry = calloc(r.tests.n, sizeof(*r.retry));
+        r.slots = calloc((size_t)r.opt.jobs, sizeof(*r.slots));
+        if (!r.res || !r.retried || !r.retry || !r.slots) {
+                fprintf(stderr, "npu-onnx-test: out of memory\n");
+                runner_free(&r);
+                return EXIT_UNREACHABLE;
+        }
         signal(SIGPIPE, SIG_IGN);
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
         setvbuf(stdout, NULL, _IOLBF, 0);
-        d.socket = opt.socket;
-        if (opt.start_npud || (!opt.socket && !reachable(NULL))) {
-                if (daemon_start_own(&d) < 0) {
-                        daemon_cleanup(&d);
-                        test_list_free(&tests);
-                        return EXIT_UNREACHABLE;
-                }
-        } else if (!reachable(opt.socket)) {
-                fprintf(stderr, "npu-onnx-test: npud unreachable at %s: %s\n",
-                        opt.socket ? opt.socket : "the default socket", npu_error_message());
-                test_list_free(&tests);
+        if (connect_daemon(&r) < 0) {
+                daemon_cleanup(&r.d);
+                runner_free(&r);
                 return EXIT_UNREACHABLE;
         }
 
-        results = json_array();
-        for (size_t i = 0; i < tests.n; i++) {
-                json_t *r = run_one(&tests.v[i], &d, opt.timeout, &tests, results);
-                int lost, timeout;
-
-                if (!r) {
-                        fprintf(stderr, "npu-onnx-test: out of memory\n");
-                        rc = EXIT_UNREACHABLE;
-                        break;
+        if (run_all(&r) < 0)
+                rc = interrupted ? 128 + (int)interrupted : EXIT_UNREACHABLE;
+        if (!interrupted) {
+                all = json_array();
+                for (size_t i = 0; i < r.tests.n; i++) {
+                        if (strcmp(json_string_value(json_object_get(r.res[i], "status")), "pass") == 0)
+                                passed++;
+                        else
+                                failed++;
+                        json_object_del(r.res[i], "what"); /* for the line, not the report */
+                        json_array_append(all, r.res[i]);
                 }
-                lost = json_is_true(json_object_get(r, "lost"));
-                timeout = json_is_true(json_object_get(r, "timeout"));
-                if (strcmp(json_string_value(json_object_get(r, "status")), "pass") == 0)
-                        passed++;
-                else
-                        failed++;
-                if (!opt.quiet)
-                        print_line(r);
-                /* the report keeps what the lead reads; the rest was for this loop */
-                json_object_del(r, "lost");
-                json_object_del(r, "timeout");
-                json_object_del(r, "what");
-                json_array_append_new(results, r);
-                if ((lost || timeout || (d.own && !daemon_alive(&d))) &&
-                    daemon_recover(&d, tests.v[i].name, timeout) < 0) {
-                        fprintf(stderr, "npu-onnx-test: npud unreachable after %s; stopping\n",
-                                tests.v[i].name);
-                        rc = EXIT_UNREACHABLE;
-                        break;
-                }
+                printf("%zu passed, %zu failed\n", passed, failed);
+                if (r.opt.summary)
+                        print_summary(all, passed, r.d.restarts);
+                if (r.opt.json && write_report(r.opt.json, all, passed, failed) < 0 && rc == 0)
+                        rc = EXIT_USAGE;
+                json_decref(all);
         }
-        printf("%zu passed, %zu failed\n", passed, failed);
-        if (opt.summary)
-                print_summary(results, passed, d.restarts);
-        if (opt.json && write_report(opt.json, results, passed, failed) < 0 && rc == 0)
-                rc = EXIT_USAGE;
-        if (d.own) {
-                int st = daemon_stop(&d);
-                if (st != 0) {
+        if (r.d.own) {
+                int st = daemon_stop(&r.d);
+                if (st != 0 && !interrupted) {
                         fprintf(stderr, "npu-onnx-test: warning: npud exited with status %d\n", st);
-                        show_log_tail(&d);
+                        show_log_tail(&r.d);
                 }
-                daemon_cleanup(&d);
+                daemon_cleanup(&r.d);
         }
-        json_decref(results);
-        test_list_free(&tests);
+        runner_free(&r);
         return rc;
 }

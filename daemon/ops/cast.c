@@ -178,6 +178,97 @@ static void cast_store(int dtype, void *dst, size_t n, int cls, const union cast
         }
 }
 
+/* float16 -> float32 bits without branches, so that loops vectorize: a half's exponent and
+ * mantissa bits moved into a float's make the value times 2^-112, for normal and subnormal
+ * halves alike, and a multiplication by 2^112 (exact) corrects it; infinities and NaNs get
+ * an all-ones exponent instead (selected by mask). Same results as ops_half_to_float. */
+static inline uint32_t cast_h2f1(uint32_t h)
+{
+        uint32_t em = h & 0x7fff, bits = em << 13, m;
+        float f;
+
+        memcpy(&f, &bits, sizeof(f));
+        f *= 0x1p112f;
+        memcpy(&bits, &f, sizeof(bits));
+        m = 0u - (uint32_t)(em >= 0x7c00);
+        bits = (bits & ~m) | (((em << 13) | 0x7f800000) & m);
+        return bits | (h & 0x8000) << 16;
+}
+
+/* float32 bits -> float16 rounding to nearest even, with ops_float_to_half's results (NaN
+ * payloads kept, quieted), without branches: all three cases are computed and the right
+ * one selected by masks. Halves' subnormals come from an addition of 0.5, whose rounding
+ * to float is the rounding wanted; normals from rebiasing the exponent and adding the
+ * rounding bias, a carry out of the mantissa bumping the exponent (up to infinity). */
+static inline uint16_t cast_f2h1(uint32_t x)
+{
+        uint32_t a = x & 0x7fffffff, sub, r, special, nan, m;
+        float f;
+
+        memcpy(&f, &a, sizeof(f));
+        f += 0.5f;
+        memcpy(&sub, &f, sizeof(sub));
+        sub -= 0x3f000000;
+        r = (a + 0xc8000fff + ((a >> 13) & 1)) >> 13;
+        nan = 0u - (uint32_t)(a > 0x7f800000);
+        special = 0x7c00 | (nan & (0x200 | ((a >> 13) & 0x3ff)));
+        m = 0u - (uint32_t)(a < 0x38800000);
+        r = (r & ~m) | (sub & m);
+        m = 0u - (uint32_t)(a >= 0x47800000);
+        r = (r & ~m) | (special & m);
+        return (uint16_t)(r | ((x >> 16) & 0x8000));
+}
+
+/* As ops_float_to_bf16. */
+static inline uint16_t cast_f2b1(uint32_t x)
+{
+        uint32_t m = 0u - (uint32_t)((x & 0x7fffffff) > 0x7f800000);
+        uint32_t r = (x + 0x7fff + ((x >> 16) & 1)) >> 16;
+
+        return (uint16_t)((r & ~m) | (((x >> 16) | 0x40) & m));
+}
+
+static inline float cast_u2f(uint32_t bits)
+{
+        float f;
+
+        memcpy(&f, &bits, sizeof(f));
+        return f;
+}
+
+static inline uint32_t cast_f2u(float f)
+{
+        uint32_t bits;
+
+        memcpy(&bits, &f, sizeof(bits));
+        return bits;
+}
+
+/* Conversion loops between 16-bit floats and float32, o[i] = EXPR(v) for source elements
+ * v: a contiguous version gcc vectorizes, and a strided one. */
+#define CAST_LOOP(name, TS, TD, EXPR)                                                          \
+        static void name(TD *restrict o, const TS *restrict p, int64_t s, size_t n)            \
+        {                                                                                      \
+                size_t i;                                                                      \
+                                                                                               \
+                if (s == 1) {                                                                  \
+                        for (i = 0; i < n; i++) {                                              \
+                                TS v = p[i];                                                   \
+                                o[i] = EXPR;                                                   \
+                        }                                                                      \
+                        return;                                                                \
+                }                                                                              \
+                for (i = 0; i < n; i++) {                                                      \
+                        TS v = p[i * s];                                                       \
+                        o[i] = EXPR;                                                           \
+                }                                                                              \
+        }
+
+CAST_LOOP(cast_h2f, uint16_t, float, cast_u2f(cast_h2f1(v)))
+CAST_LOOP(cast_f2h, float, uint16_t, cast_f2h1(cast_f2u(v)))
+CAST_LOOP(cast_b2f, uint16_t, float, cast_u2f((uint32_t)v << 16))
+CAST_LOOP(cast_f2b, float, uint16_t, cast_f2b1(cast_f2u(v)))
+
 /* The conversions float16/bfloat16 kernels spend their time in, without the detour
  * through double. Returns 0 when the pair has no direct loop. */
 static int cast_direct(int ddtype, void *dst, int sdtype, const void *src, int64_t s, size_t n)
@@ -185,29 +276,13 @@ static int cast_direct(int ddtype, void *dst, int sdtype, const void *src, int64
         size_t i;
 
         if (sdtype == PROTO_DTYPE_FLOAT16 && ddtype == PROTO_DTYPE_FLOAT32) {
-                const uint16_t *p = src;
-                float *o = dst;
-
-                for (i = 0; i < n; i++)
-                        o[i] = ops_half_to_float(p[i * s]);
+                cast_h2f(dst, src, s, n);
         } else if (sdtype == PROTO_DTYPE_FLOAT32 && ddtype == PROTO_DTYPE_FLOAT16) {
-                const float *p = src;
-                uint16_t *o = dst;
-
-                for (i = 0; i < n; i++)
-                        o[i] = ops_float_to_half(p[i * s]);
+                cast_f2h(dst, src, s, n);
         } else if (sdtype == PROTO_DTYPE_BFLOAT16 && ddtype == PROTO_DTYPE_FLOAT32) {
-                const uint16_t *p = src;
-                float *o = dst;
-
-                for (i = 0; i < n; i++)
-                        o[i] = ops_bf16_to_float(p[i * s]);
+                cast_b2f(dst, src, s, n);
         } else if (sdtype == PROTO_DTYPE_FLOAT32 && ddtype == PROTO_DTYPE_BFLOAT16) {
-                const float *p = src;
-                uint16_t *o = dst;
-
-                for (i = 0; i < n; i++)
-                        o[i] = ops_float_to_bf16(p[i * s]);
+                cast_f2b(dst, src, s, n);
         } else if (sdtype == ddtype) {
                 size_t es = proto_dtype_size(sdtype);
 

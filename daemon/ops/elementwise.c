@@ -60,11 +60,10 @@ union ew_buf {
         uint64_t u[OPS_CHUNK];
 };
 
-/* One run of n outputs at o, input k at ptr[k] with element stride st[k]: the kernel
- * directly, or chunk by chunk through conversion buffers where a dtype differs from the
- * kernel's. */
-static void ew_inner(const struct ew_plan *pl, const struct ew_params *p, int conv, int odtype,
-                     char *o, const void *const *ptr, const int64_t *st, int64_t n)
+/* One run of n outputs at o, input k at ptr[k] with element stride st[k], chunk by chunk
+ * through conversion buffers where a dtype differs from the kernel's. */
+static void ew_inner_conv(const struct ew_plan *pl, const struct ew_params *p, int odtype,
+                          char *o, const void *const *ptr, const int64_t *st, int64_t n)
 {
         union ew_buf buf[OPS_MAX_INPUTS], obuf;
         const void *q[OPS_MAX_INPUTS];
@@ -73,10 +72,6 @@ static void ew_inner(const struct ew_plan *pl, const struct ew_params *p, int co
         struct ew_params pc;
         int k;
 
-        if (!conv) {
-                pl->k(o, ptr, st, n, p);
-                return;
-        }
         pc = *p;
         /* The kernel's output is then a private buffer nothing else overlaps. */
         if (pl->cto != odtype)
@@ -84,8 +79,8 @@ static void ew_inner(const struct ew_plan *pl, const struct ew_params *p, int co
         for (off = 0; off < n; off += m) {
                 m = n - off < OPS_CHUNK ? n - off : OPS_CHUNK;
                 for (k = 0; k < pl->nin; k++) {
-                        const char *src = (const char *)ptr[k] +
-                                          (size_t)(off * st[k]) * proto_dtype_size(pl->in[k]->dtype);
+                        size_t es = proto_dtype_size(pl->in[k]->dtype);
+                        const char *src = (const char *)ptr[k] + (size_t)(off * st[k]) * es;
 
                         if (pl->ct[k] == pl->in[k]->dtype) {
                                 q[k] = src;
@@ -157,8 +152,11 @@ void ew_apply(const struct ew_plan *pl, const struct ops_tensor *out)
         for (done = 0; done < n; done += dim[0]) {
                 for (k = 0; k < pl->nin; k++)
                         ptr[k] = (const char *)pl->in[k]->data + (size_t)off[k] * es[k];
-                ew_inner(pl, &p, conv, out->dtype, (char *)out->data + (size_t)done * eo, ptr,
-                         cs[0], dim[0]);
+                if (conv)
+                        ew_inner_conv(pl, &p, out->dtype, (char *)out->data + (size_t)done * eo,
+                                      ptr, cs[0], dim[0]);
+                else
+                        pl->k((char *)out->data + (size_t)done * eo, ptr, cs[0], dim[0], &p);
                 for (j = 1; j < nd; j++) {
                         for (k = 0; k < pl->nin; k++)
                                 off[k] += cs[j][k];

@@ -3,9 +3,9 @@
  * min/max attributes, opset 11 on with optional min/max inputs).
  *
  * Float attributes are converted to the element type once per kernel call. Sigmoid and
- * Softplus only exponentiate non-positive arguments, so large |x| cannot overflow into
- * inf/inf. Integer PRelu multiplies with wraparound; integer Shrink computes in double and
- * converts back like Cast. Clip is min(max(x, lo), hi), so lo > hi gives hi everywhere (as
+ * Softplus only exponentiate -|x|, so large |x| cannot overflow into inf/inf. Integer
+ * PRelu multiplies with wraparound; integer Shrink computes in double and converts back
+ * like Cast. Clip is min(max(x, lo), hi), so lo > hi gives hi everywhere (as
  * ONNX specifies) and NaN stays NaN; an omitted bound is the dtype's lowest or highest
  * value. */
 #include <errno.h>
@@ -18,12 +18,18 @@
 /* ------------------------------------------------------------------ parameterless */
 
 #define F_RELU(T, x) ((x) < 0 ? (T)0 : (x))
-#define F_SIGMOID(T, x) ((x) >= 0 ? (T)1 / ((T)1 + exp(-(x))) : exp(x) / ((T)1 + exp(x)))
+/* One exp of -|x| serves both branches (libm calls are not merged: they may set errno). */
+#define F_SIGMOID(T, x)                                                                        \
+        ({                                                                                     \
+                T e_ = exp(-fabs(x));                                                          \
+                (x) >= 0 ? (T)1 / ((T)1 + e_) : e_ / ((T)1 + e_);                              \
+        })
 /* alpha 1/6, beta 1/2 */
 #define F_HARDSWISH(T, x)                                                                      \
         ((x) * ((x) / (T)6 + (T)0.5 < 0 ? (T)0 : (x) / (T)6 + (T)0.5 > 1 ? (T)1                \
                                                                          : (x) / (T)6 + (T)0.5))
-#define F_SOFTPLUS(T, x) ((x) > 0 ? (x) + log1p(exp(-(x))) : log1p(exp(x)))
+/* log(1 + e^x) = max(x, 0) + log(1 + e^-|x|) */
+#define F_SOFTPLUS(T, x) (((x) > 0 ? (x) : (T)0) + log1p(exp(-fabs(x))))
 #define F_SOFTSIGN(T, x) ((x) / ((T)1 + fabs(x)))
 #define F_MISH(T, x) ((x) * tanh(F_SOFTPLUS(T, x)))
 
@@ -57,12 +63,12 @@ EW_ACT_OP(mish_op, "Mish", EW_FLOAT3, mish_k, 24)
 
 /* Relu and Sigmoid are core (wire) operators. Version 6 dropped consumed_inputs; 13 and 14
  * added dtypes. */
-EW_DEFINE(, ops_relu_def, "Relu", relu_op, 1, 1, OPS_ENGINE_VECTOR, 6)
-EW_DEFINE(, ops_sigmoid_def, "Sigmoid", sigmoid_op, 1, 1, OPS_ENGINE_VECTOR, 6)
-EW_DEFINE(, ops_hardswish_def, "HardSwish", hardswish_op, 1, 1, OPS_ENGINE_VECTOR, 14)
-EW_DEFINE(, ops_softplus_def, "Softplus", softplus_op, 1, 1, OPS_ENGINE_VECTOR, 1)
-EW_DEFINE(, ops_softsign_def, "Softsign", softsign_op, 1, 1, OPS_ENGINE_VECTOR, 1)
-EW_DEFINE(, ops_mish_def, "Mish", mish_op, 1, 1, OPS_ENGINE_VECTOR, 18)
+EW_DEFINE(ops_relu_def, "Relu", relu_op, 1, 1, OPS_ENGINE_VECTOR, 6)
+EW_DEFINE(ops_sigmoid_def, "Sigmoid", sigmoid_op, 1, 1, OPS_ENGINE_VECTOR, 6)
+EW_DEFINE(ops_hardswish_def, "HardSwish", hardswish_op, 1, 1, OPS_ENGINE_VECTOR, 14)
+EW_DEFINE(ops_softplus_def, "Softplus", softplus_op, 1, 1, OPS_ENGINE_VECTOR, 1)
+EW_DEFINE(ops_softsign_def, "Softsign", softsign_op, 1, 1, OPS_ENGINE_VECTOR, 1)
+EW_DEFINE(ops_mish_def, "Mish", mish_op, 1, 1, OPS_ENGINE_VECTOR, 18)
 
 /* --------------------------------------------------------- with float attributes */
 
@@ -156,14 +162,14 @@ static const struct ew_op shrink_op = {
 };
 
 /* LeakyRelu-16 only added bfloat16. */
-EW_DEFINE(, ops_leakyrelu_def, "LeakyRelu", leaky_op, 1, 1, OPS_ENGINE_VECTOR, 6)
-EW_DEFINE(, ops_elu_def, "Elu", elu_op, 1, 1, OPS_ENGINE_VECTOR, 6)
-EW_DEFINE(, ops_selu_def, "Selu", selu_op, 1, 1, OPS_ENGINE_VECTOR, 6)
-EW_DEFINE(, ops_celu_def, "Celu", celu_op, 1, 1, OPS_ENGINE_VECTOR, 12)
-EW_DEFINE(, ops_hardsigmoid_def, "HardSigmoid", hardsigmoid_op, 1, 1, OPS_ENGINE_VECTOR, 6)
-EW_DEFINE(, ops_thresholdedrelu_def, "ThresholdedRelu", thresholded_op, 1, 1,
+EW_DEFINE(ops_leakyrelu_def, "LeakyRelu", leaky_op, 1, 1, OPS_ENGINE_VECTOR, 6)
+EW_DEFINE(ops_elu_def, "Elu", elu_op, 1, 1, OPS_ENGINE_VECTOR, 6)
+EW_DEFINE(ops_selu_def, "Selu", selu_op, 1, 1, OPS_ENGINE_VECTOR, 6)
+EW_DEFINE(ops_celu_def, "Celu", celu_op, 1, 1, OPS_ENGINE_VECTOR, 12)
+EW_DEFINE(ops_hardsigmoid_def, "HardSigmoid", hardsigmoid_op, 1, 1, OPS_ENGINE_VECTOR, 6)
+EW_DEFINE(ops_thresholdedrelu_def, "ThresholdedRelu", thresholded_op, 1, 1,
           OPS_ENGINE_VECTOR, 10)
-EW_DEFINE(, ops_shrink_def, "Shrink", shrink_op, 1, 1, OPS_ENGINE_VECTOR, 9)
+EW_DEFINE(ops_shrink_def, "Shrink", shrink_op, 1, 1, OPS_ENGINE_VECTOR, 9)
 
 /* ---------------------------------------------------------------------------- PRelu */
 
@@ -190,7 +196,7 @@ static const struct ew_op prelu_op = {
 };
 
 /* PRelu-7 defined the unidirectional broadcast; 9 and 16 added dtypes. */
-EW_DEFINE(, ops_prelu_def, "PRelu", prelu_op, 2, 2, OPS_ENGINE_VECTOR, 7)
+EW_DEFINE(ops_prelu_def, "PRelu", prelu_op, 2, 2, OPS_ENGINE_VECTOR, 7)
 
 /* ----------------------------------------------------------------------------- Clip */
 
@@ -235,5 +241,5 @@ static const struct ew_op clip6_op = {
 
 /* Clip-11 made the bounds optional inputs; 12 and 13 added dtypes. The newer definition is
  * registered first: it is the one a lookup by name (the wire) finds. */
-EW_DEFINE(, ops_clip_def, "Clip", clip11_op, 1, 3, OPS_ENGINE_VECTOR, 11)
-EW_DEFINE(, ops_clip6_def, "Clip", clip6_op, 1, 1, OPS_ENGINE_VECTOR, 6)
+EW_DEFINE(ops_clip_def, "Clip", clip11_op, 1, 3, OPS_ENGINE_VECTOR, 11)
+EW_DEFINE(ops_clip6_def, "Clip", clip6_op, 1, 1, OPS_ENGINE_VECTOR, 6)

@@ -71,10 +71,10 @@ EW_ARITH_OP(mul_op, "Mul", mul_k, NULL)
 EW_ARITH_OP(div_op, "Div", div_k, div_prepare)
 
 /* Opset 7 brought numpy broadcasting; 13 and 14 only added dtypes. */
-EW_DEFINE(, ops_add_def, "Add", add_op, 2, 2, OPS_ENGINE_VECTOR, 7)
-EW_DEFINE(, ops_sub_def, "Sub", sub_op, 2, 2, OPS_ENGINE_VECTOR, 7)
-EW_DEFINE(, ops_mul_def, "Mul", mul_op, 2, 2, OPS_ENGINE_VECTOR, 7)
-EW_DEFINE(, ops_div_def, "Div", div_op, 2, 2, OPS_ENGINE_VECTOR, 7)
+EW_DEFINE(ops_add_def, "Add", add_op, 2, 2, OPS_ENGINE_VECTOR, 7)
+EW_DEFINE(ops_sub_def, "Sub", sub_op, 2, 2, OPS_ENGINE_VECTOR, 7)
+EW_DEFINE(ops_mul_def, "Mul", mul_op, 2, 2, OPS_ENGINE_VECTOR, 7)
+EW_DEFINE(ops_div_def, "Div", div_op, 2, 2, OPS_ENGINE_VECTOR, 7)
 
 /* ------------------------------------------------------------------------------ Pow */
 
@@ -147,7 +147,7 @@ static const struct ew_op pow_op = {
 };
 
 /* Pow-7 brought broadcasting; 12 mixed base and exponent dtypes, 13 and 15 added dtypes. */
-EW_DEFINE(, ops_pow_def, "Pow", pow_op, 2, 2, OPS_ENGINE_VECTOR, 7)
+EW_DEFINE(ops_pow_def, "Pow", pow_op, 2, 2, OPS_ENGINE_VECTOR, 7)
 
 /* ------------------------------------------------------------------------------ Mod */
 
@@ -189,7 +189,8 @@ static int mod_attr(const struct ew_op *op, const struct ops_call *call, struct 
         if (rc)
                 return rc;
         if (p->i != 0 && p->i != 1)
-                return ops_fail(err, errlen, -EINVAL, "Mod: attribute 'fmod' must be 0 or 1, not %lld",
+                return ops_fail(err, errlen, -EINVAL,
+                                "Mod: attribute 'fmod' must be 0 or 1, not %lld",
                                 (long long)p->i);
         if (!p->i && !ew_is_int(call->in[0].dtype))
                 return ops_fail(err, errlen, -EINVAL,
@@ -211,7 +212,7 @@ static const struct ew_op mod_op = {
         .attrs = mod_attrs, .attr = mod_attr, .prepare = mod_prepare, .flops = 4,
 };
 
-EW_DEFINE(, ops_mod_def, "Mod", mod_op, 2, 2, OPS_ENGINE_VECTOR, 10)
+EW_DEFINE(ops_mod_def, "Mod", mod_op, 2, 2, OPS_ENGINE_VECTOR, 10)
 
 /* ------------------------------------------------------------ Max, Min, Sum, Mean */
 
@@ -295,7 +296,7 @@ EW_FOLD_OP(sum_op, "Sum", EW_FLOATS, sum_k)
 EW_FOLD_OP(mean_op, "Mean", EW_FLOATS, mean_k)
 
 /* Version 6 required equal shapes, 8 broadcasts (a superset), 12 and 13 added dtypes. */
-EW_DEFINE(, ops_max_def, "Max", max_op, 1, OPS_MAX_INPUTS, OPS_ENGINE_VECTOR, 6)
-EW_DEFINE(, ops_min_def, "Min", min_op, 1, OPS_MAX_INPUTS, OPS_ENGINE_VECTOR, 6)
-EW_DEFINE(, ops_sum_def, "Sum", sum_op, 1, OPS_MAX_INPUTS, OPS_ENGINE_VECTOR, 6)
-EW_DEFINE(, ops_mean_def, "Mean", mean_op, 1, OPS_MAX_INPUTS, OPS_ENGINE_VECTOR, 6)
+EW_DEFINE(ops_max_def, "Max", max_op, 1, OPS_MAX_INPUTS, OPS_ENGINE_VECTOR, 6)
+EW_DEFINE(ops_min_def, "Min", min_op, 1, OPS_MAX_INPUTS, OPS_ENGINE_VECTOR, 6)
+EW_DEFINE(ops_sum_def, "Sum", sum_op, 1, OPS_MAX_INPUTS, OPS_ENGINE_VECTOR, 6)
+EW_DEFINE(ops_mean_def, "Mean", mean_op, 1, OPS_MAX_INPUTS, OPS_ENGINE_VECTOR, 6)

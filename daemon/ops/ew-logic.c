@@ -46,11 +46,11 @@ EW_CMP_OP(greater_op, "Greater", EW_NUMERIC, greater_k)
 EW_CMP_OP(greatereq_op, "GreaterOrEqual", EW_NUMERIC, greatereq_k)
 
 /* Version 7 brought broadcasting; later versions added dtypes. */
-EW_DEFINE(, ops_equal_def, "Equal", equal_op, 2, 2, OPS_ENGINE_VECTOR, 7)
-EW_DEFINE(, ops_less_def, "Less", less_op, 2, 2, OPS_ENGINE_VECTOR, 7)
-EW_DEFINE(, ops_lessorequal_def, "LessOrEqual", lesseq_op, 2, 2, OPS_ENGINE_VECTOR, 12)
-EW_DEFINE(, ops_greater_def, "Greater", greater_op, 2, 2, OPS_ENGINE_VECTOR, 7)
-EW_DEFINE(, ops_greaterorequal_def, "GreaterOrEqual", greatereq_op, 2, 2, OPS_ENGINE_VECTOR,
+EW_DEFINE(ops_equal_def, "Equal", equal_op, 2, 2, OPS_ENGINE_VECTOR, 7)
+EW_DEFINE(ops_less_def, "Less", less_op, 2, 2, OPS_ENGINE_VECTOR, 7)
+EW_DEFINE(ops_lessorequal_def, "LessOrEqual", lesseq_op, 2, 2, OPS_ENGINE_VECTOR, 12)
+EW_DEFINE(ops_greater_def, "Greater", greater_op, 2, 2, OPS_ENGINE_VECTOR, 7)
+EW_DEFINE(ops_greaterorequal_def, "GreaterOrEqual", greatereq_op, 2, 2, OPS_ENGINE_VECTOR,
           12)
 
 /* --------------------------------------------------------------------------- logic */
@@ -79,10 +79,10 @@ static const struct ew_op not_op = {
         .flops = 1,
 };
 
-EW_DEFINE(, ops_and_def, "And", and_op, 2, 2, OPS_ENGINE_VECTOR, 7)
-EW_DEFINE(, ops_or_def, "Or", or_op, 2, 2, OPS_ENGINE_VECTOR, 7)
-EW_DEFINE(, ops_xor_def, "Xor", xor_op, 2, 2, OPS_ENGINE_VECTOR, 7)
-EW_DEFINE(, ops_not_def, "Not", not_op, 1, 1, OPS_ENGINE_VECTOR, 1)
+EW_DEFINE(ops_and_def, "And", and_op, 2, 2, OPS_ENGINE_VECTOR, 7)
+EW_DEFINE(ops_or_def, "Or", or_op, 2, 2, OPS_ENGINE_VECTOR, 7)
+EW_DEFINE(ops_xor_def, "Xor", xor_op, 2, 2, OPS_ENGINE_VECTOR, 7)
+EW_DEFINE(ops_not_def, "Not", not_op, 1, 1, OPS_ENGINE_VECTOR, 1)
 
 /* --------------------------------------------------------------------------- Where */
 
@@ -117,7 +117,7 @@ static const struct ew_op where_op = {
 };
 
 /* Where-16 only added bfloat16. */
-EW_DEFINE(, ops_where_def, "Where", where_op, 3, 3, OPS_ENGINE_VECTOR, 9)
+EW_DEFINE(ops_where_def, "Where", where_op, 3, 3, OPS_ENGINE_VECTOR, 9)
 
 /* ------------------------------------------------------------------------ BitShift */
 
@@ -165,4 +165,4 @@ static const struct ew_op bitshift_op = {
         .prepare = bitshift_prepare, .flops = 1,
 };
 
-EW_DEFINE(, ops_bitshift_def, "BitShift", bitshift_op, 2, 2, OPS_ENGINE_VECTOR, 11)
+EW_DEFINE(ops_bitshift_def, "BitShift", bitshift_op, 2, 2, OPS_ENGINE_VECTOR, 11)

@@ -44,16 +44,16 @@ EW_UNARY_OP(neg_op, "Neg", EW_FLOATS | EW_SINTS, neg_k, 1)
 EW_UNARY_OP(sign_op, "Sign", EW_NUMERIC, sign_k, 1)
 
 /* Version 6 dropped the legacy consumed_inputs attribute; 13 added bfloat16. */
-EW_DEFINE(, ops_abs_def, "Abs", abs_op, 1, 1, OPS_ENGINE_VECTOR, 6)
-EW_DEFINE(, ops_neg_def, "Neg", neg_op, 1, 1, OPS_ENGINE_VECTOR, 6)
-EW_DEFINE(, ops_sign_def, "Sign", sign_op, 1, 1, OPS_ENGINE_VECTOR, 9)
+EW_DEFINE(ops_abs_def, "Abs", abs_op, 1, 1, OPS_ENGINE_VECTOR, 6)
+EW_DEFINE(ops_neg_def, "Neg", neg_op, 1, 1, OPS_ENGINE_VECTOR, 6)
+EW_DEFINE(ops_sign_def, "Sign", sign_op, 1, 1, OPS_ENGINE_VECTOR, 9)
 
 /* A float-only function: kernels for float32 and float64, the definition `sym`. */
 #define EW_MATH(kname, sym, opname, mask, F, cost, since)                                      \
         EW_FOR_FLOATS(EW_UNARY_SAME, kname, F)                                                 \
         static const ew_kernel kname##_k[EW_NTYPES] = { EW_TAB_FLOATS(kname) };                \
         EW_UNARY_OP(kname##_op, opname, mask, kname##_k, cost)                                 \
-        EW_DEFINE(, sym, opname, kname##_op, 1, 1, OPS_ENGINE_VECTOR, since)
+        EW_DEFINE(sym, opname, kname##_op, 1, 1, OPS_ENGINE_VECTOR, since)
 
 #define F_EXP(T, x) exp(x)
 #define F_LOG(T, x) log(x)
@@ -131,5 +131,5 @@ static const struct ew_op isinf_op = {
         .flops = 1,
 };
 
-EW_DEFINE(, ops_isnan_def, "IsNaN", isnan_op, 1, 1, OPS_ENGINE_VECTOR, 9)
-EW_DEFINE(, ops_isinf_def, "IsInf", isinf_op, 1, 1, OPS_ENGINE_VECTOR, 10)
+EW_DEFINE(ops_isnan_def, "IsNaN", isnan_op, 1, 1, OPS_ENGINE_VECTOR, 9)
+EW_DEFINE(ops_isinf_def, "IsInf", isinf_op, 1, 1, OPS_ENGINE_VECTOR, 10)

@@ -146,7 +146,7 @@ void ew_convert(int ddtype, void *dst, int sdtype, const void *src, int64_t sstr
                 size_t n);
 
 /* One ops_def per operator: check, infer, run and cost interpret the description `op`. */
-#define EW_DEFINE(storage, sym, opname, op, nmin, nmax, engine, since)                         \
+#define EW_DEFINE(sym, opname, op, nmin, nmax, engine, since)                                  \
         static int sym##_check(const struct ops_call *c, char *e, size_t l)                    \
         {                                                                                      \
                 return ew_check(&op, c, e, l);                                                 \
@@ -163,7 +163,7 @@ void ew_convert(int ddtype, void *dst, int sdtype, const void *src, int64_t sstr
         {                                                                                      \
                 ew_cost(&op, c, f, b);                                                         \
         }                                                                                      \
-        storage const struct ops_def sym = {                                                   \
+        const struct ops_def sym = {                                                           \
                 opname, nmin, nmax, 1, engine, sym##_check, sym##_run, sym##_cost,             \
                 OPS_FLAG_ELEMENTWISE, sym##_infer, since, NULL,                                \
         };

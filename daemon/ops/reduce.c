@@ -252,12 +252,14 @@ static int red_run_f64(const char *name, const struct red_plan *p, enum red_kind
         }
         c->dtype = x->dtype;
         c->x = x->data;
+        /* An empty input folds nothing: every output is the operation's identity. */
         if (kind == RED_LOG_SUM_EXP) {
                 for (i = 0; i < p->nout; i++)
                         mx[i] = -INFINITY;
                 c->kind = RED_MAX;
                 c->acc = mx;
-                red_walk(p, red_fold_f64, c);
+                if (p->count)
+                        red_walk(p, red_fold_f64, c);
                 /* An infinite maximum (or NaN) cannot be subtracted: no shift then. */
                 for (i = 0; i < p->nout; i++)
                         if (!isfinite(mx[i]))
@@ -269,7 +271,8 @@ static int red_run_f64(const char *name, const struct red_plan *p, enum red_kind
                 acc[i] = init;
         c->kind = kind;
         c->acc = acc;
-        red_walk(p, red_fold_f64, c);
+        if (p->count)
+                red_walk(p, red_fold_f64, c);
         for (i = 0; i < p->nout; i++) {
                 switch (kind) {
                 case RED_MEAN: acc[i] /= (double)p->count; break;
@@ -371,7 +374,8 @@ static int red_run_i64(const char *name, const struct red_plan *p, enum red_kind
         }
         for (i = 0; i < p->nout; i++)
                 acc[i] = init;
-        red_walk(p, red_fold_i64, c);
+        if (p->count)
+                red_walk(p, red_fold_i64, c);
         if (kind == RED_MEAN) {
                 /* Truncating division, like numpy's mean cast back to the integer type. */
                 for (i = 0; i < p->nout; i++) {

@@ -119,10 +119,11 @@ static int sm_split(const struct ops_def *def, const struct ops_call *call, int6
                                 for (j = 0; j < inner; j++)                                    \
                                         sum[j] += EXP(x[r * inner + j] - mx[j]);               \
                         for (j = 0; j < inner; j++)                                            \
-                                sum[j] = mx[j] + LOG(sum[j]);                                  \
+                                sum[j] = LOG(sum[j]);                                          \
+                        /* (x - max) first: max + log(sum) would round at max's scale. */     \
                         for (r = 0; r < n; r++)                                                \
                                 for (j = 0; j < inner; j++)                                    \
-                                        y[r * inner + j] = x[r * inner + j] - sum[j];          \
+                                        y[r * inner + j] = x[r * inner + j] - mx[j] - sum[j];  \
                         return;                                                                \
                 }                                                                              \
                 for (r = 0; r < n; r++) {                                                      \

@@ -1478,6 +1478,79 @@ START_TEST(test_cast)
 }
 END_TEST
 
+/* The vectorized 16-bit float conversions (Cast and every float16/bfloat16 kernel) give
+ * the bits of ops_half_to_float, ops_float_to_half and the bfloat16 helpers: all 65536
+ * halves and bfloat16s, every half's value, the midpoints between neighbouring halves
+ * (ties) and the floats next to them, and random float bit patterns. */
+START_TEST(test_convert_16bit)
+{
+        enum { NH = 65536, NF = 6 * NH };
+        uint16_t *h = malloc(NH * sizeof(*h)), *h2 = malloc(NF * sizeof(*h2));
+        float *f = malloc(NF * sizeof(*f)), *f2 = malloc(NH * sizeof(*f2));
+        struct ops_call c = call_n(1);
+        uint32_t bits;
+        int64_t i, bad = 0;
+
+        for (i = 0; i < NH; i++)
+                h[i] = (uint16_t)i;
+        c.in[0] = tensor(F16, h, SHP(NH));
+        c.out[0].data = f2;
+        attr_int(&c, "to", F32);
+        invoke("Cast", 13, &c);
+        for (i = 0; i < NH; i++) {
+                float want = ops_half_to_float(h[i]);
+
+                bad += memcmp(&f2[i], &want, 4) != 0;
+        }
+        ck_assert_int_eq(bad, 0);
+        c.in[0] = tensor(BF16, h, SHP(NH));
+        invoke("Cast", 13, &c);
+        for (i = 0; i < NH; i++) {
+                float want = ops_bf16_to_float(h[i]);
+
+                bad += memcmp(&f2[i], &want, 4) != 0;
+        }
+        ck_assert_int_eq(bad, 0);
+        for (i = 0; i < NH; i++) {
+                float lo = ops_half_to_float((uint16_t)i), hi;
+
+                f[6 * i] = lo;
+                if ((i & 0x7fff) >= 0x7c00) {
+                        bits = rng() | (rng() << 16);
+                        memcpy(&f[6 * i + 1], &bits, 4);
+                        f[6 * i + 2] = f[6 * i + 3] = f[6 * i + 4] = f[6 * i + 1];
+                } else {
+                        hi = (i & 0x7fff) == 0x7bff ? 65536.0f * (i & 0x8000 ? -1 : 1)
+                                                    : ops_half_to_float((uint16_t)(i + 1));
+                        f[6 * i + 1] = (lo + hi) / 2; /* exact: a tie */
+                        f[6 * i + 2] = nextafterf(f[6 * i + 1], INFINITY);
+                        f[6 * i + 3] = nextafterf(f[6 * i + 1], -INFINITY);
+                        f[6 * i + 4] = nextafterf(lo, hi);
+                }
+                bits = rng() ^ (rng() << 15);
+                memcpy(&f[6 * i + 5], &bits, 4);
+        }
+        c.in[0] = tensor(F32, f, SHP(NF));
+        c.out[0].data = h2;
+        c.attr[0].i = F16;
+        invoke("Cast", 13, &c);
+        for (i = 0; i < NF; i++)
+                if (h2[i] != ops_float_to_half(f[i]) && bad++ < 5)
+                        ck_assert_msg(0, "float16 of %a: %04x, want %04x", f[i], h2[i],
+                                      ops_float_to_half(f[i]));
+        c.attr[0].i = BF16;
+        invoke("Cast", 13, &c);
+        for (i = 0; i < NF; i++)
+                if (h2[i] != ops_float_to_bf16(f[i]) && bad++ < 5)
+                        ck_assert_msg(0, "bfloat16 of %a: %04x, want %04x", f[i], h2[i],
+                                      ops_float_to_bf16(f[i]));
+        free(h);
+        free(h2);
+        free(f);
+        free(f2);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ engine */
 
 /* Random shapes of rank 0-4 with extents 1-3 broadcast against each other, for a binary
@@ -1684,6 +1757,7 @@ static Suite *ew_suite(void)
         tcase_add_test(tc, test_where);
         tcase_add_test(tc, test_bitshift);
         tcase_add_test(tc, test_cast);
+        tcase_add_test(tc, test_convert_16bit);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("engine");
