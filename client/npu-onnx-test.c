@@ -1034,6 +1034,7 @@ struct runner {
         struct slot *slots;
         int draining;          /* npud must be recovered once the running tests end */
         int force_restart;     /* ... by restarting it (a test timed out) */
+        size_t drain_cause;    /* the test whose outcome started the draining */
         int unreachable;
 };
 
@@ -1129,6 +1130,8 @@ static void record(struct runner *r, size_t test, json_t *o)
         int timeout = json_is_true(json_object_get(o, "timeout"));
 
         if (lost || timeout || (r->d.own && !daemon_alive(&r->d))) {
+                if (!r->draining)
+                        r->drain_cause = test;
                 r->draining = 1;
                 r->force_restart |= timeout;
         }
@@ -1318,7 +1321,7 @@ static int run_all(struct runner *r)
                 start_tests(r);
                 if (running(r) == 0) {
                         if (r->draining) {
-                                const char *after = r->tests.v[r->next ? r->next - 1 : 0].name;
+                                const char *after = r->tests.v[r->drain_cause].name;
                                 if (daemon_recover(&r->d, after, r->force_restart) < 0) {
                                         fprintf(stderr, "npu-onnx-test: npud unreachable after %s; "
                                                 "stopping\n", after);

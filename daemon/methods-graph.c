@@ -336,9 +336,11 @@ const struct method methods_graph[] = {
 
 /* ---- GRAPH_RUN records ---- */
 
+/* Messages quote names from the model, and may cut one: sanitized (graph_sanitize). */
 #define RUN_FAIL(c, ...) \
         do { \
                 snprintf(msg, msglen, __VA_ARGS__); \
+                graph_sanitize(msg); \
                 return (c); \
         } while (0)
 

@@ -349,7 +349,11 @@ int graph_exec(const struct graph *g, int nin, const struct ops_tensor *in, int 
 
 int graph_exec_bound(const struct graph_bind *b, char *err, size_t errlen)
 {
-        return graph_exec(b->g, b->nin, b->t, b->nout, b->t + b->nin, err, errlen);
+        int rc = graph_exec(b->g, b->nin, b->t, b->nout, b->t + b->nin, err, errlen);
+
+        if (rc && errlen)
+                graph_sanitize(err);
+        return rc;
 }
 
 /* ops_graph_run_fn for If, Loop and Scan kernels: run a subgraph of the node's graph with

@@ -209,6 +209,13 @@ const char *graph_node_label(const struct graph_node *n, char *buf, size_t len)
         return buf;
 }
 
+void graph_sanitize(char *s)
+{
+        for (; s && *s; s++)
+                if ((uint8_t)*s < 0x20 || (uint8_t)*s > 0x7e)
+                        *s = '?';
+}
+
 /* Producer of value v when another node of g computes it, else -1. */
 static int producer_of(const struct graph *g, int v)
 {

@@ -109,4 +109,8 @@ int graph_finalize(struct graph *g, char *err, size_t errlen);
 /* "node 'NAME' (OpType)" for messages ("(domain.OpType)" outside the default domain). */
 const char *graph_node_label(const struct graph_node *n, char *buf, size_t len);
 
+/* Make a message quoting model names printable ASCII ('?' for other bytes): messages end up
+ * in JSON, which must be valid UTF-8, and a cut at the buffer's end may split a character. */
+void graph_sanitize(char *s);
+
 #endif

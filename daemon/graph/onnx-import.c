@@ -214,14 +214,6 @@ static int utf8_valid(const char *s)
         return 1;
 }
 
-/* Messages quote names from the model; keep them printable ASCII for logs and JSON. */
-static void sanitize(char *s)
-{
-        for (; *s; s++)
-                if ((uint8_t)*s < 0x20 || (uint8_t)*s > 0x7e)
-                        *s = '?';
-}
-
 static const char *dims_str(int ndim, const int64_t *dims, char *buf, size_t len)
 {
         size_t off = (size_t)snprintf(buf, len, "[");
@@ -957,6 +949,6 @@ out:
         free(unsup.s);
         protobuf_c_message_free_unpacked(&m->base, &alloc);
         if (rc && errlen)
-                sanitize(err);
+                graph_sanitize(err);
         return rc;
 }

@@ -215,6 +215,7 @@ static void free_outs(struct ops_call *c)
                 free(c->out[i].data);
                 c->out[i].data = NULL;
         }
+}
 
 /* infer (or run) must fail with -EINVAL and a message "<op>: ..." containing want. */
 static void expect_fail(const char *op, int opset, struct ops_call *c, const char *want)
@@ -239,16 +240,6 @@ static void expect_check_fail(const char *op, int opset, const struct ops_call *
 
         ck_assert_msg(rc == -EINVAL, "%s: check returned %d (\"%s\")", op, rc, want);
         ck_assert_msg(strstr(err, want), "message \"%s\" lacks \"%s\"", err, want);
-}
-
-static void free_outs(struct ops_call *c)
-{
-        int i;
-
-        for (i = 0; i < c->nout; i++) {
-                free(c->out[i].data);
-                c->out[i].data = NULL;
-        }
 }
 
 static void assert_shape(const struct ops_tensor *t, int ndim, const int64_t *dims)
