@@ -71,7 +71,8 @@ BENCHES    := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(wildcard tests/bench
 
 .SECONDARY:
 .PHONY: all deps run check check-asan unit integration bench fuzz install clean examples conformance
-all: $(NPUD) $(LIBNPU) $(BUILD)/lib/libnpu.so $(NPUCTL) $(BUILD)/lib/libnpu.pc $(EXAMPLES) $(NPUSIM)
+all: $(NPUD) $(LIBNPU) $(BUILD)/lib/libnpu.so $(NPUCTL) $(BUILD)/lib/libnpu.pc $(EXAMPLES) $(NPUSIM) \
+  $(ONNX_TEST)
 
 deps:
 	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -167,7 +168,7 @@ $(call obj,client/onnx-tensor.c client/npu-onnx-test.c) $(BUILD)/obj/tests/unit/
 
 $(ONNX_TEST): $(call obj,client/npu-onnx-test.c) $(ONNX_TENSOR_OBJ) $(LIBNPU_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(shell pkg-config --libs jansson libprotobuf-c)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(shell pkg-config --libs jansson libprotobuf-c) -lm
 
 $(BUILD)/tests/test_onnx_tensor: $(BUILD)/obj/tests/unit/test_onnx_tensor.o $(ONNX_TENSOR_OBJ)
 	@mkdir -p $(dir $@)
@@ -190,6 +191,7 @@ integration: all $(INTEG_TESTS) $(BUILD)/tests/npuctl-hold
 	@set -e; tests/integration/test-metrics.sh $(BUILD)
 	@set -e; tests/integration/test-dbus.sh $(BUILD)
 	@set -e; tests/integration/test-npusim.sh $(BUILD)
+	@set -e; tests/onnx/check-expected.sh $(BUILD)
 
 check: deps
 	$(MAKE) all
@@ -209,7 +211,7 @@ bench: deps all $(BENCHES) $(NPUBENCH)
 # Every ONNX backend node test through a private npud's graph API: one result per test in
 # $(BUILD)/conformance.json (tests/onnx/update-expected.sh makes the CI list from it).
 conformance: deps
-	$(MAKE) all $(ONNX_TEST)
+	$(MAKE) all
 	$(ONNX_TEST) --start-npud --quiet --summary --json $(BUILD)/conformance.json $(ONNX_DATA)/node
 
 FUZZ_TIME ?= 60

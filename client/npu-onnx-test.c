@@ -15,6 +15,7 @@
 #include <getopt.h>
 #include <jansson.h>
 #include <limits.h>
+#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -40,6 +41,7 @@
 #define TOP_OPS 15
 #define TOP_NAMES 8
 #define MAX_JOBS 64
+#define MAX_BATCH 32
 
 /* ---- small helpers ---- */
 
@@ -1011,12 +1013,15 @@ struct options {
         int quiet, summary, start_npud;
 };
 
-/* A test in flight: its child, the pipe its outcome comes through, its deadline. */
+/* A batch of tests in flight in one child (a child per batch, not per test, because a fork
+ * and an exit cost more than most tests under ASan): the pipe their outcomes come through,
+ * one JSON line each in order, and the deadline of the one running now. */
 struct slot {
         pid_t pid;             /* 0: free */
         int fd;
-        size_t test;
-        double start, deadline;
+        size_t *tests;
+        size_t ntests, ndone;
+        double start, deadline; /* of the test running now */
         char *buf;
         size_t len, cap;
 };
@@ -1028,8 +1033,11 @@ struct runner {
         json_t **res;          /* per test: its final outcome, NULL while pending */
         unsigned char *retried;
         size_t next;           /* next test of the first pass */
-        size_t *retry;         /* tests to run again, one at a time, after a recovery */
+        size_t *again;         /* tests whose batch ended before them: run in new batches */
+        size_t nagain;
+        size_t *retry;         /* tests that lost npud: run again, one at a time */
         size_t nretry;
+        size_t batch;          /* tests per child */
         size_t printed;        /* outcomes printed so far, in test order */
         struct slot *slots;
         int draining;          /* npud must be recovered once the running tests end */
@@ -1051,21 +1059,22 @@ static void runner_free(struct runner *r)
                 json_decref(r->res[i]);
         free(r->res);
         free(r->retried);
+        free(r->again);
         free(r->retry);
-        for (int i = 0; r->slots && i < r->opt.jobs; i++)
+        for (int i = 0; r->slots && i < r->opt.jobs; i++) {
+                free(r->slots[i].tests);
                 free(r->slots[i].buf);
+        }
         free(r->slots);
         test_list_free(&r->tests);
 }
 
-/* In the child: run the test, send its outcome, exit. The parent's state is this process's
- * copy to free, so that exit()'s leak check (ASan builds) sees only this test's memory. */
-static void child_main(struct runner *r, size_t test, int fd)
+/* In the child: run the batch, one outcome line per test, and stop early when npud is lost
+ * (the parent runs the rest once npud is back). The parent's state is this process's copy
+ * to free, so that exit()'s leak check (ASan builds) sees only the tests' memory. */
+static void child_main(struct runner *r, const struct slot *self, int fd)
 {
-        struct outcome o = { .ops = json_array(), .unsupported = json_array() };
-        json_t *j;
-        char *text;
-        int rc = 1;
+        int rc = 0;
 
         prctl(PR_SET_PDEATHSIG, SIGKILL); /* no orphan tests if the runner dies */
         signal(SIGINT, SIG_DFL);
@@ -1073,18 +1082,26 @@ static void child_main(struct runner *r, size_t test, int fd)
         for (int i = 0; i < r->opt.jobs; i++)
                 if (r->slots[i].pid > 0)
                         close(r->slots[i].fd);
-        run_test(&r->tests.v[test], r->d.socket, &o);
-        j = outcome_json(&o);
-        text = j ? json_dumps(j, JSON_COMPACT) : NULL;
-        if (text && write_all(fd, text, strlen(text)) == 0)
-                rc = 0;
-        free(text);
-        json_decref(j);
-        json_decref(o.ops);
-        json_decref(o.unsupported);
+        for (size_t i = 0; i < self->ntests && rc == 0; i++) {
+                struct outcome o = { .ops = json_array(), .unsupported = json_array() };
+                json_t *j;
+                char *text;
+
+                run_test(&r->tests.v[self->tests[i]], r->d.socket, &o);
+                j = outcome_json(&o);
+                text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+                if (!text || write_all(fd, text, strlen(text)) < 0 || write_all(fd, "\n", 1) < 0)
+                        rc = 1;
+                if (o.lost)
+                        rc = 2;
+                free(text);
+                json_decref(j);
+                json_decref(o.ops);
+                json_decref(o.unsupported);
+        }
         close(fd);
         runner_free(r);
-        exit(rc);
+        exit(rc == 1);
 }
 
 static json_t *error_outcome(const char *reason, int timeout)
@@ -1092,34 +1109,6 @@ static json_t *error_outcome(const char *reason, int timeout)
         return json_pack("{s:s, s:s, s:s, s:s, s:[], s:[], s:b, s:b}", "status", "fail",
                          "class", "error", "reason", reason, "what", "", "ops",
                          "unsupported_ops", "lost", 0, "timeout", timeout);
-}
-
-static int slot_start(struct runner *r, struct slot *s, size_t test)
-{
-        int pfd[2];
-        pid_t pid;
-
-        if (pipe2(pfd, O_CLOEXEC) < 0)
-                return -1;
-        fflush(NULL);
-        pid = fork();
-        if (pid < 0) {
-                close(pfd[0]);
-                close(pfd[1]);
-                return -1;
-        }
-        if (pid == 0) {
-                close(pfd[0]);
-                child_main(r, test, pfd[1]);
-        }
-        close(pfd[1]);
-        s->pid = pid;
-        s->fd = pfd[0];
-        s->test = test;
-        s->start = now_s();
-        s->deadline = s->start + r->opt.timeout;
-        s->len = 0;
-        return 0;
 }
 
 /* Record a test's outcome. A test that lost its connection is run again, alone, once npud
@@ -1147,10 +1136,66 @@ static void record(struct runner *r, size_t test, json_t *o)
         r->res[test] = o;
 }
 
-/* The child has closed its pipe or run past its deadline: reap it, take its outcome. */
+static int slot_start(struct runner *r, struct slot *s)
+{
+        int pfd[2];
+        pid_t pid;
+
+        if (pipe2(pfd, O_CLOEXEC) < 0)
+                return -1;
+        fflush(NULL);
+        pid = fork();
+        if (pid < 0) {
+                close(pfd[0]);
+                close(pfd[1]);
+                return -1;
+        }
+        if (pid == 0) {
+                close(pfd[0]);
+                child_main(r, s, pfd[1]);
+        }
+        close(pfd[1]);
+        s->pid = pid;
+        s->fd = pfd[0];
+        s->ndone = 0;
+        s->len = 0;
+        s->start = now_s();
+        s->deadline = s->start + r->opt.timeout;
+        return 0;
+}
+
+/* The complete outcome lines received so far. */
+static void slot_take_lines(struct runner *r, struct slot *s)
+{
+        char *line = s->buf, *nl;
+
+        while (s->ndone < s->ntests && (nl = memchr(line, '\n', s->len - (size_t)(line - s->buf)))) {
+                json_t *o;
+                double now = now_s();
+                *nl = '\0';
+                o = json_loads(line, 0, NULL);
+                if (!json_is_object(o)) {
+                        json_decref(o);
+                        o = error_outcome("runner sent an unreadable result", 0);
+                }
+                if (o) {
+                        json_object_set_new(o, "seconds", json_real(floor((now - s->start) * 1000) / 1000));
+                        record(r, s->tests[s->ndone], o);
+                }
+                s->ndone++;
+                s->start = now;
+                s->deadline = now + r->opt.timeout;
+                line = nl + 1;
+        }
+        s->len -= (size_t)(line - s->buf);
+        memmove(s->buf, line, s->len);
+}
+
+/* The child has closed its pipe or its current test is past the deadline: reap it. Its
+ * current test, if it had one, failed (timeout, crash); the rest of its batch is run again
+ * in another. */
 static void slot_finish(struct runner *r, struct slot *s, int timed_out)
 {
-        json_t *o = NULL;
         int status = 0;
         char reason[128];
 
@@ -1160,36 +1205,38 @@ static void slot_finish(struct runner *r, struct slot *s, int timed_out)
         while (waitpid(s->pid, &status, 0) < 0 && errno == EINTR)
                 ;
         s->pid = 0;
-        if (!timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0 && s->buf) {
-                s->buf[s->len] = '\0';
-                o = json_loads(s->buf, 0, NULL);
-        }
-        if (!json_is_object(o)) {
-                json_decref(o);
+        if (!timed_out)
+                slot_take_lines(r, s);
+        if (s->ndone < s->ntests && (timed_out || !WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
+                                     s->ndone == 0)) {
                 if (timed_out)
                         snprintf(reason, sizeof(reason), "timeout after %g s", r->opt.timeout);
                 else if (WIFSIGNALED(status))
                         snprintf(reason, sizeof(reason), "runner crashed (signal %d)", WTERMSIG(status));
                 else
-                        snprintf(reason, sizeof(reason), "runner exited with status %d",
+                        snprintf(reason, sizeof(reason), "runner exited with status %d without a result",
                                  WEXITSTATUS(status));
-                o = error_outcome(reason, timed_out);
+                json_t *o = error_outcome(reason, timed_out);
+                if (o) {
+                        json_object_set_new(o, "seconds", json_real(floor((now_s() - s->start) * 1000) / 1000));
+                        record(r, s->tests[s->ndone], o);
+                }
+                s->ndone++;
         }
-        if (o) {
-                json_object_set_new(o, "seconds", json_real((double)(long)((now_s() - s->start) * 1000) / 1000));
-                record(r, s->test, o);
-        }
+        while (s->ndone < s->ntests)
+                r->again[r->nagain++] = s->tests[s->ndone++];
+        s->ntests = 0;
 }
 
 /* Read what a child has written; 1 when it has closed its end. */
-static int slot_read(struct slot *s)
+static int slot_read(struct runner *r, struct slot *s)
 {
         ssize_t n;
 
         if (s->len + 4096 > s->cap) {
                 char *nb = realloc(s->buf, s->cap + 65536);
                 if (!nb)
-                        return 1; /* its outcome is lost: reported as a runner failure */
+                        return 1; /* its outcomes are lost: reported as a runner failure */
                 s->buf = nb;
                 s->cap += 65536;
         }
@@ -1199,6 +1246,7 @@ static int slot_read(struct slot *s)
         if (n == 0)
                 return 1;
         s->len += (size_t)n;
+        slot_take_lines(r, s);
         return 0;
 }
 
@@ -1242,33 +1290,40 @@ static struct slot *free_slot(struct runner *r)
         return NULL;
 }
 
-/* Start what may start now: retries one at a time on a quiet daemon, else new tests up to
- * --jobs. Nothing while npud waits to be recovered. */
+/* Start what may start now: retries one at a time on a quiet daemon, else batches of the
+ * tests left over from ended batches, then of new tests, up to --jobs children. Nothing
+ * while npud waits to be recovered. */
 static void start_tests(struct runner *r)
 {
         struct slot *s;
 
         while (!r->draining && (s = free_slot(r))) {
-                size_t test;
+                s->ntests = 0;
                 if (r->nretry > 0) {
                         if (running(r) > 0)
                                 return;
-                        test = r->retry[0];
+                        s->tests[s->ntests++] = r->retry[0];
                         memmove(r->retry, r->retry + 1, --r->nretry * sizeof(*r->retry));
-                } else if (r->next < r->tests.n) {
-                        test = r->next++;
+                } else if (r->nagain > 0) {
+                        while (r->nagain > 0 && s->ntests < r->batch)
+                                s->tests[s->ntests++] = r->again[--r->nagain];
                 } else {
-                        return;
+                        while (r->next < r->tests.n && s->ntests < r->batch)
+                                s->tests[s->ntests++] = r->next++;
                 }
-                if (slot_start(r, s, test) < 0) {
+                if (s->ntests == 0)
+                        return;
+                if (slot_start(r, s) < 0) {
                         char reason[128];
                         snprintf(reason, sizeof(reason), "fork: %s", strerror(errno));
-                        record(r, test, error_outcome(reason, 0));
+                        for (size_t i = 0; i < s->ntests; i++)
+                                record(r, s->tests[i], error_outcome(reason, 0));
+                        s->ntests = 0;
                 }
         }
 }
 
-/* Wait for children to finish or time out (or a signal), handling each. */
+/* Wait for outcomes, ended children or a deadline (or a signal), handling each. */
 static void wait_tests(struct runner *r)
 {
         struct pollfd pfd[MAX_JOBS];
@@ -1289,7 +1344,7 @@ static void wait_tests(struct runner *r)
         if (poll(pfd, (nfds_t)n, first > now ? (int)((first - now) * 1000) + 1 : 0) > 0) {
                 for (int k = 0; k < n; k++)
                         if ((pfd[k].revents & (POLLIN | POLLHUP | POLLERR)) &&
-                            slot_read(&r->slots[idx[k]]))
+                            slot_read(r, &r->slots[idx[k]]))
                                 slot_finish(r, &r->slots[idx[k]], 0);
         }
         now = now_s();
@@ -1331,7 +1386,7 @@ static int run_all(struct runner *r)
                                 r->draining = r->force_restart = 0;
                                 continue;
                         }
-                        if (r->nretry == 0 && r->next >= r->tests.n)
+                        if (r->nretry == 0 && r->nagain == 0 && r->next >= r->tests.n)
                                 break;
                 }
                 wait_tests(r);
@@ -1616,9 +1671,17 @@ int main(int argc, char **argv)
         }
         r.res = calloc(r.tests.n, sizeof(*r.res));
         r.retried = calloc(r.tests.n, 1);
+        r.again = calloc(r.tests.n, sizeof(*r.again));
         r.retry = calloc(r.tests.n, sizeof(*r.retry));
         r.slots = calloc((size_t)r.opt.jobs, sizeof(*r.slots));
-        if (!r.res || !r.retried || !r.retry || !r.slots) {
+        /* batches small enough that every child gets several, so one slow batch does not
+         * hold the end of the run */
+        r.batch = r.tests.n / ((size_t)r.opt.jobs * 4);
+        r.batch = r.batch < 1 ? 1 : r.batch > MAX_BATCH ? MAX_BATCH : r.batch;
+        for (int i = 0; r.slots && i < r.opt.jobs; i++)
+                if (!(r.slots[i].tests = calloc(r.batch, sizeof(size_t))))
+                        r.batch = 0;
+        if (!r.res || !r.retried || !r.again || !r.retry || !r.slots || !r.batch) {
                 fprintf(stderr, "npu-onnx-test: out of memory\n");
                 runner_free(&r);
                 return EXIT_UNREACHABLE;

@@ -80,7 +80,7 @@ struct storage_ctx {
         uint64_t rounded;
 };
 
-/* graph_storage callback: the checks and allocation of mem_alloc, for the weights. */
+/* onnx_import_env.alloc: the checks and allocation of mem_alloc, for the weights. */
 static int storage_alloc(void *ctx, uint64_t size, void **ret, char *err, size_t errlen)
 {
         struct storage_ctx *c = ctx;
@@ -218,7 +218,7 @@ static void method_graph_load(struct request *req)
         static const char *const keys[] = { "device", "fd", NULL };
         struct session *s = req->session;
         struct storage_ctx sc = { .s = s };
-        struct graph_storage storage = { storage_alloc, &sc };
+        struct onnx_import_env env = { .alloc = storage_alloc, .ctx = &sc };
         struct graph_obj *o;
         struct graph *g = NULL;
         struct device *dev;
@@ -256,7 +256,7 @@ static void method_graph_load(struct request *req)
                 return;
         }
         sc.dev = dev;
-        rc = onnx_import(model, size, &storage, &g, err, sizeof(err));
+        rc = onnx_import(model, size, &env, &g, err, sizeof(err));
         munmap(model, size);
         if (rc) {
                 buffer_unref(sc.b);

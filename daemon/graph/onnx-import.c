@@ -40,6 +40,7 @@ struct pending {
 struct imp {
         char *err;
         size_t errlen;
+        const struct onnx_import_env *env;
         const Onnx__ModelProto *m;
         int opset; /* default domain version, 0 when the model imports none */
         struct pending *pend;
@@ -182,6 +183,14 @@ static int domain_version(const struct imp *im, const char *domain)
         return 0;
 }
 
+static const struct ops_def *op_lookup(const struct imp *im, const char *domain,
+                                       const char *op_type, int version)
+{
+        if (im->env && im->env->lookup)
+                return im->env->lookup(im->env->ctx, domain, op_type, version);
+        return ops_lookup_onnx(domain, op_type, version);
+}
+
 /* The label graph_node_label gives the converted node, from the protobuf node. */
 static const char *node_label(const Onnx__NodeProto *nd, int idx, char *buf, size_t len)
 {
@@ -280,7 +289,7 @@ static int scan_graph(struct imp *im, const Onnx__GraphProto *gp, int depth, str
                         return imp_fail(im, PROTO_E_INVALID, "%s: the model does not import domain '%s'",
                                         label, dom);
                 }
-                if (!ops_lookup_onnx(dom, nd->op_type, ver)) {
+                if (!op_lookup(im, dom, nd->op_type, ver)) {
                         snprintf(line, sizeof(line), "%s: unsupported operator", label);
                         if (sb_add(unsup, line) < 0)
                                 return imp_fail(im, PROTO_E_NO_MEMORY, "out of memory");
@@ -782,8 +791,8 @@ static int convert_graph(struct imp *im, const Onnx__GraphProto *gp, struct grap
                                        default_domain(nd->domain) ? "" : nd->domain, NULL);
                 if (n < 0)
                         goto nomem;
-                g->nodes[n].def = ops_lookup_onnx(nd->domain, nd->op_type,
-                                                  domain_version(im, nd->domain ? nd->domain : ""));
+                g->nodes[n].def = op_lookup(im, nd->domain ? nd->domain : "", nd->op_type,
+                                            domain_version(im, nd->domain ? nd->domain : ""));
                 graph_node_label(&g->nodes[n], label, sizeof(label));
                 if (!g->nodes[n].def) { /* step 3 found them all; be safe anyway */
                         rc = imp_fail(im, PROTO_E_UNSUPPORTED, "%s: unsupported operator", label);
@@ -868,12 +877,12 @@ fail:
         return rc;
 }
 
-int onnx_import(const void *data, size_t len, const struct graph_storage *storage,
+int onnx_import(const void *data, size_t len, const struct onnx_import_env *env,
                 struct graph **ret, char *err, size_t errlen)
 {
         struct budget budget = { 0, 4 * (uint64_t)len + DECODE_BUDGET_SLACK };
         ProtobufCAllocator alloc = { budget_alloc, budget_free, &budget };
-        struct imp im = { .err = err, .errlen = errlen };
+        struct imp im = { .err = err, .errlen = errlen, .env = env };
         struct strbuf unsup = { 0 };
         Onnx__ModelProto *m = NULL;
         struct graph *g = NULL;
@@ -923,8 +932,8 @@ int onnx_import(const void *data, size_t len, const struct graph_storage *storag
         if (rc)
                 goto out;
         if (im.total) {
-                if (storage) {
-                        rc = storage->alloc(storage->ctx, im.total, &mem, err, errlen);
+                if (env && env->alloc) {
+                        rc = env->alloc(env->ctx, im.total, &mem, err, errlen);
                         if (rc)
                                 goto out;
                 } else {

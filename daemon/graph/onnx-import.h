@@ -11,24 +11,31 @@
 
 #include "graph.h"
 
-/* Where the tensor data of a model (initializers and tensor attributes, of the graph and its
- * subgraphs, GRAPH_ALIGN-aligned) goes: alloc is called at most once, after the model has
- * been checked, with the total size (> 0). It returns 0 with *ret set, or a PROTO_E_* code
- * (QUOTA, NO_MEMORY, ...) with a message. The importer does not free that memory; on a
- * failure after alloc the caller releases it. */
-struct graph_storage {
+/* What the importer asks of its caller; any member may be NULL.
+ *
+ * alloc: where the tensor data of a model (initializers and tensor attributes, of the graph
+ * and its subgraphs, GRAPH_ALIGN-aligned) goes. Called at most once, after the model has been
+ * checked, with the total size (> 0); returns 0 with *ret set, or a PROTO_E_* code (QUOTA,
+ * NO_MEMORY, ...) with a message. The importer does not free that memory; on a failure after
+ * alloc the caller releases it. NULL: malloc'd, owned by the graph.
+ *
+ * lookup: the operator definition for (domain, op_type) at the version the model imports for
+ * the domain, NULL when unsupported. NULL: the registry (ops_lookup_onnx). */
+struct onnx_import_env {
         int (*alloc)(void *ctx, uint64_t size, void **ret, char *err, size_t errlen);
+        const struct ops_def *(*lookup)(void *ctx, const char *domain, const char *op_type,
+                                        int version);
         void *ctx;
 };
 
 /* Largest model accepted (the daemon's limit for graph_load). */
 #define ONNX_MAX_MODEL_BYTES (1ull << 30)
 
-/* Import the model in data[0..len). storage NULL: tensor data is malloc'd and owned by the
- * graph. 0 with *ret set, or a PROTO_E_* code (INVALID for a malformed model, UNSUPPORTED
- * for unknown operators or types, SHAPE for impossible dimensions, or the storage's code)
- * with a message that names the node, value or tensor at fault. */
-int onnx_import(const void *data, size_t len, const struct graph_storage *storage,
+/* Import the model in data[0..len); env may be NULL (see above). 0 with *ret set, or a
+ * PROTO_E_* code (INVALID for a malformed model, UNSUPPORTED for unknown operators or types,
+ * SHAPE for impossible dimensions, or alloc's code) with a message that names the node,
+ * value or tensor at fault. */
+int onnx_import(const void *data, size_t len, const struct onnx_import_env *env,
                 struct graph **ret, char *err, size_t errlen);
 
 #endif

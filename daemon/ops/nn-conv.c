@@ -9,8 +9,8 @@
  * transposed filters by the input gives every kernel tap's contribution, and col2im adds
  * them into the output. The integer convolutions subtract zero points while widening to
  * double, where every product sum of 8-bit values is exact, and run the same lowering
- * through dgemm; QLinearConv then requantizes. Floating dtypes other than float32 go
- * through float32 copies. */
+ * through dgemm; QLinearConv then requantizes. float64 Conv takes the dgemm path too;
+ * float16 and bfloat16 (and float64 ConvTranspose) go through float32 copies. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -271,6 +271,25 @@ static void conv_bias_f32(float *y, const float *b, int64_t n, int64_t m, int64_
                 }
 }
 
+/* float64 keeps its precision: the same lowering through dgemm. */
+static int conv_run_f64(const struct ops_call *call, const struct conv_shape *cs, char *err,
+                        size_t errlen)
+{
+        const double *b = nn_has_in(call, 2) ? call->in[2].data : NULL;
+        double *col = conv_col_alloc(cs, sizeof(double)), *y = call->out[0].data;
+        int64_t i, j, p;
+
+        if (!col)
+                return ops_fail(err, errlen, -ENOMEM, "Conv: out of memory");
+        conv_fwd_f64(cs, call->in[0].data, call->in[1].data, y, col);
+        for (i = 0; b && i < cs->n; i++)
+                for (j = 0; j < cs->m; j++)
+                        for (p = 0; p < cs->out_size; p++)
+                                y[(i * cs->m + j) * cs->out_size + p] += b[j];
+        free(col);
+        return 0;
+}
+
 static int conv_run(const struct ops_call *call, char *err, size_t errlen)
 {
         struct nn_f32 x, w, b = { NULL, NULL }, y;
@@ -283,6 +302,8 @@ static int conv_run(const struct ops_call *call, char *err, size_t errlen)
                 return rc;
         if (!ops_tensor_numel(&call->out[0]))
                 return 0;
+        if (call->in[0].dtype == PROTO_DTYPE_FLOAT64)
+                return conv_run_f64(call, &cs, err, errlen);
         rc = nn_f32_in(&call->in[0], &x);
         rc |= nn_f32_in(&call->in[1], &w);
         if (nn_has_in(call, 2))

@@ -64,6 +64,44 @@ static int cs_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
+/* Sums along contiguous lines (the axis is the last non-unit dim), a chunk at a time,
+ * chunks taken from the end when reversed. buf holds OPS_CHUNK doubles or int64s. */
+static void cs_lines(const struct ops_tensor *x, const struct ops_tensor *y, int64_t outer,
+                     int64_t n, int excl, int rev, void *buf)
+{
+        int is_float = shp_num_class(x->dtype) == SHP_NUM_FLOAT;
+        double *f = buf, fa, fv;
+        int64_t *v = buf, ia, iv, o, t0, m, j, k, off;
+
+        for (o = 0; o < outer; o++) {
+                fa = 0;
+                ia = 0;
+                for (t0 = 0; t0 < n; t0 += m) {
+                        m = n - t0 < OPS_CHUNK ? n - t0 : OPS_CHUNK;
+                        off = o * n + (rev ? n - t0 - m : t0);
+                        if (is_float) {
+                                shp_load_f64(x->dtype, x->data, off, m, f);
+                                for (k = 0; k < m; k++) {
+                                        j = rev ? m - 1 - k : k;
+                                        fv = f[j];
+                                        f[j] = excl ? fa : fa + fv;
+                                        fa += fv;
+                                }
+                                shp_store_f64(y->dtype, y->data, off, m, f);
+                        } else {
+                                shp_load_i64(x->dtype, x->data, off, m, v);
+                                for (k = 0; k < m; k++) {
+                                        j = rev ? m - 1 - k : k;
+                                        iv = v[j];
+                                        ia = (int64_t)((uint64_t)ia + (uint64_t)iv);
+                                        v[j] = excl ? (int64_t)((uint64_t)ia - (uint64_t)iv) : ia;
+                                }
+                                shp_store_i64(y->dtype, y->data, off, m, v);
+                        }
+                }
+        }
+}
+
 static int cs_run(const struct ops_call *call, char *err, size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0], *y = &call->out[0];
@@ -87,6 +125,11 @@ static int cs_run(const struct ops_call *call, char *err, size_t errlen)
         if (!acc)
                 return ops_fail(err, errlen, -ENOMEM, "CumSum: out of memory");
         row = acc + 1;
+        if (inner == 1) {
+                cs_lines(x, y, outer, n, excl, rev, row);
+                free(acc);
+                return 0;
+        }
         for (o = 0; o < outer; o++) {
                 for (j0 = 0; j0 < inner; j0 += m) {
                         m = inner - j0 < OPS_CHUNK ? inner - j0 : OPS_CHUNK;

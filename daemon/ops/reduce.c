@@ -182,54 +182,53 @@ struct red_fctx {
         double buf[OPS_CHUNK];
 };
 
+/* Applies UPDATE(accumulator, value, shift) over the chunk: into one local accumulator for
+ * a reduced run (no store per element), or element by element for a kept run. */
+#define RED_FOLD(UPDATE)                                                                       \
+        do {                                                                                   \
+                if (reduced) {                                                                 \
+                        __typeof__(acc[0]) a = acc[0];                                         \
+                                                                                               \
+                        for (i = 0; i < m; i++)                                                \
+                                UPDATE(a, b[i], sh[0]);                                        \
+                        acc[0] = a;                                                            \
+                } else {                                                                       \
+                        for (i = 0; i < m; i++)                                                \
+                                UPDATE(acc[i], b[i], sh[i]);                                   \
+                }                                                                              \
+        } while (0)
+
+#define RED_ADD(a, v, s) ((a) += (v))
+#define RED_SQ(a, v, s) ((a) += (v) * (v))
+#define RED_ABS(a, v, s) ((a) += fabs(v))
+#define RED_MUL(a, v, s) ((a) *= (v))
+#define RED_GT(a, v, s) ((a) = (v) > (a) || isnan(v) ? (v) : (a))
+#define RED_LT(a, v, s) ((a) = (v) < (a) || isnan(v) ? (v) : (a))
+#define RED_EXP(a, v, s) ((a) += exp((v) - (s)))
+
 static void red_fold_f64(void *vctx, int64_t off, int64_t len, int64_t obase, int reduced)
 {
         struct red_fctx *c = vctx;
         int64_t done, m, i;
 
         for (done = 0; done < len; done += m) {
-                double *acc = c->acc + obase + (reduced ? 0 : done), *b = c->buf;
-                int64_t step = reduced ? 0 : 1;
+                double *restrict acc = c->acc + obase + (reduced ? 0 : done);
+                const double *restrict b = c->buf;
+                const double *sh = c->shift ? c->shift + obase + (reduced ? 0 : done) : NULL;
 
                 m = len - done < OPS_CHUNK ? len - done : OPS_CHUNK;
-                shp_load_f64(c->dtype, c->x, off + done, m, b);
+                shp_load_f64(c->dtype, c->x, off + done, m, c->buf);
                 switch (c->kind) {
                 case RED_SUM:
                 case RED_MEAN:
-                case RED_LOG_SUM:
-                        for (i = 0; i < m; i++)
-                                acc[i * step] += b[i];
-                        break;
+                case RED_LOG_SUM: RED_FOLD(RED_ADD); break;
                 case RED_SUM_SQUARE:
-                case RED_L2:
-                        for (i = 0; i < m; i++)
-                                acc[i * step] += b[i] * b[i];
-                        break;
-                case RED_L1:
-                        for (i = 0; i < m; i++)
-                                acc[i * step] += fabs(b[i]);
-                        break;
-                case RED_PROD:
-                        for (i = 0; i < m; i++)
-                                acc[i * step] *= b[i];
-                        break;
-                case RED_MAX:
-                        for (i = 0; i < m; i++)
-                                if (b[i] > acc[i * step] || isnan(b[i]))
-                                        acc[i * step] = b[i];
-                        break;
-                case RED_MIN:
-                        for (i = 0; i < m; i++)
-                                if (b[i] < acc[i * step] || isnan(b[i]))
-                                        acc[i * step] = b[i];
-                        break;
-                case RED_LOG_SUM_EXP: {
-                        const double *sh = c->shift + obase + (reduced ? 0 : done);
-
-                        for (i = 0; i < m; i++)
-                                acc[i * step] += exp(b[i] - sh[i * step]);
-                        break;
-                }
+                case RED_L2: RED_FOLD(RED_SQ); break;
+                case RED_L1: RED_FOLD(RED_ABS); break;
+                case RED_PROD: RED_FOLD(RED_MUL); break;
+                case RED_MAX: RED_FOLD(RED_GT); break;
+                case RED_MIN: RED_FOLD(RED_LT); break;
+                case RED_LOG_SUM_EXP: RED_FOLD(RED_EXP); break;
                 }
         }
 }
@@ -252,6 +251,7 @@ static int red_run_f64(const char *name, const struct red_plan *p, enum red_kind
         }
         c->dtype = x->dtype;
         c->x = x->data;
+        c->shift = NULL;
         /* An empty input folds nothing: every output is the operation's identity. */
         if (kind == RED_LOG_SUM_EXP) {
                 for (i = 0; i < p->nout; i++)
@@ -299,50 +299,36 @@ struct red_ictx {
         int64_t buf[OPS_CHUNK];
 };
 
+#define RED_IADD(a, v, s) ((a) += (uint64_t)(v))
+#define RED_ISQ(a, v, s) ((a) += (uint64_t)(v) * (uint64_t)(v))
+/* The integer updates read sg: whether the dtype is signed. */
+#define RED_IABS(a, v, s) ((a) += sg && (v) < 0 ? 0 - (uint64_t)(v) : (uint64_t)(v))
+#define RED_IMUL(a, v, s) ((a) *= (uint64_t)(v))
+#define RED_IGT(a, v, s)                                                                       \
+        ((a) = (sg ? (v) > (int64_t)(a) : (uint64_t)(v) > (a)) ? (uint64_t)(v) : (a))
+#define RED_ILT(a, v, s)                                                                       \
+        ((a) = (sg ? (v) < (int64_t)(a) : (uint64_t)(v) < (a)) ? (uint64_t)(v) : (a))
+
 static void red_fold_i64(void *vctx, int64_t off, int64_t len, int64_t obase, int reduced)
 {
         struct red_ictx *c = vctx;
         int64_t done, m, i;
+        const int sg = c->is_signed;
 
         for (done = 0; done < len; done += m) {
-                uint64_t *acc = c->acc + obase + (reduced ? 0 : done), v;
-                const int64_t *b = c->buf;
-                int64_t step = reduced ? 0 : 1;
+                uint64_t *restrict acc = c->acc + obase + (reduced ? 0 : done);
+                const int64_t *restrict b = c->buf;
 
                 m = len - done < OPS_CHUNK ? len - done : OPS_CHUNK;
                 shp_load_i64(c->dtype, c->x, off + done, m, c->buf);
                 switch (c->kind) {
                 case RED_SUM:
-                case RED_MEAN:
-                        for (i = 0; i < m; i++)
-                                acc[i * step] += (uint64_t)b[i];
-                        break;
-                case RED_SUM_SQUARE:
-                        for (i = 0; i < m; i++)
-                                acc[i * step] += (uint64_t)b[i] * (uint64_t)b[i];
-                        break;
-                case RED_L1:
-                        for (i = 0; i < m; i++) {
-                                v = (uint64_t)b[i];
-                                acc[i * step] += c->is_signed && b[i] < 0 ? 0 - v : v;
-                        }
-                        break;
-                case RED_PROD:
-                        for (i = 0; i < m; i++)
-                                acc[i * step] *= (uint64_t)b[i];
-                        break;
-                case RED_MAX:
-                        for (i = 0; i < m; i++)
-                                if (c->is_signed ? b[i] > (int64_t)acc[i * step] :
-                                                   (uint64_t)b[i] > acc[i * step])
-                                        acc[i * step] = (uint64_t)b[i];
-                        break;
-                case RED_MIN:
-                        for (i = 0; i < m; i++)
-                                if (c->is_signed ? b[i] < (int64_t)acc[i * step] :
-                                                   (uint64_t)b[i] < acc[i * step])
-                                        acc[i * step] = (uint64_t)b[i];
-                        break;
+                case RED_MEAN: RED_FOLD(RED_IADD); break;
+                case RED_SUM_SQUARE: RED_FOLD(RED_ISQ); break;
+                case RED_L1: RED_FOLD(RED_IABS); break;
+                case RED_PROD: RED_FOLD(RED_IMUL); break;
+                case RED_MAX: RED_FOLD(RED_IGT); break;
+                case RED_MIN: RED_FOLD(RED_ILT); break;
                 default: break;
                 }
         }
@@ -512,6 +498,43 @@ static int arg_better_i(int64_t v, int64_t best, int is_signed, int is_max, int 
         return is_max ? (uint64_t)v > (uint64_t)best : (uint64_t)v < (uint64_t)best;
 }
 
+/* Contiguous lines (inner 1): each scanned a chunk at a time. buf holds OPS_CHUNK values. */
+static void arg_lines(const struct ops_tensor *x, int64_t *out, int64_t outer, int64_t n,
+                      int is_max, int last, void *buf)
+{
+        int is_float = shp_num_class(x->dtype) == SHP_NUM_FLOAT;
+        int is_signed = shp_num_class(x->dtype) == SHP_NUM_SIGNED;
+        double *f = buf, fb = 0;
+        int64_t *v = buf, ib = 0, o, r0, m, j, at;
+
+        for (o = 0; o < outer; o++) {
+                at = 0;
+                for (r0 = 0; r0 < n; r0 += m) {
+                        m = n - r0 < OPS_CHUNK ? n - r0 : OPS_CHUNK;
+                        if (is_float) {
+                                shp_load_f64(x->dtype, x->data, o * n + r0, m, f);
+                                if (!r0)
+                                        fb = f[0];
+                                for (j = !r0; j < m; j++)
+                                        if (arg_better_f(f[j], fb, is_max, last)) {
+                                                fb = f[j];
+                                                at = r0 + j;
+                                        }
+                        } else {
+                                shp_load_i64(x->dtype, x->data, o * n + r0, m, v);
+                                if (!r0)
+                                        ib = v[0];
+                                for (j = !r0; j < m; j++)
+                                        if (arg_better_i(v[j], ib, is_signed, is_max, last)) {
+                                                ib = v[j];
+                                                at = r0 + j;
+                                        }
+                        }
+                }
+                out[o] = at;
+        }
+}
+
 static int arg_run(const struct ops_def *def, const struct ops_call *call, int is_max, char *err,
                    size_t errlen)
 {
@@ -538,6 +561,12 @@ static int arg_run(const struct ops_def *def, const struct ops_call *call, int i
                 return ops_fail(err, errlen, -ENOMEM, "%s: out of memory", def->name);
         }
         row = best + 1;
+        if (inner == 1) {
+                arg_lines(x, call->out[0].data, outer, n, is_max, last, row);
+                free(best);
+                free(idx);
+                return 0;
+        }
         /* Rows of up to OPS_CHUNK inner elements at a time: every row read is sequential. */
         for (o = 0; o < outer; o++) {
                 for (j0 = 0; j0 < inner; j0 += m) {

@@ -507,12 +507,53 @@ static void shp_copy_run(char *dst, int64_t ds, const char *src, int64_t ss, int
         }
 }
 
+/* dst[i * dsi + j] = src[i + j * ssj] for i < ni, j < nj: a transpose-like block, done in
+ * tiles so that both the reads and the writes of a tile stay within a few cache lines. */
+#define SHP_TILE 32
+#define SHP_BLOCK(T)                                                                           \
+        do {                                                                                   \
+                T *d = (T *)dst;                                                               \
+                const T *s = (const T *)src;                                                   \
+                                                                                               \
+                for (i0 = 0; i0 < ni; i0 += SHP_TILE)                                          \
+                        for (j0 = 0; j0 < nj; j0 += SHP_TILE) {                                \
+                                int64_t ie = i0 + SHP_TILE < ni ? i0 + SHP_TILE : ni;          \
+                                int64_t je = j0 + SHP_TILE < nj ? j0 + SHP_TILE : nj;          \
+                                                                                               \
+                                for (i = i0; i < ie; i++)                                      \
+                                        for (j = j0; j < je; j++)                              \
+                                                d[i * dsi + j] = s[i + j * ssj];               \
+                        }                                                                      \
+        } while (0)
+
+static void shp_copy_block(char *dst, int64_t dsi, const char *src, int64_t ssj, int64_t ni,
+                           int64_t nj, size_t esize)
+{
+        int64_t i0, j0, i, j;
+
+        switch (esize) {
+        case 1: SHP_BLOCK(uint8_t); break;
+        case 2: SHP_BLOCK(uint16_t); break;
+        case 4: SHP_BLOCK(uint32_t); break;
+        case 8: SHP_BLOCK(uint64_t); break;
+        default:
+                for (i = 0; i < ni; i++)
+                        for (j = 0; j < nj; j++)
+                                memcpy(dst + (i * dsi + j) * (int64_t)esize,
+                                       src + (i + j * ssj) * (int64_t)esize, esize);
+                break;
+        }
+}
+
+#undef SHP_BLOCK
+
 void shp_copy_strided(size_t esize, int ndim, const int64_t *dims, void *dst,
                       const int64_t *dst_strides, const void *src, const int64_t *src_strides)
 {
         int64_t ext[SHP_COPY_MAX_DIMS], ds[SHP_COPY_MAX_DIMS], ss[SHP_COPY_MAX_DIMS];
         int64_t idx[SHP_COPY_MAX_DIMS] = { 0 }, doff = 0, soff = 0, e = (int64_t)esize;
-        int d, n = 0;
+        int64_t bi_ext = 0, bi_ds = 0, bj_ss = 0;
+        int d, k, n = 0, outer;
 
         for (d = 0; d < ndim; d++)
                 if (dims[d] == 0)
@@ -538,10 +579,37 @@ void shp_copy_strided(size_t esize, int ndim, const int64_t *dims, void *dst,
                 memcpy(dst, src, esize);
                 return;
         }
+        /* Writes contiguous but reads strided, while some other dim reads contiguously: a
+         * transpose. Copy 2-D blocks of those two dims, walking the rest. */
+        k = -1;
+        if (n >= 2 && ds[n - 1] == 1 && ss[n - 1] != 1 && ext[n - 1] >= 8)
+                for (d = n - 2; d >= 0; d--)
+                        if (ss[d] == 1 && ext[d] >= 8) {
+                                k = d;
+                                break;
+                        }
+        if (k >= 0) {
+                bi_ext = ext[k];
+                bi_ds = ds[k];
+                bj_ss = ss[n - 1];
+                for (d = k; d < n - 2; d++) {
+                        ext[d] = ext[d + 1];
+                        ds[d] = ds[d + 1];
+                        ss[d] = ss[d + 1];
+                }
+                outer = n - 2;
+        } else {
+                outer = n - 1;
+        }
         for (;;) {
-                shp_copy_run((char *)dst + doff * e, ds[n - 1], (const char *)src + soff * e,
-                             ss[n - 1], ext[n - 1], esize);
-                for (d = n - 2; d >= 0; d--) {
+                if (k >= 0)
+                        shp_copy_block((char *)dst + doff * e, bi_ds,
+                                       (const char *)src + soff * e, bj_ss, bi_ext, ext[n - 1],
+                                       esize);
+                else
+                        shp_copy_run((char *)dst + doff * e, ds[n - 1],
+                                     (const char *)src + soff * e, ss[n - 1], ext[n - 1], esize);
+                for (d = outer - 1; d >= 0; d--) {
                         doff += ds[d];
                         soff += ss[d];
                         if (++idx[d] < ext[d])

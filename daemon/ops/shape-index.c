@@ -112,7 +112,18 @@ static int gather_run(const struct ops_call *call, char *err, size_t errlen)
         idx = idx_load("Gather", ix, n, err, errlen, &rc);
         if (!idx)
                 return rc;
-        if (ops_tensor_numel(y)) {
+        if (ops_tensor_numel(y) && inner == 1 && (es == 4 || es == 8)) {
+                /* Single elements (a gather from the last axis): no memcpy per element. */
+                for (o = 0; o < outer; o++)
+                        for (k = 0; k < m; k++) {
+                                if (es == 4)
+                                        ((uint32_t *)y->data)[o * m + k] =
+                                                ((const uint32_t *)x->data)[o * n + idx[k]];
+                                else
+                                        ((uint64_t *)y->data)[o * m + k] =
+                                                ((const uint64_t *)x->data)[o * n + idx[k]];
+                        }
+        } else if (ops_tensor_numel(y)) {
                 size_t row = (size_t)inner * es;
 
                 for (o = 0; o < outer; o++)

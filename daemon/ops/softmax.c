@@ -90,12 +90,51 @@ static int sm_split(const struct ops_def *def, const struct ops_call *call, int6
  * arg inner indices. Every element of x is read before the element of y at its place is
  * written. */
 #define SM_SLICE(NAME, T, EXP, LOG, MAX)                                                       \
+        /* One contiguous line (inner 1), the common case: scalars instead of rows. */        \
+        static void NAME##_line(T *y, const T *x, int64_t n, enum sm_kind kind)                \
+        {                                                                                      \
+                T m = x[0], s = 0, v;                                                          \
+                int64_t r, arg = 0;                                                            \
+                                                                                               \
+                if (kind == SM_HARD) {                                                         \
+                        for (r = 1; r < n; r++)                                                \
+                                if (x[r] > m) {                                                \
+                                        m = x[r];                                              \
+                                        arg = r;                                               \
+                                }                                                              \
+                        for (r = 0; r < n; r++)                                                \
+                                y[r] = r == arg ? 1 : 0;                                       \
+                        return;                                                                \
+                }                                                                              \
+                for (r = 1; r < n; r++)                                                        \
+                        m = MAX(m, x[r]);                                                      \
+                if (kind == SM_LOG) {                                                          \
+                        for (r = 0; r < n; r++)                                                \
+                                s += EXP(x[r] - m);                                            \
+                        s = LOG(s);                                                            \
+                        for (r = 0; r < n; r++)                                                \
+                                y[r] = x[r] - m - s;                                           \
+                        return;                                                                \
+                }                                                                              \
+                for (r = 0; r < n; r++) {                                                      \
+                        v = EXP(x[r] - m);                                                     \
+                        y[r] = v;                                                              \
+                        s += v;                                                                \
+                }                                                                              \
+                s = 1 / s;                                                                     \
+                for (r = 0; r < n; r++)                                                        \
+                        y[r] *= s;                                                             \
+        }                                                                                      \
         static void NAME(T *y, const T *x, int64_t n, int64_t inner, enum sm_kind kind,        \
                          T *scratch, int64_t *arg)                                             \
         {                                                                                      \
                 T *mx = scratch, *sum = scratch + inner;                                       \
                 int64_t r, j;                                                                  \
                                                                                                \
+                if (inner == 1) {                                                              \
+                        NAME##_line(y, x, n, kind);                                            \
+                        return;                                                                \
+                }                                                                              \
                 memcpy(mx, x, (size_t)inner * sizeof(*mx));                                    \
                 if (kind == SM_HARD) {                                                         \
                         memset(arg, 0, (size_t)inner * sizeof(*arg));                          \

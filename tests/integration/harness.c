@@ -50,7 +50,7 @@ int harness_start(struct npud_proc *p, const char *const *extra)
                 execv(bin, (char *const *)argv);
                 _exit(127);
         }
-        for (int i = 0; i < 500; i++) {
+        for (int i = 0; i < 3000; i++) { /* up to 30 s: a loaded CI host under ASan is slow */
                 int fd = harness_raw_connect(p->sock);
                 if (fd >= 0) {
                         close(fd);

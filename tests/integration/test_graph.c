@@ -727,6 +727,43 @@ START_TEST(test_sigkill_reclaims_graph)
 }
 END_TEST
 
+/* Model mode: a graph run takes the time of its nodes' costs and computes nothing. */
+START_TEST(test_model_mode)
+{
+        const char *extra[] = { "--sim-mode", "model", NULL };
+        struct npud_proc p;
+        npu_context_t *c;
+        npu_graph_t g;
+        npu_stream_t s;
+        npu_event_t e0, e1;
+        npu_buffer_t dx, dy;
+        size_t len;
+        float ms = 0;
+
+        ck_assert_int_eq(harness_start(&p, extra), 0);
+        OK(npu_connect(p.sock, &c));
+        uint8_t *bytes = model_pack(mlp_model(0), &len);
+        arena_free();
+        OK(npu_graph_load(c, 0, bytes, len, &g));
+        free(bytes);
+        OK(npu_malloc(c, 0, 1024 * K * sizeof(float), &dx));
+        OK(npu_malloc(c, 0, 1024 * N * sizeof(float), &dy));
+        OK(npu_stream_create(c, 0, 0, &s));
+        OK(npu_event_create(c, &e0));
+        OK(npu_event_create(c, &e1));
+        npu_tensor_t ti = tensor(dx, 2, (int64_t[]){ 1024, K }), to = tensor(dy, 2, (int64_t[]){ 1024, N });
+        OK(npu_event_record(c, e0, s));
+        OK(npu_graph_run(c, s, g, &ti, 1, &to, 1, NULL));
+        OK(npu_event_record(c, e1, s));
+        OK(npu_stream_synchronize(c, s));
+        OK(npu_event_elapsed_ms(c, e0, e1, &ms));
+        ck_assert_msg(ms > 0, "elapsed %f ms", ms);
+        OK(npu_graph_unload(c, g));
+        npu_disconnect(c);
+        ck_assert_int_eq(harness_stop(&p), 0);
+}
+END_TEST
+
 static uint8_t *read_file(const char *path, size_t *ret_len)
 {
         FILE *f = fopen(path, "rb");
@@ -846,6 +883,7 @@ int main(void)
         tcase_add_test(tc, test_two_runs_in_flight);
         tcase_add_test(tc, test_unload_while_running);
         tcase_add_test(tc, test_sigkill_reclaims_graph);
+        tcase_add_test(tc, test_model_mode);
         tcase_add_test(tc, test_onnx_node_relu);
         tcase_add_test(tc, test_onnx_node_sigmoid);
         suite_add_tcase(s, tc);

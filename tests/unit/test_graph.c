@@ -2,15 +2,20 @@
  * files): topological order and cycles, freeing of intermediates, graph outputs written in
  * place or copied (inputs and initializers passed through, values listed twice), binding
  * checks, subgraphs reading values of the enclosing graph through the graph_run callback,
- * cost estimates; and the GRAPH_RUN record of the SUBMIT format. */
+ * cost estimates; the importer's subgraphs and operator lookup (through its lookup hook, with
+ * the test operators); and the GRAPH_RUN record of the SUBMIT format. */
 #include <check.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <onnx.pb-c.h>
+
 #include "../../daemon/graph/exec.h"
 #include "../../daemon/graph/graph.h"
+#include "../../daemon/graph/onnx-import.h"
 #include "../../proto/errors.h"
 #include "../../proto/submit.h"
 
@@ -390,6 +395,219 @@ START_TEST(test_value_table)
 }
 END_TEST
 
+/* ---- importing with the test operators ---- */
+
+static int seen_version; /* version asked for the node of domain com.test */
+
+static const struct ops_def *test_lookup(void *ctx, const char *domain, const char *op, int version)
+{
+        if (domain && strcmp(domain, "com.test") == 0)
+                seen_version = version;
+        if (strcmp(op, "Inc") == 0)
+                return &inc_def;
+        if (strcmp(op, "Mul2") == 0)
+                return &mul_def;
+        if (strcmp(op, "If") == 0)
+                return &pick_def;
+        return NULL;
+}
+
+static void *keep[512];
+static int nkeep;
+
+static void *K(size_t n)
+{
+        void *p = calloc(1, n ? n : 1);
+        ck_assert_ptr_nonnull(p);
+        ck_assert_int_lt(nkeep, 512);
+        keep[nkeep++] = p;
+        return p;
+}
+
+static void keep_free(void)
+{
+        while (nkeep)
+                free(keep[--nkeep]);
+}
+
+static char **names(int n, ...)
+{
+        char **v = K(sizeof(char *) * (size_t)(n ? n : 1));
+        va_list ap;
+
+        va_start(ap, n);
+        for (int i = 0; i < n; i++)
+                v[i] = va_arg(ap, char *);
+        va_end(ap);
+        return v;
+}
+
+static Onnx__NodeProto *pnode(const char *op, const char *name, int nin, char **in, char *out)
+{
+        Onnx__NodeProto *n = K(sizeof(*n));
+
+        onnx__node_proto__init(n);
+        n->op_type = (char *)op;
+        n->name = (char *)name;
+        n->n_input = (size_t)nin;
+        n->input = in;
+        n->n_output = 1;
+        n->output = names(1, out);
+        return n;
+}
+
+static Onnx__ValueInfoProto *pvalue(const char *name, int dtype, int ndim)
+{
+        Onnx__ValueInfoProto *vi = K(sizeof(*vi));
+        Onnx__TypeProto *tp = K(sizeof(*tp));
+        Onnx__TypeProto__Tensor *tt = K(sizeof(*tt));
+        Onnx__TensorShapeProto *sh = K(sizeof(*sh));
+
+        onnx__value_info_proto__init(vi);
+        onnx__type_proto__init(tp);
+        onnx__type_proto__tensor__init(tt);
+        onnx__tensor_shape_proto__init(sh);
+        vi->name = (char *)name;
+        vi->type = tp;
+        tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+        tp->tensor_type = tt;
+        tt->has_elem_type = 1;
+        tt->elem_type = dtype;
+        tt->shape = sh;
+        sh->n_dim = (size_t)ndim;
+        sh->dim = K(sizeof(*sh->dim) * 4);
+        for (int i = 0; i < ndim; i++) {
+                Onnx__TensorShapeProto__Dimension *d = K(sizeof(*d));
+                onnx__tensor_shape_proto__dimension__init(d);
+                d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+                d->dim_value = 4;
+                sh->dim[i] = d;
+        }
+        return vi;
+}
+
+static Onnx__GraphProto *pgraph(int nnode, Onnx__NodeProto **nodes, int nout, Onnx__ValueInfoProto **outs)
+{
+        Onnx__GraphProto *g = K(sizeof(*g));
+
+        onnx__graph_proto__init(g);
+        g->n_node = (size_t)nnode;
+        g->node = nodes;
+        g->n_output = (size_t)nout;
+        g->output = outs;
+        return g;
+}
+
+static Onnx__AttributeProto *pgraph_attr(const char *name, Onnx__GraphProto *g)
+{
+        Onnx__AttributeProto *a = K(sizeof(*a));
+
+        onnx__attribute_proto__init(a);
+        a->name = (char *)name;
+        a->has_type = 1;
+        a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH;
+        a->g = g;
+        return a;
+}
+
+/* main: a = Inc(x); r = If(c) { then: Mul2(a, w)  else: else_op(a) }, w an initializer. */
+static uint8_t *if_model(const char *else_op, size_t *ret_len)
+{
+        static const float w[4] = { 10, 20, 30, 40 };
+        Onnx__ModelProto *m = K(sizeof(*m));
+        Onnx__OperatorSetIdProto *o = K(sizeof(*o)), *o2 = K(sizeof(*o2));
+        Onnx__TensorProto *init = K(sizeof(*init));
+        Onnx__NodeProto *ifn, *inc;
+        Onnx__GraphProto *thn, *els, *g;
+        uint8_t *buf;
+
+        onnx__model_proto__init(m);
+        onnx__operator_set_id_proto__init(o);
+        onnx__operator_set_id_proto__init(o2);
+        o->domain = (char *)"";
+        o->has_version = 1;
+        o->version = 13;
+        o2->domain = (char *)"com.test";
+        o2->has_version = 1;
+        o2->version = 3;
+        m->n_opset_import = 2;
+        m->opset_import = (Onnx__OperatorSetIdProto **)names(2, (char *)o, (char *)o2);
+        thn = pgraph(1, (Onnx__NodeProto **)names(1, pnode("Mul2", "then_mul", 2, names(2, "a", "w"), "t")),
+                     1, (Onnx__ValueInfoProto **)names(1, pvalue("t", 1, 1)));
+        els = pgraph(1, (Onnx__NodeProto **)names(1, pnode(else_op, "else_node", 1, names(1, "a"), "e")),
+                     1, (Onnx__ValueInfoProto **)names(1, pvalue("e", 1, 1)));
+        ifn = pnode("If", "branch", 1, names(1, "c"), "r");
+        ifn->n_attribute = 2;
+        ifn->attribute = (Onnx__AttributeProto **)names(2, (char *)pgraph_attr("then_branch", thn),
+                                                        (char *)pgraph_attr("else_branch", els));
+        inc = pnode("Inc", "inc", 1, names(1, "x"), "a");
+        inc->domain = (char *)"com.test";
+        /* the If first: its subgraphs read "a", which a later node defines */
+        g = pgraph(2, (Onnx__NodeProto **)names(2, (char *)ifn, (char *)inc), 1,
+                   (Onnx__ValueInfoProto **)names(1, pvalue("r", 1, 1)));
+        g->n_input = 2;
+        g->input = (Onnx__ValueInfoProto **)names(2, (char *)pvalue("x", 1, 1), (char *)pvalue("c", 9, 0));
+        onnx__tensor_proto__init(init);
+        init->name = (char *)"w";
+        init->has_data_type = 1;
+        init->data_type = 1;
+        init->n_dims = 1;
+        init->dims = K(sizeof(int64_t));
+        init->dims[0] = 4;
+        init->n_float_data = 4;
+        init->float_data = (float *)w;
+        g->n_initializer = 1;
+        g->initializer = (Onnx__TensorProto **)names(1, (char *)init);
+        m->graph = g;
+        *ret_len = onnx__model_proto__get_packed_size(m);
+        buf = malloc(*ret_len);
+        ck_assert_ptr_nonnull(buf);
+        onnx__model_proto__pack(m, buf);
+        keep_free();
+        return buf;
+}
+
+START_TEST(test_import_subgraphs)
+{
+        struct onnx_import_env env = { .lookup = test_lookup };
+        struct graph *g;
+        size_t len;
+        uint8_t *bytes = if_model("Inc", &len);
+        float x[4] = { 1, 2, 3, 4 }, r[4];
+        uint8_t cond;
+        struct ops_tensor in[2] = { f32(x), { .dtype = PROTO_DTYPE_BOOL, .ndim = 0, .data = &cond } };
+        struct ops_tensor out = f32(r);
+        char err[512];
+
+        ck_assert_msg(onnx_import(bytes, len, &env, &g, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_int_eq(seen_version, 3); /* the version imported for com.test */
+        ck_assert_int_eq(g->ninputs, 2);
+        ck_assert_int_eq(g->nnodes, 2);
+        ck_assert_str_eq(g->nodes[g->order[0]].name, "inc");
+        cond = 1;
+        ck_assert_msg(graph_exec(g, 2, in, 1, &out, err, sizeof(err)) == 0, "%s", err);
+        for (int i = 0; i < 4; i++)
+                ck_assert_float_eq(r[i], (x[i] + 1) * 10 * (float)(i + 1));
+        cond = 0;
+        ck_assert_msg(graph_exec(g, 2, in, 1, &out, err, sizeof(err)) == 0, "%s", err);
+        for (int i = 0; i < 4; i++)
+                ck_assert_float_eq(r[i], x[i] + 2);
+        graph_free(g);
+        free(bytes);
+
+        /* An unknown operator inside a subgraph is found before anything else. */
+        bytes = if_model("Bogus", &len);
+        ck_assert_int_eq(onnx_import(bytes, len, &env, &g, err, sizeof(err)), PROTO_E_UNSUPPORTED);
+        ck_assert_msg(strstr(err, "node 'else_node' (Bogus): unsupported operator"), "%s", err);
+        free(bytes);
+        /* Without the hook the registry decides (it has no Inc). */
+        bytes = if_model("Inc", &len);
+        ck_assert_int_eq(onnx_import(bytes, len, NULL, &g, err, sizeof(err)), PROTO_E_UNSUPPORTED);
+        ck_assert_msg(strstr(err, "node 'inc' (com.test.Inc): unsupported operator"), "%s", err);
+        free(bytes);
+}
+END_TEST
+
 START_TEST(test_graph_run_record)
 {
         static struct proto_rec r, d;
@@ -452,6 +670,7 @@ int main(void)
         tcase_add_test(tc, test_bindings_and_failures);
         tcase_add_test(tc, test_subgraphs_read_outer_values);
         tcase_add_test(tc, test_value_table);
+        tcase_add_test(tc, test_import_subgraphs);
         tcase_add_test(tc, test_graph_run_record);
         suite_add_tcase(s, tc);
         sr = srunner_create(s);

@@ -616,6 +616,46 @@ START_TEST(test_conv_f16)
 }
 END_TEST
 
+START_TEST(test_conv_f64)
+{
+        static const int64_t xd[] = { 2, 4, 6, 5 }, wd[] = { 6, 2, 3, 2 }, bd[] = { 6 };
+        static const int64_t pads[] = { 1, 0, 2, 1 }, strides[] = { 2, 1 };
+        struct conv_p p = { 2, 2, 4, 6, 2, { 6, 5 }, { 3, 2 }, { 2, 1 }, { 1, 1 }, { 1, 0 },
+                            { 2, 1 }, 1, NULL };
+        float *xf = rand_f32(240), *wf = rand_f32(72), *bf = rand_f32(6);
+        double x[240], w[72], b[6], *want;
+        struct ops_call c;
+        int64_t n, i;
+
+        for (i = 0; i < 240; i++)
+                x[i] = xf[i];
+        for (i = 0; i < 72; i++)
+                w[i] = wf[i];
+        for (i = 0; i < 6; i++)
+                b[i] = bf[i];
+        memset(&c, 0, sizeof(c));
+        set_in(&c, 0, F64, x, 4, xd);
+        set_in(&c, 1, F64, w, 4, wd);
+        set_in(&c, 2, F64, b, 1, bd);
+        a_ints(&c, "pads", 4, pads);
+        a_ints(&c, "strides", 2, strides);
+        a_int(&c, "group", 2);
+        invoke("Conv", &c);
+        ck_assert_int_eq(c.out[0].dtype, F64);
+        expect_shape(&c.out[0], 4, (const int64_t[]){ 2, 6, 4, 5 });
+        n = 2 * 6 * 4 * 5;
+        want = malloc((size_t)n * sizeof(double));
+        ref_conv(&p, xf, wf, bf, (const int64_t[]){ 4, 5 }, want);
+        for (i = 0; i < n; i++)
+                ck_assert_double_eq_tol(((double *)c.out[0].data)[i], want[i], 1e-12);
+        free(want);
+        free_outs(&c);
+        free(xf);
+        free(wf);
+        free(bf);
+}
+END_TEST
+
 START_TEST(test_conv_reject)
 {
         static const int64_t xd[] = { 1, 4, 5, 5 }, wd[] = { 6, 3, 3, 3 }, pads[] = { 1, 1 };
@@ -1776,6 +1816,7 @@ static Suite *nn_suite(void)
         tcase_add_test(tc, test_conv_auto_pad);
         tcase_add_test(tc, test_conv_known);
         tcase_add_test(tc, test_conv_f16);
+        tcase_add_test(tc, test_conv_f64);
         tcase_add_test(tc, test_conv_reject);
         tcase_add_test(tc, test_conv_check_and_cost);
         tcase_add_test(tc, test_conv_transpose);

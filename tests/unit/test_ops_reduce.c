@@ -704,6 +704,18 @@ START_TEST(test_cumsum)
         run_ok("CumSum", 14, &c);
         assert_vals(&c.out[0], ax1, 6, 0);
         free_outs(&c);
+        /* rows (inner > 1), reversed and exclusive */
+        in[1] = tensor(I64, &axis, 0, NULL);
+        c = call_in(2, in);
+        attr_int(&c, "exclusive", 1);
+        attr_int(&c, "reverse", 1);
+        run_ok("CumSum", 14, &c);
+        {
+                double w[6] = { 4, 5, 6, 0, 0, 0 };
+
+                assert_vals(&c.out[0], w, 6, 0);
+        }
+        free_outs(&c);
         /* int64 wraps rather than saturating or going through double */
         in[0] = tensor(I64, ivals, SHP(4));
         in[1] = tensor(I64, &axis, 0, NULL);
@@ -921,6 +933,80 @@ START_TEST(test_softmax_family_edges)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- long lines */
+
+START_TEST(test_long_lines)
+{
+        /* Lines and rows longer than the kernels' chunks, both along and across. */
+        enum { N = 1000 };
+        float *x = malloc(3 * N * sizeof(float));
+        int64_t zero = 0, one = 1, i, ax1[1] = { 1 }, ax0[1] = { 0 };
+        double *w = malloc(3 * N * sizeof(double)), s;
+        struct ops_tensor in[2];
+        struct ops_call c;
+        int r;
+
+        for (i = 0; i < 3 * N; i++)
+                x[i] = (float)((i * 7) % 13) - 6;
+        x[1 * N + 700] = 50;
+        x[2 * N + 999] = 50;
+        in[0] = tensor(F32, x, SHP(3, N));
+        c = call_in(1, in);
+        attr_int(&c, "axis", 1);
+        run_ok("ArgMax", 13, &c);
+        ck_assert_int_eq(((int64_t *)c.out[0].data)[1], 700);
+        ck_assert_int_eq(((int64_t *)c.out[0].data)[2], 999);
+        free_outs(&c);
+        for (r = 0; r < 2; r++) {
+                in[1] = tensor(I64, r ? &zero : &one, 0, NULL);
+                c = call_in(2, in);
+                attr_int(&c, "reverse", 1);
+                run_ok("CumSum", 14, &c);
+                for (i = 0; i < 3 * N; i++) {
+                        int64_t row = i / N, col = i % N, k;
+
+                        s = 0;
+                        if (r)
+                                for (k = row; k < 3; k++)
+                                        s += x[k * N + col];
+                        else
+                                for (k = col; k < N; k++)
+                                        s += x[row * N + k];
+                        w[i] = s;
+                }
+                assert_vals(&c.out[0], w, 3 * N, 1e-6);
+                free_outs(&c);
+        }
+        c = call_in(1, in);
+        attr_ints(&c, "axes", 1, ax1);
+        run_ok("ReduceSum", 11, &c);
+        for (r = 0; r < 3; r++) {
+                for (i = 0, s = 0; i < N; i++)
+                        s += x[r * N + i];
+                w[r] = s;
+        }
+        assert_vals(&c.out[0], w, 3, 1e-6);
+        free_outs(&c);
+        c = call_in(1, in);
+        attr_ints(&c, "axes", 1, ax0);
+        run_ok("ReduceMin", 11, &c);
+        for (i = 0; i < N; i++)
+                w[i] = fmin(fmin(x[i], x[N + i]), x[2 * N + i]);
+        assert_vals(&c.out[0], w, N, 0);
+        free_outs(&c);
+        c = call_in(1, in);
+        run_ok("Softmax", 13, &c);
+        for (r = 0; r < 3; r++) {
+                for (i = 0, s = 0; i < N; i++)
+                        s += ((float *)c.out[0].data)[r * N + i];
+                ck_assert_double_eq_tol(s, 1, 1e-4);
+        }
+        free_outs(&c);
+        free(x);
+        free(w);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- registry */
 
 START_TEST(test_reduce_registry)
@@ -1000,6 +1086,7 @@ static Suite *reduce_suite(void)
         suite_add_tcase(s, tc);
 
         tc = tcase_create("registry");
+        tcase_add_test(tc, test_long_lines);
         tcase_add_test(tc, test_reduce_registry);
         suite_add_tcase(s, tc);
         return s;

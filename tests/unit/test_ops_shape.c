@@ -1340,6 +1340,26 @@ START_TEST(test_gather)
         assert_shape(&c.out[0], SHP(3, 2));
         assert_gathered(&c.out[0], &x, (int64_t[]){ 3, 0, 7, 4, 11, 8 });
         free_outs(&c);
+        {
+                /* single 4- and 8-byte elements take their own path */
+                struct ops_tensor f = iota(F32, SHP(3, 4)), g = iota(I64, SHP(3, 4));
+
+                in[0] = f;
+                c = call_in(2, in);
+                attr_int(&c, "axis", 1);
+                run_ok("Gather", 13, &c);
+                assert_gathered(&c.out[0], &f, (int64_t[]){ 3, 0, 7, 4, 11, 8 });
+                free_outs(&c);
+                in[0] = g;
+                c = call_in(2, in);
+                attr_int(&c, "axis", 1);
+                run_ok("Gather", 13, &c);
+                assert_gathered(&c.out[0], &g, (int64_t[]){ 3, 0, 7, 4, 11, 8 });
+                free_outs(&c);
+                free(f.data);
+                free(g.data);
+                in[0] = x;
+        }
         /* scalar index drops the axis */
         in[1] = tensor(I64, idx + 2, 0, NULL);
         c = call_in(2, in);
