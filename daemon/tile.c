@@ -23,14 +23,20 @@ static uint64_t elementwise_max(const struct ops_call *c)
                 if (m != n && m != 1)
                         return 1;
         }
-        return (uint64_t)n;
+        /* tiles of at least 16 Ki elements: smaller ones cost more in dispatch than they save */
+        return n / 16384 ? (uint64_t)n / 16384 : 1;
 }
+
+/* Each row block re-packs the whole right-hand matrix in the GEMM, so blocks stay at least
+ * MIN_TILE_ROWS rows to keep that overhead small. */
+#define MIN_TILE_ROWS 128
 
 static uint64_t rows_max(const struct ops_call *c)
 {
         if (c->nin != 2 || c->nout != 1 || c->in[0].ndim != 2 || c->out[0].ndim != 2)
                 return 1;
-        return c->in[0].dims[0] > 0 ? (uint64_t)c->in[0].dims[0] : 1;
+        uint64_t blocks = c->in[0].dims[0] > 0 ? (uint64_t)c->in[0].dims[0] / MIN_TILE_ROWS : 1;
+        return blocks ? blocks : 1;
 }
 
 uint64_t tile_max(const struct exec_item *it)
