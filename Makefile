@@ -163,10 +163,10 @@ $(NPUBENCH): $(BUILD)/bench/bench_npud
 
 # npu-onnx-test, the ONNX conformance runner: libnpu linked statically; the TensorProto
 # decoder (client/onnx-tensor.c) and the generated code are shared with its unit test.
-$(call obj,client/onnx-tensor.c client/npu-onnx-test.c) $(BUILD)/obj/tests/unit/test_onnx_tensor.o: \
-  | $(ONNX_GEN_H)
+$(call obj,client/onnx-tensor.c client/onnx-run.c client/npu-onnx-test.c) \
+  $(BUILD)/obj/tests/unit/test_onnx_tensor.o: | $(ONNX_GEN_H)
 
-$(ONNX_TEST): $(call obj,client/npu-onnx-test.c) $(ONNX_TENSOR_OBJ) $(LIBNPU_A)
+$(ONNX_TEST): $(call obj,client/npu-onnx-test.c client/onnx-run.c) $(ONNX_TENSOR_OBJ) $(LIBNPU_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(shell pkg-config --libs jansson libprotobuf-c) -lm
 

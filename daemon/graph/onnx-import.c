@@ -691,14 +691,19 @@ static int convert_node(struct imp *im, struct graph *g, int node, const Onnx__N
         int nin = (int)nd->n_input, nout = (int)nd->n_output;
 
         graph_node_label(gn, label, sizeof(label));
-        if (nd->n_input > OPS_MAX_INPUTS || nin < def->min_inputs || nin > def->max_inputs) {
+        /* Variadic operators (Concat, Sum, Split, ...) meet the limits of an ops_call. */
+        if (nd->n_input > OPS_MAX_INPUTS || nd->n_output > OPS_MAX_OUTPUTS)
+                return imp_fail(im, PROTO_E_UNSUPPORTED,
+                                "%s: %zu inputs and %zu outputs (at most %d and %d are supported)",
+                                label, nd->n_input, nd->n_output, OPS_MAX_INPUTS, OPS_MAX_OUTPUTS);
+        if (nin < def->min_inputs || nin > def->max_inputs) {
                 if (def->min_inputs == def->max_inputs)
                         return imp_fail(im, PROTO_E_INVALID, "%s: %zu inputs, the operator takes %d",
                                         label, nd->n_input, def->min_inputs);
                 return imp_fail(im, PROTO_E_INVALID, "%s: %zu inputs, the operator takes %d to %d",
                                 label, nd->n_input, def->min_inputs, def->max_inputs);
         }
-        if (nd->n_output < 1 || nd->n_output > OPS_MAX_OUTPUTS || nout > def->outputs)
+        if (nd->n_output < 1 || nout > def->outputs)
                 return imp_fail(im, PROTO_E_INVALID, "%s: %zu outputs, the operator has %s%d",
                                 label, nd->n_output, def->outputs > 1 ? "1 to " : "", def->outputs);
         gn->in = graph_alloc(g, sizeof(int) * (size_t)(nin ? nin : 1));

@@ -16,6 +16,7 @@
 #include "../../daemon/graph/exec.h"
 #include "../../daemon/graph/graph.h"
 #include "../../daemon/graph/onnx-import.h"
+#include "../../proto/dtype.h"
 #include "../../proto/errors.h"
 #include "../../proto/submit.h"
 
@@ -608,6 +609,113 @@ START_TEST(test_import_subgraphs)
 }
 END_TEST
 
+/* Initializers of every element type in the typed fields of TensorProto (and one in
+ * raw_data), passed straight through as the outputs of a graph without nodes. */
+START_TEST(test_import_typed_tensors)
+{
+        static const int dtypes[] = { PROTO_DTYPE_FLOAT32, PROTO_DTYPE_FLOAT64, PROTO_DTYPE_INT64,
+                                      PROTO_DTYPE_UINT64, PROTO_DTYPE_UINT32, PROTO_DTYPE_INT32,
+                                      PROTO_DTYPE_INT16, PROTO_DTYPE_UINT16, PROTO_DTYPE_FLOAT16,
+                                      PROTO_DTYPE_BFLOAT16, PROTO_DTYPE_INT8, PROTO_DTYPE_UINT8,
+                                      PROTO_DTYPE_BOOL, PROTO_DTYPE_INT32 /* raw */ };
+        enum { NT = sizeof(dtypes) / sizeof(dtypes[0]) };
+        static float fv[3] = { 1.5f, -2, 3 };
+        static double dv[3] = { 1.25, -2, 1e300 };
+        static int64_t lv[3] = { -1, 1ll << 40, 7 };
+        static uint64_t uv[3] = { 1, 1ull << 63, 0xffffffffull };
+        static int32_t iv[3] = { -3, 0x3c00, 1 }; /* 0x3c00: 1.0 in float16 */
+        static int32_t raw[3] = { 5, -6, 7 };
+        Onnx__ModelProto *m = K(sizeof(*m));
+        Onnx__OperatorSetIdProto *o = K(sizeof(*o));
+        Onnx__GraphProto *g = pgraph(0, NULL, 0, K(sizeof(void *) * NT));
+        struct ops_tensor out[NT];
+        uint8_t got[NT][32], want[NT][32];
+        struct graph *gr;
+        char err[256], name[NT][8];
+        size_t len;
+
+        onnx__model_proto__init(m);
+        onnx__operator_set_id_proto__init(o);
+        o->has_version = 1;
+        o->version = 13;
+        m->n_opset_import = 1;
+        m->opset_import = (Onnx__OperatorSetIdProto **)names(1, (char *)o);
+        m->graph = g;
+        g->initializer = K(sizeof(void *) * NT);
+        memset(want, 0, sizeof(want));
+        for (int k = 0; k < NT; k++) {
+                Onnx__TensorProto *t = K(sizeof(*t));
+                int dt = dtypes[k];
+                size_t es = proto_dtype_size(dt);
+                onnx__tensor_proto__init(t);
+                snprintf(name[k], sizeof(name[k]), "t%d", k);
+                t->name = name[k];
+                t->has_data_type = 1;
+                t->data_type = dt;
+                t->n_dims = 1;
+                t->dims = K(sizeof(int64_t));
+                t->dims[0] = 3;
+                for (int i = 0; i < 3; i++) {
+                        uint8_t *w = want[k] + i * es;
+                        switch (dt) {
+                        case PROTO_DTYPE_FLOAT32: memcpy(w, &fv[i], 4); break;
+                        case PROTO_DTYPE_FLOAT64: memcpy(w, &dv[i], 8); break;
+                        case PROTO_DTYPE_INT64: memcpy(w, &lv[i], 8); break;
+                        case PROTO_DTYPE_UINT64: memcpy(w, &uv[i], 8); break;
+                        case PROTO_DTYPE_UINT32: { uint32_t u = (uint32_t)uv[i]; memcpy(w, &u, 4); break; }
+                        case PROTO_DTYPE_INT32: memcpy(w, k == NT - 1 ? &raw[i] : &iv[i], 4); break;
+                        case PROTO_DTYPE_INT16: case PROTO_DTYPE_UINT16:
+                        case PROTO_DTYPE_FLOAT16: case PROTO_DTYPE_BFLOAT16: {
+                                uint16_t h = (uint16_t)iv[i];
+                                memcpy(w, &h, 2);
+                                break;
+                        }
+                        case PROTO_DTYPE_BOOL: *w = iv[i] != 0; break;
+                        default: *w = (uint8_t)iv[i]; break;
+                        }
+                }
+                if (k == NT - 1) {
+                        t->has_raw_data = 1;
+                        t->raw_data.len = sizeof(raw);
+                        t->raw_data.data = (uint8_t *)raw;
+                } else if (dt == PROTO_DTYPE_FLOAT32) {
+                        t->n_float_data = 3;
+                        t->float_data = fv;
+                } else if (dt == PROTO_DTYPE_FLOAT64) {
+                        t->n_double_data = 3;
+                        t->double_data = dv;
+                } else if (dt == PROTO_DTYPE_INT64) {
+                        t->n_int64_data = 3;
+                        t->int64_data = lv;
+                } else if (dt == PROTO_DTYPE_UINT64 || dt == PROTO_DTYPE_UINT32) {
+                        t->n_uint64_data = 3;
+                        t->uint64_data = uv;
+                } else {
+                        t->n_int32_data = 3;
+                        t->int32_data = iv;
+                }
+                g->initializer[g->n_initializer++] = t;
+                g->output[g->n_output++] = pvalue(name[k], dt, 1);
+                g->output[k]->type->tensor_type->shape->dim[0]->dim_value = 3;
+                out[k] = (struct ops_tensor){ .dtype = dt, .ndim = 1, .dims = { 3 }, .data = got[k] };
+        }
+        len = onnx__model_proto__get_packed_size(m);
+        uint8_t *bytes = malloc(len);
+        ck_assert_ptr_nonnull(bytes);
+        onnx__model_proto__pack(m, bytes);
+        keep_free();
+        ck_assert_msg(onnx_import(bytes, len, NULL, &gr, err, sizeof(err)) == 0, "%s", err);
+        free(bytes);
+        ck_assert_int_eq(gr->ninputs, 0);
+        memset(got, 0xee, sizeof(got));
+        ck_assert_msg(graph_exec(gr, 0, NULL, NT, out, err, sizeof(err)) == 0, "%s", err);
+        for (int k = 0; k < NT; k++)
+                ck_assert_msg(memcmp(got[k], want[k], 3 * proto_dtype_size(dtypes[k])) == 0,
+                              "initializer %d (dtype %d) decoded wrongly", k, dtypes[k]);
+        graph_free(gr);
+}
+END_TEST
+
 START_TEST(test_graph_run_record)
 {
         static struct proto_rec r, d;
@@ -671,6 +779,7 @@ int main(void)
         tcase_add_test(tc, test_subgraphs_read_outer_values);
         tcase_add_test(tc, test_value_table);
         tcase_add_test(tc, test_import_subgraphs);
+        tcase_add_test(tc, test_import_typed_tensors);
         tcase_add_test(tc, test_graph_run_record);
         suite_add_tcase(s, tc);
         sr = srunner_create(s);
