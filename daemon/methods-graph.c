@@ -9,7 +9,8 @@
  * graph structure (nodes, attributes) is not charged; it is small next to the weights.
  *
  * The model is parsed on the loop thread, bounded by ONNX_MAX_MODEL_BYTES (1 GiB); a large
- * model stalls other clients for the time its import takes (about a second per GiB). */
+ * model stalls other clients for the time its import takes, which is dominated by copying
+ * the weights twice (protobuf decoding, then into device memory). */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -87,8 +88,9 @@ static int storage_alloc(void *ctx, uint64_t size, void **ret, char *err, size_t
         struct session *s = c->s;
         struct device *dev = c->dev;
         const struct policy_tenant *pol = &s->tenant->pol;
-        uint64_t rounded = size > UINT64_MAX - ALLOC_GRANULE ? UINT64_MAX
-                                                              : (size + ALLOC_GRANULE - 1) / ALLOC_GRANULE * ALLOC_GRANULE;
+        uint64_t rounded = size > UINT64_MAX - ALLOC_GRANULE
+                                   ? UINT64_MAX
+                                   : (size + ALLOC_GRANULE - 1) / ALLOC_GRANULE * ALLOC_GRANULE;
         uint64_t reserve = s->npud->tenants.policy->lc_reserved;
         struct alloc_stats st;
 
@@ -283,7 +285,8 @@ static void method_graph_load(struct request *req)
         }
         charge(s, o, 1);
         log_session_msg(LOG_LVL_INFO, s->id, s->pid, s->tenant->pol.name, dev->id,
-                        "graph %u loaded on device %d: %d nodes, %d inputs, %d outputs, %llu bytes of weights, opset %d",
+                        "graph %u loaded on device %d: %d nodes, %d inputs, %d outputs, "
+                        "%llu bytes of weights, opset %d",
                         h, dev->id, g->nnodes, g->ninputs, g->noutputs,
                         (unsigned long long)g->storage_bytes, g->opset);
         session_reply_result(s, req->id, graph_json(o, h));

@@ -436,6 +436,8 @@ static void decode_tensor(const struct pending *p, uint8_t *storage)
                         memcpy(dst, tp->raw_data.data, p->bytes);
                 return;
         }
+        if (!p->bytes) /* empty tensor: nothing to copy, and the field arrays may be NULL */
+                return;
         switch (p->t->dtype) {
         case PROTO_DTYPE_FLOAT32: memcpy(dst, tp->float_data, p->bytes); break;
         case PROTO_DTYPE_FLOAT64: memcpy(dst, tp->double_data, p->bytes); break;
@@ -757,8 +759,9 @@ static int convert_graph(struct imp *im, const Onnx__GraphProto *gp, struct grap
                         goto fail;
                 v = graph_add_value(g, tp->name, GRAPH_VALUE_INIT, t->dtype, t->ndim, t->dims);
                 if (v < 0) {
-                        rc = v == -EEXIST ? imp_fail(im, PROTO_E_INVALID, "initializer '%s' is defined twice", tp->name)
-                                          : imp_fail(im, PROTO_E_NO_MEMORY, "out of memory");
+                        rc = v == -EEXIST
+                                     ? imp_fail(im, PROTO_E_INVALID, "initializer '%s' is defined twice", tp->name)
+                                     : imp_fail(im, PROTO_E_NO_MEMORY, "out of memory");
                         goto fail;
                 }
                 g->values[v].tensor = t;
@@ -911,7 +914,8 @@ int onnx_import(const void *data, size_t len, const struct onnx_import_env *env,
         m = onnx__model_proto__unpack(&alloc, len, data);
         if (!m)
                 return imp_fail(&im, PROTO_E_INVALID,
-                                "the model cannot be decoded: malformed ModelProto, or it needs more than %llu bytes to decode",
+                                "the model cannot be decoded: malformed ModelProto, "
+                                "or it needs more than %llu bytes to decode",
                                 (unsigned long long)budget.limit);
         im.m = m;
         if (!m->graph) {

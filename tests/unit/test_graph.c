@@ -631,7 +631,7 @@ START_TEST(test_import_typed_tensors)
         struct ops_tensor out[NT];
         uint8_t got[NT][32], want[NT][32];
         struct graph *gr;
-        char err[256], name[NT][8];
+        char err[256], name[NT][16];
         size_t len;
 
         onnx__model_proto__init(m);
