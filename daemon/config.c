@@ -34,7 +34,7 @@ void config_defaults(struct npud_config *c)
         c->limits.max_events = 65536;
         c->limits.max_regions = 64;
         c->limits.max_region_bytes = 16ull << 30;
-        c->limits.max_queued_tasks = 65536;
+        c->limits.max_queued_tasks = 16384;
         policy_config_init(&c->policy);
         set_admin_group(c, "npuadm", NULL, 0);
 }

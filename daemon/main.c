@@ -152,6 +152,7 @@ out:
         if (d.backend)
                 d.backend->ops->destroy(d.backend);
         export_free_all(&d.exports);
+        task_pool_drain();
         device_registry_deinit(&d.devices);
         tenant_registry_deinit(&d.tenants);
         event_free(d.sched_event);

@@ -33,8 +33,8 @@ struct sched_unit {
         uint64_t raw_ns;          /* uncalibrated model estimate (for calibration) */
         uint64_t dispatch_ns;
         struct task *tile_task;   /* when the unit is one tile of a task */
-        struct exec_item tile;
         struct exec_item *items[CHAIN_MAX_ITEMS];
+        struct exec_item tile;    /* last: written whole by tile_make, never cleared */
 };
 
 void sched_kick(struct npud *d)
@@ -328,7 +328,7 @@ static void stream_dispatch(struct npud *d, struct stream *st, int e)
 {
         struct device *dev = st->dev;
         struct task *t = TAILQ_FIRST(&st->tasks);
-        struct sched_unit *su = calloc(1, sizeof(*su));
+        struct sched_unit *su = malloc(sizeof(*su));
         uint64_t est = 0, raw = 0, tile_ns = d->tile_ns;
 
         if (!su) {
@@ -336,6 +336,7 @@ static void stream_dispatch(struct npud *d, struct stream *st, int e)
                 stream_touch(d, st); /* try again on a later pass */
                 return;
         }
+        memset(su, 0, offsetof(struct sched_unit, items)); /* items are set as they are added */
         su->u.items = su->items;
         uint64_t c = task_cost(st, t, e);
         uint64_t maxt = t->tiles ? t->tiles : tile_max(&t->item);

@@ -1,4 +1,5 @@
 /* Stream, event and task objects and their lifetimes. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,12 +71,40 @@ void evt_unref(struct npu_evt *e)
         free(e);
 }
 
+/* Tasks are big (an operator call has room for 16 inputs and 24 attributes) and pipelined
+ * clients make hundreds of thousands a second, so freed tasks are kept for reuse and only the
+ * parts that carry state are cleared: the tensor and attribute arrays are written up to
+ * nin/nout/nattr by whoever prepares the call. Loop thread only. */
+#define TASK_POOL_MAX 4096
+static struct task *task_pool;
+static unsigned task_pool_len;
+
+static void task_clear(struct task *t)
+{
+        struct exec_item *it = &t->item;
+        char *call_end = (char *)&it->call + sizeof(it->call);
+
+        memset(t, 0, offsetof(struct task, item));
+        memset(it, 0, offsetof(struct exec_item, call));
+        it->call.nin = it->call.nout = it->call.nattr = 0;
+        it->call.opset = 0;
+        it->call.graph_run = NULL;
+        it->call.graph_ctx = NULL;
+        memset(call_end, 0, (size_t)((char *)(it + 1) - call_end));
+        memset((char *)(it + 1), 0, sizeof(*t) - offsetof(struct task, item) - sizeof(*it));
+}
+
 struct task *task_new(enum task_kind kind, struct stream *st, uint64_t seq)
 {
-        struct task *t = calloc(1, sizeof(*t));
+        struct task *t = task_pool;
 
-        if (!t)
+        if (t) {
+                task_pool = *(struct task **)t;
+                task_pool_len--;
+                task_clear(t);
+        } else if (!(t = calloc(1, sizeof(*t)))) {
                 return NULL;
+        }
         t->kind = kind;
         t->seq = seq;
         t->stream = stream_ref(st);
@@ -92,5 +121,21 @@ void task_free(struct task *t)
         evt_unref(t->evt);
         graph_bind_free(t->item.graph);
         stream_unref(t->stream);
+        if (task_pool_len < TASK_POOL_MAX) {
+                *(struct task **)t = task_pool;
+                task_pool = t;
+                task_pool_len++;
+                return;
+        }
         free(t);
+}
+
+void task_pool_drain(void)
+{
+        while (task_pool) {
+                struct task *t = task_pool;
+                task_pool = *(struct task **)t;
+                free(t);
+        }
+        task_pool_len = 0;
 }

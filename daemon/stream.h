@@ -114,7 +114,9 @@ static inline int evt_complete(const struct npu_evt *e)
 }
 
 struct task *task_new(enum task_kind kind, struct stream *st, uint64_t seq);
-/* Release everything the task references and free it. */
+/* Release everything the task references and free it (into a reuse pool). */
 void task_free(struct task *t);
+/* Free the pooled tasks (at shutdown). */
+void task_pool_drain(void);
 
 #endif

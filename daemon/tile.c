@@ -29,7 +29,7 @@ static uint64_t elementwise_max(const struct ops_call *c)
 
 /* Each row block re-packs the whole right-hand matrix in the GEMM, so blocks stay at least
  * MIN_TILE_ROWS rows to keep that overhead small. */
-#define MIN_TILE_ROWS 128
+#define MIN_TILE_ROWS 256
 
 static uint64_t rows_max(const struct ops_call *c)
 {
