@@ -47,6 +47,11 @@ const char *ops_dtype_str(int dtype, char *buf, size_t len);
 /* Same rank and dims (dtype and data ignored). */
 int ops_shape_equal(const struct ops_tensor *a, const struct ops_tensor *b);
 
+/* One tensor's rank, dims and byte size are sane; messages name def, what ("input",
+ * "output") and idx. */
+int ops_check_tensor(const struct ops_def *def, const char *what, int idx,
+                     const struct ops_tensor *t, char *err, size_t errlen);
+
 /* Validation every check starts with: input and output counts against def, the attribute
  * count, every attribute name in allowed (a NULL-terminated list, NULL for none) and not
  * repeated, every tensor's rank, dims and byte size. Messages start with def->name. */

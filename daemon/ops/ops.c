@@ -223,8 +223,8 @@ int ops_shape_equal(const struct ops_tensor *a, const struct ops_tensor *b)
                memcmp(a->dims, b->dims, (size_t)a->ndim * sizeof(a->dims[0])) == 0;
 }
 
-static int ops_check_tensor(const struct ops_def *def, const char *what, int idx,
-                            const struct ops_tensor *t, char *err, size_t errlen)
+int ops_check_tensor(const struct ops_def *def, const char *what, int idx,
+                     const struct ops_tensor *t, char *err, size_t errlen)
 {
         size_t size = proto_dtype_size(t->dtype);
         int64_t n, bytes;

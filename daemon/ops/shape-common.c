@@ -220,28 +220,6 @@ void shp_set_out(struct ops_call *call, int i, int dtype, int ndim, const int64_
                 memmove(o->dims, dims, (size_t)ndim * sizeof(*dims));
 }
 
-static int shp_tensor_sane(const struct ops_def *def, const char *what, int idx,
-                           const struct ops_tensor *t, char *err, size_t errlen)
-{
-        size_t size = proto_dtype_size(t->dtype);
-        int64_t n, bytes;
-        int d;
-
-        if (t->ndim < 0 || t->ndim > OPS_MAX_DIMS)
-                return ops_fail(err, errlen, -EINVAL, "%s: %s %d has invalid rank %d",
-                                def->name, what, idx, t->ndim);
-        for (d = 0; d < t->ndim; d++)
-                if (t->dims[d] < 0)
-                        return ops_fail(err, errlen, -EINVAL,
-                                        "%s: %s %d has negative dimension %lld at axis %d",
-                                        def->name, what, idx, (long long)t->dims[d], d);
-        n = ops_tensor_numel(t);
-        if (n < 0 || (size && __builtin_mul_overflow(n, (int64_t)size, &bytes)))
-                return ops_fail(err, errlen, -EINVAL, "%s: %s %d is too large", def->name, what,
-                                idx);
-        return 0;
-}
-
 static int shp_counts(const struct ops_def *def, const struct ops_call *call, char *err,
                       size_t errlen)
 {
@@ -279,7 +257,7 @@ int shp_infer_begin(const struct ops_def *def, const struct ops_call *call, char
                         return ops_fail(err, errlen, -EINVAL,
                                         "%s: input %d has unsupported dtype %d", def->name, i,
                                         call->in[i].dtype);
-                rc = shp_tensor_sane(def, "input", i, &call->in[i], err, errlen);
+                rc = ops_check_tensor(def, "input", i, &call->in[i], err, errlen);
                 if (rc)
                         return rc;
         }
@@ -738,7 +716,7 @@ int shp_check(const struct ops_def *def, const struct ops_call *call,
         for (i = 0; i < call->nout; i++) {
                 if (!call->out[i].dtype)
                         continue;
-                rc = shp_tensor_sane(def, "output", i, &call->out[i], err, errlen);
+                rc = ops_check_tensor(def, "output", i, &call->out[i], err, errlen);
                 if (rc)
                         return rc;
         }
