@@ -26,6 +26,8 @@ static void tenant_defaults(struct policy_tenant *t, const char *name)
         t->klass = POLICY_CLASS_NORMAL;
         t->weight = 1.0;
         t->devices = ~0ull;
+        t->max_run_ms = POLICY_DEFAULT_MAX_RUN_MS;
+        t->max_loop_trips = POLICY_DEFAULT_MAX_LOOP_TRIPS;
 }
 
 void policy_config_init(struct policy_config *c)
@@ -110,7 +112,8 @@ static int parse_tenant(struct policy_tenant *t, json_t *obj, const char *path, 
 {
         static const char *const keys[] = { "name", "class", "weight", "uids", "gids",
                                             "memory_quota", "max_streams", "max_queued_tasks",
-                                            "devices", "max_host_region_bytes", NULL };
+                                            "devices", "max_host_region_bytes", "max_run_ms",
+                                            "max_loop_trips", NULL };
         static const char *const qkeys[] = { "total", "per_device", NULL };
         json_t *v;
         char p[160];
@@ -156,6 +159,9 @@ static int parse_tenant(struct policy_tenant *t, json_t *obj, const char *path, 
                         return e;
         }
         if ((e = get_uint(obj, "max_host_region_bytes", path, INT64_MAX, &t->max_region_bytes, err, errlen)))
+                return e;
+        if ((e = get_uint(obj, "max_run_ms", path, 86400000ull, &t->max_run_ms, err, errlen)) ||
+            (e = get_uint(obj, "max_loop_trips", path, INT64_MAX, &t->max_loop_trips, err, errlen)))
                 return e;
         u = t->max_streams;
         if ((e = get_uint(obj, "max_streams", path, 1u << 20, &u, err, errlen)))

@@ -26,6 +26,11 @@ enum policy_placement {
         POLICY_PLACE_BINPACK,
 };
 
+/* A task (a graph run included) that runs longer fails with "limit"; Loop/Scan nodes may
+ * iterate at most this often. Per tenant; 0 in the config means no limit. */
+#define POLICY_DEFAULT_MAX_RUN_MS 60000ull
+#define POLICY_DEFAULT_MAX_LOOP_TRIPS 10000000ull
+
 struct policy_tenant {
         char name[POLICY_NAME_MAX];
         enum policy_class klass;
@@ -40,6 +45,8 @@ struct policy_tenant {
         uint32_t max_queued_tasks; /* 0 = unlimited */
         uint64_t devices;          /* bitmask of allowed devices (bit i = device i) */
         uint64_t max_region_bytes; /* host-region bytes over all its sessions; 0 = unlimited */
+        uint64_t max_run_ms;       /* longest a task may run (graph runs included); 0 = none */
+        uint64_t max_loop_trips;   /* trip count cap of any Loop/Scan node; 0 = none */
 };
 
 struct policy_config {

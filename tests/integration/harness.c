@@ -1,12 +1,15 @@
 /* Integration-test harness (see harness.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -205,4 +208,45 @@ int harness_raw_closed(int fd)
                 }
         }
         return 0;
+}
+
+int harness_attacker(uid_t *ret_uid, gid_t *ret_gid)
+{
+        const char *name = "npud-attacker";
+        struct passwd *pw = getpwnam(name);
+
+        if (!pw && geteuid() == 0) {
+                if (system("useradd --system --no-create-home --shell /usr/sbin/nologin "
+                           "npud-attacker >/dev/null 2>&1") < 0)
+                        return -1;
+                pw = getpwnam(name);
+        }
+        if (!pw || pw->pw_uid == 0)
+                return -1;
+        *ret_uid = pw->pw_uid;
+        *ret_gid = pw->pw_gid;
+        return 0;
+}
+
+int harness_share_socket(const struct npud_proc *p)
+{
+        return chmod(p->dir, 0711) == 0 && chmod(p->sock, 0666) == 0 ? 0 : -1;
+}
+
+int harness_run_as(uid_t uid, gid_t gid, int (*fn)(void *arg), void *arg)
+{
+        int status = -1;
+        pid_t pid = fork();
+
+        if (pid < 0)
+                return -1;
+        if (pid == 0) {
+                if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 ||
+                    setresuid(uid, uid, uid) < 0 || geteuid() != uid)
+                        _exit(126);
+                _exit(fn(arg) ? 1 : 0);
+        }
+        if (waitpid(pid, &status, 0) != pid)
+                return -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }

@@ -39,4 +39,14 @@ int harness_reply_code(json_t *reply);
 /* Is the peer closed (EOF within 2 s)? */
 int harness_raw_closed(int fd);
 
+/* Attack tests run the attacker as an unprivileged user. harness_attacker() returns that
+ * user's uid and gid, creating the system user "npud-attacker" with useradd when running as
+ * root (CI); -1 when it does not exist and cannot be created (the test should then skip). */
+int harness_attacker(uid_t *ret_uid, gid_t *ret_gid);
+/* Let other users reach the daemon's socket: its directory 0711, the socket 0666. 0 or -1. */
+int harness_share_socket(const struct npud_proc *p);
+/* Run fn(arg) in a child process that dropped to uid/gid (no supplementary groups) and
+ * return its exit status (0 = the attacker's checks passed; 128+N when killed by signal N). */
+int harness_run_as(uid_t uid, gid_t gid, int (*fn)(void *arg), void *arg);
+
 #endif

@@ -1,0 +1,60 @@
+/* The limits a kernel honours while it runs on a backend worker thread: cancellation (reset,
+ * session end, shutdown), a deadline (the tenant's limit on a run's length), a cap on Loop
+ * trip counts, and a byte budget for graph intermediates and kernel workspaces charged to
+ * the tenant that runs them. The worker installs one context per item with
+ * ops_runctx_set(); kernels that can run long call ops_runctx_check() at least every few
+ * milliseconds, and every intermediate allocation goes through ops_mem_charge(). Outside a
+ * worker (unit tests, the fuzzers) no context is installed and nothing is limited. */
+#ifndef NPUD_OPS_RUNCTX_H
+#define NPUD_OPS_RUNCTX_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A byte budget shared by concurrent runs (a tenant's, the daemon's). used counts bytes
+ * charged by runs now; held counts bytes the owner holds by other means (allocations, kept
+ * up to date by the loop thread); limit 0 = none. A charge succeeds when used + held + n <=
+ * limit at every level of the chain through parent. */
+struct ops_mem_budget {
+        _Atomic uint64_t used;
+        _Atomic uint64_t held;
+        _Atomic uint64_t limit;
+        _Atomic uint64_t peak;
+        const char *name; /* for messages: "tenant 'batch'", "npud" */
+        struct ops_mem_budget *parent;
+};
+
+struct ops_runctx {
+        atomic_int *cancel;      /* nonzero: stop now (NULL: never cancelled) */
+        uint64_t deadline_ns;    /* CLOCK_MONOTONIC; 0 = none */
+        uint64_t max_loop_trips; /* per Loop/Scan node; 0 = none */
+        struct ops_mem_budget *mem; /* NULL = unlimited */
+        int code;                /* PROTO_E_* of the first stop reason, sticky */
+};
+
+/* Install c for the calling thread (NULL removes it). */
+void ops_runctx_set(struct ops_runctx *c);
+struct ops_runctx *ops_runctx_get(void);
+
+/* 0 to go on; PROTO_E_CANCELLED (cancelled) or PROTO_E_LIMIT (past the deadline) with a
+ * message when the running kernel must stop and fail. Cheap: call it in inner loops every
+ * few thousand elements. */
+int ops_runctx_check(char *err, size_t errlen);
+/* The cap on Loop/Scan trip counts in force (0 = none). */
+uint64_t ops_runctx_max_trips(void);
+
+/* Charge n bytes of intermediates to the current context's budget chain. 0, or
+ * PROTO_E_QUOTA with a message naming the budget that would be exceeded. */
+int ops_mem_charge(uint64_t n, char *err, size_t errlen);
+void ops_mem_uncharge(uint64_t n);
+/* Charge to an explicit budget chain (NULL: nothing charged). */
+int ops_mem_budget_charge(struct ops_mem_budget *b, uint64_t n, char *err, size_t errlen);
+void ops_mem_budget_uncharge(struct ops_mem_budget *b, uint64_t n);
+
+/* malloc/free of intermediates with the charge: NULL with a message when over budget or
+ * out of memory. ops_ws_free takes the size given to ops_ws_alloc. */
+void *ops_ws_alloc(uint64_t n, char *err, size_t errlen);
+void ops_ws_free(void *p, uint64_t n);
+
+#endif
