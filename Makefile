@@ -187,6 +187,7 @@ integration: all $(INTEG_TESTS) $(BUILD)/tests/npuctl-hold
 	@set -e; tests/integration/run-examples.sh $(BUILD)
 	@set -e; tests/integration/test-cli.sh $(BUILD)
 	@set -e; tests/integration/test-npuctl.sh $(BUILD)
+	@set -e; tests/integration/test-npuctl-escape.sh $(BUILD)
 	@set -e; tests/integration/test-systemd.sh $(BUILD)
 	@set -e; tests/integration/test-metrics.sh $(BUILD)
 	@set -e; tests/integration/test-dbus.sh $(BUILD)

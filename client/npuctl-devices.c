@@ -215,7 +215,8 @@ static void print_holders(json_t *mem)
                         char b[32];
                         npuctl_format_bytes((double)get_int(s, "bytes"), b, sizeof(b));
                         printf("%-8lld %-8lld %-16s %-16s %12s\n", (long long)get_int(s, "id"),
-                               (long long)get_int(s, "pid"), get_str(s, "comm"), get_str(s, "tenant"), b);
+                               (long long)get_int(s, "pid"), npuctl_esc(get_str(s, "comm")),
+                               npuctl_esc(get_str(s, "tenant")), b);
                 }
         }
 }
@@ -239,7 +240,8 @@ static void print_tenants(json_t *sched_dev, json_t *mem)
                                 bytes = get_int(mt, "bytes");
                 npuctl_format_bytes((double)bytes, b, sizeof(b));
                 printf("%-16s %-16s %12s %10lld %10.3f %6.1f%% %6.1f%% %8.0f us %8.0f us\n",
-                       get_str(t, "name"), get_str(t, "class"), b, (long long)get_int(t, "tasks"),
+                       npuctl_esc(get_str(t, "name")), npuctl_esc(get_str(t, "class")), b,
+                       (long long)get_int(t, "tasks"),
                        json_number_value(json_object_get(t, "engine_seconds")),
                        100 * json_number_value(json_object_get(t, "share")),
                        100 * json_number_value(json_object_get(t, "target_share")),
@@ -258,7 +260,7 @@ int npuctl_cmd_device(struct npuctl *c, int argc, char **argv)
         if (argc < 2 || strcmp(argv[1], "show") != 0) {
                 fprintf(stderr, argc < 2 ? "npuctl device: missing subcommand (device show N)\n"
                                          : "npuctl device: unknown subcommand '%s' (device show N)\n",
-                        argv[1]);
+                        npuctl_esc(argv[1]));
                 return NPUCTL_USAGE;
         }
         if (npuctl_nargs("device show", argc - 1, argv + 1, 1, 1) < 0 ||
@@ -303,10 +305,11 @@ int npuctl_cmd_device(struct npuctl *c, int argc, char **argv)
         util = json_object_get(dev, "utilization");
         cores = json_object_get(dev, "cores");
         faults_text(json_object_get(hdev, "faults"), ft, sizeof(ft));
-        printf("NPU %d: %s, profile %s\n", id, get_str(dev, "name"), get_str(dev, "profile"));
-        printf("  Health:       %s%s\n", get_str(dev, "health"),
+        printf("NPU %d: %s, profile %s\n", id, npuctl_esc(get_str(dev, "name")),
+               npuctl_esc(get_str(dev, "profile")));
+        printf("  Health:       %s%s\n", npuctl_esc(get_str(dev, "health")),
                json_is_true(json_object_get(dev, "draining")) ? " (draining: no new streams)" : "");
-        printf("  Faults:       %s\n", ft);
+        printf("  Faults:       %s\n", npuctl_esc(ft));
         npuctl_format_bytes((double)get_int(dev, "memory_used"), b1, sizeof(b1));
         npuctl_format_bytes((double)get_int(dev, "memory_total"), b2, sizeof(b2));
         npuctl_format_bytes((double)get_int(mdev, "largest_free"), b3, sizeof(b3));

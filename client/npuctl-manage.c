@@ -69,7 +69,7 @@ int npuctl_cmd_fault(struct npuctl *c, int argc, char **argv)
         }
         if (strcmp(sub, "inject") != 0) {
                 fprintf(stderr, "npuctl fault: %s%s%s (fault inject DEV KIND [VALUE] | fault clear DEV)\n",
-                        *sub ? "unknown subcommand '" : "missing subcommand", sub, *sub ? "'" : "");
+                        *sub ? "unknown subcommand '" : "missing subcommand", npuctl_esc(sub), *sub ? "'" : "");
                 return NPUCTL_USAGE;
         }
         if (npuctl_nargs("fault inject", argc - 1, argv + 1, 2, 3) < 0 ||
@@ -80,7 +80,7 @@ int npuctl_cmd_fault(struct npuctl *c, int argc, char **argv)
                 known |= strcmp(argv[3], kinds[i]) == 0;
         if (!known) {
                 fprintf(stderr, "npuctl fault inject: unknown kind '%s' (fail-next, fail-device, slow)\n",
-                        argv[3]);
+                        npuctl_esc(argv[3]));
                 return NPUCTL_USAGE;
         }
         json_t *params = json_pack("{s:s}", "kind", argv[3]);
@@ -89,7 +89,8 @@ int npuctl_cmd_fault(struct npuctl *c, int argc, char **argv)
                 errno = 0;
                 double v = strtod(argv[4], &end);
                 if (errno || end == argv[4] || *end || !(v > 0 && v <= 1e9)) {
-                        fprintf(stderr, "npuctl fault inject: value '%s' is not a positive number\n", argv[4]);
+                        fprintf(stderr, "npuctl fault inject: value '%s' is not a positive number\n",
+                                npuctl_esc(argv[4]));
                         json_decref(params);
                         return NPUCTL_USAGE;
                 }

@@ -48,7 +48,7 @@ static void print_device(json_t *d)
                         npuctl_format_bytes((double)get_int(e, "bytes"), b, sizeof(b));
                         printf("  %-8lld %-8lld %-6lld %-16s %-16s %12s\n", (long long)get_int(e, "id"),
                                (long long)get_int(e, "pid"), (long long)get_int(e, "uid"),
-                               get_str(e, "comm"), get_str(e, "tenant"), b);
+                               npuctl_esc(get_str(e, "comm")), npuctl_esc(get_str(e, "tenant")), b);
                 }
         } else {
                 printf("  no session holds memory here\n");
@@ -57,7 +57,7 @@ static void print_device(json_t *d)
                 printf("  %-16s %12s\n", "TENANT", "MEMORY");
                 json_array_foreach(json_object_get(d, "tenants"), i, e) {
                         npuctl_format_bytes((double)get_int(e, "bytes"), b, sizeof(b));
-                        printf("  %-16s %12s\n", get_str(e, "name"), b);
+                        printf("  %-16s %12s\n", npuctl_esc(get_str(e, "name")), b);
                 }
         }
 }

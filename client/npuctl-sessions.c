@@ -72,7 +72,7 @@ int npuctl_cmd_session(struct npuctl *c, int argc, char **argv)
         if (argc < 2 || strcmp(argv[1], "kill") != 0) {
                 fprintf(stderr, argc < 2 ? "npuctl session: missing subcommand (session kill ID)\n"
                                          : "npuctl session: unknown subcommand '%s' (session kill ID)\n",
-                        argv[1]);
+                        npuctl_esc(argv[1]));
                 return NPUCTL_USAGE;
         }
         if (npuctl_nargs("session kill", argc - 1, argv + 1, 1, 1) < 0 ||
@@ -110,7 +110,7 @@ int npuctl_cmd_version(struct npuctl *c, int argc, char **argv)
         } else {
                 const char *v = json_string_value(json_object_get(res, "version"));
                 printf("npuctl %s\nlibnpu %s\nnpud %s (protocol %lld)\n", npu_version(), npu_version(),
-                       v ? v : "?", (long long)json_integer_value(json_object_get(res, "protocol")));
+                       v ? npuctl_esc(v) : "?", (long long)json_integer_value(json_object_get(res, "protocol")));
         }
         json_decref(res);
         return 0;

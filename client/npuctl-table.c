@@ -6,6 +6,167 @@
 
 #include "npuctl.h"
 
+/* ---- escaping text from outside (see npuctl.h) ---- */
+
+/* Length (2-4) and code point of the valid UTF-8 sequence at s, or 0 when there is none: a
+ * stray continuation byte, an overlong form, a surrogate, a value past U+10FFFF, a sequence
+ * cut short (the terminating NUL is not a continuation byte). */
+static int utf8_seq(const unsigned char *s, unsigned *ret_cp)
+{
+        unsigned cp, min;
+        int n;
+
+        if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+                n = 2, cp = s[0] & 0x1fu, min = 0x80;
+        } else if (s[0] >= 0xe0 && s[0] <= 0xef) {
+                n = 3, cp = s[0] & 0x0fu, min = 0x800;
+        } else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+                n = 4, cp = s[0] & 0x07u, min = 0x10000;
+        } else {
+                return 0;
+        }
+        for (int i = 1; i < n; i++) {
+                if ((s[i] & 0xc0) != 0x80)
+                        return 0;
+                cp = cp << 6 | (s[i] & 0x3fu);
+        }
+        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+                return 0;
+        *ret_cp = cp;
+        return n;
+}
+
+/* Code points a terminal acts on or that reorder or break what follows. */
+static int unsafe_cp(unsigned cp)
+{
+        return cp <= 0x9f || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069) ||
+               cp == 0x2028 || cp == 0x2029;
+}
+
+/* Write the escaped s to out (NULL: only measure); the length written, without the NUL. */
+static size_t escape_into(const char *s, char *out)
+{
+        static const char hex[] = "0123456789abcdef";
+        const unsigned char *p = (const unsigned char *)s;
+        size_t len = 0;
+        char tmp[8];
+
+        while (*p) {
+                unsigned cp = 0;
+                int n = 1, k = 0;
+                if (*p >= 0x20 && *p < 0x7f && *p != '\\') {
+                        tmp[k++] = (char)*p;
+                } else if (*p == '\\') {
+                        tmp[k++] = '\\';
+                        tmp[k++] = '\\';
+                } else if (*p >= 0x80 && (n = utf8_seq(p, &cp)) > 0 && !unsafe_cp(cp)) {
+                        memcpy(tmp, p, (size_t)n);
+                        k = n;
+                } else if (*p >= 0x80 && n > 0) {
+                        /* a valid sequence of a code point to hide: \u009b, \u202e */
+                        tmp[k++] = '\\';
+                        tmp[k++] = 'u';
+                        for (int sh = 12; sh >= 0; sh -= 4)
+                                tmp[k++] = hex[(cp >> sh) & 0xf];
+                } else {
+                        /* C0, DEL, or a byte that is not UTF-8: \x1b, \x9b */
+                        n = 1;
+                        tmp[k++] = '\\';
+                        tmp[k++] = 'x';
+                        tmp[k++] = hex[*p >> 4];
+                        tmp[k++] = hex[*p & 0xf];
+                }
+                if (out)
+                        memcpy(out + len, tmp, (size_t)k);
+                len += (size_t)k;
+                p += n;
+        }
+        if (out)
+                out[len] = 0;
+        return len;
+}
+
+char *npuctl_escape(const char *s)
+{
+        char *out;
+
+        if (!s)
+                s = "";
+        out = malloc(escape_into(s, NULL) + 1);
+        if (!out) {
+                perror("npuctl");
+                exit(NPUCTL_ERROR);
+        }
+        escape_into(s, out);
+        return out;
+}
+
+static char **esc_pool;
+static size_t esc_n, esc_cap;
+
+void npuctl_esc_release(void)
+{
+        for (size_t i = 0; i < esc_n; i++)
+                free(esc_pool[i]);
+        esc_n = 0;
+}
+
+const char *npuctl_esc(const char *s)
+{
+        char *e;
+
+        if (!s)
+                return NULL;
+        e = npuctl_escape(s);
+        if (strcmp(e, s) == 0) {
+                free(e);
+                return s;
+        }
+        if (esc_n == esc_cap) {
+                size_t cap = esc_cap ? esc_cap * 2 : 32;
+                char **n = realloc(esc_pool, cap * sizeof(*n));
+                if (!n) {
+                        perror("npuctl");
+                        exit(NPUCTL_ERROR);
+                }
+                if (!esc_pool)
+                        atexit(npuctl_esc_release);
+                esc_pool = n;
+                esc_cap = cap;
+        }
+        esc_pool[esc_n++] = e;
+        return e;
+}
+
+char *npuctl_json_text(json_t *v, int indent)
+{
+        size_t flags = JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER | (indent ? JSON_INDENT(2) : JSON_COMPACT);
+        char *s = json_dumps(v, flags), *out;
+        size_t dels = 0, k = 0;
+
+        if (!s)
+                return NULL;
+        /* ASCII now, but jansson leaves DEL raw; in JSON it can only be inside a string */
+        for (const char *p = s; *p; p++)
+                dels += *p == 0x7f;
+        if (!dels)
+                return s;
+        out = malloc(strlen(s) + dels * 5 + 1);
+        if (out) {
+                for (const char *p = s; *p; p++) {
+                        if (*p == 0x7f) {
+                                memcpy(out + k, "\\u007f", 6);
+                                k += 6;
+                        } else {
+                                out[k++] = *p;
+                        }
+                }
+                out[k] = 0;
+        }
+        free(s);
+        return out;
+}
+
 struct cell {
         char *text, *raw;
 };
@@ -73,16 +234,6 @@ static int col_index(const struct npuctl_col *cols, int ncols, const char *key, 
         return -1;
 }
 
-static char *dup_or_die(const char *s)
-{
-        char *d = strdup(s ? s : "");
-        if (!d) {
-                perror("npuctl");
-                exit(NPUCTL_ERROR);
-        }
-        return d;
-}
-
 void npuctl_table_set(struct npuctl_table *t, const char *key, const char *text, const char *raw)
 {
         int i = col_index(t->cols, t->ncols, key, strlen(key));
@@ -96,8 +247,9 @@ void npuctl_table_set(struct npuctl_table *t, const char *key, const char *text,
         cl = &t->cells[(t->nrows - 1) * (size_t)t->ncols + (size_t)i];
         free(cl->text);
         free(cl->raw);
-        cl->text = dup_or_die(text);
-        cl->raw = raw ? dup_or_die(raw) : NULL;
+        /* the one way into a cell: tables and CSV never show a string unescaped */
+        cl->text = npuctl_escape(text);
+        cl->raw = raw ? npuctl_escape(raw) : NULL;
 }
 
 void npuctl_table_str(struct npuctl_table *t, const char *key, const char *s)
@@ -146,7 +298,9 @@ static int select_cols(const struct npuctl *c, const struct npuctl_col *cols, in
                 size_t len = strcspn(p, ",");
                 int i = col_index(cols, ncols, p, len);
                 if (i < 0) {
-                        fprintf(stderr, "npuctl: unknown field '%.*s'; fields here:", (int)len, p);
+                        char *f = strndup(p, len);
+                        fprintf(stderr, "npuctl: unknown field '%s'; fields here:", npuctl_esc(f ? f : "?"));
+                        free(f);
                         for (int k = 0; k < ncols; k++)
                                 fprintf(stderr, "%s%s", k ? "," : " ", cols[k].key);
                         fprintf(stderr, "\n");

@@ -94,7 +94,7 @@ int npuctl_cmd_tenants(struct npuctl *c, int argc, char **argv)
         code = npuctl_table_print(c, t);
         if (!code && !c->csv && !c->fields && json_object_get(res, "placement"))
                 printf("\nscheduler: placement %s, best-effort share at least %g, tiles of %lld us\n",
-                       get_str(res, "placement"),
+                       npuctl_esc(get_str(res, "placement")),
                        json_number_value(json_object_get(res, "min_best_effort_share")),
                        (long long)get_int(res, "tile_us"));
         npuctl_table_free(t);
@@ -128,9 +128,9 @@ static int quota_show(struct npuctl *c, int argc, char **argv)
                         if (strcmp(get_str(e, "name"), name) == 0)
                                 found = e;
                 if (!found) {
-                        fprintf(stderr, "npuctl quota show: no tenant '%s' (tenants:", name);
+                        fprintf(stderr, "npuctl quota show: no tenant '%s' (tenants:", npuctl_esc(name));
                         json_array_foreach(json_object_get(res, "tenants"), i, e)
-                                fprintf(stderr, "%s%s", i ? ", " : " ", get_str(e, "name"));
+                                fprintf(stderr, "%s%s", i ? ", " : " ", npuctl_esc(get_str(e, "name")));
                         fprintf(stderr, ")\n");
                         json_decref(res);
                         return NPUCTL_ERROR;
@@ -185,7 +185,7 @@ static int quota_set(struct npuctl *c, int argc, char **argv)
                         if (npuctl_parse_device("quota set", v, &dev) < 0)
                                 return NPUCTL_USAGE;
                 } else if (argv[i][0] == '-' && argv[i][1]) {
-                        fprintf(stderr, "npuctl quota set: unknown option '%s'\n", argv[i]);
+                        fprintf(stderr, "npuctl quota set: unknown option '%s'\n", npuctl_esc(argv[i]));
                         return NPUCTL_USAGE;
                 } else if (nops < 3) {
                         ops[nops++] = argv[i];
@@ -210,9 +210,10 @@ static int quota_set(struct npuctl *c, int argc, char **argv)
         } else {
                 npuctl_format_bytes((double)bytes, b, sizeof(b));
                 if (dev < 0)
-                        printf("tenant '%s': total device-memory quota %s\n", ops[0], bytes ? b : "unlimited");
+                        printf("tenant '%s': total device-memory quota %s\n", npuctl_esc(ops[0]),
+                               bytes ? b : "unlimited");
                 else
-                        printf("tenant '%s': device-memory quota per device %s\n", ops[0],
+                        printf("tenant '%s': device-memory quota per device %s\n", npuctl_esc(ops[0]),
                                bytes ? b : "unlimited");
         }
         json_decref(res);
@@ -228,7 +229,7 @@ int npuctl_cmd_quota(struct npuctl *c, int argc, char **argv)
         if (strcmp(sub, "set") == 0)
                 return quota_set(c, argc, argv);
         fprintf(stderr, "npuctl quota: %s%s%s (quota show [TENANT] | quota set TENANT [--device N] BYTES)\n",
-                *sub ? "unknown subcommand '" : "missing subcommand", sub, *sub ? "'" : "");
+                *sub ? "unknown subcommand '" : "missing subcommand", npuctl_esc(sub), *sub ? "'" : "");
         return NPUCTL_USAGE;
 }
 

@@ -113,7 +113,7 @@ static void render(const struct npuctl *c, json_t *devs, json_t *sched, json_t *
         plain.csv = 0;
         strftime(when, sizeof(when), "%H:%M:%S", localtime(&now));
         printf("npuctl top - %s - npud %s - %zu device%s, %zu session%s    (q or Ctrl-C quits)\n\n",
-               when, version, json_array_size(devs), json_array_size(devs) == 1 ? "" : "s", nsess,
+               when, npuctl_esc(version), json_array_size(devs), json_array_size(devs) == 1 ? "" : "s", nsess,
                nsess == 1 ? "" : "s");
 
         t = npuctl_table_new(dev_cols);
@@ -233,7 +233,7 @@ int npuctl_cmd_top(struct npuctl *c, int argc, char **argv)
                                               "devices", json_object_get(devs, "devices"),
                                               "sched", json_object_get(sched, "devices"),
                                               "sessions", json_object_get(sess, "sessions"));
-                        char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+                        char *s = npuctl_json_text(o, 0);
                         if (s)
                                 printf("%s\n", s);
                         free(s);
@@ -248,6 +248,7 @@ int npuctl_cmd_top(struct npuctl *c, int argc, char **argv)
                                last ? now - last : 0, version);
                 }
                 fflush(stdout);
+                npuctl_esc_release();
                 for (int i = 0; i < 3; i++)
                         json_decref(prev[i]);
                 prev[0] = devs;

@@ -76,7 +76,7 @@ json_t *npuctl_call(struct npuctl *c, const char *method, json_t *params, int *r
         if (!c->ctx) {
                 st = npu_connect(c->socket, &c->ctx);
                 if (st != NPU_OK) {
-                        fprintf(stderr, "npuctl: %s\n", npu_error_message());
+                        fprintf(stderr, "npuctl: %s\n", npuctl_esc(npu_error_message()));
                         *ret_code = NPUCTL_CONNECT;
                         return NULL;
                 }
@@ -89,7 +89,7 @@ json_t *npuctl_call(struct npuctl *c, const char *method, json_t *params, int *r
         st = npu_admin_call(c->ctx, method, ptext, &text);
         free(ptext);
         if (st != NPU_OK) {
-                const char *msg = npu_error_message();
+                const char *msg = npuctl_esc(npu_error_message());
                 size_t n = strlen(method);
                 /* npud's messages already start with "method: " */
                 if (strncmp(msg, method, n) == 0 && msg[n] == ':')
@@ -104,7 +104,7 @@ json_t *npuctl_call(struct npuctl *c, const char *method, json_t *params, int *r
         v = json_loads(text, 0, NULL);
         free(text);
         if (!v) {
-                fprintf(stderr, "npuctl: %s: unreadable answer\n", method);
+                fprintf(stderr, "npuctl: %s: unreadable answer\n", npuctl_esc(method));
                 *ret_code = NPUCTL_ERROR;
         }
         return v;
@@ -112,7 +112,7 @@ json_t *npuctl_call(struct npuctl *c, const char *method, json_t *params, int *r
 
 void npuctl_print_json(json_t *v)
 {
-        char *s = json_dumps(v, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        char *s = npuctl_json_text(v, 1);
         if (s)
                 printf("%s\n", s);
         free(s);
@@ -134,7 +134,7 @@ int npuctl_nargs(const char *cmd, int argc, char **argv, int min, int max)
 {
         for (int i = 1; i < argc; i++)
                 if (argv[i][0] == '-' && argv[i][1] && !(argv[i][1] >= '0' && argv[i][1] <= '9')) {
-                        fprintf(stderr, "npuctl %s: unknown option '%s'\n", cmd, argv[i]);
+                        fprintf(stderr, "npuctl %s: unknown option '%s'\n", cmd, npuctl_esc(argv[i]));
                         return -1;
                 }
         if (argc - 1 < min) {
@@ -142,7 +142,7 @@ int npuctl_nargs(const char *cmd, int argc, char **argv, int min, int max)
                 return -1;
         }
         if (argc - 1 > max) {
-                fprintf(stderr, "npuctl %s: unexpected argument '%s'\n", cmd, argv[max + 1]);
+                fprintf(stderr, "npuctl %s: unexpected argument '%s'\n", cmd, npuctl_esc(argv[max + 1]));
                 return -1;
         }
         return 0;
@@ -156,7 +156,8 @@ int npuctl_parse_u64(const char *cmd, const char *what, const char *arg, uint64_
         errno = 0;
         v = strtoull(arg, &end, 10);
         if (errno || end == arg || *end || arg[0] == '-' || v > INT64_MAX) {
-                fprintf(stderr, "npuctl %s: %s '%s' is not a non-negative integer\n", cmd, what, arg);
+                fprintf(stderr, "npuctl %s: %s '%s' is not a non-negative integer\n", cmd, what,
+                        npuctl_esc(arg));
                 return -1;
         }
         *ret = v;
@@ -170,7 +171,7 @@ int npuctl_parse_device(const char *cmd, const char *arg, int *ret)
         if (npuctl_parse_u64(cmd, "device", arg, &v) < 0)
                 return -1;
         if (v > INT32_MAX) {
-                fprintf(stderr, "npuctl %s: device '%s' is out of range\n", cmd, arg);
+                fprintf(stderr, "npuctl %s: device '%s' is out of range\n", cmd, npuctl_esc(arg));
                 return -1;
         }
         *ret = (int)v;
@@ -230,7 +231,7 @@ int npuctl_parse_bytes(const char *cmd, const char *arg, uint64_t *ret)
 bad:
         fprintf(stderr,
                 "npuctl %s: '%s' is not a size (bytes, or a number with K, M, G, T or P: 64K, 1.5G)\n",
-                cmd, arg);
+                cmd, npuctl_esc(arg));
         return -1;
 }
 
@@ -330,14 +331,15 @@ static int set_option(struct npuctl *c, const char *name, const char *val)
                 errno = 0;
                 c->watch = strtod(val, &end);
                 if (errno || end == val || *end || !(c->watch >= 0.05 && c->watch <= 86400)) {
-                        fprintf(stderr, "npuctl: --watch '%s' is not a number of seconds from 0.05 to 86400\n", val);
+                        fprintf(stderr, "npuctl: --watch '%s' is not a number of seconds from 0.05 to 86400\n",
+                                npuctl_esc(val));
                         return -1;
                 }
         } else if (strcmp(name, "count") == 0) {
                 errno = 0;
                 c->count = strtol(val, &end, 10);
                 if (errno || end == val || *end || c->count < 1) {
-                        fprintf(stderr, "npuctl: --count '%s' is not a positive integer\n", val);
+                        fprintf(stderr, "npuctl: --count '%s' is not a positive integer\n", npuctl_esc(val));
                         return -1;
                 }
         }
@@ -376,7 +378,7 @@ static int take_globals(struct npuctl *c, int *argc, char **argv)
                                 taken = 1;
                         } else if (a[2 + n] == 0) {
                                 if (i + 1 >= *argc) {
-                                        fprintf(stderr, "npuctl: %s needs a value\n", a);
+                                        fprintf(stderr, "npuctl: %s needs a value\n", npuctl_esc(a));
                                         return -1;
                                 }
                                 if (set_option(c, with_value[k], argv[++i]) < 0)
@@ -421,7 +423,7 @@ int main(int argc, char **argv)
                 case 'h': usage(stdout); return 0;
                 default:
                         fprintf(stderr, "npuctl: unknown or incomplete option '%s' (see npuctl --help)\n",
-                                argv[optind - 1]);
+                                npuctl_esc(argv[optind - 1]));
                         return NPUCTL_USAGE;
                 }
         }
@@ -439,7 +441,7 @@ int main(int argc, char **argv)
                 if (strcmp(cargv[0], cmds[i].name) == 0)
                         break;
         if (i == NCMDS) {
-                fprintf(stderr, "npuctl: unknown command '%s' (see npuctl --help)\n", cargv[0]);
+                fprintf(stderr, "npuctl: unknown command '%s' (see npuctl --help)\n", npuctl_esc(cargv[0]));
                 return NPUCTL_USAGE;
         }
         if (take_globals(&c, &cargc, cargv) < 0)
@@ -473,6 +475,7 @@ int main(int argc, char **argv)
                         }
                         r = cmds[i].fn(&c, cargc, cargv);
                         fflush(stdout);
+                        npuctl_esc_release();
                         if (r == NPUCTL_USAGE || r == NPUCTL_CONNECT || r == NPUCTL_PERMISSION ||
                             (c.count && n >= c.count) || npuctl_wait(c.watch))
                                 break;

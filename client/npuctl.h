@@ -31,6 +31,26 @@ struct npuctl {
         npu_context_t *ctx;
 };
 
+/* ---- text npuctl did not write ----
+ * Every string from outside npuctl (names and messages from the daemon, anything from JSON,
+ * echoed arguments) reaches the terminal through one of these, so that a process name like
+ * "\033]0;...\007" cannot drive the admin's terminal. Written as visible ASCII instead:
+ * C0 controls and DEL (\x1b), bytes that are not valid UTF-8, raw C1 bytes 0x80-0x9f among
+ * them (\x9b), the C1 controls U+0080-U+009F in UTF-8 form, bidirectional overrides and
+ * isolates, and the line and paragraph separators (\u009b, \u202e); a backslash is doubled
+ * so that the escaped form cannot be forged. Other UTF-8 text stays as it is. Table cells
+ * (npuctl_table_set) are escaped here too, so tables and CSV need nothing more. */
+/* A malloc'd escaped copy of s (NULL: ""); exits on out of memory. */
+char *npuctl_escape(const char *s);
+/* s itself when nothing needs escaping (NULL stays NULL), else an escaped copy that lives
+ * until npuctl_esc_release(): for printf arguments. */
+const char *npuctl_esc(const char *s);
+/* Free the copies npuctl_esc made (between refreshes of --watch and top). */
+void npuctl_esc_release(void);
+/* v as JSON text for a terminal (free() it): non-ASCII as \uXXXX and DEL as \u007f, which
+ * jansson would otherwise write raw; indent 2 when indent, else compact. NULL on failure. */
+char *npuctl_json_text(json_t *v, int indent);
+
 /* Call an admin method with params (an object, borrowed; NULL for none). Returns the result
  * object, or NULL after printing "npuctl: METHOD: why" with *ret_code set to the exit code. */
 json_t *npuctl_call(struct npuctl *c, const char *method, json_t *params, int *ret_code);

@@ -1,9 +1,13 @@
-/* npuctl-hold: a client for tests/integration/test-npuctl.sh that holds device memory.
- * Usage: npuctl-hold SOCKET DEVICE BYTES [SECONDS]. Connects, allocates BYTES on DEVICE,
- * prints "ready" and its own session's view, then sleeps (default 30 s) or until killed, so
- * that npuctl mem, sessions and tenants have something to show. */
+/* npuctl-hold: a client for tests/integration/test-npuctl*.sh that holds device memory.
+ * Usage: npuctl-hold [--name COMM] SOCKET DEVICE BYTES [SECONDS]. Connects, allocates BYTES on
+ * DEVICE, prints "ready" and its own session's view, then sleeps (default 30 s) or until
+ * killed, so that npuctl mem, sessions and tenants have something to show. --name sets the
+ * process name (comm, at most 15 bytes, any bytes but NUL) before connecting: the name npud
+ * reports, as a hostile tenant could set it. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <npu.h>
@@ -15,8 +19,16 @@ int main(int argc, char **argv)
         npu_status_t st;
         unsigned seconds;
 
+        if (argc > 2 && strcmp(argv[1], "--name") == 0) {
+                if (prctl(PR_SET_NAME, (unsigned long)argv[2], 0, 0, 0) < 0) {
+                        perror("npuctl-hold: prctl");
+                        return 1;
+                }
+                argv += 2;
+                argc -= 2;
+        }
         if (argc < 4 || argc > 5) {
-                fprintf(stderr, "usage: npuctl-hold SOCKET DEVICE BYTES [SECONDS]\n");
+                fprintf(stderr, "usage: npuctl-hold [--name COMM] SOCKET DEVICE BYTES [SECONDS]\n");
                 return 2;
         }
         seconds = argc > 4 ? (unsigned)strtoul(argv[4], NULL, 10) : 30;
