@@ -3,7 +3,12 @@
  * Nodes run in the graph's topological order; each node's inputs lose a use when it has run
  * and the run frees an intermediate at its last use, so peak memory follows the live values
  * rather than the whole graph. Subgraph frames point at their parent frame, where values of
- * the enclosing graph are read. */
+ * the enclosing graph are read.
+ *
+ * Runs obey the run context the worker installed (ops/runctx.h): the context is checked
+ * before every node, every intermediate is an ops_buf charged to the run's byte budget, and
+ * a node that fails because the run was cancelled, ran past its deadline or its trip cap, or
+ * went over budget fails the run with that code (CANCELLED, LIMIT, QUOTA) instead of EXEC. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,6 +18,8 @@
 #include "../../policy/cost.h"
 #include "../../proto/dtype.h"
 #include "../../proto/errors.h"
+#include "../ops/control.h"
+#include "../ops/runctx.h"
 #include "exec.h"
 
 struct slot {
@@ -145,7 +152,7 @@ static void frame_release(struct frame *f)
         if (!f->slots)
                 return;
         for (int v = 0; v < f->g->nvalues; v++)
-                free(f->slots[v].owned);
+                ops_buf_free(f->slots[v].owned);
         free(f->slots);
         f->slots = NULL;
 }
@@ -192,7 +199,7 @@ static void slot_use_done(struct frame *f, int v)
 
         if (--s->uses_left > 0 || f->g->values[v].output >= 0 || !s->owned)
                 return;
-        free(s->owned);
+        ops_buf_free(s->owned);
         s->owned = NULL;
         s->t.data = NULL;
 }
@@ -200,6 +207,15 @@ static void slot_use_done(struct frame *f, int v)
 static int subgraph_run(void *graph_ctx, const void *graph, int nin,
                         const struct ops_tensor *in, int *ret_nout, struct ops_tensor *out,
                         int max_out, char *err, size_t errlen);
+
+/* The code a node fails with: the run's stop reason when one was recorded (cancelled, past
+ * the deadline or a cap, over budget), else what the failing step calls for. */
+static int node_code(int otherwise)
+{
+        int code = ops_runctx_code();
+
+        return code ? code : otherwise;
+}
 
 static int run_node(struct frame *f, int n, char *err, size_t errlen)
 {
@@ -213,6 +229,10 @@ static int run_node(struct frame *f, int n, char *err, size_t errlen)
 
         memset(&call, 0, sizeof(call));
         graph_node_label(gn, label, sizeof(label));
+        msg[0] = 0;
+        rc = ops_runctx_check(msg, sizeof(msg));
+        if (rc)
+                return fail(err, errlen, rc, "%s: %s", label, msg);
         call.nin = gn->nin;
         for (int i = 0; i < gn->nin; i++) {
                 int v = gn->in[i];
@@ -231,8 +251,12 @@ static int run_node(struct frame *f, int n, char *err, size_t errlen)
         call.graph_run = subgraph_run;
         call.graph_ctx = f;
         msg[0] = 0;
-        if (def->infer(&call, msg, sizeof(msg)) < 0)
-                return fail(err, errlen, PROTO_E_SHAPE, "%s: %s", label, msg[0] ? msg : "shape inference failed");
+        if (def->infer(&call, msg, sizeof(msg)) < 0) {
+                /* control-flow operators run their subgraphs here */
+                rc = fail(err, errlen, node_code(PROTO_E_SHAPE), "%s: %s", label,
+                          msg[0] ? msg : "shape inference failed");
+                goto out;
+        }
         for (int j = 0; j < gn->nout; j++) {
                 struct ops_tensor *o = &call.out[j];
                 int v = gn->out[j];
@@ -262,17 +286,19 @@ static int run_node(struct frame *f, int n, char *err, size_t errlen)
                         o->data = b->data;
                         continue;
                 }
-                mem[j] = malloc(bytes ? (size_t)bytes : 1);
+                msg[0] = 0;
+                mem[j] = ops_buf_alloc((uint64_t)bytes, msg, sizeof(msg));
                 if (!mem[j]) {
-                        rc = fail(err, errlen, PROTO_E_EXEC, "%s: out of memory for %lld bytes",
-                                  label, (long long)bytes);
+                        rc = fail(err, errlen, node_code(PROTO_E_EXEC), "%s: output '%s': %s", label,
+                                  v >= 0 ? g->values[v].name : "(unused)", msg);
                         goto out;
                 }
                 o->data = mem[j];
         }
         msg[0] = 0;
         if (def->run(&call, msg, sizeof(msg)) < 0) {
-                rc = fail(err, errlen, PROTO_E_EXEC, "%s: %s", label, msg[0] ? msg : "kernel failed");
+                rc = fail(err, errlen, node_code(PROTO_E_EXEC), "%s: %s", label,
+                          msg[0] ? msg : "kernel failed");
                 goto out;
         }
         for (int j = 0; j < gn->nout; j++) {
@@ -283,7 +309,7 @@ static int run_node(struct frame *f, int n, char *err, size_t errlen)
                 f->slots[v].owned = mem[j];
                 mem[j] = NULL;
                 if (f->slots[v].uses_left == 0 && g->values[v].output < 0) {
-                        free(f->slots[v].owned);
+                        ops_buf_free(f->slots[v].owned);
                         f->slots[v].owned = NULL;
                         f->slots[v].t.data = NULL;
                 }
@@ -295,7 +321,8 @@ static int run_node(struct frame *f, int n, char *err, size_t errlen)
                 slot_use_done(f, gn->implicit[i]);
 out:
         for (int j = 0; j < OPS_MAX_OUTPUTS; j++)
-                free(mem[j]);
+                ops_buf_free(mem[j]);
+        ops_control_forget();
         return rc;
 }
 
@@ -357,7 +384,8 @@ int graph_exec_bound(const struct graph_bind *b, char *err, size_t errlen)
 }
 
 /* ops_graph_run_fn for If, Loop and Scan kernels: run a subgraph of the node's graph with
- * the given inputs; its outputs come back in memory the caller frees with free(). */
+ * the given inputs; its outputs come back in ops_buf memory the caller frees with
+ * ops_buf_free(). */
 static int subgraph_run(void *graph_ctx, const void *graph, int nin,
                         const struct ops_tensor *in, int *ret_nout, struct ops_tensor *out,
                         int max_out, char *err, size_t errlen)
@@ -407,9 +435,9 @@ static int subgraph_run(void *graph_ctx, const void *graph, int nin,
                         s->owned = NULL;
                         continue;
                 }
-                out[k].data = malloc(bytes ? (size_t)bytes : 1);
+                out[k].data = ops_buf_alloc((uint64_t)bytes, d1, sizeof(d1));
                 if (!out[k].data) {
-                        rc = fail(err, errlen, -ENOMEM, "out of memory for subgraph output '%s'",
+                        rc = fail(err, errlen, -ENOMEM, "subgraph output '%s': no memory or over budget",
                                   g->values[g->outputs[k]].name);
                         break;
                 }
@@ -418,7 +446,7 @@ static int subgraph_run(void *graph_ctx, const void *graph, int nin,
         }
         if (rc) {
                 for (int j = 0; j < k; j++) {
-                        free(out[j].data);
+                        ops_buf_free(out[j].data);
                         out[j].data = NULL;
                 }
         } else {
@@ -479,6 +507,7 @@ uint64_t graph_estimate_ns(const struct graph *g, int nin, const struct ops_tens
                 call.graph_run = no_subgraph_run;
                 if (ok)
                         ok = gn->def->infer(&call, msg, sizeof(msg)) == 0;
+                ops_control_forget(); /* only shapes are wanted here */
                 for (int j = 0; ok && j < gn->nout; j++)
                         if (call.out[j].dtype && tensor_bytes(&call.out[j]) < 0)
                                 ok = 0;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/siphash.h"
 #include "graph.h"
 
 struct graph *graph_new(struct graph *parent)
@@ -66,14 +67,12 @@ char *graph_strndup(struct graph *g, const char *s, size_t n)
         return p;
 }
 
-/* FNV-1a: names are short and the index only needs to spread them. */
+/* Value names come from the model, which a client wrote: a keyed hash (SipHash under a
+ * per-process key) so that nobody can choose names that all probe the same slots and turn
+ * the import quadratic. */
 static uint32_t name_hash(const char *s)
 {
-        uint32_t h = 2166136261u;
-
-        for (; *s; s++)
-                h = (h ^ (uint8_t)*s) * 16777619u;
-        return h;
+        return (uint32_t)util_hash_str(s);
 }
 
 static void hash_put(int *tab, int cap, const char *name, int idx)

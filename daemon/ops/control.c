@@ -4,18 +4,25 @@
  * run, which the executor calls next on the same thread with the same call, copies them
  * into the outputs it allocated and frees them. A run without a matching infer (a stale
  * slot, a direct call) computes the results again. Sequence- and optional-typed values are
- * not tensors here and are not supported. None of these can be launched over the wire. */
+ * not tensors here and are not supported. None of these can be launched over the wire.
+ *
+ * Trip counts come from the model and its inputs, so every iteration checks the run context
+ * (cancellation, deadline) and a trip cap in force refuses larger counts before the first
+ * iteration. Every buffer here (subgraph outputs, scan slices, stacked scan outputs) is an
+ * ops_buf_alloc buffer charged to the run's byte budget. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../proto/errors.h"
 #include "control.h"
+#include "runctx.h"
 
 /* Body outputs of a Loop or Scan: condition, carried values and scan outputs. */
 #define CTL_MAX_BODY_OUT (OPS_MAX_INPUTS + OPS_MAX_OUTPUTS + 1)
 
-/* The node outputs computed by running subgraphs; every data pointer is malloc'd. */
+/* The node outputs computed by running subgraphs; every data pointer is an ops_buf. */
 struct ctl_result {
         int n;
         struct ops_tensor t[OPS_MAX_OUTPUTS];
@@ -30,7 +37,7 @@ static _Thread_local struct {
 static void result_free(struct ctl_result *r)
 {
         for (int i = 0; i < r->n; i++) {
-                free(r->t[i].data);
+                ops_buf_free(r->t[i].data);
                 r->t[i].data = NULL;
         }
         r->n = 0;
@@ -39,7 +46,7 @@ static void result_free(struct ctl_result *r)
 static void tensors_free(struct ops_tensor *t, int n)
 {
         for (int i = 0; i < n; i++) {
-                free(t[i].data);
+                ops_buf_free(t[i].data);
                 t[i].data = NULL;
         }
 }
@@ -54,21 +61,54 @@ static int64_t tensor_bytes(const struct ops_tensor *t)
         return n * (int64_t)es;
 }
 
-/* A malloc'd copy of t (data included). */
+/* An ops_buf copy of t (data included). The data may be missing: the cost estimate infers
+ * shapes with only initializers readable, and a loop that never iterates would pass its
+ * carried inputs through; without their values there is nothing to copy. */
 static int tensor_dup(const struct ops_tensor *t, struct ops_tensor *ret, const char *op,
                       char *err, size_t errlen)
 {
         int64_t bytes = tensor_bytes(t);
+        char msg[200];
 
         if (bytes < 0)
                 return ops_fail(err, errlen, -EINVAL, "%s: a value is not a supported tensor", op);
+        if (bytes > 0 && !t->data)
+                return ops_fail(err, errlen, -EINVAL, "%s: needs the value of a carried input", op);
         *ret = *t;
-        ret->data = malloc(bytes ? (size_t)bytes : 1);
+        ret->data = ops_buf_alloc((uint64_t)bytes, msg, sizeof(msg));
         if (!ret->data)
-                return ops_fail(err, errlen, -ENOMEM, "%s: out of memory", op);
+                return ops_fail(err, errlen, -ENOMEM, "%s: %s", op, msg);
         if (bytes)
                 memcpy(ret->data, t->data, (size_t)bytes);
         return 0;
+}
+
+/* Stop between iterations when the run is cancelled or past its deadline. */
+static int ctl_poll(const char *op, int64_t it, char *err, size_t errlen)
+{
+        char msg[160];
+
+        if (!ops_runctx_check(msg, sizeof(msg)))
+                return 0;
+        return ops_fail(err, errlen, -ECANCELED, "%s: %s (after %lld iterations)", op, msg,
+                        (long long)it);
+}
+
+/* The trip cap in force refuses n iterations (n < 0: unbounded, decided by a condition). */
+static int ctl_trips_refused(const char *op, int64_t n, char *err, size_t errlen)
+{
+        uint64_t cap = ops_runctx_max_trips();
+
+        if (!cap || (n >= 0 && (uint64_t)n <= cap))
+                return 0;
+        ops_runctx_stop(PROTO_E_LIMIT);
+        if (n < 0)
+                return ops_fail(err, errlen, -E2BIG,
+                                "%s: still running after %llu iterations, the cap on trip counts (max_loop_trips)",
+                                op, (unsigned long long)cap);
+        return ops_fail(err, errlen, -E2BIG,
+                        "%s: %lld iterations exceed the cap on trip counts of %llu (max_loop_trips)",
+                        op, (long long)n, (unsigned long long)cap);
 }
 
 static const void *graph_attr(const struct ops_call *call, const char *name)
@@ -176,12 +216,13 @@ static int stack_init(struct stack *s, const struct ops_tensor *v, const char *o
 static int stack_reserve(struct stack *s, int64_t cap, const char *op, char *err, size_t errlen)
 {
         uint8_t *nd;
+        char msg[200];
 
-        if (s->slice && cap > INT64_MAX / s->slice)
+        if (cap < 0 || (s->slice && cap > INT64_MAX / s->slice))
                 return ops_fail(err, errlen, -ENOMEM, "%s: scan output too large", op);
-        nd = realloc(s->data, s->slice * cap > 0 ? (size_t)(s->slice * cap) : 1);
+        nd = ops_buf_realloc(s->data, (uint64_t)(s->slice * cap), msg, sizeof(msg));
         if (!nd)
-                return ops_fail(err, errlen, -ENOMEM, "%s: out of memory", op);
+                return ops_fail(err, errlen, -ENOMEM, "%s: scan output: %s", op, msg);
         s->data = nd;
         s->count = cap;
         return 0;
@@ -205,10 +246,12 @@ static int stack_put(struct stack *s, const struct ops_tensor *v, int64_t pos, c
                                 ops_shape_str(&s->first, a, sizeof(a)), ops_shape_str(v, b, sizeof(b)));
         }
         if (pos >= s->count) {
-                int64_t cap = s->count ? s->count * 2 : 4;
+                int64_t cap = s->count ? s->count : 4;
 
-                while (cap <= pos)
+                while (cap <= pos && cap <= INT64_MAX / 2)
                         cap *= 2;
+                if (cap <= pos)
+                        cap = pos + 1;
                 rc = stack_reserve(s, cap, op, err, errlen);
                 if (rc)
                         return rc;
@@ -230,6 +273,13 @@ static int stack_take(struct stack *s, int64_t n, struct ops_tensor *ret, const 
         if (!s->first.dtype)
                 return ops_fail(err, errlen, -ENOTSUP,
                                 "%s: no iterations ran, so scan output %d has no known shape", op, k);
+        /* A Loop's buffer grew by doubling: give back the room past n iterations, so that the
+         * buffer's size is the tensor's (the executor frees and copies by that). */
+        if (n < s->count) {
+                int rc = stack_reserve(s, n, op, err, errlen);
+                if (rc)
+                        return rc;
+        }
         *ret = s->first;
         ret->ndim = s->first.ndim + 1;
         for (int d = s->first.ndim; d > s->axis; d--)
@@ -274,7 +324,19 @@ static int loop_compute(const struct ops_call *call, struct ctl_result *r, char 
                                         "Loop: carried value %d is empty (optional values are not supported)", i);
                 cur[i] = call->in[2 + i];
         }
+        if (trip < 0)
+                trip = 0; /* ONNX: a negative M runs no iteration */
+        if (cond && call->in[0].dtype) {
+                rc = ctl_trips_refused("Loop", trip, err, errlen);
+                if (rc)
+                        return rc;
+        }
         while (it < trip && cond) {
+                rc = ctl_poll("Loop", it, err, errlen);
+                if (!rc && (uint64_t)it >= ops_runctx_max_trips() && ops_runctx_max_trips())
+                        rc = ctl_trips_refused("Loop", -1, err, errlen);
+                if (rc)
+                        goto out;
                 bin[0] = (struct ops_tensor){ .dtype = PROTO_DTYPE_INT64, .ndim = 0, .data = &it };
                 cond_byte = 1;
                 bin[1] = (struct ops_tensor){ .dtype = PROTO_DTYPE_BOOL, .ndim = 0, .data = &cond_byte };
@@ -337,7 +399,7 @@ out:
         if (owned)
                 tensors_free(cur, ncar);
         for (int k = 0; k < OPS_MAX_OUTPUTS; k++)
-                free(st[k].data);
+                ops_buf_free(st[k].data);
         if (rc)
                 result_free(r);
         return rc;
@@ -402,22 +464,29 @@ static int scan_compute(const struct ops_call *call, struct ctl_result *r, char 
                                         "Scan: scan input %d has %lld steps, input 0 %lld", m,
                                         (long long)x->dims[a], (long long)steps);
         }
+        rc = ctl_trips_refused("Scan", steps, err, errlen);
+        if (rc)
+                return rc;
         for (int m = 0; m < nsi; m++) {
                 const struct ops_tensor *x = &call->in[nst + m];
                 struct ops_tensor *s = &bin[nst + m];
-                int64_t bytes = steps ? tensor_bytes(x) / steps : 0;
+                char msg[200];
 
                 *s = *x;
                 s->ndim = x->ndim - 1;
                 for (int d = axis[m]; d < s->ndim; d++)
                         s->dims[d] = x->dims[d + 1];
-                s->data = malloc(bytes ? (size_t)bytes : 1);
+                /* one step's slice: the input without its scan axis */
+                s->data = ops_buf_alloc((uint64_t)tensor_bytes(s), msg, sizeof(msg));
                 if (!s->data) {
-                        rc = ops_fail(err, errlen, -ENOMEM, "Scan: out of memory");
+                        rc = ops_fail(err, errlen, -ENOMEM, "Scan: %s", msg);
                         goto out;
                 }
         }
         for (int64_t t = 0; t < steps; t++) {
+                rc = ctl_poll("Scan", t, err, errlen);
+                if (rc)
+                        goto out;
                 for (int m = 0; m < nsi; m++) {
                         const struct ops_tensor *x = &call->in[nst + m];
                         int64_t pos = ints_at(in_dirs, m, 0) ? steps - 1 - t : t;
@@ -492,15 +561,21 @@ out:
         if (owned)
                 tensors_free(cur, nst);
         for (int m = 0; m < nsi; m++)
-                free(bin[nst + m].data);
+                ops_buf_free(bin[nst + m].data);
         for (int k = 0; k < OPS_MAX_OUTPUTS; k++)
-                free(st[k].data);
+                ops_buf_free(st[k].data);
         if (rc)
                 result_free(r);
         return rc;
 }
 
 /* ---------------------------------------------------------------- glue */
+
+void ops_control_forget(void)
+{
+        result_free(&ctl_slot.r);
+        ctl_slot.key = NULL;
+}
 
 typedef int (*ctl_compute_fn)(const struct ops_call *call, struct ctl_result *r, char *err,
                               size_t errlen);

@@ -237,8 +237,10 @@ struct rnn_bufs {
         int64_t *len;
 };
 
-/* One direction. gates of step rows: [B, G * H]; the state h, c: [B, H]. */
-static void rnn_direction(const struct rnn *r, struct rnn_bufs *bf, int d, int reverse)
+/* One direction. gates of step rows: [B, G * H]; the state h, c: [B, H]. Checks the run
+ * context once per step: 0, or the stop code (cancelled, past the deadline). */
+static int rnn_direction(const struct rnn *r, struct rnn_bufs *bf, int d, int reverse,
+                         char *err, size_t errlen)
 {
         const int64_t S = r->s, B = r->b, H = r->h, G = r->gates, GH = G * H;
         const float *W = bf->w.p + d * GH * r->in, *R = bf->r.p + d * GH * H;
@@ -270,6 +272,10 @@ static void rnn_direction(const struct rnn *r, struct rnn_bufs *bf, int d, int r
                         bf->c[b] = bf->c0.p ? bf->c0.p[d * B * H + b] : 0;
         }
         for (step = 0; step < S; step++) {
+                int rc = ops_runctx_check(err, errlen);
+
+                if (rc)
+                        return rc;
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)B, (blasint)GH,
                             (blasint)H, 1.0f, bf->h, (blasint)H, R, (blasint)H, 0.0f, bf->hr,
                             (blasint)GH);
@@ -356,6 +362,7 @@ static void rnn_direction(const struct rnn *r, struct rnn_bufs *bf, int d, int r
                 if (bf->yc.p)
                         memcpy(bf->yc.p + off, bf->c + b * H, (size_t)H * sizeof(float));
         }
+        return 0;
 }
 
 static void rnn_free(struct rnn_bufs *bf)
@@ -366,13 +373,13 @@ static void rnn_free(struct rnn_bufs *bf)
 
         for (i = 0; i < sizeof(v) / sizeof(v[0]); i++)
                 nn_f32_done(v[i]);
-        free(bf->xs);
-        free(bf->xw);
-        free(bf->hr);
-        free(bf->h);
-        free(bf->c);
-        free(bf->rh);
-        free(bf->len);
+        ops_buf_free(bf->xs);
+        ops_buf_free(bf->xw);
+        ops_buf_free(bf->hr);
+        ops_buf_free(bf->h);
+        ops_buf_free(bf->c);
+        ops_buf_free(bf->rh);
+        ops_buf_free(bf->len);
 }
 
 /* Initial states in layout 1 are [B, D, H]; the kernel wants [D, B, H]. */
@@ -404,6 +411,7 @@ static int rnn_run(const struct ops_def *def, enum rnn_kind kind, const struct o
         struct rnn_bufs bf;
         int64_t S, B, H, GH, i, t;
         int rc, d;
+        char msg[200] = "";
 
         rc = rnn_setup(def, kind, call, &r, err, errlen);
         if (rc)
@@ -427,26 +435,47 @@ static int rnn_run(const struct ops_def *def, enum rnn_kind kind, const struct o
                 rc |= nn_f32_out(&call->out[1], &bf.yh);
         if (kind == RNN_LSTM && nn_want_out(call, 2))
                 rc |= nn_f32_out(&call->out[2], &bf.yc);
-        bf.xs = malloc((size_t)(S * B * r.in) * sizeof(float) + 1);
-        bf.xw = malloc((size_t)(S * B * GH) * sizeof(float) + 1);
-        bf.hr = malloc((size_t)(B * GH) * sizeof(float) + 1);
-        bf.h = malloc((size_t)(B * H) * sizeof(float) + 1);
-        bf.rh = malloc((size_t)(B * H) * sizeof(float) + 1);
-        bf.len = malloc((size_t)B * sizeof(int64_t) + 1);
-        if (kind == RNN_LSTM)
-                bf.c = malloc((size_t)(B * H) * sizeof(float) + 1);
+        /* Workspaces scale with the model's sizes: charged to the run's budget, sizes
+         * saturating so that an overflow is an allocation that fails. */
+        if (!rc)
+                bf.xs = ops_buf_alloc(ops_bytes(ops_bytes(ops_bytes((uint64_t)S, (uint64_t)B),
+                                                          (uint64_t)r.in), sizeof(float)),
+                                      msg, sizeof(msg));
+        if (bf.xs)
+                bf.xw = ops_buf_alloc(ops_bytes(ops_bytes(ops_bytes((uint64_t)S, (uint64_t)B),
+                                                          (uint64_t)GH), sizeof(float)),
+                                      msg, sizeof(msg));
+        if (bf.xw)
+                bf.hr = ops_buf_alloc(ops_bytes(ops_bytes((uint64_t)B, (uint64_t)GH), sizeof(float)),
+                                      msg, sizeof(msg));
+        if (bf.hr)
+                bf.h = ops_buf_alloc(ops_bytes(ops_bytes((uint64_t)B, (uint64_t)H), sizeof(float)),
+                                     msg, sizeof(msg));
+        if (bf.h)
+                bf.rh = ops_buf_alloc(ops_bytes(ops_bytes((uint64_t)B, (uint64_t)H), sizeof(float)),
+                                      msg, sizeof(msg));
+        if (bf.rh)
+                bf.len = ops_buf_alloc(ops_bytes((uint64_t)B, sizeof(int64_t)), msg, sizeof(msg));
+        if (bf.len && kind == RNN_LSTM)
+                bf.c = ops_buf_alloc(ops_bytes(ops_bytes((uint64_t)B, (uint64_t)H), sizeof(float)),
+                                     msg, sizeof(msg));
         if (rc || !bf.xs || !bf.xw || !bf.hr || !bf.h || !bf.rh || !bf.len ||
             (kind == RNN_LSTM && !bf.c)) {
                 rnn_free(&bf);
-                return ops_fail(err, errlen, -ENOMEM, "%s: out of memory", def->name);
+                return ops_fail(err, errlen, -ENOMEM, "%s: %s", def->name,
+                                msg[0] ? msg : "out of memory");
         }
         for (i = 0; i < B; i++) {
-                bf.len[i] = nn_has_in(call, 4) ? nn_get_int(&call->in[4], i) : S;
-                if (bf.len[i] < 0 || bf.len[i] > S) {
+                int64_t len = nn_has_in(call, 4) ? nn_get_int(&call->in[4], i) : S;
+
+                /* the message is made before the buffers go */
+                if (len < 0 || len > S) {
                         rnn_free(&bf);
-                        return ops_fail(err, errlen, -EINVAL, "%s: sequence length %lld",
-                                        def->name, (long long)bf.len[i]);
+                        return ops_fail(err, errlen, -EINVAL,
+                                        "%s: input 'sequence_lens' [%lld] is %lld, outside 0..%lld (the sequence length)",
+                                        def->name, (long long)i, (long long)len, (long long)S);
                 }
+                bf.len[i] = len;
         }
         /* X as [S, B, I] rows */
         if (r.layout) {
@@ -459,8 +488,13 @@ static int rnn_run(const struct ops_def *def, enum rnn_kind kind, const struct o
         }
         if (bf.y.p)
                 memset(bf.y.p, 0, (size_t)(S * r.dirs * B * H) * sizeof(float));
-        for (d = 0; d < r.dirs; d++)
-                rnn_direction(&r, &bf, d, r.dirs == 2 ? d == 1 : r.reverse);
+        for (d = 0; d < r.dirs; d++) {
+                rc = rnn_direction(&r, &bf, d, r.dirs == 2 ? d == 1 : r.reverse, msg, sizeof(msg));
+                if (rc) {
+                        rnn_free(&bf);
+                        return ops_fail(err, errlen, -ECANCELED, "%s: %s", def->name, msg);
+                }
+        }
         if (bf.y.p)
                 nn_f32_commit(&call->out[0], &bf.y);
         if (bf.yh.p)

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "ops.h"
+#include "runctx.h"
 
 /* Buffers big enough for ops_shape_str and ops_dtype_str. */
 #define OPS_SHAPE_STR_MAX 192

@@ -60,7 +60,8 @@ struct ops_attr {
 struct ops_call;
 
 /* Run a subgraph attribute (If, Loop, Scan): inputs bound to the graph's inputs; outputs
- * allocated by the executor (malloc'd data the caller frees with free()). */
+ * allocated by the executor (ops_buf_alloc'd data, charged to the run's byte budget, that the
+ * caller frees with ops_buf_free(); see runctx.h). */
 typedef int (*ops_graph_run_fn)(void *graph_ctx, const void *graph, int nin,
                                 const struct ops_tensor *in, int *ret_nout,
                                 struct ops_tensor *out, int max_out, char *err, size_t errlen);

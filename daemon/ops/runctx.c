@@ -117,3 +117,131 @@ void ops_ws_free(void *p, uint64_t n)
         free(p);
         ops_mem_uncharge(n);
 }
+
+/* ---- additions: stop reasons and self-describing intermediates ---- */
+
+int ops_runctx_stop(int code)
+{
+        struct ops_runctx *c = current;
+
+        if (!c)
+                return 0;
+        if (!c->code)
+                c->code = code;
+        return c->code;
+}
+
+int ops_runctx_code(void)
+{
+        return current ? current->code : 0;
+}
+
+/* Before every buffer: its size and the budget charged. 16 bytes keep malloc's alignment. */
+struct buf_head {
+        uint64_t n;
+        struct ops_mem_budget *b;
+};
+
+_Static_assert(sizeof(struct buf_head) == 16, "the header must keep 16-byte alignment");
+
+uint64_t ops_bytes(uint64_t n, uint64_t size)
+{
+        uint64_t r;
+
+        return __builtin_mul_overflow(n, size, &r) ? UINT64_MAX : r;
+}
+
+static void *buf_alloc(uint64_t n, int zero, char *err, size_t errlen)
+{
+        struct ops_mem_budget *b = current ? current->mem : NULL;
+        struct buf_head *h;
+        int rc;
+
+        if (n > SIZE_MAX - 2 * sizeof(*h)) {
+                if (err && errlen)
+                        snprintf(err, errlen, "intermediates of %llu bytes are too large",
+                                 (unsigned long long)n);
+                ops_runctx_stop(PROTO_E_QUOTA);
+                return NULL;
+        }
+        rc = ops_mem_budget_charge(b, n, err, errlen);
+        if (rc) {
+                ops_runctx_stop(rc);
+                return NULL;
+        }
+        h = zero ? calloc(1, sizeof(*h) + (size_t)n) : malloc(sizeof(*h) + (size_t)n);
+        if (!h) {
+                ops_mem_budget_uncharge(b, n);
+                if (err && errlen)
+                        snprintf(err, errlen, "out of host memory for %llu bytes of intermediates",
+                                 (unsigned long long)n);
+                return NULL;
+        }
+        h->n = n;
+        h->b = b;
+        return h + 1;
+}
+
+void *ops_buf_alloc(uint64_t n, char *err, size_t errlen)
+{
+        return buf_alloc(n, 0, err, errlen);
+}
+
+void *ops_buf_alloc0(uint64_t n, char *err, size_t errlen)
+{
+        return buf_alloc(n, 1, err, errlen);
+}
+
+void *ops_buf_realloc(void *p, uint64_t n, char *err, size_t errlen)
+{
+        struct buf_head *h, *nh;
+        int rc;
+
+        if (!p)
+                return buf_alloc(n, 0, err, errlen);
+        h = (struct buf_head *)p - 1;
+        if (n > SIZE_MAX - 2 * sizeof(*h)) {
+                if (err && errlen)
+                        snprintf(err, errlen, "intermediates of %llu bytes are too large",
+                                 (unsigned long long)n);
+                ops_runctx_stop(PROTO_E_QUOTA);
+                return NULL;
+        }
+        /* Growth is charged before the memory is taken; shrinking gives back afterwards. */
+        if (n > h->n) {
+                rc = ops_mem_budget_charge(h->b, n - h->n, err, errlen);
+                if (rc) {
+                        ops_runctx_stop(rc);
+                        return NULL;
+                }
+        }
+        nh = realloc(h, sizeof(*h) + (size_t)n);
+        if (!nh) {
+                if (n > h->n)
+                        ops_mem_budget_uncharge(h->b, n - h->n);
+                if (err && errlen)
+                        snprintf(err, errlen, "out of host memory for %llu bytes of intermediates",
+                                 (unsigned long long)n);
+                return NULL;
+        }
+        if (n < nh->n)
+                ops_mem_budget_uncharge(nh->b, nh->n - n);
+        nh->n = n;
+        return nh + 1;
+}
+
+void ops_buf_free(void *p)
+{
+        struct buf_head *h;
+
+        if (!p)
+                return;
+        h = (struct buf_head *)p - 1;
+        ops_mem_budget_uncharge(h->b, h->n);
+        free(h);
+}
+
+uint64_t ops_buf_size(const void *p)
+{
+        return p ? ((const struct buf_head *)p - 1)->n : 0;
+}

@@ -57,4 +57,30 @@ void ops_mem_budget_uncharge(struct ops_mem_budget *b, uint64_t n);
 void *ops_ws_alloc(uint64_t n, char *err, size_t errlen);
 void ops_ws_free(void *p, uint64_t n);
 
+/* Additions for the graph executor and the kernels (graph and operator robustness). */
+
+/* Record code (a PROTO_E_*) as the reason the current run stops, unless one is recorded
+ * already; returns the code in force (0 without a context). Kernels call it for limits they
+ * enforce themselves (Loop trip cap: PROTO_E_LIMIT; over budget: PROTO_E_QUOTA) so that the
+ * executor reports that code rather than a generic kernel failure. */
+int ops_runctx_stop(int code);
+/* The recorded stop reason of the current run (0: none, or no context). */
+int ops_runctx_code(void);
+
+/* Intermediates that remember their size and the budget they were charged to, so that any
+ * code (the executor, a control-flow kernel, a later stage) frees them with ops_buf_free
+ * alone and the right budget gets the bytes back. NULL with a message when over budget (the
+ * run's stop reason becomes PROTO_E_QUOTA) or out of memory. ops_buf_alloc0 zero-fills.
+ * ops_buf_realloc keeps the contents (p NULL: a fresh buffer); on failure p is untouched. */
+void *ops_buf_alloc(uint64_t n, char *err, size_t errlen);
+void *ops_buf_alloc0(uint64_t n, char *err, size_t errlen);
+void *ops_buf_realloc(void *p, uint64_t n, char *err, size_t errlen);
+void ops_buf_free(void *p);
+/* Bytes a buffer of ops_buf_alloc holds (0 for NULL). */
+uint64_t ops_buf_size(const void *p);
+
+/* n * size and a + b in bytes, or UINT64_MAX when they overflow (an allocation of that size
+ * always fails). */
+uint64_t ops_bytes(uint64_t n, uint64_t size);
+
 #endif

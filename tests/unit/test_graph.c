@@ -16,6 +16,7 @@
 #include "../../daemon/graph/exec.h"
 #include "../../daemon/graph/graph.h"
 #include "../../daemon/graph/onnx-import.h"
+#include "../../daemon/ops/runctx.h"
 #include "../../proto/dtype.h"
 #include "../../proto/errors.h"
 #include "../../proto/submit.h"
@@ -93,7 +94,7 @@ static int pick_infer(struct ops_call *c, char *err, size_t errlen)
         c->out[0] = out[0];
         c->out[0].data = NULL;
         for (int i = 0; i < n; i++)
-                free(out[i].data);
+                ops_buf_free(out[i].data);
         return 0;
 }
 
@@ -107,7 +108,7 @@ static int pick_run(const struct ops_call *c, char *err, size_t errlen)
                 return rc;
         memcpy(c->out[0].data, out[0].data, (size_t)ops_tensor_numel(&out[0]) * sizeof(float));
         for (int i = 0; i < n; i++)
-                free(out[i].data);
+                ops_buf_free(out[i].data);
         return 0;
 }
 

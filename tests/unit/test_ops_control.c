@@ -10,12 +10,15 @@
 #include <string.h>
 
 #include "../../daemon/ops/ops.h"
+#include "../../daemon/ops/runctx.h"
+#include "../../proto/errors.h"
 
 #define F32 PROTO_DTYPE_FLOAT32
 #define I64 PROTO_DTYPE_INT64
 #define BOOL PROTO_DTYPE_BOOL
 
-/* A subgraph: a function from inputs to outputs whose data it mallocs. */
+/* A subgraph: a function from inputs to outputs whose data it takes from ops_buf_alloc (what
+ * the executor hands the control-flow kernels). */
 struct fake_graph {
         int (*body)(int nin, const struct ops_tensor *in, struct ops_tensor *out);
         int runs;
@@ -42,7 +45,7 @@ static struct ops_tensor f32(int ndim, const int64_t *dims, const float *v)
                 t.dims[d] = dims[d];
                 n *= dims[d];
         }
-        t.data = malloc((size_t)n * sizeof(float) + 1);
+        t.data = ops_buf_alloc((uint64_t)n * sizeof(float), NULL, 0);
         if (v)
                 memcpy(t.data, v, (size_t)n * sizeof(float));
         return t;
@@ -52,7 +55,7 @@ static struct ops_tensor scalar(int dtype, int64_t v)
 {
         struct ops_tensor t = { .dtype = dtype, .ndim = 0 };
 
-        t.data = malloc(8);
+        t.data = ops_buf_alloc(8, NULL, 0);
         if (dtype == BOOL)
                 *(uint8_t *)t.data = (uint8_t)v;
         else
@@ -100,7 +103,7 @@ static int exec_call(const struct ops_def *def, struct ops_call *c, char *err, s
         for (int j = 0; j < c->nout; j++) {
                 int64_t n = ops_tensor_numel(&c->out[j]);
                 ck_assert_int_ge(n, 0);
-                c->out[j].data = calloc((size_t)n + 1, 8);
+                c->out[j].data = ops_buf_alloc0((uint64_t)n * 8, NULL, 0);
         }
         return def->run(c, err, errlen);
 }
@@ -108,9 +111,9 @@ static int exec_call(const struct ops_def *def, struct ops_call *c, char *err, s
 static void call_free(struct ops_call *c)
 {
         for (int i = 0; i < c->nin; i++)
-                free(c->in[i].data);
+                ops_buf_free(c->in[i].data);
         for (int j = 0; j < c->nout; j++)
-                free(c->out[j].data);
+                ops_buf_free(c->out[j].data);
 }
 
 /* ---------------------------------------------------------------- If */
@@ -204,7 +207,7 @@ START_TEST(test_if_errors)
         c.graph_run = NULL;
         ck_assert_int_eq(def->infer(&c, err, sizeof(err)), -EINVAL);
         ck_assert_int_lt(def->check(&c, err, sizeof(err)), 0);
-        free(c.in[0].data);
+        ops_buf_free(c.in[0].data);
         c.in[0].data = NULL;
         c.graph_run = fake_run;
         ck_assert_int_eq(def->infer(&c, err, sizeof(err)), -EINVAL);
@@ -401,6 +404,108 @@ START_TEST(test_scan_errors)
 }
 END_TEST
 
+/* The cost estimate infers with only initializers readable: a loop that never iterates must
+ * not copy a carried value it has no data for (it used to memcpy from NULL). */
+START_TEST(test_zero_iterations_without_data)
+{
+        const struct ops_def *loop = ops_lookup_onnx(NULL, "Loop", 13);
+        const struct ops_def *scan = ops_lookup_onnx(NULL, "Scan", 11);
+        struct fake_graph body = { loop_body, 0 }, sbody = { sum_body, 0 };
+        char err[256] = "";
+        struct ops_call c;
+
+        call_init(&c, 13);
+        c.nin = 3;
+        c.in[0] = scalar(I64, 0);
+        c.in[2] = (struct ops_tensor){ .dtype = F32, .ndim = 1, .dims = { 2 } }; /* no data */
+        c.nout = 1;
+        graph_attr(&c, "body", &body);
+        ck_assert_int_eq(loop->infer(&c, err, sizeof(err)), -EINVAL);
+        ck_assert_ptr_nonnull(strstr(err, "needs the value"));
+        ck_assert_int_eq(body.runs, 0);
+        ops_buf_free(c.in[0].data);
+
+        /* Scan over an axis of extent 0, the state without data */
+        call_init(&c, 11);
+        c.nin = 2;
+        c.in[0] = (struct ops_tensor){ .dtype = F32, .ndim = 1, .dims = { 2 } };
+        c.in[1] = (struct ops_tensor){ .dtype = F32, .ndim = 2, .dims = { 0, 2 } };
+        c.nout = 1;
+        graph_attr(&c, "body", &sbody);
+        ints_attr(&c, "num_scan_inputs", 0, (const int64_t[]){ 1 });
+        ck_assert_int_eq(scan->infer(&c, err, sizeof(err)), -EINVAL);
+        ck_assert_ptr_nonnull(strstr(err, "needs the value"));
+        ck_assert_int_eq(sbody.runs, 0);
+
+        /* with data, zero steps pass the state through */
+        c.in[0] = f32(1, (int64_t[]){ 2 }, (float[]){ 3, 4 });
+        ck_assert_msg(exec_call(scan, &c, err, sizeof(err)) == 0, "%s", err);
+        ck_assert(((float *)c.out[0].data)[1] == 4);
+        ops_buf_free(c.in[0].data);
+        ops_buf_free(c.out[0].data);
+}
+END_TEST
+
+/* The trip cap of the run context: a larger M is refused before the first iteration, a loop
+ * driven by its condition stops at the cap, a Scan with more steps is refused; each records
+ * PROTO_E_LIMIT as the run's stop reason. */
+START_TEST(test_trip_cap)
+{
+        const struct ops_def *loop = ops_lookup_onnx(NULL, "Loop", 13);
+        const struct ops_def *scan = ops_lookup_onnx(NULL, "Scan", 11);
+        struct fake_graph body = { loop_body, 0 }, sbody = { sum_body, 0 };
+        struct ops_runctx ctx = { .max_loop_trips = 2 };
+        char err[256] = "";
+        struct ops_call c;
+
+        ops_runctx_set(&ctx);
+        call_init(&c, 13);
+        c.nin = 3;
+        c.in[0] = scalar(I64, INT64_MAX);
+        c.in[1] = scalar(BOOL, 1);
+        c.in[2] = f32(1, (int64_t[]){ 2 }, (float[]){ 1, 10 });
+        c.nout = 1;
+        graph_attr(&c, "body", &body);
+        ck_assert_int_lt(loop->infer(&c, err, sizeof(err)), 0);
+        ck_assert_ptr_nonnull(strstr(err, "cap"));
+        ck_assert_int_eq(body.runs, 0);
+        ck_assert_int_eq(ctx.code, PROTO_E_LIMIT);
+
+        /* no M: loop_body keeps the condition true for 3 iterations, one past the cap */
+        ctx.code = 0;
+        ops_buf_free(c.in[0].data);
+        c.in[0] = (struct ops_tensor){ 0 };
+        ck_assert_int_lt(loop->infer(&c, err, sizeof(err)), 0);
+        ck_assert_ptr_nonnull(strstr(err, "after 2 iterations"));
+        ck_assert_int_eq(body.runs, 2);
+        ck_assert_int_eq(ctx.code, PROTO_E_LIMIT);
+
+        /* within the cap: runs */
+        ctx.code = 0;
+        ctx.max_loop_trips = 3;
+        body.runs = 0;
+        ck_assert_msg(exec_call(loop, &c, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_int_eq(body.runs, 3);
+        call_free(&c);
+
+        ctx.code = 0;
+        ctx.max_loop_trips = 3;
+        call_init(&c, 11);
+        c.nin = 2;
+        c.in[0] = f32(1, (int64_t[]){ 2 }, (float[]){ 0, 0 });
+        c.in[1] = f32(2, (int64_t[]){ 4, 2 }, (float[]){ 1, 2, 3, 4, 5, 6, 7, 8 });
+        c.nout = 1;
+        graph_attr(&c, "body", &sbody);
+        ints_attr(&c, "num_scan_inputs", 0, (const int64_t[]){ 1 });
+        ck_assert_int_lt(scan->infer(&c, err, sizeof(err)), 0);
+        ck_assert_ptr_nonnull(strstr(err, "4 iterations exceed"));
+        ck_assert_int_eq(sbody.runs, 0);
+        ck_assert_int_eq(ctx.code, PROTO_E_LIMIT);
+        call_free(&c);
+        ops_runctx_set(NULL);
+}
+END_TEST
+
 static Suite *control_suite(void)
 {
         Suite *s = suite_create("ops-control");
@@ -413,6 +518,8 @@ static Suite *control_suite(void)
         tcase_add_test(tc, test_loop_zero_iterations);
         tcase_add_test(tc, test_scan_sum);
         tcase_add_test(tc, test_scan_errors);
+        tcase_add_test(tc, test_zero_iterations_without_data);
+        tcase_add_test(tc, test_trip_cap);
         suite_add_tcase(s, tc);
         return s;
 }
