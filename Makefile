@@ -217,25 +217,52 @@ conformance: deps
 	$(ONNX_TEST) --start-npud --quiet --summary --json $(BUILD)/conformance.json $(ONNX_DATA)/node
 
 FUZZ_TIME ?= 60
-fuzz: deps
+FUZZ_SMOKE_TIME ?= 20
+# libFuzzer targets under ASan + UBSan; any UBSan report is fatal (a finding, not a warning).
+FUZZ_CFLAGS := -std=gnu11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
+               -fno-sanitize-recover=undefined
+FUZZ_ONNX_SEEDS := relu add matmul_2d gemm_default_no_bias if loop11 scan9_sum \
+  reshape_reordered_all_dims conv_with_strides_padding softmax_axis_1 cast_FLOAT_to_FLOAT16
+# Per-input limits of the bounded runs (fuzz_graph also caps time and memory inside).
+FUZZ_LIMITS := -timeout=10 -rss_limit_mb=2048
+
+.PHONY: fuzz-build fuzz-smoke
+fuzz-build: deps
 	@command -v clang >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get install -y clang >/dev/null; } || \
 	  { echo "fuzz: clang is missing; run: sudo apt-get install -y clang"; exit 1; }
 	@mkdir -p $(BUILD)/fuzz
-	clang -std=gnu11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
+	clang $(FUZZ_CFLAGS) \
 	  $(shell pkg-config --cflags jansson) tests/fuzz/fuzz_proto.c $(PROTO_SRC) \
 	  $(shell pkg-config --libs jansson) -o $(BUILD)/fuzz/fuzz_proto
-	@mkdir -p $(BUILD)/fuzz/corpus
-	$(BUILD)/fuzz/fuzz_proto -max_total_time=$(FUZZ_TIME) -max_len=4096 $(BUILD)/fuzz/corpus tests/fuzz/corpus-proto
 	$(MAKE) $(ONNX_GEN_H)
-	clang -std=gnu11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -I$(BUILD)/gen \
+	clang $(FUZZ_CFLAGS) -I$(BUILD)/gen \
 	  $(shell pkg-config --cflags openblas) tests/fuzz/fuzz_onnx.c $(GRAPH_SRC) $(OPS_SRC) $(UTIL_SRC) \
 	  $(ONNX_GEN_C) proto/dtype.c policy/cost.c \
 	  $(shell pkg-config --libs openblas libprotobuf-c) -lm -o $(BUILD)/fuzz/fuzz_onnx
-	@mkdir -p $(BUILD)/fuzz/corpus-onnx
-	@for t in relu add matmul_2d gemm_default_no_bias if loop11 scan9_sum reshape_reordered_all_dims \
-	  conv_with_strides_padding softmax_axis_1 cast_FLOAT_to_FLOAT16; do \
+	clang $(FUZZ_CFLAGS) -I$(BUILD)/gen \
+	  $(shell pkg-config --cflags openblas) tests/fuzz/fuzz_graph.c $(GRAPH_SRC) $(OPS_SRC) $(UTIL_SRC) \
+	  $(ONNX_GEN_C) proto/dtype.c policy/cost.c \
+	  $(shell pkg-config --libs openblas libprotobuf-c) -lm -o $(BUILD)/fuzz/fuzz_graph
+	@mkdir -p $(BUILD)/fuzz/corpus $(BUILD)/fuzz/corpus-onnx $(BUILD)/fuzz/corpus-graph
+	@for t in $(FUZZ_ONNX_SEEDS); do \
 	  f=$(ONNX_DATA)/node/test_$$t/model.onnx; [ ! -f $$f ] || cp $$f $(BUILD)/fuzz/corpus-onnx/$$t.onnx; done
+
+# New inputs go to the first corpus directory (under $(BUILD)); the committed seeds are read.
+fuzz: fuzz-build
+	$(BUILD)/fuzz/fuzz_proto -max_total_time=$(FUZZ_TIME) -max_len=4096 $(BUILD)/fuzz/corpus tests/fuzz/corpus-proto
 	$(BUILD)/fuzz/fuzz_onnx -max_total_time=$(FUZZ_TIME) -max_len=16384 $(BUILD)/fuzz/corpus-onnx
+	$(BUILD)/fuzz/fuzz_graph -max_total_time=$(FUZZ_TIME) -max_len=16384 $(FUZZ_LIMITS) \
+	  $(BUILD)/fuzz/corpus-graph tests/fuzz/corpus-graph
+
+# CI: every target for FUZZ_SMOKE_TIME seconds; a crash, leak, UBSan report, timeout or
+# out-of-memory input makes libFuzzer (and so make) exit non-zero.
+fuzz-smoke: fuzz-build
+	$(BUILD)/fuzz/fuzz_proto -max_total_time=$(FUZZ_SMOKE_TIME) -max_len=4096 $(FUZZ_LIMITS) \
+	  $(BUILD)/fuzz/corpus tests/fuzz/corpus-proto
+	$(BUILD)/fuzz/fuzz_onnx -max_total_time=$(FUZZ_SMOKE_TIME) -max_len=16384 $(FUZZ_LIMITS) \
+	  $(BUILD)/fuzz/corpus-onnx
+	$(BUILD)/fuzz/fuzz_graph -max_total_time=$(FUZZ_SMOKE_TIME) -max_len=16384 $(FUZZ_LIMITS) \
+	  $(BUILD)/fuzz/corpus-graph tests/fuzz/corpus-graph
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/lib \
