@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../proto/frame.h"
 #include "../proto/socket-path.h"
 #include "backend/backend.h"
 #include "config.h"
@@ -35,6 +36,16 @@ void config_defaults(struct npud_config *c)
         c->limits.max_regions = 64;
         c->limits.max_region_bytes = 16ull << 30;
         c->limits.max_queued_tasks = 16384;
+        c->limits.max_connections_per_uid = 64;
+        c->limits.reserved_connections = 16;
+        c->limits.hello_timeout_ms = 10000;
+        c->limits.idle_timeout_ms = 0;
+        c->limits.max_frame_before_hello = 8192;
+        c->limits.max_waiters = 1024;
+        c->limits.max_streams_per_uid = 256;
+        c->limits.max_output_bytes = 16ull << 20;
+        c->limits.max_output_bytes_per_uid = 64ull << 20;
+        c->limits.max_output_bytes_total = 1ull << 30;
         policy_config_init(&c->policy);
         set_admin_group(c, "npuadm", NULL, 0);
 }
@@ -97,26 +108,52 @@ static int check_keys(json_t *obj, const char *path, const char *const *allowed,
 
 static int apply_limits(struct npud_config *c, json_t *l, char *err, size_t errlen)
 {
-        static const char *const keys[] = { "max_connections", "max_buffers", "max_streams",
-                                            "max_events", "max_regions", "max_region_bytes",
-                                            "max_queued_tasks", NULL };
-        struct { const char *key; uint32_t *p32; uint64_t *p64; int64_t max; } map[] = {
-                { "max_connections", &c->limits.max_connections, NULL, 1 << 20 },
-                { "max_buffers", &c->limits.max_buffers, NULL, 1 << 20 },
-                { "max_streams", &c->limits.max_streams, NULL, 1 << 16 },
-                { "max_events", &c->limits.max_events, NULL, 1 << 20 },
-                { "max_regions", &c->limits.max_regions, NULL, 1 << 16 },
-                { "max_region_bytes", NULL, &c->limits.max_region_bytes, INT64_MAX },
-                { "max_queued_tasks", &c->limits.max_queued_tasks, NULL, 1 << 24 },
+        static const char *const keys[] = {
+                "max_connections", "max_buffers", "max_streams", "max_events", "max_regions",
+                "max_region_bytes", "max_queued_tasks", "max_connections_per_uid",
+                "reserved_connections", "hello_timeout_ms", "idle_timeout_ms",
+                "max_frame_before_hello", "max_waiters", "max_streams_per_uid", "max_output_bytes",
+                "max_output_bytes_per_uid", "max_output_bytes_total", NULL
+        };
+        struct npud_limits *lim = &c->limits;
+        struct { const char *key; uint32_t *p32; uint64_t *p64; int64_t min, max; } map[] = {
+                { "max_connections", &lim->max_connections, NULL, 1, 1 << 20 },
+                { "max_buffers", &lim->max_buffers, NULL, 1, 1 << 20 },
+                { "max_streams", &lim->max_streams, NULL, 1, 1 << 16 },
+                { "max_events", &lim->max_events, NULL, 1, 1 << 20 },
+                { "max_regions", &lim->max_regions, NULL, 1, 1 << 16 },
+                { "max_region_bytes", NULL, &lim->max_region_bytes, 1, INT64_MAX },
+                { "max_queued_tasks", &lim->max_queued_tasks, NULL, 1, 1 << 24 },
+                { "max_connections_per_uid", &lim->max_connections_per_uid, NULL, 1, 1 << 20 },
+                { "reserved_connections", &lim->reserved_connections, NULL, 0, 1 << 20 },
+                { "hello_timeout_ms", &lim->hello_timeout_ms, NULL, 0, 3600000 },
+                { "idle_timeout_ms", &lim->idle_timeout_ms, NULL, 0, 30ll * 86400000 },
+                { "max_frame_before_hello", &lim->max_frame_before_hello, NULL, 256,
+                  PROTO_MAX_JSON_BODY },
+                { "max_waiters", &lim->max_waiters, NULL, 1, 1 << 24 },
+                { "max_streams_per_uid", &lim->max_streams_per_uid, NULL, 1, 1 << 20 },
+                { "max_output_bytes", NULL, &lim->max_output_bytes, 1 << 20, INT64_MAX },
+                { "max_output_bytes_per_uid", NULL, &lim->max_output_bytes_per_uid, 1 << 20,
+                  INT64_MAX },
+                { "max_output_bytes_total", NULL, &lim->max_output_bytes_total, 1 << 20,
+                  INT64_MAX },
         };
         int e = check_keys(l, "limits.", keys, err, errlen);
         for (size_t i = 0; e == 0 && i < sizeof(map) / sizeof(map[0]); i++) {
                 int64_t v = map[i].p32 ? (int64_t)*map[i].p32 : (int64_t)*map[i].p64;
-                e = get_int(l, map[i].key, "limits.", 1, map[i].max, &v, err, errlen);
+                e = get_int(l, map[i].key, "limits.", map[i].min, map[i].max, &v, err, errlen);
                 if (map[i].p32)
                         *map[i].p32 = (uint32_t)v;
                 else
                         *map[i].p64 = (uint64_t)v;
+        }
+        if (e == 0 && json_object_get(l, "reserved_connections")) {
+                lim->reserved_connections_set = 1;
+                if (lim->reserved_connections >= lim->max_connections) {
+                        snprintf(err, errlen, "limits.reserved_connections: must be less than "
+                                 "limits.max_connections (%u)", lim->max_connections);
+                        e = -EINVAL;
+                }
         }
         return e;
 }

@@ -19,7 +19,29 @@ struct npud_limits {
         uint32_t max_regions;       /* per session */
         uint64_t max_region_bytes;  /* per session, sum of registered host regions */
         uint32_t max_queued_tasks;  /* per session; reading pauses above it */
+        /* Admission and per-uid budgets (docs/protocol.md, "Limits"). Admins (root and the
+         * admin group) are exempt from the per-uid limits and may use the reserved slots. */
+        uint32_t max_connections_per_uid;
+        uint32_t reserved_connections; /* of max_connections, for admins only */
+        int reserved_connections_set;  /* given in the file (else min(16, max/4)) */
+        uint32_t hello_timeout_ms;     /* 0 = none */
+        uint32_t idle_timeout_ms;      /* sessions with nothing in flight; 0 = none */
+        uint32_t max_frame_before_hello; /* body bytes of any frame before hello */
+        uint32_t max_waiters;          /* per session: deferred synchronize replies */
+        uint32_t max_streams_per_uid;
+        uint64_t max_output_bytes;          /* per session: unread replies and notifications */
+        uint64_t max_output_bytes_per_uid;
+        uint64_t max_output_bytes_total;
 };
+
+/* Connection slots other users than admins may take. */
+static inline uint32_t limits_unreserved_connections(const struct npud_limits *l)
+{
+        uint32_t r = l->reserved_connections_set ? l->reserved_connections
+                     : l->reserved_connections < l->max_connections / 4 ? l->reserved_connections
+                                                                         : l->max_connections / 4;
+        return l->max_connections > r ? l->max_connections - r : 0;
+}
 
 struct npud_config {
         char socket_path[108];

@@ -340,15 +340,14 @@ static struct task *prepare_event(struct session *s, const struct proto_rec *r, 
         return t;
 }
 
-/* Is the session or its tenant over its queued-task limit? */
-static int over_queue_limit(const struct session *s)
+int dispatch_over_queue_limit(const struct session *s)
 {
         const struct tenant *t = s->tenant;
         return s->queued_tasks >= s->npud->config.limits.max_queued_tasks ||
                (t->pol.max_queued_tasks && t->queued >= t->pol.max_queued_tasks);
 }
 
-static void submit_one(struct session *s, const struct proto_rec *r)
+void dispatch_submit_record(struct session *s, const struct proto_rec *r)
 {
         struct stream *st = handle_lookup(&s->handles, HANDLE_STREAM, r->stream);
         struct prep_error pe = { 0 };
@@ -369,12 +368,23 @@ static void submit_one(struct session *s, const struct proto_rec *r)
                 session_task_failed(s, st, r->seq, PROTO_E_LIMIT, "out of memory for tasks");
                 return;
         }
-        if (s->backpressure_error && over_queue_limit(s)) {
+        if (s->backpressure_error && dispatch_over_queue_limit(s)) {
+                /* Rejected records must not become queued tasks themselves: consecutive
+                 * rejections on one stream share one failure marker, and only the first
+                 * failure since the stream's last synchronization is reported anyway, so
+                 * later ones are counted without a notification each. */
+                task_free(t);
+                if ((st->busy_marker && !stream_idle(st)) || st->error.code) {
+                        s->tasks_failed++;
+                        return;
+                }
                 pe.code = PROTO_E_BUSY;
                 snprintf(pe.msg, sizeof(pe.msg),
-                         "queued-task limit reached (session %u/%u, tenant '%s' %u/%u); retry later",
+                         "queued-task limit reached (limits.max_queued_tasks: session %u/%u, "
+                         "tenant '%s' %u/%u); retry later",
                          s->queued_tasks, s->npud->config.limits.max_queued_tasks, s->tenant->pol.name,
                          s->tenant->queued, s->tenant->pol.max_queued_tasks);
+                t = NULL;
                 goto failed;
         }
         switch (r->type) {
@@ -394,7 +404,7 @@ static void submit_one(struct session *s, const struct proto_rec *r)
         }
         if (!ok) {
 failed:
-                task_free(t);
+                task_free(t); /* NULL-safe */
                 /* The failure takes effect in stream order: work queued before it still runs. */
                 t = stream_idle(st) ? NULL : task_new(TASK_FAIL, st, r->seq);
                 if (!t) {
@@ -403,32 +413,11 @@ failed:
                 }
                 t->item.status = pe.code;
                 snprintf(t->item.err, sizeof(t->item.err), "%s", pe.msg);
+                st->busy_marker = pe.code == PROTO_E_BUSY;
+        } else {
+                st->busy_marker = 0;
         }
         s->queued_tasks++;
         s->tasks_submitted++;
         sched_enqueue(s->npud, t);
-}
-
-void dispatch_submit(struct session *s, const uint8_t *body, size_t len)
-{
-        struct proto_rec rec;
-        size_t pos = 0;
-        char err[160];
-        int r;
-
-        while ((r = proto_rec_decode(body, len, &pos, &rec, err, sizeof(err))) == 1) {
-                submit_one(s, &rec);
-                if (s->closing)
-                        return;
-        }
-        if (r < 0) {
-                char why[200];
-                snprintf(why, sizeof(why), "malformed SUBMIT: %s", err);
-                session_close(s, why);
-                return;
-        }
-        if (!s->backpressure_error && over_queue_limit(s) && !s->read_paused) {
-                s->read_paused = 1;
-                event_del(s->read_event);
-        }
 }

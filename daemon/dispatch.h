@@ -29,8 +29,12 @@ struct method {
 };
 
 void dispatch_request(struct request *req);
-/* Decode and queue the task records of a SUBMIT frame. */
-void dispatch_submit(struct session *s, const uint8_t *body, size_t len);
+struct proto_rec;
+/* Turn one decoded SUBMIT record into a task on its stream (or an asynchronous failure). The
+ * session calls it record by record and checks the queued-task limit before each one. */
+void dispatch_submit_record(struct session *s, const struct proto_rec *r);
+/* Is the session or its tenant at or over its queued-task limit? */
+int dispatch_over_queue_limit(const struct session *s);
 
 /* Method groups, each in its own file. */
 extern const struct method methods_session[];

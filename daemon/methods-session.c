@@ -68,6 +68,7 @@ static void method_hello(struct request *req)
                 return;
         }
         s->version = (int)v;
+        session_hello_done(s);
         session_reply_result(s, req->id,
                              json_pack("{s:i, s:s, s:s, s:I, s:i, s:b, s:s, s:s}", "version", s->version,
                                        "server", "npud", "server_version", NPUD_VERSION,
@@ -76,12 +77,9 @@ static void method_hello(struct request *req)
                                        session_tenant_name(s), "class", session_tenant_class(s)));
 }
 
+/* Parameters are not checked (documented): a liveness probe answers whatever it carries. */
 static void method_ping(struct request *req)
 {
-        static const char *const keys[] = { NULL };
-
-        if (params_only(req, keys) < 0)
-                return;
         session_reply_result(req->session, req->id, NULL);
 }
 

@@ -46,8 +46,16 @@ static struct npu_evt *event_param(struct request *req, const char *key)
 static int waiter_add(struct request *req, enum waiter_kind kind, void *target,
                       struct waiter_list *list)
 {
-        struct waiter *w = calloc(1, sizeof(*w));
+        uint32_t max = req->session->npud->config.limits.max_waiters;
+        struct waiter *w;
 
+        if (session_waiter_count(req->session, max) >= max) {
+                session_reply_error(req->session, req->id, PROTO_E_LIMIT,
+                                    "%s: the session already waits on limits.max_waiters (%u) "
+                                    "synchronizations", req->method, max);
+                return -1;
+        }
+        w = calloc(1, sizeof(*w));
         if (!w) {
                 session_reply_error(req->session, req->id, PROTO_E_LIMIT, "out of memory");
                 return -1;
@@ -64,6 +72,20 @@ static int waiter_add(struct request *req, enum waiter_kind kind, void *target,
                 TAILQ_INSERT_TAIL(list, w, obj_link);
         TAILQ_INSERT_TAIL(&req->session->waiters, w, session_link);
         return 0;
+}
+
+/* Streams one uid may hold: limits.max_streams_per_uid, and never more than a quarter of the
+ * smallest device's stream table, so that no single user can exhaust a device's streams. */
+static uint32_t uid_stream_cap(const struct npud *d)
+{
+        uint32_t cap = d->config.limits.max_streams_per_uid;
+
+        for (int i = 0; i < d->devices.count; i++) {
+                uint32_t q = d->devices.devices[i].desc.max_streams / 4;
+                if (q < cap)
+                        cap = q ? q : 1;
+        }
+        return cap;
 }
 
 /* Placement of a stream created for "any device" (policy/placement.c). */
@@ -123,6 +145,14 @@ static void method_stream_create(struct request *req)
                 session_reply_error(s, req->id, PROTO_E_LIMIT,
                                     "stream_create: stream limit reached (%u per session, %u for tenant '%s')",
                                     s->npud->config.limits.max_streams, pol->max_streams, pol->name);
+                return;
+        }
+        uint32_t uid_max = uid_stream_cap(s->npud);
+        if (!s->admin && s->uu->streams >= uid_max) {
+                session_reply_error(s, req->id, PROTO_E_LIMIT,
+                                    "stream_create: uid %d holds %u streams (limits.max_streams_per_uid, "
+                                    "at most a quarter of a device's streams)",
+                                    (int)s->uid, uid_max);
                 return;
         }
         if (!jdev || json_integer_value(jdev) == -1) {

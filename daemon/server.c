@@ -30,12 +30,8 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
                                 log_warn("accept: %s", strerror(errno));
                         return;
                 }
-                if (d->nsessions >= d->config.limits.max_connections) {
-                        log_warn("connection refused: limit of %u connections reached",
-                                 d->config.limits.max_connections);
-                        close(fd);
-                        continue;
-                }
+                /* session_new applies the admission limits (connections, per uid, the
+                 * admins' reserve) with the peer's credentials, and closes refused ones */
                 session_new(d, fd, &s);
         }
 }

@@ -9,9 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <endian.h>
 #include <unistd.h>
 
 #include "../proto/message.h"
+#include "../proto/submit.h"
 #include "dispatch.h"
 #include "graph/graph-obj.h"
 #include "log.h"
@@ -23,8 +27,44 @@
 #include "session.h"
 #include "tenant.h"
 
+/* Work done for one connection per event-loop pass before others are served: whole frames,
+ * and task records of SUBMIT bodies (a 16 MiB body holds up to 699,050 records). */
 #define FRAMES_PER_WAKEUP 64
-#define MAX_PENDING_OUTPUT (64u << 20)
+#define RECORDS_PER_WAKEUP 4096
+
+/* ---- per-uid usage: a small hash table, one entry per uid with something counted ---- */
+
+#define UID_BUCKETS 64
+static struct uid_usage *uid_table[UID_BUCKETS];
+static uint64_t output_total; /* pending output of every session */
+
+struct uid_usage *uid_usage_get(uid_t uid)
+{
+        struct uid_usage **b = &uid_table[uid % UID_BUCKETS], *u;
+
+        for (u = *b; u; u = u->next)
+                if (u->uid == uid)
+                        return u;
+        u = calloc(1, sizeof(*u));
+        if (!u)
+                return NULL;
+        u->uid = uid;
+        u->next = *b;
+        *b = u;
+        return u;
+}
+
+void uid_usage_put(struct uid_usage *u)
+{
+        if (!u || u->conns || u->streams || u->output)
+                return;
+        for (struct uid_usage **p = &uid_table[u->uid % UID_BUCKETS]; *p; p = &(*p)->next)
+                if (*p == u) {
+                        *p = u->next;
+                        free(u);
+                        return;
+                }
+}
 
 static void session_free_deferred(evutil_socket_t fd, short what, void *arg)
 {
@@ -34,17 +74,61 @@ static void session_free_deferred(evutil_socket_t fd, short what, void *arg)
         free(s);
 }
 
+/* Count the session's pending output in its uid's and the daemon's totals. */
+static void output_account(struct session *s)
+{
+        uint64_t now = s->writer.len;
+
+        output_total += now - s->out_charged;
+        if (s->uu)
+                s->uu->output += now - s->out_charged;
+        s->out_charged = now;
+}
+
+/* Over the daemon-wide output budget: the session holding the most unread output goes
+ * (admins are exempt). Another session than s is closed from its own timer callback, since
+ * the caller may be walking the session list. */
+static void output_over_total(struct session *s)
+{
+        struct session *o, *worst = NULL;
+
+        TAILQ_FOREACH(o, &s->npud->sessions, link)
+                if (!o->closing && !o->admin && (!worst || o->writer.len > worst->writer.len))
+                        worst = o;
+        if (!worst)
+                return;
+        if (worst == s) {
+                session_close(s, "unread output over limits.max_output_bytes_total");
+                return;
+        }
+        if (!worst->kill_reason) {
+                worst->kill_reason = "unread output over limits.max_output_bytes_total";
+                event_active(worst->timer_event, EV_TIMEOUT, 0);
+        }
+}
+
 static void session_flush(struct session *s)
 {
+        const struct npud_limits *l = &s->npud->config.limits;
         ssize_t left = proto_writer_flush(&s->writer, s->fd);
 
         if (left < 0) {
                 session_close(s, "write failed");
                 return;
         }
-        if (left > (ssize_t)MAX_PENDING_OUTPUT) {
-                session_close(s, "client does not read its replies");
+        output_account(s);
+        if ((uint64_t)left > l->max_output_bytes) {
+                session_close(s, "client does not read its replies (limits.max_output_bytes)");
                 return;
+        }
+        if (!s->admin && s->uu->output > l->max_output_bytes_per_uid) {
+                session_close(s, "unread output of the uid over limits.max_output_bytes_per_uid");
+                return;
+        }
+        if (output_total > l->max_output_bytes_total) {
+                output_over_total(s);
+                if (s->closing)
+                        return;
         }
         if (left > 0)
                 event_add(s->write_event, NULL);
@@ -152,17 +236,6 @@ static void session_handle_frame(struct session *s, struct proto_frame *f)
                 json_decref(body);
                 break;
         }
-        case PROTO_KIND_SUBMIT:
-                if (f->hdr.nfds) {
-                        session_close(s, "file descriptors sent with a SUBMIT frame");
-                        break;
-                }
-                if (!s->version) {
-                        session_close(s, "SUBMIT before hello");
-                        break;
-                }
-                dispatch_submit(s, f->body, f->hdr.body_len);
-                break;
         default:
                 session_close(s, "client sent a reply or notification frame");
                 break;
@@ -172,26 +245,130 @@ static void session_handle_frame(struct session *s, struct proto_frame *f)
                         close(f->fds[i]);
 }
 
-static void session_process(struct session *s)
+static void session_pause(struct session *s)
+{
+        if (s->read_paused)
+                return;
+        s->read_paused = 1;
+        event_del(s->read_event);
+        /* A paused session still notices its client hanging up (killed, crashed), so its
+         * queued work is cancelled now rather than after the queue drained. */
+        event_add(s->hup_event, NULL);
+}
+
+/* Queue the task records of the SUBMIT body in progress, one at a time as they arrive (the
+ * body is never buffered whole). The queued-task limit is checked before each record: in
+ * block mode the session pauses in the middle of the body and resumes at the same record.
+ * 1 when the body is done, 0 to wait (for input, for the queue to drain, for the next loop
+ * pass), -1 when the session closed. */
+static int submit_body(struct session *s, int *records)
+{
+        struct proto_reader *r = &s->reader;
+        char err[160], why[200];
+
+        while (r->body_left) {
+                const uint8_t *p;
+                size_t avail = proto_reader_body(r, &p), need, pos = 0;
+                struct proto_rec rec;
+                uint32_t len;
+
+                if (avail < PROTO_REC_HEADER_SIZE && avail < r->body_left)
+                        return 0;
+                need = avail; /* a record that cannot fit: let the decoder name the error */
+                if (avail >= PROTO_REC_HEADER_SIZE) {
+                        memcpy(&len, p + 4, 4);
+                        len = le32toh(len);
+                        if (len >= PROTO_REC_HEADER_SIZE && len <= r->body_left)
+                                need = len;
+                        if (need > avail)
+                                return 0;
+                }
+                if (*records <= 0)
+                        return 0;
+                if (!s->backpressure_error && dispatch_over_queue_limit(s)) {
+                        session_pause(s);
+                        return 0;
+                }
+                if (proto_rec_decode(p, need, &pos, &rec, err, sizeof(err)) != 1) {
+                        snprintf(why, sizeof(why), "malformed SUBMIT: %s", err);
+                        session_close(s, why);
+                        return -1;
+                }
+                dispatch_submit_record(s, &rec);
+                if (s->closing)
+                        return -1;
+                if (proto_reader_body_consume(r, pos) < 0) {
+                        session_close(s, "bad file descriptor transfer");
+                        return -1;
+                }
+                (*records)--;
+        }
+        return 1;
+}
+
+/* Handle buffered input within the per-wakeup budget. Returns 1 when more input is needed to
+ * go on, 0 when it stopped for another reason (budget, pause, close). */
+static int session_process(struct session *s)
 {
         struct proto_frame f;
-        int budget = FRAMES_PER_WAKEUP;
+        struct proto_header h;
+        int frames = FRAMES_PER_WAKEUP, records = RECORDS_PER_WAKEUP, r;
+        char why[96];
 
-        while (!s->closing && !s->read_paused && budget-- > 0) {
-                int r = proto_reader_next(&s->reader, &f);
+        while (!s->closing && !s->read_paused) {
+                if (frames <= 0 || records <= 0) {
+                        /* budget spent: continue on a later loop pass */
+                        event_active(s->read_event, EV_READ, 0);
+                        return 0;
+                }
+                if (s->reader.body_left) {
+                        r = submit_body(s, &records);
+                        if (r < 0)
+                                return 0;
+                        if (r == 0) {
+                                if (s->read_paused || records <= 0)
+                                        continue;
+                                return 1;
+                        }
+                        frames--;
+                        continue;
+                }
+                r = proto_reader_peek_header(&s->reader, &h);
+                if (r > 0 && h.kind == PROTO_KIND_SUBMIT) {
+                        if (h.nfds) {
+                                session_close(s, "file descriptors sent with a SUBMIT frame");
+                                return 0;
+                        }
+                        if (!s->version) {
+                                session_close(s, "SUBMIT before hello");
+                                return 0;
+                        }
+                        if (proto_reader_begin_body(&s->reader, &h) < 0) {
+                                session_close(s, "bad file descriptor transfer");
+                                return 0;
+                        }
+                        if (!h.body_len)
+                                frames--;
+                        continue;
+                }
+                if (r >= 0)
+                        r = proto_reader_next(&s->reader, &f);
                 if (r == 0)
-                        return;
+                        return 1;
                 if (r < 0) {
-                        char why[96];
-                        snprintf(why, sizeof(why), "framing error: %s", strerror(-r));
+                        if (r == -EMSGSIZE && !s->version)
+                                snprintf(why, sizeof(why), "framing error: frame over "
+                                         "limits.max_frame_before_hello (%u bytes) before hello",
+                                         s->npud->config.limits.max_frame_before_hello);
+                        else
+                                snprintf(why, sizeof(why), "framing error: %s", strerror(-r));
                         session_close(s, why);
-                        return;
+                        return 0;
                 }
                 session_handle_frame(s, &f);
+                frames--;
         }
-        /* budget spent or paused with input left: continue on a later loop pass */
-        if (!s->closing && !s->read_paused && s->reader.len >= PROTO_HEADER_SIZE)
-                event_active(s->read_event, EV_READ, 0);
+        return 0;
 }
 
 static void on_read(evutil_socket_t fd, short what, void *arg)
@@ -199,12 +376,11 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
         struct session *s = arg;
         ssize_t n;
 
-        /* Read more only once buffered frames are handled, so a client that sends faster than
-         * its per-wakeup budget cannot grow the input buffer without bound. */
-        if (proto_reader_has_frame(&s->reader)) {
-                session_process(s);
+        /* Read more only once buffered input is handled, so a client that sends faster than
+         * its per-wakeup budget cannot grow the input buffer: what a connection buffers is at
+         * most one frame (JSON) or one record (SUBMIT) plus one read. */
+        if (!session_process(s))
                 return;
-        }
         n = proto_reader_fill(&s->reader, s->fd);
         if (n == 0) {
                 session_close(s, "client disconnected");
@@ -214,7 +390,76 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
                 session_close(s, n == -EBADMSG ? "bad file descriptor transfer" : "read failed");
                 return;
         }
+        if (n > 0)
+                s->last_active_ns = now_ns();
         session_process(s);
+}
+
+static void on_hup(evutil_socket_t fd, short what, void *arg)
+{
+        session_close(arg, "client hung up while its reading was paused");
+}
+
+/* Something the client waits for or the daemon still owes it. */
+static int session_busy(const struct session *s)
+{
+        return s->queued_tasks || !TAILQ_EMPTY(&s->waiters) || s->writer.len || s->read_paused ||
+               s->reader.body_left;
+}
+
+static void arm_timer(struct session *s, uint32_t ms)
+{
+        struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+
+        if (ms)
+                event_add(s->timer_event, &tv);
+        else
+                event_del(s->timer_event);
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+        struct session *s = arg;
+        const struct npud_limits *l = &s->npud->config.limits;
+        char why[128];
+
+        if (s->kill_reason) {
+                session_close(s, s->kill_reason);
+                return;
+        }
+        if (!s->version) {
+                snprintf(why, sizeof(why), "no hello within limits.hello_timeout_ms (%u ms)",
+                         l->hello_timeout_ms);
+                session_close(s, why);
+                return;
+        }
+        if (!l->idle_timeout_ms)
+                return;
+        uint64_t idle_ms = (now_ns() - s->last_active_ns) / 1000000;
+        if (session_busy(s) || idle_ms < l->idle_timeout_ms) {
+                arm_timer(s, session_busy(s) ? l->idle_timeout_ms
+                                             : l->idle_timeout_ms - (uint32_t)idle_ms);
+                return;
+        }
+        snprintf(why, sizeof(why), "idle for limits.idle_timeout_ms (%u ms)", l->idle_timeout_ms);
+        session_close(s, why);
+}
+
+void session_hello_done(struct session *s)
+{
+        s->reader.max_body = 0;
+        arm_timer(s, s->npud->config.limits.idle_timeout_ms);
+}
+
+uint32_t session_waiter_count(const struct session *s, uint32_t stop_at)
+{
+        const struct waiter *w;
+        uint32_t n = 0;
+
+        TAILQ_FOREACH(w, &s->waiters, session_link)
+                if (++n >= stop_at)
+                        break;
+        return n;
 }
 
 static void on_write(evutil_socket_t fd, short what, void *arg)
@@ -232,6 +477,7 @@ void session_maybe_resume(struct session *s)
             s->tenant->queued > s->tenant->pol.max_queued_tasks / 2)
                 return;
         s->read_paused = 0;
+        event_del(s->hup_event);
         event_add(s->read_event, NULL);
         event_active(s->read_event, EV_READ, 0);
 }
@@ -322,9 +568,76 @@ int session_assign_tenant(struct session *s, const char *request)
         return 0;
 }
 
+/* Admission at accept: the uid and groups are known from SO_PEERCRED. 0, or -EUSERS with
+ * why naming the limit. */
+static int admit(const struct session *s, char *why, size_t len)
+{
+        const struct npud_limits *l = &s->npud->config.limits;
+        uint32_t n = s->npud->nsessions;
+
+        if (n >= l->max_connections) {
+                snprintf(why, len, "limits.max_connections (%u) reached", l->max_connections);
+                return -EUSERS;
+        }
+        if (s->admin)
+                return 0;
+        if (n >= limits_unreserved_connections(l)) {
+                snprintf(why, len, "the last %u of limits.max_connections (%u) are reserved for "
+                         "root and the admin group (limits.reserved_connections)",
+                         l->max_connections - limits_unreserved_connections(l), l->max_connections);
+                return -EUSERS;
+        }
+        if (s->uu->conns >= l->max_connections_per_uid) {
+                snprintf(why, len, "uid %d has limits.max_connections_per_uid (%u) connections",
+                         (int)s->uid, l->max_connections_per_uid);
+                return -EUSERS;
+        }
+        return 0;
+}
+
+/* Tell a refused client why (a notification it may ignore) and log it, at most once a
+ * second: a client retrying in a loop must not flood the log. */
+static void refuse(const struct session *s, const char *why)
+{
+        static uint64_t last_ns;
+        static unsigned suppressed;
+        struct proto_header h = { .magic = PROTO_MAGIC, .version = PROTO_VERSION,
+                                  .kind = PROTO_KIND_NOTIFY };
+        json_t *body = proto_notify_new("connection-refused",
+                                        json_pack("{s:i, s:s, s:s}", "code", PROTO_E_LIMIT,
+                                                  "name", proto_error_name(PROTO_E_LIMIT),
+                                                  "message", why));
+        uint8_t hdr[PROTO_HEADER_SIZE];
+        size_t len = 0;
+        char *text = body ? proto_json_dump(body, &len) : NULL;
+        uint64_t now = now_ns();
+
+        json_decref(body);
+        if (text && len < 4096) {
+                struct iovec iov[2] = { { hdr, sizeof(hdr) }, { text, len } };
+                struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2 };
+                h.body_len = (uint32_t)len;
+                proto_header_encode(&h, hdr);
+                /* a fresh socket's buffer takes it; if not, the client just sees the close */
+                if (sendmsg(s->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+                        log_debug("connection-refused notification: %s", strerror(errno));
+        }
+        free(text);
+        if (now - last_ns < 1000000000ull && last_ns) {
+                suppressed++;
+                return;
+        }
+        log_warn("connection of pid %d uid %d refused: %s%s", (int)s->pid, (int)s->uid, why,
+                 suppressed ? " (and earlier refusals not logged)" : "");
+        last_ns = now;
+        suppressed = 0;
+}
+
 int session_new(struct npud *d, int fd, struct session **ret)
 {
         struct session *s = calloc(1, sizeof(*s));
+        char why[200];
+        int e;
 
         if (!s) {
                 close(fd);
@@ -332,31 +645,62 @@ int session_new(struct npud *d, int fd, struct session **ret)
         }
         s->npud = d;
         s->fd = fd;
+        peer_identity(s);
+        s->uu = uid_usage_get(s->uid);
+        if (!s->uu) {
+                close(fd);
+                free(s);
+                return -ENOMEM;
+        }
+        if ((e = admit(s, why, sizeof(why))) < 0) {
+                refuse(s, why);
+                uid_usage_put(s->uu);
+                close(fd);
+                free(s);
+                return e;
+        }
         s->id = ++d->next_session_id;
         proto_reader_init(&s->reader);
         proto_writer_init(&s->writer);
+        s->reader.max_body = d->config.limits.max_frame_before_hello;
         handle_table_init(&s->handles);
         TAILQ_INIT(&s->streams);
         TAILQ_INIT(&s->waiters);
-        peer_identity(s);
+        s->last_active_ns = now_ns();
         s->dev_bytes = calloc((size_t)d->devices.count + 1, sizeof(uint64_t));
         if (!s->dev_bytes || session_assign_tenant(s, NULL) < 0) {
                 free(s->dev_bytes);
+                uid_usage_put(s->uu);
                 close(fd);
                 free(s);
                 return -ENOMEM;
         }
         s->read_event = event_new(d->base, fd, EV_READ | EV_PERSIST, on_read, s);
         s->write_event = event_new(d->base, fd, EV_WRITE | EV_PERSIST, on_write, s);
-        if (!s->read_event || !s->write_event || event_add(s->read_event, NULL) < 0) {
+        s->hup_event = event_new(d->base, fd, EV_CLOSED | EV_PERSIST, on_hup, s);
+        s->timer_event = evtimer_new(d->base, on_timer, s);
+        if (!s->read_event || !s->write_event || !s->hup_event || !s->timer_event ||
+            event_add(s->read_event, NULL) < 0) {
                 if (s->read_event)
                         event_free(s->read_event);
                 if (s->write_event)
                         event_free(s->write_event);
+                if (s->hup_event)
+                        event_free(s->hup_event);
+                if (s->timer_event)
+                        event_free(s->timer_event);
+                if (s->tenant) {
+                        s->tenant->sessions--;
+                        tenant_unref(s->tenant);
+                }
+                free(s->dev_bytes);
+                uid_usage_put(s->uu);
                 close(fd);
                 free(s);
                 return -ENOMEM;
         }
+        arm_timer(s, d->config.limits.hello_timeout_ms);
+        s->uu->conns++;
         TAILQ_INSERT_TAIL(&d->sessions, s, link);
         d->nsessions++;
         if (d->hooks.session_opened)
@@ -400,9 +744,13 @@ void session_close(struct session *s, const char *reason)
                         (unsigned long long)s->id, (int)s->pid, reason, s->queued_tasks);
         event_free(s->read_event);
         event_free(s->write_event);
+        event_free(s->hup_event);
+        event_free(s->timer_event);
         close(s->fd);
         proto_reader_deinit(&s->reader);
         proto_writer_deinit(&s->writer);
+        output_account(s);
+        s->uu->conns--;
 
         while ((w = TAILQ_FIRST(&s->waiters))) {
                 TAILQ_REMOVE(&s->waiters, w, session_link);
@@ -435,6 +783,8 @@ void session_close(struct session *s, const char *reason)
                 tenant_unref(s->tenant);
                 s->tenant = NULL;
         }
+        uid_usage_put(s->uu); /* streams still draining keep the entry */
+        s->uu = NULL;
         TAILQ_REMOVE(&d->sessions, s, link);
         d->nsessions--;
         if (d->hooks.session_closed)

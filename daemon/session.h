@@ -17,6 +17,17 @@
 struct npud;
 struct event;
 
+/* What one uid holds across its sessions, for the per-uid limits (npud.conf "limits"):
+ * connections, streams (until the stream object is gone, draining included) and replies or
+ * notifications written but not yet read. Loop thread only. */
+struct uid_usage {
+        struct uid_usage *next;
+        uid_t uid;
+        uint32_t conns;
+        uint32_t streams;
+        uint64_t output;
+};
+
 struct session {
         TAILQ_ENTRY(session) link;
         struct npud *npud;
@@ -46,6 +57,12 @@ struct session {
         int ngroups;
         uint64_t *dev_bytes;          /* device memory held through handles, per device */
         int backpressure_error;       /* over the queued-task limit: reject, don't block */
+        struct uid_usage *uu;         /* this uid's usage, held while the session lives */
+        struct event *timer_event;    /* hello timeout, then idle timeout */
+        struct event *hup_event;      /* peer hang-up while reading is paused */
+        uint64_t last_active_ns;      /* CLOCK_MONOTONIC of the last bytes read */
+        uint64_t out_charged;         /* pending output counted in uu and the daemon total */
+        const char *kill_reason;      /* close at the next timer callback (set by others) */
 };
 
 /* The client gave up its handle to b: stop charging it (only allocations are charged;
@@ -56,8 +73,18 @@ void session_buffer_released(struct session *s, const struct buffer *b);
  * policy. 0, -EPERM or -ENOENT (request refused or unknown; tenant unchanged). */
 int session_assign_tenant(struct session *s, const char *request);
 
-/* Take over an accepted connection. 0 or -errno (fd is closed on failure). */
+/* Take over an accepted connection. 0 or -errno (fd is closed on failure); -EUSERS when the
+ * connection limits refuse it (a "connection-refused" notification naming the limit is sent
+ * before closing). */
 int session_new(struct npud *d, int fd, struct session **ret);
+/* hello succeeded: lift the before-hello frame limit, switch to the idle timeout. */
+void session_hello_done(struct session *s);
+/* Usage of a uid: the existing entry or a new one (NULL without memory); _put frees it once
+ * nothing is counted. */
+struct uid_usage *uid_usage_get(uid_t uid);
+void uid_usage_put(struct uid_usage *u);
+/* Number of deferred replies the session waits to send. */
+uint32_t session_waiter_count(const struct session *s, uint32_t stop_at);
 /* End a session now: cancel, drain, release. */
 void session_close(struct session *s, const char *reason);
 /* Queue a reply or notification. */

@@ -26,6 +26,8 @@ struct stream *stream_new(struct session *s, struct device *dev, int priority,
         TAILQ_INIT(&st->waiters);
         TAILQ_INSERT_TAIL(&s->streams, st, session_link);
         dev->streams++;
+        st->uu = s->uu;
+        st->uu->streams++;
         return st;
 }
 
@@ -42,6 +44,8 @@ void stream_unref(struct stream *st)
         if (st->session)
                 TAILQ_REMOVE(&st->session->streams, st, session_link);
         st->dev->streams--;
+        st->uu->streams--;
+        uid_usage_put(st->uu);
         tenant_unref(st->tenant);
         free(st);
 }

@@ -15,6 +15,7 @@
 struct session;
 struct npud;
 struct tenant;
+struct uid_usage;
 
 enum task_kind {
         TASK_EXEC = 1,
@@ -77,11 +78,13 @@ struct stream {
         struct npu_evt *blocked_on; /* head is a wait not yet satisfied */
         TAILQ_ENTRY(stream) blocked_link;
         struct tenant *tenant;      /* reference; scheduling and accounting */
+        struct uid_usage *uu;       /* the creating uid's usage: counted until freed */
         struct pd_queue q;          /* the dispatch policy's view of this stream */
         uint64_t deadline_ns;       /* relative deadline of each task, 0 = none */
         int settle_pending;
         TAILQ_ENTRY(stream) settle_link;
         int destroyed;
+        int busy_marker;      /* the last task queued is a "busy" failure marker */
         uint64_t last_end_ns; /* when the stream's previous task finished */
         struct stream_error error; /* first failure since the last synchronize */
         struct waiter_list waiters;

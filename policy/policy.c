@@ -298,9 +298,16 @@ int policy_tenant_match(const struct policy_config *c, const char *requested, ui
                 int i = policy_tenant_find(c, requested);
                 if (i < 0)
                         return -ENOENT;
-                if (i == 0 || credentials_match(&c->tenants[i], uid, gid, groups, ngroups))
-                        return i;
-                return -EPERM;
+                if (i > 0)
+                        return credentials_match(&c->tenants[i], uid, gid, groups, ngroups) ? i
+                                                                                       : -EPERM;
+                /* The default tenant is for users no other tenant matches: a user matched to
+                 * a tenant (say a best-effort one with a small quota) cannot leave it for the
+                 * default's class and quota by asking. */
+                for (int j = 1; j < c->ntenants; j++)
+                        if (credentials_match(&c->tenants[j], uid, gid, groups, ngroups))
+                                return -EPERM;
+                return 0;
         }
         for (int i = 1; i < c->ntenants; i++)
                 if (credentials_match(&c->tenants[i], uid, gid, groups, ngroups))

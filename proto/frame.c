@@ -73,7 +73,8 @@ void proto_reader_deinit(struct proto_reader *r)
         proto_reader_init(r);
 }
 
-/* Make room for at least `want` more bytes after the unread data. */
+/* Make room for at least `want` more bytes after the unread data. Small buffers double; a
+ * need more than twice the buffer (a whole large frame) is met exactly, rounded to a chunk. */
 static int reader_reserve(struct proto_reader *r, size_t want)
 {
         if (r->start > 0 && (r->len == 0 || r->start + r->len + want > r->cap)) {
@@ -82,15 +83,47 @@ static int reader_reserve(struct proto_reader *r, size_t want)
         }
         if (r->start + r->len + want <= r->cap)
                 return 0;
-        size_t cap = r->cap ? r->cap : READ_CHUNK;
-        while (cap < r->len + want)
-                cap *= 2;
+        size_t need = r->len + want, cap = r->cap ? r->cap * 2 : READ_CHUNK;
+        if (cap < need)
+                cap = (need + READ_CHUNK - 1) / READ_CHUNK * READ_CHUNK;
         uint8_t *nb = realloc(r->buf, cap);
         if (!nb)
                 return -ENOMEM;
         r->buf = nb;
         r->cap = cap;
         return 0;
+}
+
+/* Give back memory a large frame needed once it is consumed, so that what a connection holds
+ * between frames is at most one read chunk (nothing at all when nothing is buffered). Called
+ * where the previous frame's body is no longer in use. */
+static void reader_trim(struct proto_reader *r)
+{
+        if (r->len == 0) {
+                free(r->buf);
+                r->buf = NULL;
+                r->start = r->cap = 0;
+                return;
+        }
+        if (r->cap > READ_CHUNK && r->len <= READ_CHUNK / 2) {
+                memmove(r->buf, r->buf + r->start, r->len);
+                r->start = 0;
+                uint8_t *nb = realloc(r->buf, READ_CHUNK);
+                if (nb) {
+                        r->buf = nb;
+                        r->cap = READ_CHUNK;
+                }
+        }
+}
+
+/* Header checks plus the reader's own body limit. */
+static int reader_header(const struct proto_reader *r, struct proto_header *h)
+{
+        int e = proto_header_decode(r->buf + r->start, h);
+
+        if (e == 0 && r->max_body && h->body_len > r->max_body)
+                e = -EMSGSIZE;
+        return e;
 }
 
 int proto_reader_feed(struct proto_reader *r, const void *data, size_t len)
@@ -119,10 +152,12 @@ ssize_t proto_reader_fill(struct proto_reader *r, int sock)
         size_t want = READ_CHUNK;
         ssize_t n;
 
-        /* Read a whole pending frame in one go when its header is already here. */
-        if (r->len >= PROTO_HEADER_SIZE) {
+        reader_trim(r);
+        /* Read a whole pending JSON frame in one go when its header is already here. SUBMIT
+         * bodies (up to 16 MiB) grow the buffer step by step; npud reads them in parts. */
+        if (r->len >= PROTO_HEADER_SIZE && !r->body_left) {
                 struct proto_header h;
-                if (proto_header_decode(r->buf + r->start, &h) == 0 &&
+                if (reader_header(r, &h) == 0 && h.kind != PROTO_KIND_SUBMIT &&
                     (size_t)h.body_len + PROTO_HEADER_SIZE > r->len)
                         want = (size_t)h.body_len + PROTO_HEADER_SIZE - r->len;
                 if (want < READ_CHUNK)
@@ -176,8 +211,15 @@ int proto_reader_has_frame(const struct proto_reader *r)
 {
         struct proto_header h;
 
-        return r->len >= PROTO_HEADER_SIZE && proto_header_decode(r->buf + r->start, &h) == 0 &&
+        return !r->body_left && r->len >= PROTO_HEADER_SIZE && reader_header(r, &h) == 0 &&
                r->len - PROTO_HEADER_SIZE >= h.body_len;
+}
+
+/* Batches of fds that no frame can claim any more: every frame starting in their read has
+ * been seen up to `next`, the start of the next frame. */
+static int reader_unclaimed(const struct proto_reader *r, int first, uint64_t next)
+{
+        return r->nbatches > first && r->batch[first].end <= next;
 }
 
 int proto_reader_next(struct proto_reader *r, struct proto_frame *ret)
@@ -185,19 +227,26 @@ int proto_reader_next(struct proto_reader *r, struct proto_frame *ret)
         struct proto_header h;
         int e;
 
+        if (r->body_left)
+                return 0;
+        reader_trim(r);
         if (r->len < PROTO_HEADER_SIZE)
                 return 0;
-        e = proto_header_decode(r->buf + r->start, &h);
+        e = reader_header(r, &h);
         if (e < 0)
                 return e;
         if (r->len - PROTO_HEADER_SIZE < h.body_len)
                 return 0;
         uint64_t f = r->consumed, end = f + PROTO_HEADER_SIZE + h.body_len;
-        if (r->nbatches && r->batch[0].end <= f)
+        if (reader_unclaimed(r, 0, f))
                 return -EBADMSG; /* no frame starting in that read claimed its fds */
+        if (h.nfds && (!r->nbatches || r->batch[0].start > f || r->batch[0].count != h.nfds))
+                return -EBADMSG; /* fds come with the frame's first byte, as declared */
+        /* fds that arrived with this frame's first byte but that it does not claim: no later
+         * frame starts in their read when this one reaches its end */
+        if (reader_unclaimed(r, h.nfds ? 1 : 0, end))
+                return -EBADMSG;
         if (h.nfds) {
-                if (!r->nbatches || r->batch[0].start > f || r->batch[0].count != h.nfds)
-                        return -EBADMSG; /* fds come with the frame's first byte, as declared */
                 memmove(r->batch, r->batch + 1, sizeof(r->batch[0]) * (size_t)(r->nbatches - 1));
                 r->nbatches--;
         }
@@ -213,6 +262,47 @@ int proto_reader_next(struct proto_reader *r, struct proto_frame *ret)
         r->start += PROTO_HEADER_SIZE + h.body_len;
         r->len -= PROTO_HEADER_SIZE + h.body_len;
         return 1;
+}
+
+int proto_reader_peek_header(const struct proto_reader *r, struct proto_header *ret)
+{
+        if (r->body_left || r->len < PROTO_HEADER_SIZE)
+                return 0;
+        int e = reader_header(r, ret);
+        return e < 0 ? e : 1;
+}
+
+int proto_reader_begin_body(struct proto_reader *r, const struct proto_header *h)
+{
+        if (r->body_left || r->len < PROTO_HEADER_SIZE || h->nfds)
+                return -EINVAL;
+        if (reader_unclaimed(r, 0, r->consumed))
+                return -EBADMSG;
+        r->consumed += PROTO_HEADER_SIZE;
+        r->start += PROTO_HEADER_SIZE;
+        r->len -= PROTO_HEADER_SIZE;
+        r->body_left = h->body_len;
+        /* an empty body ends the frame at once */
+        return h->body_len ? 0 : proto_reader_body_consume(r, 0);
+}
+
+size_t proto_reader_body(const struct proto_reader *r, const uint8_t **ret)
+{
+        *ret = r->buf ? r->buf + r->start : NULL;
+        return r->len < r->body_left ? r->len : (size_t)r->body_left;
+}
+
+int proto_reader_body_consume(struct proto_reader *r, size_t n)
+{
+        if (n > r->len || n > r->body_left)
+                return -EINVAL;
+        r->start += n;
+        r->len -= n;
+        r->consumed += n;
+        r->body_left -= n;
+        if (!r->body_left && reader_unclaimed(r, 0, r->consumed))
+                return -EBADMSG; /* fds arrived within a body: no frame claims them */
+        return 0;
 }
 
 void proto_writer_init(struct proto_writer *w)
@@ -265,8 +355,14 @@ ssize_t proto_writer_flush(struct proto_writer *w, int sock)
                 w->start += (size_t)n;
                 w->len -= (size_t)n;
         }
-        if (w->len == 0)
+        if (w->len == 0) {
                 w->start = 0;
+                if (w->cap > (256u << 10)) { /* a burst is over: do not keep its memory */
+                        free(w->buf);
+                        w->buf = NULL;
+                        w->cap = 0;
+                }
+        }
         return (ssize_t)w->len;
 }
 

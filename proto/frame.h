@@ -53,6 +53,8 @@ struct proto_reader {
         } batch[PROTO_MAX_FDS * 2];
         int nbatches;
         uint64_t received, consumed; /* stream offsets */
+        uint32_t max_body;   /* 0, or a lower body limit than the protocol's (e.g. before hello) */
+        uint64_t body_left;  /* body bytes still to come of a frame read in parts */
 };
 
 struct proto_frame {
@@ -75,6 +77,22 @@ int proto_reader_has_frame(const struct proto_reader *r);
  * first byte, and match its declared count exactly; fds that no frame claims are a framing
  * error. */
 int proto_reader_next(struct proto_reader *r, struct proto_frame *ret);
+/* A frame read in parts (npud's SUBMIT bodies), so that a big body is never buffered whole:
+ * proto_reader_peek_header checks the header at the front (1 with *ret filled, 0 when fewer
+ * than 24 bytes are buffered, negative errno as proto_reader_next); proto_reader_begin_body
+ * consumes that header (the frame must declare no fds) and starts its body; then
+ * proto_reader_body returns the buffered part of the body (at most what is left of it) and
+ * proto_reader_body_consume drops n bytes of it. 0 or a negative errno (-EBADMSG: fds that no
+ * frame claims). While a body is in progress proto_reader_next and has_frame report nothing. */
+int proto_reader_peek_header(const struct proto_reader *r, struct proto_header *ret);
+int proto_reader_begin_body(struct proto_reader *r, const struct proto_header *h);
+size_t proto_reader_body(const struct proto_reader *r, const uint8_t **ret);
+int proto_reader_body_consume(struct proto_reader *r, size_t n);
+/* Bytes of memory the reader holds. */
+static inline size_t proto_reader_footprint(const struct proto_reader *r)
+{
+        return r->cap;
+}
 
 /* Growable output buffer of whole frames; flushes without blocking. */
 struct proto_writer {
@@ -85,7 +103,8 @@ struct proto_writer {
 void proto_writer_init(struct proto_writer *w);
 void proto_writer_deinit(struct proto_writer *w);
 int proto_writer_append(struct proto_writer *w, const struct proto_header *h, const void *body);
-/* Writes as much as the socket takes. Returns bytes still pending (>= 0) or -errno. */
+/* Writes as much as the socket takes. Returns bytes still pending (>= 0) or -errno. A buffer
+ * that grew past 256 KiB is released once everything is written. */
 ssize_t proto_writer_flush(struct proto_writer *w, int sock);
 
 /* Blocking send of one frame with optional fds (client side). 0 or -errno. */

@@ -877,6 +877,148 @@ START_TEST(test_writer_peer_closed)
 }
 END_TEST
 
+/* ---- limits and frames read in parts (npud's admission and SUBMIT streaming) ---- */
+
+START_TEST(test_reader_max_body)
+{
+        static char body[101];
+        struct proto_reader r;
+        struct proto_frame f;
+        size_t len;
+        uint8_t *fr;
+
+        memset(body, ' ', sizeof(body));
+        proto_reader_init(&r);
+        r.max_body = 100;
+        fr = mkframe(PROTO_KIND_REQUEST, 0, body, 100, 1, &len);
+        ck_assert_int_eq(proto_reader_feed(&r, fr, len), 0);
+        ck_assert_int_eq(proto_reader_next(&r, &f), 1);
+        free(fr);
+        /* over the reader's limit: refused on the header alone, before the body arrives */
+        fr = mkframe(PROTO_KIND_SUBMIT, 0, body, 101, 2, &len);
+        ck_assert_int_eq(proto_reader_feed(&r, fr, PROTO_HEADER_SIZE), 0);
+        ck_assert_int_eq(proto_reader_next(&r, &f), -EMSGSIZE);
+        struct proto_header h;
+        ck_assert_int_eq(proto_reader_peek_header(&r, &h), -EMSGSIZE);
+        proto_reader_deinit(&r);
+        free(fr);
+}
+END_TEST
+
+START_TEST(test_reader_body_in_parts)
+{
+        uint8_t body[1000];
+        static const char ping[] = "{\"method\":\"ping\"}";
+        struct proto_reader r;
+        struct proto_frame f;
+        struct proto_header h;
+        size_t len1, len2, got = 0;
+        const uint8_t *p;
+
+        for (size_t i = 0; i < sizeof(body); i++)
+                body[i] = (uint8_t)(i * 13);
+        uint8_t *a = mkframe(PROTO_KIND_SUBMIT, 0, body, sizeof(body), 1, &len1);
+        uint8_t *b = mkframe(PROTO_KIND_REQUEST, 0, ping, sizeof(ping) - 1, 2, &len2);
+        proto_reader_init(&r);
+        ck_assert_int_eq(proto_reader_peek_header(&r, &h), 0);
+        ck_assert_int_eq(proto_reader_feed(&r, a, 300), 0);
+        ck_assert_int_eq(proto_reader_peek_header(&r, &h), 1);
+        ck_assert_uint_eq(h.body_len, sizeof(body));
+        ck_assert_int_eq(proto_reader_begin_body(&r, &h), 0);
+        /* nothing else is reported while the body is in progress */
+        ck_assert_int_eq(proto_reader_next(&r, &f), 0);
+        ck_assert(!proto_reader_has_frame(&r));
+        ck_assert_uint_eq(proto_reader_body(&r, &p), 300 - PROTO_HEADER_SIZE);
+        ck_assert_int_eq(memcmp(p, body, 100), 0);
+        ck_assert_int_eq(proto_reader_body_consume(&r, 100), 0);
+        got = 100;
+        /* the rest of the body and the next frame in one go */
+        ck_assert_int_eq(proto_reader_feed(&r, a + 300, len1 - 300), 0);
+        ck_assert_int_eq(proto_reader_feed(&r, b, len2), 0);
+        size_t n = proto_reader_body(&r, &p);
+        ck_assert_uint_eq(n, sizeof(body) - got); /* never past the body */
+        ck_assert_int_eq(memcmp(p, body + got, n), 0);
+        ck_assert_int_eq(proto_reader_body_consume(&r, n + 1), -EINVAL);
+        ck_assert_int_eq(proto_reader_body_consume(&r, n), 0);
+        ck_assert_uint_eq(r.body_left, 0);
+        ck_assert_int_eq(proto_reader_next(&r, &f), 1);
+        ck_assert_uint_eq(f.hdr.request_id, 2);
+        ck_assert_int_eq(memcmp(f.body, ping, sizeof(ping) - 1), 0);
+        /* an empty body ends at once */
+        uint8_t *e = mkframe(PROTO_KIND_SUBMIT, 0, NULL, 0, 3, &len1);
+        ck_assert_int_eq(proto_reader_feed(&r, e, len1), 0);
+        ck_assert_int_eq(proto_reader_peek_header(&r, &h), 1);
+        ck_assert_int_eq(proto_reader_begin_body(&r, &h), 0);
+        ck_assert_uint_eq(r.body_left, 0);
+        proto_reader_deinit(&r);
+        free(a);
+        free(b);
+        free(e);
+}
+END_TEST
+
+START_TEST(test_fds_on_frame_declaring_none)
+{
+        static const char body[] = "{\"method\":\"ping\"}";
+        struct proto_reader r;
+        struct proto_frame f;
+        int sv[2], m = memfd_create("t", MFD_CLOEXEC);
+        size_t len;
+        uint8_t *fr = mkframe(PROTO_KIND_REQUEST, 0, body, sizeof(body) - 1, 1, &len);
+        union {
+                char b[CMSG_SPACE(sizeof(int))];
+                struct cmsghdr align;
+        } ctl;
+        struct iovec iov = { .iov_base = fr, .iov_len = len };
+        struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
+                              .msg_controllen = sizeof(ctl.b) };
+        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+
+        mk_socketpair(sv);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &m, sizeof(int));
+        ck_assert_int_eq(sendmsg(sv[0], &msg, 0), (ssize_t)len);
+        proto_reader_init(&r);
+        ck_assert_int_eq(proto_reader_fill(&r, sv[1]), (ssize_t)len);
+        /* the only frame of that read declares no fds: nothing can claim them, now */
+        ck_assert_int_eq(proto_reader_next(&r, &f), -EBADMSG);
+        proto_reader_deinit(&r);
+        close(sv[0]);
+        close(sv[1]);
+        close(m);
+        free(fr);
+}
+END_TEST
+
+START_TEST(test_reader_gives_memory_back)
+{
+        size_t len;
+        uint8_t *body = calloc(1, PROTO_MAX_JSON_BODY);
+        uint8_t *fr = mkframe(PROTO_KIND_REQUEST, 0, body, PROTO_MAX_JSON_BODY, 1, &len);
+        struct proto_reader r;
+        struct proto_frame f;
+        int sv[2];
+
+        mk_socketpair(sv);
+        proto_reader_init(&r);
+        ck_assert_int_eq(proto_reader_feed(&r, fr, len), 0);
+        ck_assert_uint_ge(proto_reader_footprint(&r), len);
+        ck_assert_int_eq(proto_reader_next(&r, &f), 1);
+        /* the next call (here: a read that finds nothing) releases the big buffer */
+        ck_assert_int_eq(proto_reader_fill(&r, sv[1]), -EAGAIN);
+        ck_assert_uint_le(proto_reader_footprint(&r), 65536);
+        ck_assert_int_eq(proto_reader_next(&r, &f), 0);
+        ck_assert_uint_eq(proto_reader_footprint(&r), 0);
+        proto_reader_deinit(&r);
+        close(sv[0]);
+        close(sv[1]);
+        free(fr);
+        free(body);
+}
+END_TEST
+
 static Suite *frame_suite(void)
 {
         Suite *s = suite_create("frame");
@@ -918,6 +1060,10 @@ static Suite *frame_suite(void)
         tcase_add_test(tc, test_writer_append_flush);
         tcase_add_test(tc, test_writer_backpressure);
         tcase_add_test(tc, test_writer_peer_closed);
+        tcase_add_test(tc, test_reader_max_body);
+        tcase_add_test(tc, test_reader_body_in_parts);
+        tcase_add_test(tc, test_fds_on_frame_declaring_none);
+        tcase_add_test(tc, test_reader_gives_memory_back);
         suite_add_tcase(s, tc);
         return s;
 }

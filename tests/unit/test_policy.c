@@ -362,9 +362,14 @@ START_TEST(test_match_requested)
         /* unknown name */
         ck_assert_int_eq(policy_tenant_match(c, "no-such-tenant", 1000, 1, NULL, 0), -ENOENT);
         ck_assert_int_eq(policy_tenant_match(c, "", 1000, 1, NULL, 0), -ENOENT);
-        /* anyone may ask for the default tenant */
-        ck_assert_int_eq(policy_tenant_match(c, "default", 1000, 200, groups, 1), 0);
+        /* the default tenant is only for users no tenant matches: uid 1000 matches by-uid,
+         * gid 200 and group 300 by-gid; 4242 matches nothing */
+        ck_assert_int_eq(policy_tenant_match(c, "default", 1000, 200, groups, 1), -EPERM);
+        ck_assert_int_eq(policy_tenant_match(c, "default", 1000, 1, NULL, 0), -EPERM);
+        ck_assert_int_eq(policy_tenant_match(c, "default", 50, 50, groups, 1), -EPERM);
         ck_assert_int_eq(policy_tenant_match(c, "default", 4242, 4242, NULL, 0), 0);
+        gid_t unrelated[] = { 7, 8, 9 };
+        ck_assert_int_eq(policy_tenant_match(c, "default", 50, 50, unrelated, 3), 0);
         free(c);
 }
 END_TEST
