@@ -3,6 +3,7 @@
  * running work and release it all. The service manager hears of each step (notify.h). */
 #include <event2/event.h>
 #include <signal.h>
+#include <sys/sysinfo.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,26 @@ static int units_in_flight(struct npud *d)
                         if (d->devices.devices[i].pd.free[k] != d->devices.devices[i].desc.cores[k])
                                 return 1;
         return 0;
+}
+
+/* Simulated device memory is host memory reserved without backing: say so at start-up when
+ * the devices declare more than the host's RAM and swap can hold, rather than let the OOM
+ * killer say it later. */
+static void warn_device_memory(struct npud *d)
+{
+        struct sysinfo si;
+        uint64_t declared = 0;
+
+        for (int i = 0; i < d->devices.count; i++)
+                declared += d->devices.devices[i].desc.mem_size;
+        if (sysinfo(&si) < 0)
+                return;
+        uint64_t host = ((uint64_t)si.totalram + (uint64_t)si.totalswap) * si.mem_unit;
+        if (declared > host)
+                log_warn("the %d simulated device(s) declare %.1f GiB of device memory but this "
+                         "host can back only %.1f GiB (RAM and swap): allocations succeed, but "
+                         "filling them all would exhaust the host",
+                         d->devices.count, (double)declared / (1 << 30), (double)host / (1 << 30));
 }
 
 int main(int argc, char **argv)
@@ -122,6 +143,11 @@ int main(int argc, char **argv)
         }
         d.tile_ns = d.config.policy.tile_ns;
         d.calibrate = d.config.sim_mode == SIM_MODE_COMPUTE;
+        if (d.config.sim_mode == SIM_MODE_COMPUTE) {
+                long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+                int workers = d.config.workers > 0 ? d.config.workers : cpus > 0 ? (int)cpus : 2;
+                d.graph_worker_cap = workers > 1 ? workers - 1 : 1;
+        }
         if (r == 0)
                 r = server_listen(&d, err, sizeof(err));
         if (r == 0)
@@ -131,6 +157,7 @@ int main(int argc, char **argv)
                 r = 1;
                 goto out;
         }
+        warn_device_memory(&d);
         bus_start(&d); /* optional: a bus that cannot be used is only a warning */
         log_info("npud ready on %s: %d simulated %s device(s), %s mode", d.config.socket_path,
                  d.devices.count, d.config.sim_profile,
@@ -145,6 +172,8 @@ out:
         bus_stop(&d); /* before the sessions go: no signals from a closing daemon */
         while (!TAILQ_EMPTY(&d.sessions))
                 session_close(TAILQ_FIRST(&d.sessions), "daemon shutting down");
+        if (d.backend) /* running kernels stop within milliseconds */
+                sched_cancel_running(&d, NULL, NULL);
         while (d.backend && units_in_flight(&d))
                 event_base_loop(d.base, EVLOOP_ONCE);
         event_base_loop(d.base, EVLOOP_NONBLOCK); /* deferred session releases */

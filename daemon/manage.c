@@ -2,8 +2,9 @@
  * sessions. They run on the loop thread, like everything that touches daemon state.
  *
  * A reset is asynchronous: it drains the device, cancels the queued work of every stream
- * there with a device error, and leaves the running units alone; sched_unit_complete calls
- * manage_device_poll, and the first time no core of the device is busy the reset finishes
+ * there with a device error, and cancels the running units (kernels poll their cancel flag
+ * every few milliseconds); sched_unit_complete calls manage_device_poll, and the first time
+ * no core of the device is busy the reset finishes
  * (faults cleared, health ok, draining off). Every change of health or draining is told to the
  * observers (hooks.device_changed: D-Bus) and to every client as a "device-health"
  * notification. */
@@ -161,6 +162,9 @@ int manage_device_reset(struct npud *d, int device, char *err, size_t errlen)
                 stream_unref(st);
         }
         free(list);
+        /* running work too, whoever it belongs to (a dead client's included): a reset must
+         * end in bounded time */
+        sched_cancel_running(d, dev, NULL);
         sched_kick(d);
         manage_device_poll(d, dev);
         return 0;

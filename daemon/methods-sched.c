@@ -31,10 +31,13 @@ static void method_tenants(struct request *req)
                 return;
         list = json_array();
         for (int i = 0; i < reg->ntenants; i++) {
-                const struct tenant *t = reg->tenants[i];
-                json_array_append_new(
-                        list,
-                        json_pack("{s:s, s:s, s:f, s:i, s:i, s:i, s:I, s:I, s:I, s:i, s:i, s:o}",
+                struct tenant *t = reg->tenants[i];
+                json_t *tj, *o = json_pack("{s:I, s:I, s:I, s:I}",
+                                      "workspace_bytes", (json_int_t)atomic_load(&t->ws.used),
+                                      "workspace_peak_bytes", (json_int_t)atomic_load(&t->ws.peak),
+                                      "max_run_ms", (json_int_t)t->pol.max_run_ms,
+                                      "max_loop_trips", (json_int_t)t->pol.max_loop_trips);
+                tj = json_pack("{s:s, s:s, s:f, s:i, s:i, s:i, s:I, s:I, s:I, s:i, s:i, s:o}",
                                   "name", t->pol.name, "class", policy_class_name(t->pol.klass),
                                   "weight", t->pol.weight, "sessions", (int)t->sessions,
                                   "streams", (int)t->streams, "queued_tasks", (int)t->queued,
@@ -43,7 +46,11 @@ static void method_tenants(struct request *req)
                                   "memory_quota_per_device", (json_int_t)t->pol.quota_per_device,
                                   "max_streams", (int)t->pol.max_streams,
                                   "max_queued_tasks", (int)t->pol.max_queued_tasks, "devices",
-                                  device_list(t->pol.devices, reg->ndevices)));
+                                  device_list(t->pol.devices, reg->ndevices));
+                /* graph intermediates and kernel workspaces of running work; run limits */
+                json_object_update(tj, o);
+                json_decref(o);
+                json_array_append_new(list, tj);
         }
         session_reply_result(req->session, req->id,
                              json_pack("{s:o, s:s, s:f, s:I}", "tenants", list, "placement",

@@ -47,6 +47,10 @@ struct npud {
         TAILQ_HEAD(, stream) settle; /* streams whose head may have changed */
         uint64_t tile_ns;
         int calibrate; /* learn real kernel speed (compute mode); model mode is the model */
+        /* Host workers one tenant's graph runs may hold at once (compute mode; 0 = no cap):
+         * a graph run can last up to the tenant's max_run_ms, so one tenant never holds
+         * every worker with them and other tenants' work always finds one. */
+        int graph_worker_cap;
         int argc;    /* the command line, re-read on reload */
         char **argv;
 };

@@ -28,6 +28,7 @@
 /* The daemon's side of a unit sent to the backend. */
 struct sched_unit {
         struct exec_unit u;
+        TAILQ_ENTRY(sched_unit) inflight_link;
         struct stream *st;        /* reference */
         uint64_t est_ns;          /* calibrated estimate charged at dispatch */
         uint64_t raw_ns;          /* uncalibrated model estimate (for calibration) */
@@ -36,6 +37,62 @@ struct sched_unit {
         struct exec_item *items[CHAIN_MAX_ITEMS];
         struct exec_item tile;    /* last: written whole by tile_make, never cleared */
 };
+
+/* Units at the backend, so that reset, session end and shutdown can cancel running work.
+ * Loop thread only. */
+static TAILQ_HEAD(, sched_unit) inflight = TAILQ_HEAD_INITIALIZER(inflight);
+
+void sched_cancel_running(struct npud *d, const struct device *dev, const struct stream *st)
+{
+        struct sched_unit *su;
+
+        TAILQ_FOREACH(su, &inflight, inflight_link)
+                if ((!dev || su->st->dev == dev) && (!st || su->st == st) &&
+                    d->backend->ops->cancel)
+                        d->backend->ops->cancel(d->backend, &su->u);
+}
+
+/* Streams whose head is a graph run held back because their tenant holds its share of host
+ * workers with graph runs (npud.graph_worker_cap); each holds a stream reference and goes
+ * back to settling when a graph run of that tenant completes. Loop thread only. */
+static struct stream **parked;
+static size_t nparked, parked_cap;
+
+static int park_stream(struct stream *st)
+{
+        if (nparked == parked_cap) {
+                size_t ncap = parked_cap ? parked_cap * 2 : 16;
+                struct stream **n = realloc(parked, ncap * sizeof(*n));
+                if (!n)
+                        return -1;
+                parked = n;
+                parked_cap = ncap;
+        }
+        parked[nparked++] = stream_ref(st);
+        return 0;
+}
+
+static void stream_touch(struct npud *d, struct stream *st);
+
+static void unpark_tenant(struct npud *d, const struct tenant *tn)
+{
+        size_t j = 0;
+
+        for (size_t i = 0; i < nparked; i++) {
+                if (parked[i]->tenant == tn) {
+                        stream_touch(d, parked[i]);
+                        stream_unref(parked[i]);
+                } else {
+                        parked[j++] = parked[i];
+                }
+        }
+        nparked = j;
+        if (!nparked) {
+                free(parked);
+                parked = NULL;
+                parked_cap = 0;
+        }
+}
 
 void sched_kick(struct npud *d)
 {
@@ -220,6 +277,8 @@ void sched_stream_cancel(struct npud *d, struct stream *st)
         struct task *t;
 
         pd_queue_unready(&st->dev->pd, &st->q);
+        if (st->running) /* stop running work too: a kernel may otherwise run for hours */
+                sched_cancel_running(d, NULL, st);
         if (st->blocked_on) {
                 TAILQ_REMOVE(&st->blocked_on->blocked, st, blocked_link);
                 st->blocked_on = NULL;
@@ -355,8 +414,12 @@ static void stream_dispatch(struct npud *d, struct stream *st, int e)
                 est = task_cost(st, t, e) / t->tiles;
                 raw = t->cost[e] / t->tiles;
         } else {
+                /* a graph run goes alone: it may be long, and it counts against its tenant's
+                 * share of host workers (see device_run) */
                 while (t && t->kind == TASK_EXEC && t->cost[e] && !t->tiles &&
                        su->u.nitems < CHAIN_MAX_ITEMS &&
+                       (su->u.nitems == 0 || (t->item.kind != EXEC_GRAPH &&
+                                              su->items[0]->kind != EXEC_GRAPH)) &&
                        (su->u.nitems == 0 || est + task_cost(st, t, e) <= tile_ns)) {
                         stream_pop(st);
                         t->item.model_ns = t->cost[e];
@@ -374,8 +437,18 @@ static void stream_dispatch(struct npud *d, struct stream *st, int e)
         su->est_ns = est ? est : 1;
         su->raw_ns = raw ? raw : 1;
         su->dispatch_ns = now_ns();
+        if (st->tenant) {
+                struct tenant *tn = st->tenant;
+                su->u.max_run_ns = tn->pol.max_run_ms * 1000000ull;
+                su->u.max_loop_trips = tn->pol.max_loop_trips;
+                tenant_ws_sync(tn, dev->id);
+                su->u.mem = &tn->dev[dev->id].ws;
+        }
         pd_start(&dev->pd, &st->q, e, su->u.cores, su->est_ns);
         st->running = &su->u;
+        TAILQ_INSERT_TAIL(&inflight, su, inflight_link);
+        if (st->tenant && su->u.nitems && su->items[0]->kind == EXEC_GRAPH)
+                st->tenant->graph_units++;
         for (int i = 0; i < su->u.nitems; i++) {
                 struct task *it = su->tile_task ? su->tile_task : task_of_item(su->items[i]);
                 if (!it->tiles_done && st->tenant) /* first dispatch: the task waited this long */
@@ -395,6 +468,13 @@ static void device_run(struct npud *d, struct device *dev)
 
         while ((q = pd_pick(&dev->pd, now_ns(), &e))) {
                 struct stream *st = (struct stream *)((char *)q - offsetof(struct stream, q));
+                struct task *head = TAILQ_FIRST(&st->tasks);
+                if (d->graph_worker_cap && st->tenant && head && head->item.kind == EXEC_GRAPH &&
+                    st->tenant->graph_units >= (uint32_t)d->graph_worker_cap &&
+                    park_stream(st) == 0) {
+                        pd_queue_unready(&dev->pd, q);
+                        continue;
+                }
                 stream_dispatch(d, st, e);
         }
 }
@@ -462,6 +542,11 @@ void sched_unit_complete(struct exec_unit *u, void *userdata)
         struct device *dev = st->dev;
         uint64_t dur = u->end_ns - u->start_ns;
 
+        TAILQ_REMOVE(&inflight, su, inflight_link);
+        if (st->tenant && u->nitems && u->items[0]->kind == EXEC_GRAPH) {
+                st->tenant->graph_units--;
+                unpark_tenant(d, st->tenant);
+        }
         pd_finish(&dev->pd, st->q.tenant, u->engine, u->cores, su->est_ns, dur, u->end_ns);
         dev->busy_ns[u->engine] += dur * (uint64_t)u->cores;
         st->running = NULL;

@@ -18,7 +18,10 @@ void sched_kick(struct npud *d);
 void sched_run(struct npud *d);
 /* Backend completion callback. */
 void sched_unit_complete(struct exec_unit *unit, void *userdata);
-/* Drop the queued (not running) tasks of a stream, as cancelled. */
+/* Cancel the units running at the backend of one device and/or one stream (NULL: any);
+ * they come back, failed as cancelled, through sched_unit_complete. */
+void sched_cancel_running(struct npud *d, const struct device *dev, const struct stream *st);
+/* Drop the queued tasks of a stream, as cancelled, and cancel its running unit. */
 void sched_stream_cancel(struct npud *d, struct stream *st);
 /* Reply now to waiters whose condition holds. */
 void sched_check_stream_waiters(struct npud *d, struct stream *st);

@@ -1,10 +1,33 @@
 /* Tenant registry and statistics (see tenant.h). */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "session.h"
 #include "tenant.h"
+
+struct ops_mem_budget tenant_ws_host = { .name = "npud (host memory)" };
+
+static void ws_host_init(void)
+{
+        if (atomic_load(&tenant_ws_host.limit))
+                return;
+        long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+        uint64_t phys = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize : 8ull << 30;
+        atomic_store(&tenant_ws_host.limit, phys / 2); /* half: the rest is npud, clients, cache */
+}
+
+void tenant_ws_sync(struct tenant *t, int device)
+{
+        atomic_store(&t->ws.limit, t->pol.quota_total);
+        atomic_store(&t->ws.held, t->mem_used);
+        if (device >= 0 && device < t->ndevices) {
+                atomic_store(&t->dev[device].ws.limit, t->pol.quota_per_device);
+                atomic_store(&t->dev[device].ws.held, t->dev[device].mem_used);
+        }
+}
 
 static struct tenant *tenant_new(const struct policy_tenant *pol, int index, int ndevices)
 {
@@ -21,9 +44,15 @@ static struct tenant *tenant_new(const struct policy_tenant *pol, int index, int
         t->index = index;
         t->pol = *pol;
         t->ndevices = ndevices;
+        ws_host_init();
+        snprintf(t->ws_name, sizeof(t->ws_name), "tenant '%s'", pol->name);
+        t->ws.name = t->ws_name;
+        t->ws.parent = &tenant_ws_host;
         for (int i = 0; i < ndevices; i++) {
                 t->dev[i].pd.klass = pol->klass;
                 t->dev[i].pd.weight = pol->weight;
+                t->dev[i].ws.name = t->ws_name;
+                t->dev[i].ws.parent = &t->ws;
         }
         return t;
 }

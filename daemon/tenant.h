@@ -9,6 +9,7 @@
 
 #include "../policy/dispatch.h"
 #include "../policy/policy.h"
+#include "ops/runctx.h"
 
 struct npud;
 struct session;
@@ -21,6 +22,9 @@ struct tenant_device {
         uint64_t tasks, failed;
         uint64_t engine_ns;
         uint64_t wait_hist[WAIT_BUCKETS];
+        /* graph intermediates and kernel workspaces of the tenant's running work on this
+         * device; parent: the tenant's ws */
+        struct ops_mem_budget ws;
 };
 
 struct tenant {
@@ -33,9 +37,19 @@ struct tenant {
         uint32_t streams;
         uint32_t queued;
         uint32_t sessions;
+        uint32_t graph_units;   /* graph runs at the backend now, all devices */
         int ndevices;
         struct tenant_device *dev;
+        char ws_name[POLICY_NAME_MAX + 16];
+        struct ops_mem_budget ws; /* all devices; parent: tenant_ws_host */
 };
+
+/* What all running work may hold in intermediates at once: the host's memory, less a
+ * margin, so no model can drive npud into the OOM killer. */
+extern struct ops_mem_budget tenant_ws_host;
+/* Bring the budgets' limits and held bytes up to date with the policy and the allocations
+ * (loop thread; before work of the tenant starts). */
+void tenant_ws_sync(struct tenant *t, int device);
 
 struct tenant_registry {
         struct policy_config *policy; /* owned */

@@ -6,9 +6,12 @@
 #ifndef NPUD_BACKEND_H
 #define NPUD_BACKEND_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "../ops/ops.h"
+
+struct ops_mem_budget;
 
 struct event_base;
 
@@ -53,7 +56,15 @@ struct exec_unit {
         int nitems;
         struct exec_item **items;
         void *owner; /* the daemon's bookkeeping */
+        /* Limits the daemon sets before submit (see ops/runctx.h): an item that runs longer
+         * than max_run_ns fails with PROTO_E_LIMIT; Loop/Scan trip counts are capped; graph
+         * intermediates and kernel workspaces are charged to mem (NULL: not charged). */
+        uint64_t max_run_ns, max_loop_trips;
+        struct ops_mem_budget *mem;
+        /* Set through backend_ops.cancel: items not finished fail with PROTO_E_CANCELLED. */
+        atomic_int cancel;
         uint64_t start_ns, end_ns;
+        void *backend_priv; /* the backend's own state while the unit is in flight */
         struct exec_unit *next; /* completion queue link */
 };
 
@@ -68,6 +79,11 @@ struct backend_ops {
         /* Queue a unit; it comes back through the completion callback on the loop thread. */
         int (*submit)(struct backend *b, struct exec_unit *unit);
         void (*destroy)(struct backend *b);
+        /* Stop a submitted unit as soon as possible: items not yet finished fail with
+         * PROTO_E_CANCELLED (running kernels notice within milliseconds). The unit still
+         * comes back through the completion callback, never from inside this call. Loop
+         * thread. */
+        void (*cancel)(struct backend *b, struct exec_unit *unit);
         /* Optional (NULL where unsupported): inject a fault on a device (kind: enum
          * fault_kind of manage.h) or clear every fault there; items that start afterwards see
          * the change. Loop thread; 0 or -errno. */

@@ -8,7 +8,13 @@
  * Faults can be injected per device (manage.h): fail the next N items, fail every item until
  * cleared, or stretch every item's duration by a factor. Worker threads read the fault state
  * while the loop thread changes it, so it is kept in atomics: a fault applies to the items
- * that start after it was set. */
+ * that start after it was set. A slowed unit does not keep a worker asleep (the workers are
+ * shared by every device): it computes at full speed and its completion is held back on a
+ * timer of the loop thread for the extra time, which clearing the fault or cancelling the
+ * unit cuts short.
+ *
+ * Every item runs under a run context (ops/runctx.h): the unit's cancel flag, its deadline
+ * (the tenant's longest run) and its memory budget, which long kernels poll. */
 #include <errno.h>
 #include <event2/event.h>
 #include <pthread.h>
@@ -24,6 +30,7 @@
 #include "../../proto/errors.h"
 #include "../graph/exec.h"
 #include "../manage.h"
+#include "../ops/runctx.h"
 #include "backend.h"
 
 struct sim_profile {
@@ -50,6 +57,17 @@ struct sim_device {
         atomic_uint_fast64_t slow_milli; /* duration factor × 1000 (FAULT_SLOW); 0 = none */
 };
 
+/* A unit held back on the loop thread: a slowed device's extra time (compute mode), or the
+ * whole modelled duration (model mode). */
+struct sim_hold {
+        struct sim *sim;
+        struct exec_unit *unit;
+        struct event *ev;
+        int model;     /* model mode: items take effect when the time is up */
+        int over_limit; /* model mode: the modelled time exceeds the run limit */
+        struct sim_hold *prev, *next;
+};
+
 struct sim {
         struct backend base;
         struct event_base *evbase;
@@ -72,6 +90,8 @@ struct sim {
         struct exec_unit *done;
         int efd;
         struct event *efd_event;
+
+        struct sim_hold *holds; /* loop thread only */
 };
 
 uint64_t now_ns(void)
@@ -137,23 +157,23 @@ static double slow_factor(struct sim *s, int device)
         return m ? (double)m / 1000.0 : 1.0;
 }
 
-static void sleep_ns(uint64_t ns)
-{
-        struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ull),
-                               .tv_nsec = (long)(ns % 1000000000ull) };
-        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-                ;
-}
-
+/* Run the items of u with its limits in force. A slowed device's extra time goes into
+ * u->end_ns, in the future. */
 static void unit_run(struct sim *s, struct exec_unit *u)
 {
+        struct ops_runctx rc = { .cancel = &u->cancel, .max_loop_trips = u->max_loop_trips,
+                                 .mem = u->mem };
+        uint64_t delay_ns = 0;
         int failed = 0;
 
         u->start_ns = now_ns();
         for (int i = 0; i < u->nitems; i++) {
                 struct exec_item *it = u->items[i];
-                if (failed) {
+                if (failed || atomic_load(&u->cancel)) {
                         it->status = PROTO_E_CANCELLED;
+                        if (!failed)
+                                snprintf(it->err, sizeof(it->err), "cancelled before it ran");
+                        failed = 1;
                         continue;
                 }
                 if (item_fault(s, u->device, it)) {
@@ -161,14 +181,22 @@ static void unit_run(struct sim *s, struct exec_unit *u)
                         continue;
                 }
                 uint64_t t0 = now_ns();
+                rc.deadline_ns = u->max_run_ns ? t0 + u->max_run_ns : 0;
+                rc.code = 0;
+                ops_runctx_set(&rc);
                 item_run(it);
-                /* A slowed device: the worker stays busy as long as the slow device would. */
+                ops_runctx_set(NULL);
+                /* a kernel that stopped because it was told to fails with the reason's code
+                 * (its message already names it) */
+                if (it->status == PROTO_E_EXEC && rc.code)
+                        it->status = rc.code;
+                /* A slowed device: the unit ends as late as the slow device would finish it. */
                 double f = slow_factor(s, u->device);
                 if (f > 1.0)
-                        sleep_ns((uint64_t)((double)(now_ns() - t0) * (f - 1.0)));
+                        delay_ns += (uint64_t)((double)(now_ns() - t0) * (f - 1.0));
                 failed = it->status != 0;
         }
-        u->end_ns = now_ns();
+        u->end_ns = now_ns() + delay_ns; /* later than now: on_done holds the unit back */
 }
 
 static void done_push(struct sim *s, struct exec_unit *u)
@@ -210,6 +238,89 @@ static void *worker_main(void *arg)
         return NULL;
 }
 
+static void hold_release(struct sim *s, struct sim_hold *h)
+{
+        if (h->prev)
+                h->prev->next = h->next;
+        else
+                s->holds = h->next;
+        if (h->next)
+                h->next->prev = h->prev;
+        h->unit->backend_priv = NULL;
+        event_free(h->ev);
+        free(h);
+}
+
+/* A held unit's time is up, or it was cut short (cancel, fault cleared). Model mode: the
+ * items take effect now; copies and memsets are done here so clients can stage inputs and
+ * read results back, kernels do not run. */
+static void on_hold_done(evutil_socket_t fd, short what, void *arg)
+{
+        struct sim_hold *h = arg;
+        struct sim *s = h->sim;
+        struct exec_unit *u = h->unit;
+        int model = h->model, over = h->over_limit, failed = 0;
+
+        hold_release(s, h);
+        if (model) {
+                for (int i = 0; i < u->nitems; i++) {
+                        struct exec_item *it = u->items[i];
+                        if (failed || atomic_load(&u->cancel)) {
+                                it->status = PROTO_E_CANCELLED;
+                                failed = 1;
+                        } else if (item_fault(s, u->device, it)) {
+                                failed = 1;
+                        } else if (over && (it->kind == EXEC_OP || it->kind == EXEC_GRAPH)) {
+                                it->status = PROTO_E_LIMIT;
+                                snprintf(it->err, sizeof(it->err),
+                                         "run exceeded its time limit of %llu ms (tenant max_run_ms)",
+                                         (unsigned long long)(u->max_run_ns / 1000000));
+                                failed = 1;
+                        } else if (it->kind != EXEC_OP && it->kind != EXEC_GRAPH) {
+                                item_run(it);
+                        }
+                }
+        }
+        u->end_ns = now_ns();
+        s->complete(u, s->userdata);
+}
+
+/* Hold u back on the loop thread for ns. 0 or -ENOMEM. */
+static int hold_unit(struct sim *s, struct exec_unit *u, uint64_t ns, int model, int over)
+{
+        struct sim_hold *h = calloc(1, sizeof(*h));
+        struct timeval tv = { .tv_sec = (time_t)(ns / 1000000000ull),
+                              .tv_usec = (suseconds_t)(ns % 1000000000ull / 1000) };
+
+        if (!h)
+                return -ENOMEM;
+        h->sim = s;
+        h->unit = u;
+        h->model = model;
+        h->over_limit = over;
+        h->ev = event_new(s->evbase, -1, 0, on_hold_done, h);
+        event_base_update_cache_time(s->evbase); /* the timer runs from now, not loop start */
+        if (!h->ev || event_add(h->ev, &tv) < 0) {
+                if (h->ev)
+                        event_free(h->ev);
+                free(h);
+                return -ENOMEM;
+        }
+        h->next = s->holds;
+        if (s->holds)
+                s->holds->prev = h;
+        s->holds = h;
+        u->backend_priv = h;
+        return 0;
+}
+
+/* End a hold on the next loop pass (never from inside the caller's own call). */
+static void hold_cut_short(struct sim_hold *h)
+{
+        event_del(h->ev);
+        event_active(h->ev, EV_TIMEOUT, 0);
+}
+
 static void on_done(evutil_socket_t fd, short what, void *arg)
 {
         struct sim *s = arg;
@@ -230,37 +341,17 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
         }
         while (rev) {
                 struct exec_unit *n = rev->next;
-                s->complete(rev, s->userdata);
+                uint64_t now = now_ns();
+                /* a slowed device finishes later; unless cancelled or the fault is gone */
+                if (rev->end_ns <= now || atomic_load(&rev->cancel) ||
+                    slow_factor(s, rev->device) <= 1.0 ||
+                    hold_unit(s, rev, rev->end_ns - now, 0, 0) < 0) {
+                        if (rev->end_ns > now)
+                                rev->end_ns = now;
+                        s->complete(rev, s->userdata);
+                }
                 rev = n;
         }
-}
-
-struct model_wait {
-        struct sim *sim;
-        struct exec_unit *unit;
-};
-
-/* Model mode runs no kernels, but data still moves so clients can stage inputs and read
- * results back: copies and memsets are done here, on the loop thread, when their time is up. */
-static void on_model_done(evutil_socket_t fd, short what, void *arg)
-{
-        struct model_wait *w = arg;
-        struct sim *s = w->sim;
-        struct exec_unit *u = w->unit;
-        int failed = 0;
-
-        free(w);
-        for (int i = 0; i < u->nitems; i++) {
-                struct exec_item *it = u->items[i];
-                if (failed)
-                        it->status = PROTO_E_CANCELLED;
-                else if (item_fault(s, u->device, it))
-                        failed = 1;
-                else if (it->kind != EXEC_OP && it->kind != EXEC_GRAPH)
-                        item_run(it);
-        }
-        u->end_ns = now_ns();
-        s->complete(u, s->userdata);
 }
 
 static int sim_submit(struct backend *b, struct exec_unit *u)
@@ -268,25 +359,19 @@ static int sim_submit(struct backend *b, struct exec_unit *u)
         struct sim *s = (struct sim *)b;
 
         u->next = NULL;
+        u->backend_priv = NULL;
         if (s->mode == 1) {
                 uint64_t ns = 0;
-                struct model_wait *w = malloc(sizeof(*w));
-                if (!w)
-                        return -ENOMEM;
+                int over = 0;
                 for (int i = 0; i < u->nitems; i++)
                         ns += u->items[i]->model_ns;
                 ns = (uint64_t)((double)ns * slow_factor(s, u->device));
-                w->sim = s;
-                w->unit = u;
-                u->start_ns = now_ns();
-                struct timeval tv = { .tv_sec = (time_t)(ns / 1000000000ull),
-                                      .tv_usec = (suseconds_t)(ns % 1000000000ull / 1000) };
-                event_base_update_cache_time(s->evbase); /* the timer runs from now, not loop start */
-                if (event_base_once(s->evbase, -1, EV_TIMEOUT, on_model_done, w, &tv) < 0) {
-                        free(w);
-                        return -ENOMEM;
+                if (u->max_run_ns && ns > u->max_run_ns) {
+                        ns = u->max_run_ns;
+                        over = 1;
                 }
-                return 0;
+                u->start_ns = now_ns();
+                return hold_unit(s, u, ns, 1, over);
         }
         pthread_mutex_lock(&s->lock);
         if (s->queue_tail)
@@ -297,6 +382,19 @@ static int sim_submit(struct backend *b, struct exec_unit *u)
         pthread_cond_signal(&s->cond);
         pthread_mutex_unlock(&s->lock);
         return 0;
+}
+
+static void sim_cancel(struct backend *b, struct exec_unit *u)
+{
+        struct sim *s = (struct sim *)b;
+
+        atomic_store(&u->cancel, 1); /* workers and kernels poll it */
+        /* backend_priv is only touched on the loop thread: a held unit ends now */
+        for (struct sim_hold *h = s->holds; h; h = h->next)
+                if (h->unit == u) {
+                        hold_cut_short(h);
+                        break;
+                }
 }
 
 static int sim_device_count(struct backend *b)
@@ -349,6 +447,10 @@ static int sim_clear_fault(struct backend *b, int device)
         atomic_store(&s->devices[device].fail_next, 0);
         atomic_store(&s->devices[device].failed, 0);
         atomic_store(&s->devices[device].slow_milli, 0);
+        /* units held back for a slow device's extra time complete now */
+        for (struct sim_hold *h = s->holds; h; h = h->next)
+                if (!h->model && h->unit->device == device)
+                        hold_cut_short(h);
         return 0;
 }
 
@@ -380,6 +482,8 @@ static void sim_destroy(struct backend *b)
         for (int i = 0; i < s->nthreads; i++)
                 pthread_join(s->threads[i], NULL);
         free(s->threads);
+        while (s->holds) /* only after every unit came back; nothing should be held */
+                hold_release(s, s->holds);
         if (s->efd_event)
                 event_free(s->efd_event);
         if (s->efd >= 0)
@@ -400,6 +504,7 @@ static const struct backend_ops sim_ops = {
         .device_describe = sim_device_describe,
         .submit = sim_submit,
         .destroy = sim_destroy,
+        .cancel = sim_cancel,
         .inject_fault = sim_inject_fault,
         .clear_fault = sim_clear_fault,
         .query_fault = sim_query_fault,

@@ -233,20 +233,25 @@ int harness_share_socket(const struct npud_proc *p)
         return chmod(p->dir, 0711) == 0 && chmod(p->sock, 0666) == 0 ? 0 : -1;
 }
 
-int harness_run_as(uid_t uid, gid_t gid, int (*fn)(void *arg), void *arg)
+pid_t harness_spawn_as(uid_t uid, gid_t gid, int (*fn)(void *arg), void *arg)
 {
-        int status = -1;
         pid_t pid = fork();
 
-        if (pid < 0)
-                return -1;
         if (pid == 0) {
                 if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 ||
                     setresuid(uid, uid, uid) < 0 || geteuid() != uid)
                         _exit(126);
                 _exit(fn(arg) ? 1 : 0);
         }
-        if (waitpid(pid, &status, 0) != pid)
+        return pid;
+}
+
+int harness_run_as(uid_t uid, gid_t gid, int (*fn)(void *arg), void *arg)
+{
+        int status = -1;
+        pid_t pid = harness_spawn_as(uid, gid, fn, arg);
+
+        if (pid < 0 || waitpid(pid, &status, 0) != pid)
                 return -1;
         return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }

@@ -48,5 +48,7 @@ int harness_share_socket(const struct npud_proc *p);
 /* Run fn(arg) in a child process that dropped to uid/gid (no supplementary groups) and
  * return its exit status (0 = the attacker's checks passed; 128+N when killed by signal N). */
 int harness_run_as(uid_t uid, gid_t gid, int (*fn)(void *arg), void *arg);
+/* The same without waiting: the child's pid (reap it with waitpid), or -1. */
+pid_t harness_spawn_as(uid_t uid, gid_t gid, int (*fn)(void *arg), void *arg);
 
 #endif

@@ -1,0 +1,492 @@
+/* Work that never ends, run by an unprivileged tenant against the real npud: a Loop of
+ * INT64_MAX trips with a constant-true condition (a 200-byte model built here) must be
+ * refused by the trip cap, stopped by the tenant's
+ * run-time limit, and, with neither configured, cancelled when its client dies, when the
+ * admin resets the device and when npud stops. A slowed device (fault "slow") must not slow
+ * the others down and must speed up again when the fault is cleared. Each test checks that
+ * the daemon is alive and that root's work on every device still completes. */
+#include <check.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "npu.h"
+
+static struct npud_proc daemon_proc;
+static npu_context_t *ctx; /* root: the operator and a well-behaved tenant */
+static uid_t attacker_uid;
+static gid_t attacker_gid;
+
+#define OK(expr) ck_assert_msg((expr) == NPU_OK, "%s: %s", #expr, npu_error_message())
+
+static double now_s(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Start npud with a tenant "attack" for the attacker's uid and the given run limits (-1:
+ * the tenant keeps its defaults). */
+static void start_daemon(long long max_run_ms, long long max_loop_trips, const char *mode)
+{
+        char conf[256], json[1024], lim[128] = "";
+        int fd;
+
+        if (harness_attacker(&attacker_uid, &attacker_gid) < 0) {
+                fprintf(stderr, "skipped: no unprivileged user for the attacker\n");
+                attacker_uid = 0;
+        }
+        if (max_run_ms >= 0)
+                snprintf(lim, sizeof(lim), ", \"max_run_ms\": %lld, \"max_loop_trips\": %lld",
+                         max_run_ms, max_loop_trips);
+        snprintf(json, sizeof(json),
+                 "{\"tenants\": [{\"name\": \"attack\", \"uids\": [%u],"
+                 " \"memory_quota\": {\"total\": 1073741824}%s}]}",
+                 (unsigned)attacker_uid, lim);
+        snprintf(conf, sizeof(conf), "/tmp/npud-hostile-run-%d.json", (int)getpid());
+        fd = open(conf, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(write(fd, json, strlen(json)), (ssize_t)strlen(json));
+        close(fd);
+        const char *extra[] = { "--config", conf, "--sim-mode", mode, "--workers", "2", NULL };
+        ck_assert_int_eq(harness_start(&daemon_proc, extra), 0);
+        unlink(conf);
+        ck_assert_int_eq(harness_share_socket(&daemon_proc), 0);
+        OK(npu_connect(daemon_proc.sock, &ctx));
+}
+
+static void stop_daemon(void)
+{
+        npu_disconnect(ctx);
+        ctx = NULL;
+        ck_assert_int_eq(harness_stop(&daemon_proc), 0);
+}
+
+/* Root's work completes on every device within a few seconds: a 4 KiB memset and a
+ * round trip of data. */
+static void root_work_completes(void)
+{
+        ck_assert_msg(harness_alive(&daemon_proc), "npud is not running");
+        for (int dev = 0; dev < 2; dev++) {
+                uint8_t out[4096], in[4096];
+                npu_buffer_t b;
+                npu_stream_t s;
+                double t0 = now_s();
+                for (size_t i = 0; i < sizeof(out); i++)
+                        out[i] = (uint8_t)(i * 13 + (size_t)dev);
+                OK(npu_malloc(ctx, dev, sizeof(out), &b));
+                OK(npu_stream_create(ctx, dev, 0, &s));
+                OK(npu_memset_async(ctx, s, b, 0, 0, sizeof(out), NULL));
+                OK(npu_stream_synchronize(ctx, s));
+                OK(npu_memcpy_to_device(ctx, b, 0, out, sizeof(out)));
+                OK(npu_memcpy_from_device(ctx, in, b, 0, sizeof(in)));
+                ck_assert_int_eq(memcmp(in, out, sizeof(in)), 0);
+                OK(npu_stream_destroy(ctx, s));
+                OK(npu_free(ctx, b));
+                ck_assert_msg(now_s() - t0 < 5.0, "device %d: root's work took %.1f s", dev,
+                              now_s() - t0);
+        }
+}
+
+/* ---- the endless model, encoded by hand (protobuf wire format of onnx.proto) ---- */
+
+struct pb {
+        uint8_t b[1024];
+        size_t n;
+};
+
+static void pb_raw_varint(struct pb *m, uint64_t v)
+{
+        do {
+                ck_assert_uint_lt(m->n, sizeof(m->b));
+                m->b[m->n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+                v >>= 7;
+        } while (v);
+}
+
+static void pb_varint(struct pb *m, int field, uint64_t v)
+{
+        pb_raw_varint(m, (uint64_t)field << 3);
+        pb_raw_varint(m, v);
+}
+
+static void pb_bytes(struct pb *m, int field, const void *data, size_t len)
+{
+        pb_raw_varint(m, (uint64_t)field << 3 | 2);
+        pb_raw_varint(m, len);
+        ck_assert_uint_le(m->n + len, sizeof(m->b));
+        memcpy(m->b + m->n, data, len);
+        m->n += len;
+}
+
+static void pb_str(struct pb *m, int field, const char *s)
+{
+        pb_bytes(m, field, s, strlen(s));
+}
+
+static void pb_msg(struct pb *m, int field, const struct pb *sub)
+{
+        pb_bytes(m, field, sub->b, sub->n);
+}
+
+/* ValueInfoProto of a tensor: dtype, rank 0 or a 1-D shape of extent dim. */
+static void pb_value(struct pb *g, int field, const char *name, int dtype, int64_t dim)
+{
+        struct pb vi = { .n = 0 }, tp = { .n = 0 }, tt = { .n = 0 }, sh = { .n = 0 }, d = { .n = 0 };
+
+        if (dim >= 0) {
+                pb_varint(&d, 1, (uint64_t)dim);
+                pb_msg(&sh, 1, &d);
+        }
+        pb_varint(&tt, 1, (uint64_t)dtype);
+        pb_msg(&tt, 2, &sh);
+        pb_msg(&tp, 1, &tt);
+        pb_str(&vi, 1, name);
+        pb_msg(&vi, 2, &tp);
+        pb_msg(g, field, &vi);
+}
+
+static void pb_node(struct pb *g, const char *op, const char *const *in, int nin,
+                    const char *out, const struct pb *body)
+{
+        struct pb n = { .n = 0 };
+
+        for (int i = 0; i < nin; i++)
+                pb_str(&n, 1, in[i]);
+        pb_str(&n, 2, out);
+        pb_str(&n, 3, out);
+        pb_str(&n, 4, op);
+        if (body) {
+                struct pb a = { .n = 0 };
+                pb_str(&a, 1, "body");
+                pb_msg(&a, 6, body);
+                pb_varint(&a, 20, 5); /* AttributeProto.GRAPH */
+                pb_msg(&n, 5, &a);
+        }
+        pb_msg(g, 1, &n);
+}
+
+/* Loop(M, cond, v) whose body passes cond and v through: with M = INT64_MAX and cond true
+ * it never ends by itself. */
+static void endless_model(struct pb *m)
+{
+        struct pb body = { .n = 0 }, g = { .n = 0 }, opset = { .n = 0 };
+        const char *cin[] = { "cond_in" }, *vin[] = { "v_in" }, *lin[] = { "M", "cond", "v" };
+
+        memset(m, 0, sizeof(*m));
+        pb_node(&body, "Identity", cin, 1, "cond_out", NULL);
+        pb_node(&body, "Identity", vin, 1, "v_out", NULL);
+        pb_str(&body, 2, "body");
+        pb_value(&body, 11, "iter", 7, -1);
+        pb_value(&body, 11, "cond_in", 9, -1);
+        pb_value(&body, 11, "v_in", 1, 1);
+        pb_value(&body, 12, "cond_out", 9, -1);
+        pb_value(&body, 12, "v_out", 1, 1);
+        pb_node(&g, "Loop", lin, 3, "v_final", &body);
+        pb_str(&g, 2, "endless");
+        pb_value(&g, 11, "M", 7, -1);
+        pb_value(&g, 11, "cond", 9, -1);
+        pb_value(&g, 11, "v", 1, 1);
+        pb_value(&g, 12, "v_final", 1, 1);
+        pb_varint(m, 1, 8); /* ir_version */
+        pb_str(&opset, 1, "");
+        pb_varint(&opset, 2, 16);
+        pb_msg(m, 8, &opset);
+        pb_msg(m, 7, &g);
+}
+
+/* One run of the endless Loop, submitted on a new stream of dev. */
+struct loop_run {
+        npu_graph_t g;
+        npu_stream_t s;
+        npu_buffer_t in, out;
+};
+
+/* Load the model and stage the inputs (trip count INT64_MAX, cond true) on dev. */
+static int loop_prepare(npu_context_t *c, int dev, struct loop_run *r)
+{
+        struct pb model;
+        uint8_t host[64] = { 0 };
+        int64_t trips = INT64_MAX;
+        npu_status_t st;
+
+        endless_model(&model);
+        if ((st = npu_graph_load(c, dev, model.b, model.n, &r->g)) ||
+            (st = npu_malloc(c, dev, 64, &r->in)) || (st = npu_malloc(c, dev, 64, &r->out)) ||
+            (st = npu_stream_create(c, dev, 0, &r->s)))
+                return st;
+        memcpy(host, &trips, sizeof(trips));
+        host[8] = 1;
+        return npu_memcpy_to_device(c, r->in, 0, host, sizeof(host));
+}
+
+static int loop_start(npu_context_t *c, struct loop_run *r)
+{
+        npu_tensor_t in[3] = {
+                { .buf = r->in, .offset = 0, .dtype = NPU_INT64, .ndim = 0 },
+                { .buf = r->in, .offset = 8, .dtype = NPU_BOOL, .ndim = 0 },
+                { .buf = r->in, .offset = 16, .dtype = NPU_FLOAT32, .ndim = 1, .dims = { 1 } },
+        };
+        npu_tensor_t out = { .buf = r->out, .dtype = NPU_FLOAT32, .ndim = 1, .dims = { 1 } };
+        return npu_graph_run(c, r->s, r->g, in, 3, &out, 1, NULL);
+}
+
+static int loop_submit(npu_context_t *c, int dev, struct loop_run *r)
+{
+        int st = loop_prepare(c, dev, r);
+        return st ? st : loop_start(c, r);
+}
+
+/* The attacker: run the endless Loop and expect it to fail with the code in *arg within
+ * 10 s. */
+static int attack_expect(void *arg)
+{
+        int want = *(int *)arg;
+        npu_context_t *c;
+        struct loop_run r;
+        double t0;
+        npu_status_t st;
+
+        if (npu_connect(daemon_proc.sock, &c) != NPU_OK)
+                return 2;
+        if (loop_submit(c, 0, &r) != NPU_OK) {
+                fprintf(stderr, "attacker: submit: %s\n", npu_error_message());
+                return 3;
+        }
+        t0 = now_s();
+        st = npu_stream_synchronize(c, r.s);
+        fprintf(stderr, "attacker: run ended after %.2f s: %d %s\n", now_s() - t0, st,
+                npu_error_message());
+        if ((int)st != want || now_s() - t0 > 10.0)
+                return 4;
+        npu_disconnect(c);
+        return 0;
+}
+
+/* The attacker: start endless runs on both devices (two each: every host worker), tell
+ * the parent through the pipe, then wait to be killed. */
+static int attack_and_hold(void *arg)
+{
+        int fd = *(int *)arg;
+        npu_context_t *c;
+        struct loop_run r[4];
+
+        if (npu_connect(daemon_proc.sock, &c) != NPU_OK)
+                return 2;
+        /* everything staged first: once the runs hold every host worker, even a copy of
+         * this client would wait */
+        for (int i = 0; i < 4; i++)
+                if (loop_prepare(c, i % 2, &r[i]) != NPU_OK) {
+                        fprintf(stderr, "attacker: prepare: %s\n", npu_error_message());
+                        return 3;
+                }
+        for (int i = 0; i < 4; i++)
+                if (loop_start(c, &r[i]) != NPU_OK) {
+                        fprintf(stderr, "attacker: submit: %s\n", npu_error_message());
+                        return 3;
+                }
+        if (npu_ping(c) != NPU_OK || write(fd, "x", 1) != 1)
+                return 4;
+        for (;;)
+                pause();
+}
+
+static pid_t spawn_holder(void)
+{
+        int p[2];
+        char c;
+
+        ck_assert_int_eq(pipe(p), 0);
+        pid_t pid = harness_spawn_as(attacker_uid, attacker_gid, attack_and_hold, &p[1]);
+        ck_assert_int_gt(pid, 0);
+        close(p[1]);
+        ck_assert_msg(read(p[0], &c, 1) == 1, "the attacker could not start its runs");
+        close(p[0]);
+        usleep(300 * 1000); /* let the runs reach the workers */
+        return pid;
+}
+
+START_TEST(test_trip_cap_refuses_endless_loop)
+{
+        int want = NPU_ERR_LIMIT;
+
+        start_daemon(-1, -1, "compute"); /* the defaults: a trip cap of 10^7 */
+        if (attacker_uid) {
+                ck_assert_int_eq(harness_run_as(attacker_uid, attacker_gid, attack_expect, &want), 0);
+                root_work_completes();
+        }
+        stop_daemon();
+}
+END_TEST
+
+START_TEST(test_run_time_limit)
+{
+        int want = NPU_ERR_LIMIT;
+
+        start_daemon(700, 0, "compute"); /* no trip cap: only the time limit stops it */
+        if (attacker_uid) {
+                ck_assert_int_eq(harness_run_as(attacker_uid, attacker_gid, attack_expect, &want), 0);
+                root_work_completes();
+        }
+        stop_daemon();
+}
+END_TEST
+
+START_TEST(test_killed_client_runs_cancelled)
+{
+        start_daemon(0, 0, "compute"); /* no limits at all */
+        if (attacker_uid) {
+                pid_t pid = spawn_holder();
+                kill(pid, SIGKILL);
+                waitpid(pid, NULL, 0);
+                root_work_completes();
+                /* the admin sees no leftover session of the attacker */
+                char *json = NULL;
+                OK(npu_admin_call(ctx, "sessions", NULL, &json));
+                ck_assert_ptr_nonnull(json);
+                free(json);
+        }
+        stop_daemon();
+}
+END_TEST
+
+/* While the attacker stays connected with endless runs on both devices (no limits), its
+ * graph runs hold at most all host workers but one: root's work still completes. */
+START_TEST(test_endless_runs_leave_a_worker)
+{
+        start_daemon(0, 0, "compute");
+        if (attacker_uid) {
+                pid_t pid = spawn_holder();
+                root_work_completes();
+                root_work_completes();
+                kill(pid, SIGKILL);
+                waitpid(pid, NULL, 0);
+        }
+        stop_daemon();
+}
+END_TEST
+
+START_TEST(test_reset_cancels_running)
+{
+        start_daemon(0, 0, "compute");
+        if (attacker_uid) {
+                pid_t pid = spawn_holder();
+                for (int dev = 0; dev < 2; dev++) {
+                        char params[64], *json = NULL;
+                        snprintf(params, sizeof(params), "{\"device\": %d}", dev);
+                        OK(npu_admin_call(ctx, "reset", params, &json));
+                        free(json);
+                }
+                /* the reset ends (health ok, undrained) once the runs stopped */
+                double t0 = now_s();
+                for (;;) {
+                        char *json = NULL;
+                        OK(npu_admin_call(ctx, "health", NULL, &json));
+                        int draining = strstr(json, "\"draining\": true") ||
+                                       strstr(json, "\"draining\":true");
+                        free(json);
+                        if (!draining)
+                                break;
+                        ck_assert_msg(now_s() - t0 < 5.0, "the reset did not end within 5 s");
+                        usleep(50 * 1000);
+                }
+                root_work_completes();
+                kill(pid, SIGKILL);
+                waitpid(pid, NULL, 0);
+        }
+        stop_daemon();
+}
+END_TEST
+
+START_TEST(test_shutdown_with_endless_runs)
+{
+        start_daemon(0, 0, "compute");
+        if (attacker_uid) {
+                pid_t pid = spawn_holder();
+                double t0 = now_s();
+                npu_disconnect(ctx);
+                ctx = NULL;
+                /* harness_stop waits 10 s for a clean exit, then SIGKILLs (status != 0) */
+                ck_assert_int_eq(harness_stop(&daemon_proc), 0);
+                ck_assert_msg(now_s() - t0 < 5.0, "npud took %.1f s to stop", now_s() - t0);
+                kill(pid, SIGKILL);
+                waitpid(pid, NULL, 0);
+                return;
+        }
+        stop_daemon();
+}
+END_TEST
+
+/* A slow fault holds a unit back on the loop thread, never a shared worker: device 1 stays
+ * fast while device 0 is slowed 30000 times, and clearing the fault ends the wait. */
+static void slow_device_isolated(const char *mode)
+{
+        npu_buffer_t big;
+        npu_stream_t s0;
+        npu_event_t ev;
+        char *json = NULL;
+
+        start_daemon(-1, -1, mode);
+        OK(npu_admin_call(ctx, "fault_inject",
+                          "{\"device\": 0, \"kind\": \"slow\", \"value\": 30000}", &json));
+        free(json);
+        OK(npu_malloc(ctx, 0, 64u << 20, &big));
+        OK(npu_stream_create(ctx, 0, 0, &s0));
+        for (int i = 0; i < 4; i++) /* ~10 ms of memset each, 300 s once slowed */
+                OK(npu_memset_async(ctx, s0, big, 0, i, 64u << 20, NULL));
+        OK(npu_event_create(ctx, &ev));
+        OK(npu_event_record(ctx, ev, s0));
+        usleep(200 * 1000);
+        ck_assert_int_eq(npu_event_query(ctx, ev), NPU_ERR_NOT_READY);
+        root_work_completes();
+        double t0 = now_s();
+        OK(npu_admin_call(ctx, "fault_clear", "{\"device\": 0}", &json));
+        free(json);
+        OK(npu_stream_synchronize(ctx, s0));
+        ck_assert_msg(now_s() - t0 < 5.0, "slowed work took %.1f s after fault clear", now_s() - t0);
+        OK(npu_event_destroy(ctx, ev));
+        OK(npu_stream_destroy(ctx, s0));
+        OK(npu_free(ctx, big));
+        stop_daemon();
+}
+
+START_TEST(test_slow_fault_isolated_compute)
+{
+        slow_device_isolated("compute");
+}
+END_TEST
+
+static Suite *suite(void)
+{
+        Suite *s = suite_create("integration-hostile-run");
+        TCase *tc = tcase_create("endless");
+
+        tcase_set_timeout(tc, 60);
+        tcase_add_test(tc, test_trip_cap_refuses_endless_loop);
+        tcase_add_test(tc, test_run_time_limit);
+        tcase_add_test(tc, test_killed_client_runs_cancelled);
+        tcase_add_test(tc, test_endless_runs_leave_a_worker);
+        tcase_add_test(tc, test_reset_cancels_running);
+        tcase_add_test(tc, test_shutdown_with_endless_runs);
+        tcase_add_test(tc, test_slow_fault_isolated_compute);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+int main(void)
+{
+        SRunner *sr = srunner_create(suite());
+        srunner_run_all(sr, CK_NORMAL);
+        int failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed ? 1 : 0;
+}
