@@ -158,6 +158,18 @@ $(BUILD)/tests/npuctl-%: $(BUILD)/obj/tests/integration/npuctl-%.o $(LIBNPU)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $< -L$(BUILD)/lib -l:libnpu.so.1 -Wl,-rpath,'$$ORIGIN/../lib'
 
+# Soak (issue 9): SOAK_CLIENTS client processes for SOAK_SECONDS against a fresh npud, with
+# random SIGKILLs and injected faults; prints npud's RSS and fd curve. CI runs a short one.
+SOAK_CLIENTS ?= 64
+SOAK_SECONDS ?= 1800
+.PHONY: soak
+$(BUILD)/tests/soak: $(BUILD)/obj/tests/soak/soak.o $(BUILD)/obj/tests/integration/harness.o $(LIBNPU_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(PKG_LIBS) -lm
+
+soak: all $(BUILD)/tests/soak
+	NPUD_BIN=$(NPUD) $(BUILD)/tests/soak --clients $(SOAK_CLIENTS) --seconds $(SOAK_SECONDS) --npuctl $(NPUCTL)
+
 $(NPUBENCH): $(BUILD)/bench/bench_npud
 	@mkdir -p $(dir $@)
 	cp $< $@
@@ -189,6 +201,7 @@ integration: all $(INTEG_TESTS) $(BUILD)/tests/npuctl-hold
 	@set -e; tests/integration/test-cli.sh $(BUILD)
 	@set -e; tests/integration/test-npuctl.sh $(BUILD)
 	@set -e; tests/integration/test-npuctl-escape.sh $(BUILD)
+	@set -e; $(MAKE) --no-print-directory soak SOAK_CLIENTS=16 SOAK_SECONDS=60
 	@set -e; tests/integration/test-systemd.sh $(BUILD)
 	@set -e; tests/integration/test-metrics.sh $(BUILD)
 	@set -e; tests/integration/test-dbus.sh $(BUILD)
