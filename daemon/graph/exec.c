@@ -301,6 +301,14 @@ static int run_node(struct frame *f, int n, char *err, size_t errlen)
                           msg[0] ? msg : "kernel failed");
                 goto out;
         }
+        /* Shared copy loops stop early without an error of their own when the run is
+         * cancelled or past its deadline; the stop code they recorded fails the node. */
+        if (ops_runctx_code()) {
+                msg[0] = 0;
+                rc = ops_runctx_check(msg, sizeof(msg));
+                rc = fail(err, errlen, rc, "%s: %s", label, msg);
+                goto out;
+        }
         for (int j = 0; j < gn->nout; j++) {
                 int v = gn->out[j];
                 if (v < 0)

@@ -102,18 +102,19 @@ static void ew_inner_conv(const struct ew_plan *pl, const struct ew_params *p, i
         }
 }
 
-void ew_apply(const struct ew_plan *pl, const struct ops_tensor *out)
+int ew_apply(const struct ew_plan *pl, const struct ops_tensor *out, const char *op, char *err,
+             size_t errlen)
 {
         int64_t st[OPS_MAX_INPUTS][OPS_MAX_DIMS], cs[OPS_MAX_DIMS][OPS_MAX_INPUTS];
         int64_t dim[OPS_MAX_DIMS], idx[OPS_MAX_DIMS], off[OPS_MAX_INPUTS];
-        int64_t n = ops_tensor_numel(out), done;
+        int64_t n = ops_tensor_numel(out), done, c, m, since = 0;
         size_t es[OPS_MAX_INPUTS], eo = proto_dtype_size(out->dtype);
         const void *ptr[OPS_MAX_INPUTS];
         struct ew_params p = pl->p;
         int k, d, j, nd = 0, merge, conv = pl->cto != out->dtype;
 
         if (n <= 0)
-                return;
+                return 0;
         p.fast = 1;
         for (k = 0; k < pl->nin; k++) {
                 ops_broadcast_strides(pl->in[k], out, st[k]);
@@ -149,14 +150,28 @@ void ew_apply(const struct ew_plan *pl, const struct ops_tensor *out)
                         cs[0][k] = 0;
                 nd = 1;
         }
+        /* The innermost runs go in pieces of at most OPS_POLL_ELEMS, with a check of the run
+         * context every OPS_POLL_ELEMS elements. */
         for (done = 0; done < n; done += dim[0]) {
-                for (k = 0; k < pl->nin; k++)
-                        ptr[k] = (const char *)pl->in[k]->data + (size_t)off[k] * es[k];
-                if (conv)
-                        ew_inner_conv(pl, &p, out->dtype, (char *)out->data + (size_t)done * eo,
-                                      ptr, cs[0], dim[0]);
-                else
-                        pl->k((char *)out->data + (size_t)done * eo, ptr, cs[0], dim[0], &p);
+                for (c = 0; c < dim[0]; c += m) {
+                        m = dim[0] - c < OPS_POLL_ELEMS ? dim[0] - c : OPS_POLL_ELEMS;
+                        for (k = 0; k < pl->nin; k++)
+                                ptr[k] = (const char *)pl->in[k]->data +
+                                         (size_t)(off[k] + c * cs[0][k]) * es[k];
+                        if (conv)
+                                ew_inner_conv(pl, &p, out->dtype,
+                                              (char *)out->data + (size_t)(done + c) * eo, ptr,
+                                              cs[0], m);
+                        else
+                                pl->k((char *)out->data + (size_t)(done + c) * eo, ptr, cs[0], m,
+                                      &p);
+                        since += m;
+                        if (since >= OPS_POLL_ELEMS) {
+                                since = 0;
+                                if (ops_poll(op, err, errlen))
+                                        return -ECANCELED;
+                        }
+                }
                 for (j = 1; j < nd; j++) {
                         for (k = 0; k < pl->nin; k++)
                                 off[k] += cs[j][k];
@@ -167,6 +182,7 @@ void ew_apply(const struct ew_plan *pl, const struct ops_tensor *out)
                         idx[j] = 0;
                 }
         }
+        return 0;
 }
 
 /* ------------------------------------------------------------------ infer and check */
@@ -370,8 +386,7 @@ int ew_run(const struct ew_op *op, const struct ops_call *call, char *err, size_
 
         if (rc)
                 return rc;
-        ew_apply(&pl, &call->out[0]);
-        return 0;
+        return ew_apply(&pl, &call->out[0], op->name, err, errlen);
 }
 
 void ew_cost(const struct ew_op *op, const struct ops_call *call, uint64_t *ret_flops,

@@ -124,7 +124,10 @@ void ew_cost(const struct ew_op *op, const struct ops_call *call, uint64_t *ret_
 /* Fills the plan for the call as ew_run would (without running it). */
 int ew_plan_init(const struct ew_op *op, const struct ops_call *call, struct ew_plan *pl,
                  char *err, size_t errlen);
-void ew_apply(const struct ew_plan *pl, const struct ops_tensor *out);
+/* 0, or -ECANCELED with a message naming op when the run context says stop (checked every
+ * OPS_POLL_ELEMS elements). */
+int ew_apply(const struct ew_plan *pl, const struct ops_tensor *out, const char *op, char *err,
+             size_t errlen);
 /* Makes plan input k a scalar of the given dtype holding v converted like Cast (so that
  * -INFINITY and INFINITY give the dtype's lowest and highest values), stored in the plan's
  * slot (0 or 1). */

@@ -144,16 +144,38 @@ static int mm_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-/* Calls fn(ctx, index, a offset, b offset) for each result matrix, offsets in matrices. */
-static void mm_for_each(const struct mm_shape *s,
-                        void (*fn)(void *ctx, int64_t i, int64_t oa, int64_t ob), void *ctx)
+/* Rows of an m x n x k product between two checks of the run context (at least one). */
+static int64_t mm_block_rows(int64_t n, int64_t k)
+{
+        int64_t work = (n ? n : 1) * (k ? k : 1), rows;
+
+        rows = work >= OPS_POLL_MACS ? 1 : OPS_POLL_MACS / work;
+        return rows;
+}
+
+/* Calls fn(ctx, index, a offset, b offset) for each result matrix, offsets in matrices; the
+ * run context is checked between matrices every OPS_POLL_MACS multiply-adds (fn checks
+ * inside one big product). 0, or fn's or the check's failure. */
+static int mm_for_each(const struct mm_shape *s,
+                       int (*fn)(void *ctx, int64_t i, int64_t oa, int64_t ob, char *err,
+                                 size_t errlen),
+                       void *ctx, char *err, size_t errlen)
 {
         int64_t idx[OPS_MAX_DIMS] = { 0 };
-        int64_t i, oa = 0, ob = 0;
-        int d;
+        int64_t i, oa = 0, ob = 0, work = 0;
+        int d, rc;
 
         for (i = 0; i < s->count; i++) {
-                fn(ctx, i, oa, ob);
+                work += s->m * (s->n ? s->n : 1) * (s->k ? s->k : 1);
+                if (work >= OPS_POLL_MACS) {
+                        work = 0;
+                        rc = ops_poll("MatMul", err, errlen);
+                        if (rc)
+                                return rc;
+                }
+                rc = fn(ctx, i, oa, ob, err, errlen);
+                if (rc)
+                        return rc;
                 for (d = s->batch.ndim - 1; d >= 0; d--) {
                         oa += s->sa[d];
                         ob += s->sb[d];
@@ -164,6 +186,7 @@ static void mm_for_each(const struct mm_shape *s,
                         idx[d] = 0;
                 }
         }
+        return 0;
 }
 
 struct mm_f32_ctx {
@@ -172,38 +195,50 @@ struct mm_f32_ctx {
         const float *a, *b;
 };
 
-static void mm_sgemm(float *c, const float *a, const float *b, int64_t m, int64_t n, int64_t k)
+/* A big product runs as row blocks of about OPS_POLL_MACS multiply-adds with a check of
+ * the run context between them; a small one is a single call, as before. */
+static int mm_sgemm(float *c, const float *a, const float *b, int64_t m, int64_t n, int64_t k,
+                    char *err, size_t errlen)
 {
+        int64_t rows = mm_block_rows(n, k), r, h;
+        int rc;
+
         if (!m || !n)
-                return;
+                return 0;
         /* BLAS rejects lda = 0; an empty inner product is a zero matrix. */
         if (!k) {
                 memset(c, 0, (size_t)(m * n) * sizeof(*c));
-                return;
+                return 0;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)m, (blasint)n,
-                    (blasint)k, 1.0f, a, (blasint)k, b, (blasint)n, 0.0f, c, (blasint)n);
+        for (r = 0; r < m; r += h) {
+                h = m - r < rows ? m - r : rows;
+                if (r && (rc = ops_poll("MatMul", err, errlen)))
+                        return rc;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)h, (blasint)n,
+                            (blasint)k, 1.0f, a + r * k, (blasint)k, b, (blasint)n, 0.0f,
+                            c + r * n, (blasint)n);
+        }
+        return 0;
 }
 
-static void mm_f32_one(void *ctx_, int64_t i, int64_t oa, int64_t ob)
+static int mm_f32_one(void *ctx_, int64_t i, int64_t oa, int64_t ob, char *err, size_t errlen)
 {
         const struct mm_f32_ctx *ctx = ctx_;
         const struct mm_shape *s = ctx->s;
 
-        mm_sgemm(ctx->c + i * s->m * s->n, ctx->a + oa * s->m * s->k, ctx->b + ob * s->k * s->n,
-                 s->m, s->n, s->k);
+        return mm_sgemm(ctx->c + i * s->m * s->n, ctx->a + oa * s->m * s->k,
+                        ctx->b + ob * s->k * s->n, s->m, s->n, s->k, err, errlen);
 }
 
-static void mm_f32(const struct mm_shape *s, float *c, const float *a, const float *b)
+static int mm_f32(const struct mm_shape *s, float *c, const float *a, const float *b,
+                  char *err, size_t errlen)
 {
         struct mm_f32_ctx ctx = { s, c, a, b };
 
         /* Stacked A matrices times one B are a single tall product. */
-        if (s->a_full && s->b_shared && s->count * s->m <= INT_MAX) {
-                mm_sgemm(c, a, b, s->count * s->m, s->n, s->k);
-                return;
-        }
-        mm_for_each(s, mm_f32_one, &ctx);
+        if (s->a_full && s->b_shared && s->count * s->m <= INT_MAX)
+                return mm_sgemm(c, a, b, s->count * s->m, s->n, s->k, err, errlen);
+        return mm_for_each(s, mm_f32_one, &ctx, err, errlen);
 }
 
 struct mm_f64_ctx {
@@ -212,37 +247,46 @@ struct mm_f64_ctx {
         const double *a, *b;
 };
 
-static void mm_dgemm(double *c, const double *a, const double *b, int64_t m, int64_t n,
-                     int64_t k)
+static int mm_dgemm(double *c, const double *a, const double *b, int64_t m, int64_t n,
+                    int64_t k, char *err, size_t errlen)
 {
+        int64_t rows = mm_block_rows(n, k), r, h;
+        int rc;
+
         if (!m || !n)
-                return;
+                return 0;
         if (!k) {
                 memset(c, 0, (size_t)(m * n) * sizeof(*c));
-                return;
+                return 0;
         }
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)m, (blasint)n,
-                    (blasint)k, 1.0, a, (blasint)k, b, (blasint)n, 0.0, c, (blasint)n);
+        for (r = 0; r < m; r += h) {
+                h = m - r < rows ? m - r : rows;
+                if (r && (rc = ops_poll("MatMul", err, errlen)))
+                        return rc;
+                cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)h, (blasint)n,
+                            (blasint)k, 1.0, a + r * k, (blasint)k, b, (blasint)n, 0.0,
+                            c + r * n, (blasint)n);
+        }
+        return 0;
 }
 
-static void mm_f64_one(void *ctx_, int64_t i, int64_t oa, int64_t ob)
+static int mm_f64_one(void *ctx_, int64_t i, int64_t oa, int64_t ob, char *err, size_t errlen)
 {
         const struct mm_f64_ctx *ctx = ctx_;
         const struct mm_shape *s = ctx->s;
 
-        mm_dgemm(ctx->c + i * s->m * s->n, ctx->a + oa * s->m * s->k, ctx->b + ob * s->k * s->n,
-                 s->m, s->n, s->k);
+        return mm_dgemm(ctx->c + i * s->m * s->n, ctx->a + oa * s->m * s->k,
+                        ctx->b + ob * s->k * s->n, s->m, s->n, s->k, err, errlen);
 }
 
-static void mm_f64(const struct mm_shape *s, double *c, const double *a, const double *b)
+static int mm_f64(const struct mm_shape *s, double *c, const double *a, const double *b,
+                  char *err, size_t errlen)
 {
         struct mm_f64_ctx ctx = { s, c, a, b };
 
-        if (s->a_full && s->b_shared && s->count * s->m <= INT_MAX) {
-                mm_dgemm(c, a, b, s->count * s->m, s->n, s->k);
-                return;
-        }
-        mm_for_each(s, mm_f64_one, &ctx);
+        if (s->a_full && s->b_shared && s->count * s->m <= INT_MAX)
+                return mm_dgemm(c, a, b, s->count * s->m, s->n, s->k, err, errlen);
+        return mm_for_each(s, mm_f64_one, &ctx, err, errlen);
 }
 
 /* float16 and bfloat16: widened to float32 copies, the product narrowed back. */
@@ -252,24 +296,27 @@ static int mm_f16(const struct mm_shape *s, const struct ops_call *call, char *e
         int64_t na = ops_tensor_numel(&call->in[0]), nb = ops_tensor_numel(&call->in[1]);
         int64_t nc = ops_tensor_numel(&call->out[0]);
         float *a, *b, *c;
+        char msg[200] = "";
+        int rc;
 
-        a = malloc((size_t)(na ? na : 1) * sizeof(float));
-        b = malloc((size_t)(nb ? nb : 1) * sizeof(float));
-        c = malloc((size_t)(nc ? nc : 1) * sizeof(float));
+        /* float32 copies of everything: a workspace charged to the run's budget */
+        a = ops_buf_alloc(ops_bytes((uint64_t)na, sizeof(float)), msg, sizeof(msg));
+        b = a ? ops_buf_alloc(ops_bytes((uint64_t)nb, sizeof(float)), msg, sizeof(msg)) : NULL;
+        c = b ? ops_buf_alloc(ops_bytes((uint64_t)nc, sizeof(float)), msg, sizeof(msg)) : NULL;
         if (!a || !b || !c) {
-                free(a);
-                free(b);
-                free(c);
-                return ops_fail(err, errlen, -ENOMEM, "MatMul: out of memory for float16");
+                ops_buf_free(a);
+                ops_buf_free(b);
+                return ops_fail(err, errlen, -ENOMEM, "MatMul: float16 workspace: %s", msg);
         }
         nn_to_f32(a, call->in[0].dtype, call->in[0].data, na);
         nn_to_f32(b, call->in[1].dtype, call->in[1].data, nb);
-        mm_f32(s, c, a, b);
-        nn_from_f32(call->out[0].data, call->out[0].dtype, c, nc);
-        free(a);
-        free(b);
-        free(c);
-        return 0;
+        rc = mm_f32(s, c, a, b, err, errlen);
+        if (!rc)
+                nn_from_f32(call->out[0].data, call->out[0].dtype, c, nc);
+        ops_buf_free(a);
+        ops_buf_free(b);
+        ops_buf_free(c);
+        return rc;
 }
 
 /* Integer kernels: i-k-j order so the innermost loop streams rows of B and C. */
@@ -279,15 +326,21 @@ static int mm_f16(const struct mm_shape *s, const struct ops_call *call, char *e
                 U *c;                                                                          \
                 const U *a, *b;                                                                \
         };                                                                                     \
-        static void name##_one(void *ctx_, int64_t bi, int64_t oa, int64_t ob)                 \
+        static int name##_one(void *ctx_, int64_t bi, int64_t oa, int64_t ob, char *err,       \
+                              size_t errlen)                                                   \
         {                                                                                      \
                 const struct name##_ctx *ctx = ctx_;                                           \
                 int64_t m = ctx->s->m, n = ctx->s->n, k = ctx->s->k, i, j, p;                  \
+                int64_t rows = mm_block_rows(n, k) / 16 + 1;                                   \
                 U *c = ctx->c + bi * m * n;                                                    \
                 const U *a = ctx->a + oa * m * k, *b = ctx->b + ob * k * n;                    \
                                                                                                \
                 for (i = 0; i < m; i++) {                                                      \
                         U *crow = c + i * n;                                                   \
+                                                                                               \
+                        /* scalar loops: a check every 1/16 of the BLAS block */              \
+                        if (i && i % rows == 0 && ops_poll("MatMul", err, errlen))             \
+                                return -ECANCELED;                                             \
                                                                                                \
                         for (j = 0; j < n; j++)                                                \
                                 crow[j] = 0;                                                   \
@@ -299,12 +352,14 @@ static int mm_f16(const struct mm_shape *s, const struct ops_call *call, char *e
                                         crow[j] += av * brow[j];                               \
                         }                                                                      \
                 }                                                                              \
+                return 0;                                                                      \
         }                                                                                      \
-        static void name(const struct mm_shape *s, void *c, const void *a, const void *b)      \
+        static int name(const struct mm_shape *s, void *c, const void *a, const void *b,       \
+                        char *err, size_t errlen)                                              \
         {                                                                                      \
                 struct name##_ctx ctx = { s, c, a, b };                                        \
                                                                                                \
-                mm_for_each(s, name##_one, &ctx);                                              \
+                return mm_for_each(s, name##_one, &ctx, err, errlen);                          \
         }
 
 /* int32_t and int64_t data are read and written through their unsigned counterparts,
@@ -324,22 +379,22 @@ static int mm_run(const struct ops_call *call, char *err, size_t errlen)
                 return 0;
         switch (call->in[0].dtype) {
         case PROTO_DTYPE_FLOAT32:
-                mm_f32(&s, call->out[0].data, call->in[0].data, call->in[1].data);
-                return 0;
+                return mm_f32(&s, call->out[0].data, call->in[0].data, call->in[1].data, err,
+                              errlen);
         case PROTO_DTYPE_FLOAT64:
-                mm_f64(&s, call->out[0].data, call->in[0].data, call->in[1].data);
-                return 0;
+                return mm_f64(&s, call->out[0].data, call->in[0].data, call->in[1].data, err,
+                              errlen);
         case PROTO_DTYPE_FLOAT16:
         case PROTO_DTYPE_BFLOAT16:
                 return mm_f16(&s, call, err, errlen);
         case PROTO_DTYPE_INT32:
         case PROTO_DTYPE_UINT32:
-                mm_i32(&s, call->out[0].data, call->in[0].data, call->in[1].data);
-                return 0;
+                return mm_i32(&s, call->out[0].data, call->in[0].data, call->in[1].data, err,
+                              errlen);
         case PROTO_DTYPE_INT64:
         case PROTO_DTYPE_UINT64:
-                mm_i64(&s, call->out[0].data, call->in[0].data, call->in[1].data);
-                return 0;
+                return mm_i64(&s, call->out[0].data, call->in[0].data, call->in[1].data, err,
+                              errlen);
         default:
                 return ops_fail(err, errlen, -EINVAL, "MatMul: unsupported dtype");
         }
@@ -398,28 +453,29 @@ static double mmq_param(const struct ops_call *call, int i, int64_t idx, double 
 
 /* The integer product of in[ai] - in[azi] and in[bi] - in[bzi] into y (count * m * n). */
 static int mmq_core(const struct ops_call *call, const struct mm_shape *s, int ai, int azi,
-                    int bi, int bzi, double *y)
+                    int bi, int bzi, double *y, const char *op, char *err, size_t errlen)
 {
         const struct ops_tensor *a = &call->in[ai], *b = &call->in[bi];
         int64_t na = ops_tensor_numel(a), nb = ops_tensor_numel(b), i;
         double *ad, *bd;
+        char msg[200] = "";
+        int rc;
 
-        ad = malloc((size_t)(na ? na : 1) * sizeof(double));
-        bd = malloc((size_t)(nb ? nb : 1) * sizeof(double));
+        ad = ops_buf_alloc(ops_bytes((uint64_t)na, sizeof(double)), msg, sizeof(msg));
+        bd = ad ? ops_buf_alloc(ops_bytes((uint64_t)nb, sizeof(double)), msg, sizeof(msg)) : NULL;
         if (!ad || !bd) {
-                free(ad);
-                free(bd);
-                return -ENOMEM;
+                ops_buf_free(ad);
+                return ops_fail(err, errlen, -ENOMEM, "%s: workspace: %s", op, msg);
         }
         /* A's row is (i / k) % m, B's column i % n. */
         for (i = 0; i < na; i++)
                 ad[i] = nn_get(a, i) - mmq_param(call, azi, s->k ? i / s->k % s->m : 0, 0);
         for (i = 0; i < nb; i++)
                 bd[i] = nn_get(b, i) - mmq_param(call, bzi, i % s->n, 0);
-        mm_f64(s, y, ad, bd);
-        free(ad);
-        free(bd);
-        return 0;
+        rc = mm_f64(s, y, ad, bd, err, errlen);
+        ops_buf_free(ad);
+        ops_buf_free(bd);
+        return rc;
 }
 
 static int mmq_shape(const char *op, const struct ops_call *call, int ai, int bi,
@@ -467,20 +523,24 @@ static int mmi_run(const struct ops_call *call, char *err, size_t errlen)
         int32_t *out = call->out[0].data;
         struct mm_shape s;
         double *y;
+        int rc;
 
         if (mmq_shape("MatMulInteger", call, 0, 1, &s, err, errlen))
                 return -EINVAL;
         if (!n)
                 return 0;
-        y = malloc((size_t)n * sizeof(double));
-        if (!y || mmq_core(call, &s, 0, 2, 1, 3, y)) {
-                free(y);
-                return ops_fail(err, errlen, -ENOMEM, "MatMulInteger: out of memory");
+        y = ops_buf_alloc(ops_bytes((uint64_t)n, sizeof(double)), err, errlen);
+        if (!y)
+                return -ENOMEM;
+        rc = mmq_core(call, &s, 0, 2, 1, 3, y, "MatMulInteger", err, errlen);
+        if (rc) {
+                ops_buf_free(y);
+                return rc;
         }
         /* wraps like the int32 accumulator the result stands for */
         for (i = 0; i < n; i++)
                 out[i] = (int32_t)(uint32_t)(int64_t)y[i];
-        free(y);
+        ops_buf_free(y);
         return 0;
 }
 
@@ -543,15 +603,19 @@ static int qlmm_run(const struct ops_call *call, char *err, size_t errlen)
         int64_t n = ops_tensor_numel(&call->out[0]), i;
         double *y, ys, yz;
         struct mm_shape s;
+        int rc;
 
         if (mmq_shape("QLinearMatMul", call, 0, 3, &s, err, errlen))
                 return -EINVAL;
         if (!n)
                 return 0;
-        y = malloc((size_t)n * sizeof(double));
-        if (!y || mmq_core(call, &s, 0, 2, 3, 5, y)) {
-                free(y);
-                return ops_fail(err, errlen, -ENOMEM, "QLinearMatMul: out of memory");
+        y = ops_buf_alloc(ops_bytes((uint64_t)n, sizeof(double)), err, errlen);
+        if (!y)
+                return -ENOMEM;
+        rc = mmq_core(call, &s, 0, 2, 3, 5, y, "QLinearMatMul", err, errlen);
+        if (rc) {
+                ops_buf_free(y);
+                return rc;
         }
         ys = mmq_param(call, 6, 0, 1);
         yz = mmq_param(call, 7, 0, 0);
@@ -562,7 +626,7 @@ static int qlmm_run(const struct ops_call *call, char *err, size_t errlen)
 
                 nn_put(&call->out[0], i, nearbyintf((float)y[i] * mul) + yz);
         }
-        free(y);
+        ops_buf_free(y);
         return 0;
 }
 

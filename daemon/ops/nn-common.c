@@ -284,7 +284,7 @@ int nn_f32_in(const struct ops_tensor *t, struct nn_f32 *ret)
                 ret->p = t->data;
                 return 0;
         }
-        ret->owned = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+        ret->owned = ops_buf_alloc(ops_bytes((uint64_t)(n > 0 ? n : 0), sizeof(float)), NULL, 0);
         ret->p = ret->owned;
         if (!ret->p)
                 return -ENOMEM;
@@ -301,7 +301,7 @@ int nn_f32_out(const struct ops_tensor *t, struct nn_f32 *ret)
                 ret->p = t->data;
                 return 0;
         }
-        ret->owned = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+        ret->owned = ops_buf_alloc(ops_bytes((uint64_t)(n > 0 ? n : 0), sizeof(float)), NULL, 0);
         ret->p = ret->owned;
         return ret->p ? 0 : -ENOMEM;
 }
@@ -314,7 +314,7 @@ void nn_f32_commit(const struct ops_tensor *t, struct nn_f32 *v)
 
 void nn_f32_done(struct nn_f32 *v)
 {
-        free(v->owned);
+        ops_buf_free(v->owned); /* float32 copies are workspaces charged to the run */
         v->owned = NULL;
         v->p = NULL;
 }

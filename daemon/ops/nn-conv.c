@@ -172,12 +172,18 @@ static int conv_shape_of(const struct ops_call *call, const char *op, int xi, in
 /* The forward lowering for one element type; y gets the GEMM results (bias added by the
  * caller). col is scratch of cg * k_size * out_size elements unless direct. */
 #define CONV_FWD(name, T, im2col, gemm)                                                        \
-        static void name(const struct conv_shape *cs, const T *x, const T *w, T *y, T *col)   \
+        static int name(const struct conv_shape *cs, const T *x, const T *w, T *y, T *col,    \
+                        const char *op, char *err, size_t errlen)                              \
         {                                                                                      \
-                int64_t n, g, kk = cs->cg * cs->k_size;                                        \
+                int64_t n, g, kk = cs->cg * cs->k_size, r, h, rows;                            \
                                                                                                \
                 if (!cs->out_size || !cs->mg)                                                  \
-                        return;                                                                \
+                        return 0;                                                              \
+                /* output channels per GEMM call: about OPS_POLL_MACS multiply-adds, with a   \
+                 * check of the run context before every call but the first */                \
+                rows = cs->out_size * (kk ? kk : 1) >= OPS_POLL_MACS                           \
+                               ? 1                                                             \
+                               : OPS_POLL_MACS / (cs->out_size * (kk ? kk : 1));               \
                 for (n = 0; n < cs->n; n++) {                                                  \
                         for (g = 0; g < cs->group; g++) {                                      \
                                 const T *xg = x + (n * cs->c + g * cs->cg) * cs->in_size;      \
@@ -190,28 +196,40 @@ static int conv_shape_of(const struct ops_call *call, const char *op, int xi, in
                                                               sizeof(T));                      \
                                         continue;                                              \
                                 }                                                              \
+                                if ((n || g) && ops_poll(op, err, errlen))                     \
+                                        return -ECANCELED;                                     \
                                 if (!cs->direct) {                                             \
                                         im2col(xg, cs->cg, &cs->g, col);                       \
                                         src = col;                                             \
                                 }                                                              \
-                                gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans,                \
-                                     (blasint)cs->mg, (blasint)cs->out_size, (blasint)kk, 1,   \
-                                     wg, (blasint)kk, src, (blasint)cs->out_size, 0, yg,       \
-                                     (blasint)cs->out_size);                                   \
+                                for (r = 0; r < cs->mg; r += h) {                              \
+                                        h = cs->mg - r < rows ? cs->mg - r : rows;             \
+                                        if (r && ops_poll(op, err, errlen))                    \
+                                                return -ECANCELED;                             \
+                                        gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans,        \
+                                             (blasint)h, (blasint)cs->out_size, (blasint)kk, 1, \
+                                             wg + r * kk, (blasint)kk, src,                    \
+                                             (blasint)cs->out_size, 0, yg + r * cs->out_size,  \
+                                             (blasint)cs->out_size);                           \
+                                }                                                              \
                         }                                                                      \
                 }                                                                              \
+                return 0;                                                                      \
         }
 
 CONV_FWD(conv_fwd_f32, float, nn_im2col_f32, cblas_sgemm)
 CONV_FWD(conv_fwd_f64, double, nn_im2col_f64, cblas_dgemm)
 
-static void *conv_col_alloc(const struct conv_shape *cs, size_t esize)
+/* The im2col scratch: a workspace charged to the run's budget (sizes saturate, so an
+ * overflow is an allocation that fails). Freed with ops_buf_free. */
+static void *conv_col_alloc(const struct conv_shape *cs, size_t esize, char *msg, size_t msglen)
 {
-        size_t n = (size_t)(cs->cg * cs->k_size * cs->out_size);
-
         if (cs->direct)
-                return malloc(1);
-        return malloc((n ? n : 1) * esize);
+                return ops_buf_alloc(0, msg, msglen);
+        return ops_buf_alloc(ops_bytes(ops_bytes(ops_bytes((uint64_t)cs->cg, (uint64_t)cs->k_size),
+                                                 (uint64_t)cs->out_size),
+                                       esize),
+                             msg, msglen);
 }
 
 static void conv_cost_of(const struct ops_call *call, const char *op, int xi, int wi,
@@ -276,18 +294,20 @@ static int conv_run_f64(const struct ops_call *call, const struct conv_shape *cs
                         size_t errlen)
 {
         const double *b = nn_has_in(call, 2) ? call->in[2].data : NULL;
-        double *col = conv_col_alloc(cs, sizeof(double)), *y = call->out[0].data;
+        char msg[200] = "";
+        double *col = conv_col_alloc(cs, sizeof(double), msg, sizeof(msg)), *y = call->out[0].data;
         int64_t i, j, p;
+        int rc;
 
         if (!col)
-                return ops_fail(err, errlen, -ENOMEM, "Conv: out of memory");
-        conv_fwd_f64(cs, call->in[0].data, call->in[1].data, y, col);
-        for (i = 0; b && i < cs->n; i++)
+                return ops_fail(err, errlen, -ENOMEM, "Conv: %s", msg);
+        rc = conv_fwd_f64(cs, call->in[0].data, call->in[1].data, y, col, "Conv", err, errlen);
+        for (i = 0; !rc && b && i < cs->n; i++)
                 for (j = 0; j < cs->m; j++)
                         for (p = 0; p < cs->out_size; p++)
                                 y[(i * cs->m + j) * cs->out_size + p] += b[j];
-        free(col);
-        return 0;
+        ops_buf_free(col);
+        return rc;
 }
 
 static int conv_run(const struct ops_call *call, char *err, size_t errlen)
@@ -295,6 +315,7 @@ static int conv_run(const struct ops_call *call, char *err, size_t errlen)
         struct nn_f32 x, w, b = { NULL, NULL }, y;
         struct conv_shape cs;
         float *col = NULL;
+        char msg[200] = "";
         int rc;
 
         rc = conv_shape_of(call, "Conv", 0, 1, 0, &cs, err, errlen);
@@ -309,19 +330,22 @@ static int conv_run(const struct ops_call *call, char *err, size_t errlen)
         if (nn_has_in(call, 2))
                 rc |= nn_f32_in(&call->in[2], &b);
         rc |= nn_f32_out(&call->out[0], &y);
-        col = conv_col_alloc(&cs, sizeof(float));
-        if (!rc && col) {
-                conv_fwd_f32(&cs, x.p, w.p, y.p, col);
-                if (b.p)
+        col = rc ? NULL : conv_col_alloc(&cs, sizeof(float), msg, sizeof(msg));
+        if (rc || !col) {
+                rc = ops_fail(err, errlen, -ENOMEM, "Conv: %s", msg[0] ? msg : "out of memory");
+        } else {
+                rc = conv_fwd_f32(&cs, x.p, w.p, y.p, col, "Conv", err, errlen);
+                if (!rc && b.p)
                         conv_bias_f32(y.p, b.p, cs.n, cs.m, cs.out_size);
-                nn_f32_commit(&call->out[0], &y);
+                if (!rc)
+                        nn_f32_commit(&call->out[0], &y);
         }
-        free(col);
+        ops_buf_free(col);
         nn_f32_done(&x);
         nn_f32_done(&w);
         nn_f32_done(&b);
         nn_f32_done(&y);
-        return rc || !col ? ops_fail(err, errlen, -ENOMEM, "Conv: out of memory") : 0;
+        return rc;
 }
 
 static void conv_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
@@ -365,16 +389,18 @@ static int convt_check(const struct ops_call *call, char *err, size_t errlen)
 
 /* Per (image, group): col[Mg * k, in positions] = W_g^T X_g, then col2im into Y. In the
  * conv view the output Y is g.in (in_size) and X is g.out (out_size). */
-static void convt_f32(const struct conv_shape *cs, const float *x, const float *w, float *y,
-                      float *col)
+static int convt_f32(const struct conv_shape *cs, const float *x, const float *w, float *y,
+                     float *col, char *err, size_t errlen)
 {
         int64_t n, g, rows = cs->mg * cs->k_size;
 
         memset(y, 0, (size_t)(cs->n * cs->m * cs->in_size) * sizeof(float));
         if (!rows || !cs->out_size || !cs->cg)
-                return;
+                return 0;
         for (n = 0; n < cs->n; n++) {
                 for (g = 0; g < cs->group; g++) {
+                        if ((n || g) && ops_poll("ConvTranspose", err, errlen))
+                                return -ECANCELED;
                         const float *xg = x + (n * cs->c + g * cs->cg) * cs->out_size;
                         const float *wg = w + g * cs->cg * rows;
                         float *yg = y + (n * cs->m + g * cs->mg) * cs->in_size;
@@ -386,6 +412,7 @@ static void convt_f32(const struct conv_shape *cs, const float *x, const float *
                         nn_col2im_f32(col, cs->mg, &cs->g, yg);
                 }
         }
+        return 0;
 }
 
 static int convt_run(const struct ops_call *call, char *err, size_t errlen)
@@ -401,25 +428,28 @@ static int convt_run(const struct ops_call *call, char *err, size_t errlen)
                 return rc;
         if (!ops_tensor_numel(&call->out[0]))
                 return 0;
-        ncol = (size_t)(cs.mg * cs.k_size * cs.out_size);
-        col = malloc((ncol ? ncol : 1) * sizeof(float));
+        ncol = (size_t)ops_bytes(ops_bytes((uint64_t)cs.mg, (uint64_t)cs.k_size), (uint64_t)cs.out_size);
+        col = ops_buf_alloc(ops_bytes(ncol, sizeof(float)), err, errlen);
         rc = nn_f32_in(&call->in[0], &x);
         rc |= nn_f32_in(&call->in[1], &w);
         if (nn_has_in(call, 2))
                 rc |= nn_f32_in(&call->in[2], &b);
         rc |= nn_f32_out(&call->out[0], &y);
         if (!rc && col) {
-                convt_f32(&cs, x.p, w.p, y.p, col);
-                if (b.p)
+                rc = convt_f32(&cs, x.p, w.p, y.p, col, err, errlen);
+                if (!rc && b.p)
                         conv_bias_f32(y.p, b.p, cs.n, cs.m, cs.in_size);
-                nn_f32_commit(&call->out[0], &y);
+                if (!rc)
+                        nn_f32_commit(&call->out[0], &y);
+        } else {
+                rc = ops_fail(err, errlen, -ENOMEM, "ConvTranspose: out of memory or over budget");
         }
-        free(col);
+        ops_buf_free(col);
         nn_f32_done(&x);
         nn_f32_done(&w);
         nn_f32_done(&b);
         nn_f32_done(&y);
-        return rc || !col ? ops_fail(err, errlen, -ENOMEM, "ConvTranspose: out of memory") : 0;
+        return rc;
 }
 
 static void convt_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
@@ -457,30 +487,31 @@ static double q_param(const struct ops_call *call, int i, int64_t idx, double de
 /* Integer convolution in double: x and w minus their zero points (x_zp scalar, w_zp per
  * output channel), the integer result (exact) left in y. */
 static int qconv_core(const struct ops_call *call, const struct conv_shape *cs, int xi, int wi,
-                      int xzi, int wzi, double *y)
+                      int xzi, int wzi, double *y, const char *op, char *err, size_t errlen)
 {
         const struct ops_tensor *x = &call->in[xi], *w = &call->in[wi];
         int64_t nx = ops_tensor_numel(x), nw = ops_tensor_numel(w), i, per = cs->cg * cs->k_size;
         double *xd, *wd, *col, xz = q_param(call, xzi, 0, 0);
+        char msg[200] = "";
+        int rc;
 
-        xd = malloc((size_t)(nx ? nx : 1) * sizeof(double));
-        wd = malloc((size_t)(nw ? nw : 1) * sizeof(double));
-        col = conv_col_alloc(cs, sizeof(double));
+        xd = ops_buf_alloc(ops_bytes((uint64_t)nx, sizeof(double)), msg, sizeof(msg));
+        wd = xd ? ops_buf_alloc(ops_bytes((uint64_t)nw, sizeof(double)), msg, sizeof(msg)) : NULL;
+        col = wd ? conv_col_alloc(cs, sizeof(double), msg, sizeof(msg)) : NULL;
         if (!xd || !wd || !col) {
-                free(xd);
-                free(wd);
-                free(col);
-                return -ENOMEM;
+                ops_buf_free(xd);
+                ops_buf_free(wd);
+                return ops_fail(err, errlen, -ENOMEM, "%s: workspace: %s", op, msg);
         }
         for (i = 0; i < nx; i++)
                 xd[i] = nn_get(x, i) - xz;
         for (i = 0; i < nw; i++)
                 wd[i] = nn_get(w, i) - q_param(call, wzi, per ? i / per : 0, 0);
-        conv_fwd_f64(cs, xd, wd, y, col);
-        free(xd);
-        free(wd);
-        free(col);
-        return 0;
+        rc = conv_fwd_f64(cs, xd, wd, y, col, op, err, errlen);
+        ops_buf_free(xd);
+        ops_buf_free(wd);
+        ops_buf_free(col);
+        return rc;
 }
 
 static int convi_infer(struct ops_call *call, char *err, size_t errlen)
@@ -522,15 +553,18 @@ static int convi_run(const struct ops_call *call, char *err, size_t errlen)
         rc = conv_shape_of(call, "ConvInteger", 0, 1, 0, &cs, err, errlen);
         if (rc || !n)
                 return rc;
-        y = malloc((size_t)n * sizeof(double));
-        if (!y || qconv_core(call, &cs, 0, 1, 2, 3, y)) {
-                free(y);
-                return ops_fail(err, errlen, -ENOMEM, "ConvInteger: out of memory");
+        y = ops_buf_alloc(ops_bytes((uint64_t)n, sizeof(double)), err, errlen);
+        if (!y)
+                return -ENOMEM;
+        rc = qconv_core(call, &cs, 0, 1, 2, 3, y, "ConvInteger", err, errlen);
+        if (rc) {
+                ops_buf_free(y);
+                return rc;
         }
         /* Sums of 8-bit products wrap like the int32 accumulators they stand for. */
         for (i = 0; i < n; i++)
                 out[i] = (int32_t)(uint32_t)(int64_t)y[i];
-        free(y);
+        ops_buf_free(y);
         return 0;
 }
 
@@ -589,10 +623,13 @@ static int qlconv_run(const struct ops_call *call, char *err, size_t errlen)
         rc = conv_shape_of(call, "QLinearConv", 0, 3, 0, &cs, err, errlen);
         if (rc || !n)
                 return rc;
-        y = malloc((size_t)n * sizeof(double));
-        if (!y || qconv_core(call, &cs, 0, 3, 2, 5, y)) {
-                free(y);
-                return ops_fail(err, errlen, -ENOMEM, "QLinearConv: out of memory");
+        y = ops_buf_alloc(ops_bytes((uint64_t)n, sizeof(double)), err, errlen);
+        if (!y)
+                return -ENOMEM;
+        rc = qconv_core(call, &cs, 0, 3, 2, 5, y, "QLinearConv", err, errlen);
+        if (rc) {
+                ops_buf_free(y);
+                return rc;
         }
         xs = q_param(call, 1, 0, 1);
         ys = q_param(call, 6, 0, 1);
@@ -608,7 +645,7 @@ static int qlconv_run(const struct ops_call *call, char *err, size_t errlen)
                                        nearbyint((y[base + p] + bias) * mul) + yz);
                 }
         }
-        free(y);
+        ops_buf_free(y);
         return 0;
 }
 

@@ -84,11 +84,16 @@ static int gemm_check(const struct ops_call *call, char *err, size_t errlen)
         return nn_check(&ops_gemm_def, call, err, errlen);
 }
 
-/* One body per element type: bias fill, then the BLAS call accumulating into it. */
+/* One body per element type: bias fill, then the BLAS call accumulating into it, in row
+ * blocks of about OPS_POLL_MACS multiply-adds with a check of the run context between them
+ * (one call for a small product). Row r of A is at a + r * k, or column r (a + r) when A is
+ * transposed. */
 #define GEMM_RUN(name, T, blas)                                                                \
-        static void name(const struct ops_call *call, const struct gemm_shape *s, T *y,       \
-                         const T *a, const T *b, const T *c)                                   \
+        static int name(const struct ops_call *call, const struct gemm_shape *s, T *y,        \
+                        const T *a, const T *b, const T *c, char *err, size_t errlen)         \
         {                                                                                      \
+                int64_t work = (s->n ? s->n : 1) * (s->k ? s->k : 1), r, h;                    \
+                int64_t rows = work >= OPS_POLL_MACS ? 1 : OPS_POLL_MACS / work;               \
                 int ta = ops_attr_int(call, "transA", 0) != 0;                                 \
                 int tb = ops_attr_int(call, "transB", 0) != 0;                                 \
                 T alpha = (T)ops_attr_float(call, "alpha", 1.0);                               \
@@ -104,11 +109,18 @@ static int gemm_check(const struct ops_call *call, char *err, size_t errlen)
                         memset(y, 0, (size_t)(s->m * s->n) * sizeof(T));                       \
                 }                                                                              \
                 if (!s->k || alpha == 0)                                                       \
-                        return;                                                                \
-                blas(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,                            \
-                     tb ? CblasTrans : CblasNoTrans, (blasint)s->m, (blasint)s->n,             \
-                     (blasint)s->k, alpha, a, (blasint)(ta ? s->m : s->k), b,                  \
-                     (blasint)(tb ? s->k : s->n), acc, y, (blasint)s->n);                      \
+                        return 0;                                                              \
+                for (r = 0; r < s->m; r += h) {                                                \
+                        h = s->m - r < rows ? s->m - r : rows;                                 \
+                        if (r && ops_poll("Gemm", err, errlen))                                \
+                                return -ECANCELED;                                             \
+                        blas(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,                    \
+                             tb ? CblasTrans : CblasNoTrans, (blasint)h, (blasint)s->n,        \
+                             (blasint)s->k, alpha, ta ? a + r : a + r * s->k,                  \
+                             (blasint)(ta ? s->m : s->k), b, (blasint)(tb ? s->k : s->n), acc, \
+                             y + r * s->n, (blasint)s->n);                                     \
+                }                                                                              \
+                return 0;                                                                      \
         }
 
 GEMM_RUN(gemm_f32, float, cblas_sgemm)
@@ -125,25 +137,26 @@ static int gemm_run(const struct ops_call *call, char *err, size_t errlen)
                 return rc;
         if (!s.m || !s.n)
                 return 0;
-        if (call->in[0].dtype == PROTO_DTYPE_FLOAT64) {
-                gemm_f64(call, &s, call->out[0].data, call->in[0].data, call->in[1].data,
-                         has_c ? call->in[2].data : NULL);
-                return 0;
-        }
+        if (call->in[0].dtype == PROTO_DTYPE_FLOAT64)
+                return gemm_f64(call, &s, call->out[0].data, call->in[0].data, call->in[1].data,
+                                has_c ? call->in[2].data : NULL, err, errlen);
         rc = nn_f32_in(&call->in[0], &a);
         rc |= nn_f32_in(&call->in[1], &b);
         if (has_c)
                 rc |= nn_f32_in(&call->in[2], &c);
         rc |= nn_f32_out(&call->out[0], &y);
-        if (!rc) {
-                gemm_f32(call, &s, y.p, a.p, b.p, c.p);
-                nn_f32_commit(&call->out[0], &y);
+        if (rc) {
+                rc = ops_fail(err, errlen, -ENOMEM, "Gemm: out of memory");
+        } else {
+                rc = gemm_f32(call, &s, y.p, a.p, b.p, c.p, err, errlen);
+                if (!rc)
+                        nn_f32_commit(&call->out[0], &y);
         }
         nn_f32_done(&a);
         nn_f32_done(&b);
         nn_f32_done(&c);
         nn_f32_done(&y);
-        return rc ? ops_fail(err, errlen, -ENOMEM, "Gemm: out of memory") : 0;
+        return rc;
 }
 
 static void gemm_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)

@@ -392,7 +392,7 @@ static int rnn_state_in(const struct rnn *r, const struct ops_tensor *t, struct 
                 return -ENOMEM;
         if (!r->layout)
                 return 0;
-        tmp = malloc((size_t)(r->dirs * r->b * r->h) * sizeof(float) + 1);
+        tmp = ops_buf_alloc(ops_bytes((uint64_t)(r->dirs * r->b * r->h), sizeof(float)), NULL, 0);
         if (!tmp)
                 return -ENOMEM;
         for (b = 0; b < r->b; b++)

@@ -18,6 +18,17 @@
 /* Elements processed between reloads by chunked kernels (Cast, float16 helpers). */
 #define OPS_CHUNK 256
 
+/* Work between two checks of the run context in kernels whose run time scales with sizes a
+ * client picks: OPS_POLL_ELEMS elements of a streaming loop, OPS_POLL_MACS multiply-adds of
+ * a GEMM-like one; a millisecond or less of work each, so the check's cost (a clock read)
+ * is noise and a cancelled or timed-out run stops within milliseconds. */
+#define OPS_POLL_ELEMS (1 << 16)
+#define OPS_POLL_MACS (1 << 26)
+
+/* The run context's check for kernels: 0, or -ECANCELED with "<op>: <why>" in err (the
+ * executor reports the run's stop code, PROTO_E_CANCELLED or PROTO_E_LIMIT). */
+int ops_poll(const char *op, char *err, size_t errlen);
+
 extern const struct ops_def ops_add_def;
 extern const struct ops_def ops_sub_def;
 extern const struct ops_def ops_mul_def;

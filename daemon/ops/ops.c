@@ -172,6 +172,15 @@ int64_t ops_tensor_numel(const struct ops_tensor *t)
         return n;
 }
 
+int ops_poll(const char *op, char *err, size_t errlen)
+{
+        char msg[160];
+
+        if (!ops_runctx_check(msg, sizeof(msg)))
+                return 0;
+        return ops_fail(err, errlen, -ECANCELED, "%s: %s", op, msg);
+}
+
 int ops_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
 {
         va_list ap;

@@ -147,7 +147,7 @@ typedef void (*red_fold_fn)(void *ctx, int64_t off, int64_t len, int64_t obase, 
 
 static void red_walk(const struct red_plan *p, red_fold_fn fold, void *ctx)
 {
-        int64_t idx[OPS_MAX_DIMS] = { 0 }, obase = 0, off = 0, len;
+        int64_t idx[OPS_MAX_DIMS] = { 0 }, obase = 0, off = 0, len, since = 0;
         int d, last;
 
         if (p->n == 0) {
@@ -159,6 +159,14 @@ static void red_walk(const struct red_plan *p, red_fold_fn fold, void *ctx)
         for (;;) {
                 fold(ctx, off, len, obase, p->red[last]);
                 off += len;
+                /* A check of the run context every OPS_POLL_ELEMS elements; a stop leaves the
+                 * stop code recorded, which fails the node once the kernel returns. */
+                since += len;
+                if (since >= OPS_POLL_ELEMS) {
+                        since = 0;
+                        if (ops_runctx_check(NULL, 0))
+                                return;
+                }
                 for (d = last - 1; d >= 0; d--) {
                         obase += p->ostride[d];
                         if (++idx[d] < p->ext[d])
@@ -238,15 +246,16 @@ static int red_run_f64(const char *name, const struct red_plan *p, enum red_kind
 {
         const struct ops_tensor *x = &call->in[0];
         struct red_fctx *c = malloc(sizeof(*c));
-        double *acc = malloc((size_t)p->nout * sizeof(double)), *mx = NULL, init;
+        double *acc = ops_buf_alloc(ops_bytes((uint64_t)p->nout, sizeof(double)), NULL, 0);
+        double *mx = NULL, init;
         int64_t i;
 
         if (kind == RED_LOG_SUM_EXP)
-                mx = malloc((size_t)p->nout * sizeof(double));
+                mx = ops_buf_alloc(ops_bytes((uint64_t)p->nout, sizeof(double)), NULL, 0);
         if (!c || !acc || (kind == RED_LOG_SUM_EXP && !mx)) {
                 free(c);
-                free(acc);
-                free(mx);
+                ops_buf_free(acc);
+                ops_buf_free(mx);
                 return ops_fail(err, errlen, -ENOMEM, "%s: out of memory", name);
         }
         c->dtype = x->dtype;
@@ -284,8 +293,8 @@ static int red_run_f64(const char *name, const struct red_plan *p, enum red_kind
         }
         shp_store_f64(call->out[0].dtype, call->out[0].data, 0, p->nout, acc);
         free(c);
-        free(acc);
-        free(mx);
+        ops_buf_free(acc);
+        ops_buf_free(mx);
         return 0;
 }
 
@@ -339,12 +348,12 @@ static int red_run_i64(const char *name, const struct red_plan *p, enum red_kind
 {
         const struct ops_tensor *x = &call->in[0];
         struct red_ictx *c = malloc(sizeof(*c));
-        uint64_t *acc = malloc((size_t)p->nout * sizeof(uint64_t)), init;
+        uint64_t *acc = ops_buf_alloc(ops_bytes((uint64_t)p->nout, sizeof(uint64_t)), NULL, 0), init;
         int64_t i;
 
         if (!c || !acc) {
                 free(c);
-                free(acc);
+                ops_buf_free(acc);
                 return ops_fail(err, errlen, -ENOMEM, "%s: out of memory", name);
         }
         c->dtype = x->dtype;
@@ -375,7 +384,7 @@ static int red_run_i64(const char *name, const struct red_plan *p, enum red_kind
         }
         shp_store_i64(call->out[0].dtype, call->out[0].data, 0, p->nout, (const int64_t *)acc);
         free(c);
-        free(acc);
+        ops_buf_free(acc);
         return 0;
 }
 

@@ -530,7 +530,7 @@ void shp_copy_strided(size_t esize, int ndim, const int64_t *dims, void *dst,
 {
         int64_t ext[SHP_COPY_MAX_DIMS], ds[SHP_COPY_MAX_DIMS], ss[SHP_COPY_MAX_DIMS];
         int64_t idx[SHP_COPY_MAX_DIMS] = { 0 }, doff = 0, soff = 0, e = (int64_t)esize;
-        int64_t bi_ext = 0, bi_ds = 0, bj_ss = 0;
+        int64_t bi_ext = 0, bi_ds = 0, bj_ss = 0, since = 0;
         int d, k, n = 0, outer;
 
         for (d = 0; d < ndim; d++)
@@ -587,6 +587,15 @@ void shp_copy_strided(size_t esize, int ndim, const int64_t *dims, void *dst,
                 else
                         shp_copy_run((char *)dst + doff * e, ds[n - 1],
                                      (const char *)src + soff * e, ss[n - 1], ext[n - 1], esize);
+                /* Sizes come from the model: a check of the run context every
+                 * OPS_POLL_ELEMS elements. A stop leaves the copy unfinished and the stop code
+                 * recorded, which fails the node (the executor looks after every kernel). */
+                since += ext[n - 1] * (k >= 0 ? bi_ext : 1);
+                if (since >= OPS_POLL_ELEMS) {
+                        since = 0;
+                        if (ops_runctx_check(NULL, 0))
+                                return;
+                }
                 for (d = outer - 1; d >= 0; d--) {
                         doff += ds[d];
                         soff += ss[d];
@@ -604,7 +613,7 @@ void shp_copy_strided(size_t esize, int ndim, const int64_t *dims, void *dst,
 void shp_copy_mapped(size_t esize, int ndim, const int64_t *dims, void *dst, const void *src,
                      const int64_t *const *maps)
 {
-        int64_t idx[OPS_MAX_DIMS] = { 0 }, base = 0, n, i;
+        int64_t idx[OPS_MAX_DIMS] = { 0 }, base = 0, n, i, since = 0;
         const int64_t *last;
         char *out = dst;
         int d;
@@ -646,6 +655,12 @@ void shp_copy_mapped(size_t esize, int ndim, const int64_t *dims, void *dst, con
                         break;
                 }
                 out += n * (int64_t)esize;
+                since += n;
+                if (since >= OPS_POLL_ELEMS) { /* as in shp_copy_strided */
+                        since = 0;
+                        if (ops_runctx_check(NULL, 0))
+                                return;
+                }
                 for (d = ndim - 2; d >= 0; d--) {
                         base -= maps[d][idx[d]];
                         if (++idx[d] < dims[d]) {

@@ -801,6 +801,8 @@ static int range_run(const struct ops_call *call, char *err, size_t errlen)
 
                 for (done = 0; done < n; done += m) {
                         m = n - done < OPS_CHUNK ? n - done : OPS_CHUNK;
+                        if (done % OPS_POLL_ELEMS == 0 && done && ops_poll("Range", err, errlen))
+                                return -ECANCELED;
                         for (i = 0; i < m; i++)
                                 buf[i] = s + (double)(done + i) * d;
                         shp_store_f64(dtype, call->out[0].data, done, m, buf);
@@ -812,6 +814,8 @@ static int range_run(const struct ops_call *call, char *err, size_t errlen)
 
                 for (done = 0; done < n; done += m) {
                         m = n - done < OPS_CHUNK ? n - done : OPS_CHUNK;
+                        if (done % OPS_POLL_ELEMS == 0 && done && ops_poll("Range", err, errlen))
+                                return -ECANCELED;
                         for (i = 0; i < m; i++)
                                 buf[i] = (int64_t)(s + (uint64_t)(done + i) * d);
                         shp_store_i64(dtype, call->out[0].data, done, m, buf);

@@ -491,6 +491,78 @@ START_TEST(test_lstm_sequence_lens)
 }
 END_TEST
 
+/* ---- long kernels stop within a block of work ---- */
+
+static void fill(float *p, int64_t n, float v)
+{
+        for (int64_t i = 0; i < n; i++)
+                p[i] = v;
+}
+
+/* A run cancelled before the kernel starts: MatMul computes its first row block only, Add its
+ * first OPS_POLL_ELEMS elements, Tile its first runs; each leaves the stop code recorded. */
+START_TEST(test_kernel_cancel)
+{
+        enum { M = 2048, K = 1024, N = 1024, E = 1 << 22 };
+        atomic_int flag = 1;
+        struct ops_runctx ctx = { .cancel = &flag };
+        const struct ops_def *mm = ops_lookup_onnx(NULL, "MatMul", 13);
+        const struct ops_def *add = ops_lookup_onnx(NULL, "Add", 14);
+        const struct ops_def *tile = ops_lookup_onnx(NULL, "Tile", 13);
+        float *a = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * K * N);
+        float *c = malloc(sizeof(float) * (size_t)E);
+        int64_t reps[1] = { 4096 };
+        struct ops_call call;
+        char err[256] = "";
+
+        ck_assert_ptr_nonnull(a);
+        ck_assert_ptr_nonnull(b);
+        ck_assert_ptr_nonnull(c);
+        fill(a, (int64_t)M * K, 1);
+        fill(b, (int64_t)K * N, 1);
+        fill(c, E, -1);
+        memset(&call, 0, sizeof(call));
+        call.nin = 2;
+        call.nout = 1;
+        call.in[0] = f32v(2, (int64_t[]){ M, K }, a);
+        call.in[1] = f32v(2, (int64_t[]){ K, N }, b);
+        call.out[0] = f32v(2, (int64_t[]){ M, N }, c);
+        ops_runctx_set(&ctx);
+        ck_assert_int_lt(mm->run(&call, err, sizeof(err)), 0);
+        ck_assert_msg(strstr(err, "MatMul") && strstr(err, "cancelled"), "%s", err);
+        ck_assert_int_eq(ctx.code, PROTO_E_CANCELLED);
+        ck_assert(c[0] == (float)K);                   /* the first block ran */
+        ck_assert(c[(int64_t)M * N - 1] == -1);        /* the last did not */
+
+        fill(c, E, -1);
+        ctx.code = 0;
+        call.in[0] = f32v(1, (int64_t[]){ E }, a);
+        call.in[1] = f32v(1, (int64_t[]){ E }, a + 1);
+        call.out[0] = f32v(1, (int64_t[]){ E }, c);
+        ck_assert_int_lt(add->run(&call, err, sizeof(err)), 0);
+        ck_assert_int_eq(ctx.code, PROTO_E_CANCELLED);
+        ck_assert(c[0] == 2 && c[E - 1] == -1);
+
+        fill(c, E, -1);
+        ctx.code = 0;
+        call.in[0] = f32v(1, (int64_t[]){ 1024 }, a);
+        call.in[1] = (struct ops_tensor){ .dtype = I64, .ndim = 1, .dims = { 1 }, .data = reps };
+        call.out[0] = f32v(1, (int64_t[]){ E }, c);
+        (void)tile->run(&call, err, sizeof(err)); /* stops quietly: the code tells */
+        ck_assert_int_eq(ctx.code, PROTO_E_CANCELLED);
+        ck_assert(c[0] == 1 && c[E - 1] == -1);
+        ops_runctx_set(NULL);
+
+        /* without a context nothing stops */
+        fill(c, E, -1);
+        ck_assert_msg(tile->run(&call, err, sizeof(err)) == 0, "%s", err);
+        ck_assert(c[E - 1] == 1);
+        free(a);
+        free(b);
+        free(c);
+}
+END_TEST
+
 /* ---- keyed hash ---- */
 
 START_TEST(test_siphash_vectors)
@@ -598,6 +670,7 @@ static Suite *limits_suite(void)
         tcase_add_test(tc, test_loop_deadline);
         tcase_add_test(tc, test_budget_constant_of_shape);
         tcase_add_test(tc, test_lstm_sequence_lens);
+        tcase_add_test(tc, test_kernel_cancel);
         tcase_add_test(tc, test_siphash_vectors);
         tcase_add_test(tc, test_import_colliding_names);
         suite_add_tcase(s, tc);
