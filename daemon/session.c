@@ -750,7 +750,6 @@ void session_close(struct session *s, const char *reason)
         proto_reader_deinit(&s->reader);
         proto_writer_deinit(&s->writer);
         output_account(s);
-        s->uu->conns--;
 
         while ((w = TAILQ_FIRST(&s->waiters))) {
                 TAILQ_REMOVE(&s->waiters, w, session_link);
@@ -783,6 +782,8 @@ void session_close(struct session *s, const char *reason)
                 tenant_unref(s->tenant);
                 s->tenant = NULL;
         }
+        /* Only now: releasing the streams above may drop other counts of the entry. */
+        s->uu->conns--;
         uid_usage_put(s->uu); /* streams still draining keep the entry */
         s->uu = NULL;
         TAILQ_REMOVE(&d->sessions, s, link);
