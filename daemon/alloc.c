@@ -385,6 +385,14 @@ int alloc_reserve(struct alloc *a, uint64_t size, uint64_t *ret_offset)
 
 int alloc_release(struct alloc *a, uint64_t offset)
 {
+        uint64_t free_offset, free_size;
+
+        return alloc_release_span(a, offset, &free_offset, &free_size);
+}
+
+int alloc_release_span(struct alloc *a, uint64_t offset, uint64_t *ret_free_offset,
+                       uint64_t *ret_free_size)
+{
         struct alloc_block *b, *p, *n;
         int64_t i;
 
@@ -416,6 +424,8 @@ int alloc_release(struct alloc *a, uint64_t offset)
                 alloc_node_put(a, n);
         }
         alloc_insert_free(a, b);
+        *ret_free_offset = b->offset;
+        *ret_free_size = b->size;
         return 0;
 }
 

@@ -33,6 +33,11 @@ int alloc_reserve(struct alloc *a, uint64_t size, uint64_t *ret_offset);
 /* Release the block starting at offset. 0, or -EINVAL when offset is not the start of a
  * live block (double free, foreign offset). */
 int alloc_release(struct alloc *a, uint64_t offset);
+/* The same, also telling where the free block that now holds the released range starts and
+ * how large it is (the released block merged with its free neighbours), so that the caller
+ * can clear the memory knowing which surrounding bytes are free too. */
+int alloc_release_span(struct alloc *a, uint64_t offset, uint64_t *ret_free_offset,
+                       uint64_t *ret_free_size);
 /* Size (rounded) of the live block starting at offset, 0 if none. */
 uint64_t alloc_block_size(const struct alloc *a, uint64_t offset);
 

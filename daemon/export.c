@@ -24,6 +24,7 @@ int export_new(struct export_list *l, struct session *s, struct buffer *buf, int
         for (int i = 0; i < 16; i++)
                 snprintf(e->token + 2 * i, 3, "%02x", raw[i]);
         e->buf = buffer_ref(buf);
+        buffer_root(buf)->exports++;
         e->session_id = s->id;
         snprintf(e->tenant, sizeof(e->tenant), "%s", session_tenant_name(s));
         e->readonly = readonly;
@@ -57,8 +58,27 @@ int export_permits(const struct export *e, const char *tenant)
 void export_free(struct export_list *l, struct export *e)
 {
         TAILQ_REMOVE(l, e, link);
+        buffer_root(e->buf)->exports--;
         buffer_unref(e->buf);
         free(e);
+}
+
+int export_revoke_buffer(struct export_list *l, struct buffer *buf)
+{
+        struct export *e, *next;
+        int n = 0;
+
+        /* Most buffers were never exported: no walk over every export for them. */
+        if (!buffer_root(buf)->exports)
+                return 0;
+        for (e = TAILQ_FIRST(l); e; e = next) {
+                next = TAILQ_NEXT(e, link);
+                if (e->buf == buf || (!buf->parent && e->buf->parent == buf)) {
+                        export_free(l, e);
+                        n++;
+                }
+        }
+        return n;
 }
 
 int export_revoke_session(struct export_list *l, uint64_t session_id)

@@ -10,6 +10,7 @@
 
 #include "alloc.h"
 #include "mem.h"
+#include "tenant.h"
 
 int buffer_new(struct device *dev, uint64_t size, struct buffer **ret)
 {
@@ -33,6 +34,11 @@ int buffer_new(struct device *dev, uint64_t size, struct buffer **ret)
         b->size = size;
         b->parent = NULL;
         b->readonly = 0;
+        b->imported = 0;
+        b->owner = 0;
+        b->exports = 0;
+        b->charge = NULL;
+        b->charged = 0;
         dev->mem_used += alloc_block_size(dev->alloc, off);
         *ret = b;
         return 0;
@@ -51,30 +57,94 @@ int buffer_view_new(struct buffer *parent, uint64_t offset, uint64_t size, int r
 
         if (size == 0 || !range_ok(offset, size, parent->size))
                 return -EINVAL;
-        v = malloc(sizeof(*v));
+        v = calloc(1, sizeof(*v));
         if (!v)
                 return -ENOMEM;
         v->refs = 1;
         v->dev = parent->dev;
         v->offset = parent->offset + offset;
         v->size = size;
-        v->parent = buffer_ref(parent);
+        /* A view of a view references the allocation directly: releases never recurse
+         * deeper than one level, however long a chain of views a client builds. */
+        v->parent = buffer_ref(buffer_root(parent));
         v->readonly = readonly || parent->readonly;
+        v->imported = parent->imported;
         *ret = v;
         return 0;
 }
 
+void buffer_keep_charge(struct buffer *b, struct tenant *t, uint64_t bytes)
+{
+        if (b->parent || b->charge || !t)
+                return;
+        b->charge = tenant_ref(t);
+        b->charged = bytes;
+}
+
+static size_t mem_page_size(void)
+{
+        static size_t page;
+
+        if (!page) {
+                long p = sysconf(_SC_PAGESIZE);
+                page = p > 0 ? (size_t)p : 4096;
+        }
+        return page;
+}
+
+void mem_clear_released(uint8_t *base, uint64_t off, uint64_t size, uint64_t free_off,
+                        uint64_t free_size)
+{
+        uint64_t page = mem_page_size(), end = off + size;
+        /* Pages that hold bytes of the block and lie wholly in free memory. Free pages
+         * beyond the block were handed back when they became free, so the range to give back
+         * is bounded by the block's own pages, not by the (maybe huge) merged free range. */
+        uint64_t lo = (free_off + page - 1) & ~(page - 1), hi = (free_off + free_size) & ~(page - 1);
+        uint64_t blo = off & ~(page - 1), bhi = (end + page - 1) & ~(page - 1);
+
+        if (lo < blo)
+                lo = blo;
+        if (hi > bhi)
+                hi = bhi;
+        if (lo >= hi || madvise(base + lo, hi - lo, MADV_DONTNEED) < 0) {
+                memset(base + off, 0, size);
+                return;
+        }
+        /* Bytes of the block on pages shared with live blocks */
+        if (off < lo)
+                memset(base + off, 0, (end < lo ? end : lo) - off);
+        if (end > hi) {
+                uint64_t from = off > hi ? off : hi;
+                memset(base + from, 0, end - from);
+        }
+}
+
 void buffer_unref(struct buffer *b)
 {
+        struct device *dev;
+        uint64_t block, free_off, free_size;
+
         if (!b || --b->refs > 0)
                 return;
         if (b->parent) {
-                buffer_unref(b->parent);
+                struct buffer *root = b->parent;
                 free(b);
+                buffer_unref(root);
                 return;
         }
-        b->dev->mem_used -= alloc_block_size(b->dev->alloc, b->offset);
-        alloc_release(b->dev->alloc, b->offset);
+        dev = b->dev;
+        block = alloc_block_size(dev->alloc, b->offset);
+        if (alloc_release_span(dev->alloc, b->offset, &free_off, &free_size) == 0) {
+                dev->mem_used -= block;
+                mem_clear_released(dev->desc.mem_base, b->offset, block, free_off, free_size);
+        }
+        if (b->charge) {
+                struct tenant *t = b->charge;
+                t->mem_used -= b->charged;
+                if (dev->id < t->ndevices)
+                        t->dev[dev->id].mem_used -= b->charged;
+                tenant_unref(t);
+        }
         free(b);
 }
 

@@ -109,6 +109,7 @@ static void method_mem_alloc(struct request *req)
                 session_reply_error(s, req->id, PROTO_E_LIMIT, "mem_alloc: handle table full");
                 return;
         }
+        b->owner = s->id;
         s->buffer_bytes += size;
         s->dev_bytes[dev->id] += rounded;
         s->tenant->mem_used += rounded;

@@ -1,6 +1,8 @@
 /* Views and sharing of device buffers: mem_view (a range of a buffer with its parent's
  * lifetime), mem_export / mem_import / mem_revoke (unguessable tokens, checked against the
- * tenants an export names, optionally read-only). */
+ * tenants an export names, optionally read-only). Sharing never widens: only the session
+ * that allocated the memory exports it, so who can reach a buffer is decided by its owner
+ * alone, and revoking or freeing ends every token there is for it. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -88,6 +90,12 @@ static void method_mem_export(struct request *req)
 
         if (params_only(req, keys) < 0 || !(b = buffer_param(req)))
                 return;
+        if (b->imported || buffer_root(b)->owner != s->id) {
+                session_reply_error(s, req->id, PROTO_E_PERMISSION,
+                                    "mem_export: the buffer is an import (or a view of one); only the session "
+                                    "that allocated the memory may export it");
+                return;
+        }
         if ((tenants && (!json_is_array(tenants) || json_array_size(tenants) > EXPORT_MAX_TENANTS)) ||
             (ro && !json_is_boolean(ro))) {
                 session_reply_error(s, req->id, PROTO_E_INVALID,
@@ -159,6 +167,7 @@ static void method_mem_import(struct request *req)
                 session_reply_error(s, req->id, PROTO_E_LIMIT, "mem_import: out of memory");
                 return;
         }
+        v->imported = 1;
         e->imports++;
         reply_new_buffer(req, v);
 }
@@ -175,7 +184,9 @@ static void method_mem_revoke(struct request *req)
                                     "mem_revoke: only the exporting session may revoke a token");
                 return;
         }
-        export_free(&req->session->npud->exports, e); /* importers keep their references */
+        /* Importers keep their references. No other token can lead to the memory through
+         * this one: imports cannot be exported. */
+        export_free(&req->session->npud->exports, e);
         session_reply_result(req->session, req->id, NULL);
 }
 

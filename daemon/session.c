@@ -525,15 +525,18 @@ static void peer_identity(struct session *s)
         }
 }
 
-void session_buffer_released(struct session *s, const struct buffer *b)
+void session_buffer_released(struct session *s, struct buffer *b)
 {
+        /* No new importer may reach memory its owner let go of. */
+        export_revoke_buffer(&s->npud->exports, b);
         if (b->parent)
                 return;
         uint64_t rounded = (b->size + ALLOC_GRANULE - 1) / ALLOC_GRANULE * ALLOC_GRANULE;
         s->buffer_bytes -= b->size;
         s->dev_bytes[b->dev->id] -= rounded;
-        s->tenant->mem_used -= rounded;
-        s->tenant->dev[b->dev->id].mem_used -= rounded;
+        /* The tenant stays charged until the memory really returns: views, imports and
+         * tasks may hold it long after this handle, even after this session. */
+        buffer_keep_charge(b, s->tenant, rounded);
 }
 
 int session_assign_tenant(struct session *s, const char *request)
@@ -717,7 +720,10 @@ int session_new(struct npud *d, int fd, struct session **ret)
 static void release_handle(enum handle_type type, void *obj, void *userdata)
 {
         switch (type) {
-        case HANDLE_BUFFER: buffer_unref(obj); break;
+        case HANDLE_BUFFER:
+                session_buffer_released(userdata, obj); /* the charge may outlive the session */
+                buffer_unref(obj);
+                break;
         case HANDLE_REGION: region_unref(obj); break;
         case HANDLE_STREAM:
                 ((struct stream *)obj)->destroyed = 1;

@@ -65,9 +65,11 @@ struct session {
         const char *kill_reason;      /* close at the next timer callback (set by others) */
 };
 
-/* The client gave up its handle to b: stop charging it (only allocations are charged;
- * views and imports share memory someone else allocated). */
-void session_buffer_released(struct session *s, const struct buffer *b);
+/* The client gave up its handle to b (free, FREE record, session end): every export token
+ * of b (and of views of b when b is an allocation) ends; an allocation leaves the session's
+ * own figures, and its tenant's charge moves to b, which ends it with its last reference
+ * (views and imports are never charged themselves: they share someone's allocation). */
+void session_buffer_released(struct session *s, struct buffer *b);
 
 /* Move the session to the tenant its credentials (and request) match under the current
  * policy. 0, -EPERM or -ENOENT (request refused or unknown; tenant unchanged). */

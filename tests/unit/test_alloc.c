@@ -1,13 +1,17 @@
 /* Unit tests of the device-memory allocator (daemon/alloc.c): API contract, error paths,
- * coalescing, statistics, huge capacities and randomized runs against a shadow model. */
+ * coalescing, statistics, huge capacities and randomized runs against a shadow model; and
+ * the clearing of released memory (mem_clear_released in daemon/mem.c). */
 #include <check.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "../../daemon/alloc.h"
+#include "../../daemon/mem.h"
 
 #define KIB (1ull << 10)
 #define MIB (1ull << 20)
@@ -315,6 +319,110 @@ START_TEST(test_bad_release)
         ck_assert_int_eq(alloc_release(a, y), 0);
         ck_assert_int_eq(alloc_release(a, y), -EINVAL);
         test_assert_empty(a);
+        alloc_free(a);
+}
+END_TEST
+
+START_TEST(test_release_span)
+{
+        struct alloc *a = test_new(1 * MIB);
+        uint64_t x, y, z, fo = SENTINEL, fs = SENTINEL;
+
+        x = test_reserve(a, 1000);
+        y = test_reserve(a, 4096);
+        z = test_reserve(a, 512);
+        ck_assert_uint_eq(x, 0);
+        ck_assert_uint_eq(y, 1024);
+        ck_assert_uint_eq(z, 5120);
+        /* live neighbours on both sides: the span is the block itself */
+        ck_assert_int_eq(alloc_release_span(a, y, &fo, &fs), 0);
+        ck_assert_uint_eq(fo, 1024);
+        ck_assert_uint_eq(fs, 4096);
+        /* merged with the free block above */
+        ck_assert_int_eq(alloc_release_span(a, x, &fo, &fs), 0);
+        ck_assert_uint_eq(fo, 0);
+        ck_assert_uint_eq(fs, 5120);
+        /* merged on both sides: everything */
+        ck_assert_int_eq(alloc_release_span(a, z, &fo, &fs), 0);
+        ck_assert_uint_eq(fo, 0);
+        ck_assert_uint_eq(fs, 1 * MIB);
+        /* a bad release leaves the outputs alone */
+        fo = fs = SENTINEL;
+        ck_assert_int_eq(alloc_release_span(a, z, &fo, &fs), -EINVAL);
+        ck_assert_uint_eq(fo, SENTINEL);
+        ck_assert_uint_eq(fs, SENTINEL);
+        test_assert_empty(a);
+        alloc_free(a);
+}
+END_TEST
+
+static int test_resident(const uint8_t *base, uint64_t off)
+{
+        long page = sysconf(_SC_PAGESIZE);
+        unsigned char v = 0;
+
+        ck_assert_int_eq(mincore((void *)(base + (off & ~(uint64_t)(page - 1))), (size_t)page, &v), 0);
+        return v & 1;
+}
+
+/* Released memory reads zeros; bytes of live neighbours on shared pages are kept; whole
+ * free pages leave the process (mincore), including pages that only become wholly free
+ * when a neighbour is released. */
+START_TEST(test_clear_released)
+{
+        const uint64_t cap = 4 * MIB, page = (uint64_t)sysconf(_SC_PAGESIZE);
+        struct alloc *a = test_new(cap);
+        uint8_t *base = mmap(NULL, cap, PROT_READ | PROT_WRITE,
+                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        uint64_t x, y, z, big, fo, fs, i;
+
+        ck_assert_ptr_ne(base, MAP_FAILED);
+        x = test_reserve(a, 1000);         /* [0, 1024) */
+        y = test_reserve(a, 3 * page + 1); /* [1024, 1024 + 3 pages + 512) */
+        z = test_reserve(a, 700);
+        big = test_reserve(a, 2 * MIB);    /* large: from the top */
+        memset(base + x, 0xff, 1024);
+        memset(base + y, 0xff, 3 * page + 512);
+        memset(base + z, 0xff, 1024);
+        memset(base + big, 0xff, 2 * MIB);
+        ck_assert(test_resident(base, y + page));
+
+        ck_assert_int_eq(alloc_release_span(a, y, &fo, &fs), 0);
+        mem_clear_released(base, y, 3 * page + 512, fo, fs);
+        /* The pages wholly inside y are gone; the first and last are shared with x and z.
+         * (Checked before reading: a read maps the zero page, which mincore counts.) */
+        ck_assert(test_resident(base, x));
+        ck_assert(!test_resident(base, page));
+        ck_assert(!test_resident(base, 2 * page));
+        ck_assert(test_resident(base, z));
+        for (i = 0; i < cap; i++) {
+                int live = i < y || (i >= z && i < z + 1024) || i >= big;
+                if (base[i] != (live ? 0xff : 0))
+                        ck_abort_msg("byte %llu is %u", (unsigned long long)i, base[i]);
+        }
+
+        /* releasing x merges with y: page 0 is now wholly free and goes too */
+        ck_assert_int_eq(alloc_release_span(a, x, &fo, &fs), 0);
+        ck_assert_uint_eq(fo, 0);
+        mem_clear_released(base, x, 1024, fo, fs);
+        ck_assert(!test_resident(base, 0));
+        for (i = 0; i < z; i++)
+                ck_assert_uint_eq(base[i], 0);
+        ck_assert_uint_eq(base[z], 0xff);
+
+        /* a large block: everything zero and gone */
+        ck_assert_int_eq(alloc_release_span(a, big, &fo, &fs), 0);
+        mem_clear_released(base, big, 2 * MIB, fo, fs);
+        ck_assert(!test_resident(base, big + MIB));
+        ck_assert(test_resident(base, z));
+        for (i = big; i < big + 2 * MIB; i += 997)
+                ck_assert_uint_eq(base[i], 0);
+        ck_assert_int_eq(alloc_release_span(a, z, &fo, &fs), 0);
+        mem_clear_released(base, z, 1024, fo, fs);
+        for (i = 0; i < cap; i += 61)
+                ck_assert_uint_eq(base[i], 0);
+        test_assert_empty(a);
+        munmap(base, cap);
         alloc_free(a);
 }
 END_TEST
@@ -815,6 +923,8 @@ static Suite *test_alloc_suite(void)
         tcase_add_test(tc, test_huge_capacity_no_wrap);
         tcase_add_test(tc, test_exhaustion_recovery);
         tcase_add_test(tc, test_bad_release);
+        tcase_add_test(tc, test_release_span);
+        tcase_add_test(tc, test_clear_released);
         tcase_add_loop_test(tc, test_coalesce, 0, 4);
         tcase_add_test(tc, test_placement_and_best_fit);
         tcase_add_test(tc, test_best_fit_in_list);
