@@ -83,7 +83,8 @@ START_TEST(test_tenant_matching_and_limits)
         start("{\"tenants\": ["
               " {\"name\": \"small\", \"uids\": [0], \"memory_quota\": {\"total\": 1048576, \"per_device\": 786432},"
               "  \"max_streams\": 2, \"devices\": [1]},"
-              " {\"name\": \"other\", \"uids\": [4242]}],"
+              " {\"name\": \"other\", \"uids\": [4242]},"
+              " {\"name\": \"wide\", \"uids\": [0]}],"
               " \"scheduler\": {\"placement\": \"spread\"}}", "compute");
         npu_connect_options_t o = { .socket = proc.sock, .tenant = "other" };
         npu_context_t *c;
@@ -95,9 +96,12 @@ START_TEST(test_tenant_matching_and_limits)
         o.tenant = "nonexistent";
         ck_assert_int_eq(npu_connect_with(&o, &c), NPU_ERR_INVALID);
         ck_assert_ptr_nonnull(strstr(npu_error_message(), "nonexistent"));
-        o.tenant = "default"; /* the default tenant is open to everyone */
+        /* default is only for users no tenant matches: root matches "small" and "wide" */
+        o.tenant = "default";
+        ck_assert_int_eq(npu_connect_with(&o, &c), NPU_ERR_PERMISSION);
+        o.tenant = "wide"; /* a second tenant root matches may be asked for */
         OK(npu_connect_with(&o, &c));
-        ck_assert_str_eq(npu_tenant(c), "default");
+        ck_assert_str_eq(npu_tenant(c), "wide");
         npu_disconnect(c);
 
         c = connect_as(NULL, NPU_BACKPRESSURE_BLOCK); /* uid 0 matches "small" */
@@ -120,8 +124,8 @@ START_TEST(test_tenant_matching_and_limits)
         ck_assert_int_eq(npu_stream_create(c, NPU_DEVICE_ANY, 0, &s[2]), NPU_ERR_LIMIT);
         npu_disconnect(c);
 
-        /* spread placement over both devices for the default tenant */
-        o.tenant = "default";
+        /* spread placement over both devices for a tenant without device limits */
+        o.tenant = "wide";
         OK(npu_connect_with(&o, &c));
         int seen[2] = { 0, 0 };
         for (int i = 0; i < 4; i++) {
