@@ -427,7 +427,9 @@ static int tensor_from_proto(struct imp *im, struct graph *g, const Onnx__Tensor
 static void decode_tensor(const struct pending *p, uint8_t *storage)
 {
         const Onnx__TensorProto *tp = p->tp;
-        uint8_t *dst = storage + p->off;
+        /* No storage when every tensor is empty: such a tensor has no data (and pointer
+         * arithmetic on NULL is undefined even with a zero offset). */
+        uint8_t *dst = storage ? storage + p->off : NULL;
         size_t n = p->bytes / proto_dtype_size(p->t->dtype);
 
         p->t->data = dst;

@@ -491,6 +491,29 @@ START_TEST(test_lstm_sequence_lens)
 }
 END_TEST
 
+/* Found by fuzz_graph: a model whose only initializer is empty has no storage block, and
+ * placing that tensor computed NULL + 0 (undefined; UBSan stops the ASan build there). */
+START_TEST(test_only_empty_initializer)
+{
+        const int64_t zero[] = { 0 };
+        struct pb g = { 0 }, model;
+        struct graph *gr;
+        float out = 0;
+        struct ops_tensor o = { .dtype = F32, .ndim = 0, .data = &out };
+        char err[512] = "";
+
+        pb_node(&g, NULL, "ConstantOfShape", "scalar", 1, (const char *[]){ "shape" }, 1,
+                (const char *[]){ "y" });
+        pb_init(&g, "shape", I64, 1, zero, "", 0);
+        pb_value(&g, 12, "y", F32, 0, NULL);
+        model = pb_model(&g, 13);
+        gr = import(&model);
+        ck_assert_msg(graph_exec(gr, 0, NULL, 1, &o, err, sizeof(err)) == 0, "%s", err);
+        ck_assert(out == 0);
+        graph_free(gr);
+}
+END_TEST
+
 /* ---- long kernels stop within a block of work ---- */
 
 static void fill(float *p, int64_t n, float v)
@@ -671,6 +694,7 @@ static Suite *limits_suite(void)
         tcase_add_test(tc, test_budget_constant_of_shape);
         tcase_add_test(tc, test_lstm_sequence_lens);
         tcase_add_test(tc, test_kernel_cancel);
+        tcase_add_test(tc, test_only_empty_initializer);
         tcase_add_test(tc, test_siphash_vectors);
         tcase_add_test(tc, test_import_colliding_names);
         suite_add_tcase(s, tc);
