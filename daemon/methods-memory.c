@@ -66,20 +66,22 @@ static void method_mem_alloc(struct request *req)
         }
         const struct policy_tenant *pol = &s->tenant->pol;
         uint64_t rounded = (size + ALLOC_GRANULE - 1) / ALLOC_GRANULE * ALLOC_GRANULE;
-        if (pol->quota_total && s->tenant->mem_used + rounded > pol->quota_total) {
+        /* what the tenant's running work holds in graph intermediates counts too */
+        uint64_t used = s->tenant->mem_used + atomic_load(&s->tenant->ws.used);
+        uint64_t dev_used = s->tenant->dev[dev->id].mem_used +
+                            atomic_load(&s->tenant->dev[dev->id].ws.used);
+        if (pol->quota_total && used + rounded > pol->quota_total) {
                 session_reply_error(s, req->id, PROTO_E_QUOTA,
                                     "mem_alloc: tenant '%s' would exceed its memory quota: %" PRIu64
                                     " bytes used + %" PRIu64 " requested > %" PRIu64 " allowed",
-                                    pol->name, s->tenant->mem_used, rounded, pol->quota_total);
+                                    pol->name, used, rounded, pol->quota_total);
                 return;
         }
-        if (pol->quota_per_device &&
-            s->tenant->dev[dev->id].mem_used + rounded > pol->quota_per_device) {
+        if (pol->quota_per_device && dev_used + rounded > pol->quota_per_device) {
                 session_reply_error(s, req->id, PROTO_E_QUOTA,
                                     "mem_alloc: tenant '%s' would exceed its quota on device %d: %" PRIu64
                                     " bytes used + %" PRIu64 " requested > %" PRIu64 " allowed",
-                                    pol->name, dev->id, s->tenant->dev[dev->id].mem_used, rounded,
-                                    pol->quota_per_device);
+                                    pol->name, dev->id, dev_used, rounded, pol->quota_per_device);
                 return;
         }
         uint64_t reserve = s->npud->tenants.policy->lc_reserved;

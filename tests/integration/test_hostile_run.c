@@ -50,7 +50,7 @@ static void start_daemon(long long max_run_ms, long long max_loop_trips, const c
                          max_run_ms, max_loop_trips);
         snprintf(json, sizeof(json),
                  "{\"tenants\": [{\"name\": \"attack\", \"uids\": [%u],"
-                 " \"memory_quota\": {\"total\": 1073741824}%s}]}",
+                 " \"memory_quota\": {\"total\": 67108864}%s}]}",
                  (unsigned)attacker_uid, lim);
         snprintf(conf, sizeof(conf), "/tmp/npud-hostile-run-%d.json", (int)getpid());
         fd = open(conf, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -156,7 +156,7 @@ static void pb_value(struct pb *g, int field, const char *name, int dtype, int64
 }
 
 static void pb_node(struct pb *g, const char *op, const char *const *in, int nin,
-                    const char *out, const struct pb *body)
+                    const char *out, const struct pb *body, const char *int_attr, int64_t ival)
 {
         struct pb n = { .n = 0 };
 
@@ -172,6 +172,13 @@ static void pb_node(struct pb *g, const char *op, const char *const *in, int nin
                 pb_varint(&a, 20, 5); /* AttributeProto.GRAPH */
                 pb_msg(&n, 5, &a);
         }
+        if (int_attr) {
+                struct pb a = { .n = 0 };
+                pb_str(&a, 1, int_attr);
+                pb_varint(&a, 3, (uint64_t)ival);
+                pb_varint(&a, 20, 2); /* AttributeProto.INT */
+                pb_msg(&n, 5, &a);
+        }
         pb_msg(g, 1, &n);
 }
 
@@ -183,15 +190,15 @@ static void endless_model(struct pb *m)
         const char *cin[] = { "cond_in" }, *vin[] = { "v_in" }, *lin[] = { "M", "cond", "v" };
 
         memset(m, 0, sizeof(*m));
-        pb_node(&body, "Identity", cin, 1, "cond_out", NULL);
-        pb_node(&body, "Identity", vin, 1, "v_out", NULL);
+        pb_node(&body, "Identity", cin, 1, "cond_out", NULL, NULL, 0);
+        pb_node(&body, "Identity", vin, 1, "v_out", NULL, NULL, 0);
         pb_str(&body, 2, "body");
         pb_value(&body, 11, "iter", 7, -1);
         pb_value(&body, 11, "cond_in", 9, -1);
         pb_value(&body, 11, "v_in", 1, 1);
         pb_value(&body, 12, "cond_out", 9, -1);
         pb_value(&body, 12, "v_out", 1, 1);
-        pb_node(&g, "Loop", lin, 3, "v_final", &body);
+        pb_node(&g, "Loop", lin, 3, "v_final", &body, NULL, 0);
         pb_str(&g, 2, "endless");
         pb_value(&g, 11, "M", 7, -1);
         pb_value(&g, 11, "cond", 9, -1);
@@ -210,6 +217,92 @@ struct loop_run {
         npu_stream_t s;
         npu_buffer_t in, out;
 };
+
+/* ReduceSum(ConstantOfShape(shape)): the intermediate is as large as the client says, the
+ * output one float. */
+static void big_intermediate_model(struct pb *m)
+{
+        struct pb g = { .n = 0 }, opset = { .n = 0 };
+        const char *sin[] = { "shape" }, *bin[] = { "big" };
+
+        memset(m, 0, sizeof(*m));
+        pb_node(&g, "ConstantOfShape", sin, 1, "big", NULL, NULL, 0);
+        pb_node(&g, "ReduceSum", bin, 1, "sum", NULL, "keepdims", 0);
+        pb_str(&g, 2, "big");
+        pb_value(&g, 11, "shape", 7, 1);
+        pb_value(&g, 12, "sum", 1, -1);
+        pb_varint(m, 1, 8);
+        pb_str(&opset, 1, "");
+        pb_varint(&opset, 2, 16);
+        pb_msg(m, 8, &opset);
+        pb_msg(m, 7, &g);
+}
+
+static char run_message[512]; /* the last run's error message */
+
+/* Run the model with an intermediate of `elems` floats; the run's status. */
+static int run_big_intermediate(npu_context_t *c, int64_t elems, float *ret_sum)
+{
+        struct pb model;
+        npu_graph_t g;
+        npu_buffer_t b;
+        npu_stream_t s;
+        npu_status_t st;
+
+        big_intermediate_model(&model);
+        if ((st = npu_graph_load(c, 0, model.b, model.n, &g)) || (st = npu_malloc(c, 0, 64, &b)) ||
+            (st = npu_stream_create(c, 0, 0, &s)) ||
+            (st = npu_memcpy_to_device(c, b, 0, &elems, sizeof(elems))))
+                return st;
+        npu_tensor_t in = { .buf = b, .dtype = NPU_INT64, .ndim = 1, .dims = { 1 } };
+        npu_tensor_t out = { .buf = b, .offset = 8, .dtype = NPU_FLOAT32, .ndim = 0 };
+        if ((st = npu_graph_run(c, s, g, &in, 1, &out, 1, NULL)))
+                return st;
+        st = npu_stream_synchronize(c, s);
+        snprintf(run_message, sizeof(run_message), "%s", st ? npu_error_message() : "");
+        fprintf(stderr, "intermediate of %lld floats: %d %s\n", (long long)elems, st, run_message);
+        if (st == NPU_OK && ret_sum)
+                st = npu_memcpy_from_device(c, ret_sum, b, 8, sizeof(*ret_sum));
+        npu_stream_destroy(c, s);
+        npu_free(c, b);
+        npu_graph_unload(c, g);
+        return st;
+}
+
+static long rss_kib(pid_t pid)
+{
+        char path[64], line[256];
+        long kb = -1;
+        snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+        FILE *f = fopen(path, "r");
+        while (f && fgets(line, sizeof(line), f))
+                if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+                        break;
+        if (f)
+                fclose(f);
+        return kb;
+}
+
+/* The attacker (64 MiB quota in start_daemon's config: see attack_big) asks for a 4 GiB
+ * intermediate: refused as over its quota, npud's RSS stays small. */
+static int attack_big(void *arg)
+{
+        npu_context_t *c;
+        float sum = -1;
+
+        if (npu_connect(daemon_proc.sock, &c) != NPU_OK)
+                return 2;
+        if (run_big_intermediate(c, 1ll << 30, NULL) != NPU_ERR_QUOTA ||
+            !strstr(run_message, "tenant 'attack'"))
+                return 3;
+        int st = run_big_intermediate(c, 1000, &sum);
+        if (st != NPU_OK || sum != 0.0f) { /* small ones still run */
+                fprintf(stderr, "attacker: small run: %d %s, sum %g\n", st, npu_error_message(), sum);
+                return 4;
+        }
+        npu_disconnect(c);
+        return 0;
+}
 
 /* Load the model and stage the inputs (trip count INT64_MAX, cond true) on dev. */
 static int loop_prepare(npu_context_t *c, int dev, struct loop_run *r)
@@ -465,6 +558,24 @@ START_TEST(test_slow_fault_isolated_compute)
 }
 END_TEST
 
+START_TEST(test_intermediates_charged)
+{
+        start_daemon(-1, -1, "compute");
+        if (attacker_uid) {
+                long before = rss_kib(daemon_proc.pid);
+                ck_assert_int_eq(harness_run_as(attacker_uid, attacker_gid, attack_big, NULL), 0);
+                /* root has no quota: half of the host's memory bounds all running work */
+                ck_assert_int_eq(run_big_intermediate(ctx, 1ll << 40, NULL), NPU_ERR_QUOTA);
+                ck_assert_ptr_nonnull(strstr(run_message, "host memory"));
+                long after = rss_kib(daemon_proc.pid);
+                fprintf(stderr, "npud RSS %ld KiB before, %ld KiB after\n", before, after);
+                ck_assert_int_lt(after, before + 256 * 1024);
+                root_work_completes();
+        }
+        stop_daemon();
+}
+END_TEST
+
 static Suite *suite(void)
 {
         Suite *s = suite_create("integration-hostile-run");
@@ -478,6 +589,7 @@ static Suite *suite(void)
         tcase_add_test(tc, test_reset_cancels_running);
         tcase_add_test(tc, test_shutdown_with_endless_runs);
         tcase_add_test(tc, test_slow_fault_isolated_compute);
+        tcase_add_test(tc, test_intermediates_charged);
         suite_add_tcase(s, tc);
         return s;
 }
