@@ -20,10 +20,11 @@
 
 /* Work between two checks of the run context in kernels whose run time scales with sizes a
  * client picks: OPS_POLL_ELEMS elements of a streaming loop, OPS_POLL_MACS multiply-adds of
- * a GEMM-like one; a millisecond or less of work each, so the check's cost (a clock read)
- * is noise and a cancelled or timed-out run stops within milliseconds. */
+ * a GEMM-like one (a few milliseconds of single-core BLAS; fewer would split 1024-row
+ * products into blocks too thin to keep BLAS at speed). The check's cost (a clock read) is
+ * noise at that spacing, and a cancelled or timed-out run stops within milliseconds. */
 #define OPS_POLL_ELEMS (1 << 16)
-#define OPS_POLL_MACS (1 << 26)
+#define OPS_POLL_MACS (1 << 28)
 
 /* The run context's check for kernels: 0, or -ECANCELED with "<op>: <why>" in err (the
  * executor reports the run's stop code, PROTO_E_CANCELLED or PROTO_E_LIMIT). */
