@@ -96,12 +96,15 @@ struct pool_taps {
         int64_t *mem;
 };
 
+/* Kernel extents and pads come from attributes, so the loops here and in pool_plane can
+ * be long whatever the tensors' sizes: both check the run context every OPS_POLL_ELEMS
+ * steps and return -ECANCELED when the run must stop. */
 static int pool_taps_init(const struct nn_geom *g, struct pool_taps *t)
 {
-        int64_t total = g->out[0] + g->out[1] + g->out[2], o, j, *p;
+        int64_t total = g->out[0] + g->out[1] + g->out[2], o, j, *p, since = 0;
         int i;
 
-        t->mem = malloc((size_t)(3 * total) * sizeof(int64_t));
+        t->mem = ops_buf_alloc(ops_bytes(3 * (uint64_t)total, sizeof(int64_t)), NULL, 0);
         if (!t->mem)
                 return -ENOMEM;
         p = t->mem;
@@ -113,6 +116,12 @@ static int pool_taps_init(const struct nn_geom *g, struct pool_taps *t)
                 for (o = 0; o < g->out[i]; o++) {
                         int64_t start = o * g->stride[i] - g->pb[i], lo = g->k[i], hi = 0, pc = 0;
 
+                        since += g->k[i];
+                        if (since >= OPS_POLL_ELEMS) {
+                                since = 0;
+                                if (ops_runctx_check(NULL, 0))
+                                        return -ECANCELED;
+                        }
                         for (j = 0; j < g->k[i]; j++) {
                                 int64_t pos = start + j * g->dil[i];
 
@@ -132,15 +141,25 @@ static int pool_taps_init(const struct nn_geom *g, struct pool_taps *t)
 }
 
 /* One plane. idx (MaxPool Indices) may be NULL; base is the plane's flat offset. */
-static void pool_plane(const struct pool *pl, const struct pool_taps *t, const float *x,
-                       float *y, int64_t *idx, int64_t base)
+static int pool_plane(const struct pool *pl, const struct pool_taps *t, const float *x,
+                      float *y, int64_t *idx, int64_t base, int64_t *since)
 {
         const struct nn_geom *g = &pl->g;
         const int64_t H = g->in[1], W = g->in[2];
         int64_t od, oh, ow, kd, kh, kw;
+        /* taps of one output at most (a bound on a row's work, for the checks) */
+        int64_t taps = (g->k[0] < g->in[0] ? g->k[0] : g->in[0]) *
+                       (g->k[1] < g->in[1] ? g->k[1] : g->in[1]) *
+                       (g->k[2] < g->in[2] ? g->k[2] : g->in[2]);
 
         for (od = 0; od < g->out[0]; od++)
-        for (oh = 0; oh < g->out[1]; oh++)
+        for (oh = 0; oh < g->out[1]; oh++) {
+        *since += g->out[2] * (taps ? taps : 1);
+        if (*since >= OPS_POLL_ELEMS) {
+                *since = 0;
+                if (ops_runctx_check(NULL, 0))
+                        return -ECANCELED;
+        }
         for (ow = 0; ow < g->out[2]; ow++) {
                 int64_t sd = od * g->stride[0] - g->pb[0], sh = oh * g->stride[1] - g->pb[1];
                 int64_t sw = ow * g->stride[2] - g->pb[2], best = -1, count;
@@ -195,6 +214,8 @@ static void pool_plane(const struct pool *pl, const struct pool_taps *t, const f
                         *y++ = (float)pow(acc, 1.0 / pl->p);
                 }
         }
+        }
+        return 0;
 }
 
 static int pool_infer(const struct ops_def *def, enum pool_kind kind, int global,
@@ -222,28 +243,41 @@ static int pool_run(const struct ops_def *def, enum pool_kind kind, int global,
         struct pool pl;
         struct pool_taps taps;
         struct nn_f32 x, y;
-        int64_t *idx = nn_want_out(call, 1) ? call->out[1].data : NULL, p, isz, osz;
-        int rc;
+        int64_t *idx = nn_want_out(call, 1) ? call->out[1].data : NULL, p, isz, osz, since = 0;
+        int rc, stop = 0;
 
         rc = pool_setup(def, kind, global, call, &pl, err, errlen);
         if (rc || !ops_tensor_numel(&call->out[0]))
                 return rc;
-        if (pool_taps_init(&pl.g, &taps))
+        rc = pool_taps_init(&pl.g, &taps);
+        if (rc == -ECANCELED) {
+                ops_buf_free(taps.mem);
+                ops_poll(def->name, err, errlen); /* the message of the recorded stop */
+                return -ECANCELED;
+        }
+        if (rc)
                 return ops_fail(err, errlen, -ENOMEM, "%s: out of memory", def->name);
         rc = nn_f32_in(&call->in[0], &x);
         rc |= nn_f32_out(&call->out[0], &y);
         if (!rc) {
                 isz = nn_geom_in_size(&pl.g);
                 osz = nn_geom_out_size(&pl.g);
-                for (p = 0; p < pl.planes; p++)
-                        pool_plane(&pl, &taps, x.p + p * isz, y.p + p * osz,
-                                   idx ? idx + p * osz : NULL, p * isz);
-                nn_f32_commit(&call->out[0], &y);
+                for (p = 0; p < pl.planes && !stop; p++)
+                        stop = pool_plane(&pl, &taps, x.p + p * isz, y.p + p * osz,
+                                          idx ? idx + p * osz : NULL, p * isz, &since);
+                if (!stop)
+                        nn_f32_commit(&call->out[0], &y);
         }
-        free(taps.mem);
+        ops_buf_free(taps.mem);
         nn_f32_done(&x);
         nn_f32_done(&y);
-        return rc ? ops_fail(err, errlen, -ENOMEM, "%s: out of memory", def->name) : 0;
+        if (rc)
+                return ops_fail(err, errlen, -ENOMEM, "%s: out of memory", def->name);
+        if (stop) {
+                ops_poll(def->name, err, errlen);
+                return -ECANCELED;
+        }
+        return 0;
 }
 
 static void pool_cost(const struct ops_def *def, enum pool_kind kind, int global,

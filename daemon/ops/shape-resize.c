@@ -347,16 +347,24 @@ static int rs_taps(const struct rs_params *p, int d, int64_t in, int64_t out, in
         return ident;
 }
 
-/* One separable pass along an axis: dst[o, i, :] = sum_t w * src[o, idx, :]. */
-static void rs_pass(double *dst, const double *src, int64_t outer, int64_t in, int64_t out,
-                    int64_t inner, const int64_t *idx, const double *w)
+/* One separable pass along an axis: dst[o, i, :] = sum_t w * src[o, idx, :]. Checks the run
+ * context every OPS_POLL_ELEMS outputs: 0, or -ECANCELED. */
+static int rs_pass(double *dst, const double *src, int64_t outer, int64_t in, int64_t out,
+                   int64_t inner, const int64_t *idx, const double *w)
 {
-        int64_t o, i, j;
+        int64_t o, i, j, since = 0;
         int t;
 
         for (o = 0; o < outer; o++) {
                 for (i = 0; i < out; i++) {
                         double *dr = dst + (o * out + i) * inner;
+
+                        since += inner;
+                        if (since >= OPS_POLL_ELEMS) {
+                                since = 0;
+                                if (ops_runctx_check(NULL, 0))
+                                        return -ECANCELED;
+                        }
 
                         memset(dr, 0, (size_t)inner * sizeof(*dr));
                         for (t = 0; t < 4; t++) {
@@ -370,6 +378,7 @@ static void rs_pass(double *dst, const double *src, int64_t outer, int64_t in, i
                         }
                 }
         }
+        return 0;
 }
 
 static int rs_run_def(const struct ops_def *def, const struct ops_call *call, char *err,
@@ -381,6 +390,7 @@ static int rs_run_def(const struct ops_def *def, const struct ops_call *call, ch
         uint8_t *oob[OPS_MAX_DIMS] = { 0 }, any_oob = 0;
         int ident[OPS_MAX_DIMS], r = x->ndim, d, rc = 0, b = 0;
         struct rs_params p;
+        char msg[200] = "";
 
         rc = rs_params(def, call, &p, err, errlen);
         if (rc)
@@ -429,14 +439,22 @@ static int rs_run_def(const struct ops_def *def, const struct ops_call *call, ch
         for (d = 0; d < r; d++) {
                 if (ident[d])
                         continue;
-                n = n / cur[d] * p.out[d];
+                /* an intermediate mixes upscaled and original axes: it can be larger
+                 * than input and output, so the product saturates (and then fails to
+                 * allocate) rather than wrap */
+                if (__builtin_mul_overflow(n / cur[d], p.out[d], &n))
+                        n = INT64_MAX / (int64_t)sizeof(double);
                 cur[d] = p.out[d];
                 biggest = n > biggest ? n : biggest;
         }
-        buf[0] = malloc((size_t)biggest * sizeof(double));
-        buf[1] = malloc((size_t)biggest * sizeof(double));
+        /* two intermediates in double, up to several times the output: charged to the
+         * run's budget */
+        buf[0] = ops_buf_alloc(ops_bytes((uint64_t)biggest, sizeof(double)), msg, sizeof(msg));
+        buf[1] = buf[0] ? ops_buf_alloc(ops_bytes((uint64_t)biggest, sizeof(double)), msg,
+                                        sizeof(msg))
+                        : NULL;
         if (!buf[0] || !buf[1]) {
-                rc = ops_fail(err, errlen, -ENOMEM, "%s: out of memory", def->name);
+                rc = ops_fail(err, errlen, -ENOMEM, "%s: %s", def->name, msg);
                 goto out;
         }
         shp_load_f64(x->dtype, x->data, 0, ops_tensor_numel(x), buf[0]);
@@ -450,7 +468,11 @@ static int rs_run_def(const struct ops_def *def, const struct ops_call *call, ch
                         outer *= cur[k];
                 for (k = d + 1; k < r; k++)
                         inner *= cur[k];
-                rs_pass(buf[!b], buf[b], outer, cur[d], p.out[d], inner, idx[d], w[d]);
+                if (rs_pass(buf[!b], buf[b], outer, cur[d], p.out[d], inner, idx[d], w[d])) {
+                        ops_poll(def->name, err, errlen); /* the recorded stop's message */
+                        rc = -ECANCELED;
+                        goto out;
+                }
                 cur[d] = p.out[d];
                 b = !b;
         }
@@ -475,8 +497,8 @@ out:
         free(idx[0]);
         free(w[0]);
         free(oob[0]);
-        free(buf[0]);
-        free(buf[1]);
+        ops_buf_free(buf[0]);
+        ops_buf_free(buf[1]);
         return rc;
 }
 

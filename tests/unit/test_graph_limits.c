@@ -574,9 +574,35 @@ START_TEST(test_kernel_cancel)
         (void)tile->run(&call, err, sizeof(err)); /* stops quietly: the code tells */
         ck_assert_int_eq(ctx.code, PROTO_E_CANCELLED);
         ck_assert(c[0] == 1 && c[E - 1] == -1);
+        /* MaxPool, whose work is the output times the kernel's extent */
+        {
+                const struct ops_def *pool = ops_lookup_onnx(NULL, "MaxPool", 12);
+                static const int64_t ks[2] = { 8, 8 };
+
+                ctx.code = 0;
+                memset(&call, 0, sizeof(call));
+                call.nin = 1;
+                call.nout = 1;
+                call.in[0] = f32v(4, (int64_t[]){ 1, 1, 1024, 1024 }, a);
+                call.out[0] = f32v(4, (int64_t[]){ 1, 1, 1017, 1017 }, c);
+                call.nattr = 1;
+                strcpy(call.attr[0].name, "kernel_shape");
+                call.attr[0].type = OPS_ATTR_INTS;
+                call.attr[0].n = 2;
+                call.attr[0].ints = ks;
+                ck_assert_int_eq(pool->run(&call, err, sizeof(err)), -ECANCELED);
+                ck_assert_msg(strstr(err, "MaxPool") && strstr(err, "cancelled"), "%s", err);
+                ck_assert_int_eq(ctx.code, PROTO_E_CANCELLED);
+        }
         ops_runctx_set(NULL);
 
         /* without a context nothing stops */
+        memset(&call, 0, sizeof(call));
+        call.nin = 2;
+        call.nout = 1;
+        call.in[0] = f32v(1, (int64_t[]){ 1024 }, a);
+        call.in[1] = (struct ops_tensor){ .dtype = I64, .ndim = 1, .dims = { 1 }, .data = reps };
+        call.out[0] = f32v(1, (int64_t[]){ E }, c);
         fill(c, E, -1);
         ck_assert_msg(tile->run(&call, err, sizeof(err)) == 0, "%s", err);
         ck_assert(c[E - 1] == 1);
