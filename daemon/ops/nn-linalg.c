@@ -329,13 +329,13 @@ static int ein_pair(const struct ein *e, const struct ein_view *a, const struct 
                 K *= e->ext[kl[i]];
         if (M > INT_MAX || N > INT_MAX || K > INT_MAX)
                 return -EINVAL;
-        pa = malloc((size_t)(B * M * K) * sizeof(double) + 1);
-        pb = malloc((size_t)(B * K * N) * sizeof(double) + 1);
-        c = malloc((size_t)(B * M * N) * sizeof(double) + 1);
+        pa = ops_buf_alloc((size_t)(B * M * K) * sizeof(double) + 1, NULL, 0);
+        pb = ops_buf_alloc((size_t)(B * K * N) * sizeof(double) + 1, NULL, 0);
+        c = ops_buf_alloc((size_t)(B * M * N) * sizeof(double) + 1, NULL, 0);
         if (!pa || !pb || !c) {
-                free(pa);
-                free(pb);
-                free(c);
+                ops_buf_free(pa);
+                ops_buf_free(pb);
+                ops_buf_free(c);
                 return -ENOMEM;
         }
         j = 0;
@@ -363,8 +363,8 @@ static int ein_pair(const struct ein *e, const struct ein_view *a, const struct 
                             (blasint)K, 1.0, pa + i * M * K, (blasint)K, pb + i * K * N,
                             (blasint)N, 0.0, c + i * M * N, (blasint)N);
         }
-        free(pa);
-        free(pb);
+        ops_buf_free(pa);
+        ops_buf_free(pb);
         /* the product's labels: batch, M, N, contiguous */
         r->n = 0;
         for (i = 0; i < nb; i++)
@@ -397,7 +397,7 @@ static int ein_run(const struct ops_call *call, char *err, size_t errlen)
         for (k = 0; k < e.nops; k++) {
                 int64_t m = ops_tensor_numel(&call->in[k]);
 
-                in[k] = malloc((size_t)m * sizeof(double) + 1);
+                in[k] = ops_buf_alloc((size_t)m * sizeof(double) + 1, NULL, 0);
                 if (!in[k]) {
                         rc = -ENOMEM;
                         goto out;
@@ -405,7 +405,7 @@ static int ein_run(const struct ops_call *call, char *err, size_t errlen)
                 for (i = 0; i < m; i++)
                         in[k][i] = nn_get(&call->in[k], i);
         }
-        res = malloc((size_t)n * sizeof(double) + 1);
+        res = ops_buf_alloc((size_t)n * sizeof(double) + 1, NULL, 0);
         if (!res) {
                 rc = -ENOMEM;
                 goto out;
@@ -425,7 +425,7 @@ static int ein_run(const struct ops_call *call, char *err, size_t errlen)
                 rc = ein_pair(&e, &acc, &v, need, nneed, &acc, &next);
                 if (rc)
                         goto out;
-                free(cur);
+                ops_buf_free(cur);
                 cur = next;
         }
         ein_pack(&e, &acc, e.out, e.nout, res);
@@ -433,9 +433,9 @@ static int ein_run(const struct ops_call *call, char *err, size_t errlen)
                 nn_put(&call->out[0], i, res[i]);
 out:
         for (k = 0; k < e.nops; k++)
-                free(in[k]);
-        free(cur);
-        free(res);
+                ops_buf_free(in[k]);
+        ops_buf_free(cur);
+        ops_buf_free(res);
         return rc ? ops_fail(err, errlen, rc, "Einsum: %s",
                              rc == -ENOMEM ? "out of memory" : "contraction too large")
                   : 0;
@@ -489,7 +489,7 @@ static int det_run(const struct ops_call *call, char *err, size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0];
         int64_t m = x->dims[x->ndim - 1], count = ops_tensor_numel(&call->out[0]), b, i, j, k;
-        double *a = malloc((size_t)(m * m) * sizeof(double) + 1);
+        double *a = ops_buf_alloc((size_t)(m * m) * sizeof(double) + 1, NULL, 0);
 
         if (!a)
                 return ops_fail(err, errlen, -ENOMEM, "Det: out of memory");
@@ -527,7 +527,7 @@ static int det_run(const struct ops_call *call, char *err, size_t errlen)
                 }
                 nn_put(&call->out[0], b, det);
         }
-        free(a);
+        ops_buf_free(a);
         return 0;
 }
 

@@ -211,8 +211,8 @@ static int sce_run(const struct ops_call *call, char *err, size_t errlen)
         rc = loss_shape_of(&ops_sce_loss_def, call, &s, err, errlen);
         if (rc)
                 return rc;
-        acc = malloc((size_t)(s.d ? s.d : 1) * sizeof(double));
-        mx = malloc((size_t)(s.d ? s.d : 1) * sizeof(float));
+        acc = ops_buf_alloc((size_t)(s.d ? s.d : 1) * sizeof(double), NULL, 0);
+        mx = ops_buf_alloc((size_t)(s.d ? s.d : 1) * sizeof(float), NULL, 0);
         rc = !acc || !mx || nn_f32_in(&call->in[0], &x);
         if (!rc) {
                 if (nn_want_out(call, 1)) {
@@ -220,7 +220,7 @@ static int sce_run(const struct ops_call *call, char *err, size_t errlen)
                 } else {
                         int64_t n = ops_tensor_numel(&call->in[0]);
 
-                        scratch = malloc((size_t)(n ? n : 1) * sizeof(float));
+                        scratch = ops_buf_alloc((size_t)(n ? n : 1) * sizeof(float), NULL, 0);
                         lp.p = scratch;
                         rc = !scratch;
                 }
@@ -228,8 +228,8 @@ static int sce_run(const struct ops_call *call, char *err, size_t errlen)
                         nn_f32_done(&x);
         }
         if (rc) {
-                free(acc);
-                free(mx);
+                ops_buf_free(acc);
+                ops_buf_free(mx);
                 return ops_fail(err, errlen, -ENOMEM, "SoftmaxCrossEntropyLoss: out of memory");
         }
         log_softmax_c(&s, x.p, lp.p, acc, mx);
@@ -238,10 +238,10 @@ static int sce_run(const struct ops_call *call, char *err, size_t errlen)
                 nn_f32_commit(&call->out[1], &lp);
         if (!scratch)
                 nn_f32_done(&lp);
-        free(scratch);
+        ops_buf_free(scratch);
         nn_f32_done(&x);
-        free(acc);
-        free(mx);
+        ops_buf_free(acc);
+        ops_buf_free(mx);
         return rc;
 }
 

@@ -108,13 +108,13 @@ static int bn_run(const struct ops_call *call, char *err, size_t errlen)
                 n = x->dims[0];
                 c = 1;
         }
-        stat = malloc((size_t)(4 * (c ? c : 1)) * sizeof(double));
+        stat = ops_buf_alloc((size_t)(4 * (c ? c : 1)) * sizeof(double), NULL, 0);
         if (!stat || load_views(call, which, 5, v)) {
-                free(stat);
+                ops_buf_free(stat);
                 return ops_fail(err, errlen, -ENOMEM, "BatchNormalization: out of memory");
         }
         if (nn_f32_out(&call->out[0], &y)) {
-                free(stat);
+                ops_buf_free(stat);
                 done_views(v, 5);
                 return ops_fail(err, errlen, -ENOMEM, "BatchNormalization: out of memory");
         }
@@ -169,7 +169,7 @@ static int bn_run(const struct ops_call *call, char *err, size_t errlen)
         }
         nn_f32_done(&y);
         done_views(v, 5);
-        free(stat);
+        ops_buf_free(stat);
         return 0;
 }
 
@@ -289,13 +289,13 @@ static int ln_run(const struct ops_call *call, char *err, size_t errlen)
         }
         if (!outer)
                 return 0;
-        map = malloc((size_t)(2 * (inner ? inner : 1)) * sizeof(int64_t));
+        map = ops_buf_alloc((size_t)(2 * (inner ? inner : 1)) * sizeof(int64_t), NULL, 0);
         if (!map || load_views(call, which, 3, v)) {
-                free(map);
+                ops_buf_free(map);
                 return ops_fail(err, errlen, -ENOMEM, "LayerNormalization: out of memory");
         }
         if (nn_f32_out(&call->out[0], &y)) {
-                free(map);
+                ops_buf_free(map);
                 done_views(v, 3);
                 return ops_fail(err, errlen, -ENOMEM, "LayerNormalization: out of memory");
         }
@@ -326,7 +326,7 @@ static int ln_run(const struct ops_call *call, char *err, size_t errlen)
         nn_f32_commit(&call->out[0], &y);
         nn_f32_done(&y);
         done_views(v, 3);
-        free(map);
+        ops_buf_free(map);
         return 0;
 }
 
@@ -457,13 +457,13 @@ static int lrn_run(const struct ops_call *call, char *err, size_t errlen)
 
         for (d = 2; d < x->ndim; d++)
                 plane *= x->dims[d];
-        sum = malloc((size_t)(plane ? plane : 1) * sizeof(double));
+        sum = ops_buf_alloc((size_t)(plane ? plane : 1) * sizeof(double), NULL, 0);
         if (!sum || nn_f32_in(x, &xv)) {
-                free(sum);
+                ops_buf_free(sum);
                 return ops_fail(err, errlen, -ENOMEM, "LRN: out of memory");
         }
         if (nn_f32_out(&call->out[0], &y)) {
-                free(sum);
+                ops_buf_free(sum);
                 nn_f32_done(&xv);
                 return ops_fail(err, errlen, -ENOMEM, "LRN: out of memory");
         }
@@ -488,7 +488,7 @@ static int lrn_run(const struct ops_call *call, char *err, size_t errlen)
         nn_f32_commit(&call->out[0], &y);
         nn_f32_done(&y);
         nn_f32_done(&xv);
-        free(sum);
+        ops_buf_free(sum);
         return 0;
 }
 
@@ -547,13 +547,13 @@ static int lpn_run(const struct ops_call *call, char *err, size_t errlen)
                 else if (d > axis)
                         inner *= x->dims[d];
         }
-        norm = malloc((size_t)(inner ? inner : 1) * sizeof(double));
+        norm = ops_buf_alloc((size_t)(inner ? inner : 1) * sizeof(double), NULL, 0);
         if (!norm || nn_f32_in(x, &xv)) {
-                free(norm);
+                ops_buf_free(norm);
                 return ops_fail(err, errlen, -ENOMEM, "LpNormalization: out of memory");
         }
         if (nn_f32_out(&call->out[0], &y)) {
-                free(norm);
+                ops_buf_free(norm);
                 nn_f32_done(&xv);
                 return ops_fail(err, errlen, -ENOMEM, "LpNormalization: out of memory");
         }
@@ -576,7 +576,7 @@ static int lpn_run(const struct ops_call *call, char *err, size_t errlen)
         nn_f32_commit(&call->out[0], &y);
         nn_f32_done(&y);
         nn_f32_done(&xv);
-        free(norm);
+        ops_buf_free(norm);
         return 0;
 }
 
@@ -656,13 +656,13 @@ static int mvn_run(const struct ops_call *call, char *err, size_t errlen)
         }
         if (!total)
                 return 0;
-        st = calloc((size_t)(2 * kept), sizeof(double));
+        st = ops_buf_alloc0(ops_bytes((size_t)(2 * kept), sizeof(double)), NULL, 0);
         if (!st || nn_f32_in(x, &xv)) {
-                free(st);
+                ops_buf_free(st);
                 return ops_fail(err, errlen, -ENOMEM, "MeanVarianceNormalization: out of memory");
         }
         if (nn_f32_out(&call->out[0], &y)) {
-                free(st);
+                ops_buf_free(st);
                 nn_f32_done(&xv);
                 return ops_fail(err, errlen, -ENOMEM, "MeanVarianceNormalization: out of memory");
         }
@@ -697,7 +697,7 @@ static int mvn_run(const struct ops_call *call, char *err, size_t errlen)
         nn_f32_commit(&call->out[0], &y);
         nn_f32_done(&y);
         nn_f32_done(&xv);
-        free(st);
+        ops_buf_free(st);
         return 0;
 }
 

@@ -96,11 +96,11 @@ static int64_t nms_select(const struct ops_call *call, int64_t *out)
 
         if (maxout <= 0 || !ns)
                 return 0;
-        cand = malloc((size_t)ns * sizeof(*cand));
-        kept = malloc((size_t)ns * 4 * sizeof(float));
+        cand = ops_buf_alloc((size_t)ns * sizeof(*cand), NULL, 0);
+        kept = ops_buf_alloc((size_t)ns * 4 * sizeof(float), NULL, 0);
         if (!cand || !kept) {
-                free(cand);
-                free(kept);
+                ops_buf_free(cand);
+                ops_buf_free(kept);
                 return -ENOMEM;
         }
         for (b = 0; b < nb; b++) {
@@ -137,8 +137,8 @@ static int64_t nms_select(const struct ops_call *call, int64_t *out)
                         }
                 }
         }
-        free(cand);
-        free(kept);
+        ops_buf_free(cand);
+        ops_buf_free(kept);
         return count;
 }
 
@@ -177,13 +177,13 @@ static int nms_run(const struct ops_call *call, char *err, size_t errlen)
                 return ops_fail(err, errlen, -ENOMEM, "NonMaxSuppression: out of memory");
         if (n != call->out[0].dims[0] || call->out[0].ndim != 2)
                 return ops_fail(err, errlen, -EINVAL, "NonMaxSuppression: output of wrong size");
-        tmp = malloc((size_t)(3 * n) * sizeof(int64_t) + 1);
+        tmp = ops_buf_alloc((size_t)(3 * n) * sizeof(int64_t) + 1, NULL, 0);
         if (!tmp || nms_select(call, tmp) < 0) {
-                free(tmp);
+                ops_buf_free(tmp);
                 return ops_fail(err, errlen, -ENOMEM, "NonMaxSuppression: out of memory");
         }
         memcpy(call->out[0].data, tmp, (size_t)(3 * n) * sizeof(int64_t));
-        free(tmp);
+        ops_buf_free(tmp);
         return 0;
 }
 

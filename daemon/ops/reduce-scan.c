@@ -289,7 +289,7 @@ static int topk_run_def(const struct ops_def *def, const struct ops_call *call, 
         shp_split3(x, ax, &outer, &n, &inner);
         if (!k || !outer || !inner)
                 return 0;
-        it = malloc((size_t)n * sizeof(*it));
+        it = ops_buf_alloc((size_t)n * sizeof(*it), NULL, 0);
         if (!it)
                 return ops_fail(err, errlen, -ENOMEM, "TopK: out of memory");
         ord.cls = shp_num_class(x->dtype);
@@ -321,7 +321,7 @@ static int topk_run_def(const struct ops_def *def, const struct ops_call *call, 
                         }
                 }
         }
-        free(it);
+        ops_buf_free(it);
         return 0;
 }
 

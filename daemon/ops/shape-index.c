@@ -80,7 +80,7 @@ static int64_t *idx_load(const char *op, const struct ops_tensor *t, int64_t n, 
 {
         int64_t m = ops_tensor_numel(t), i, *v;
 
-        v = malloc((size_t)(m ? m : 1) * sizeof(*v));
+        v = ops_buf_alloc((size_t)(m ? m : 1) * sizeof(*v), NULL, 0);
         if (!v) {
                 *rc = ops_fail(err, errlen, -ENOMEM, "%s: out of memory", op);
                 return NULL;
@@ -91,7 +91,7 @@ static int64_t *idx_load(const char *op, const struct ops_tensor *t, int64_t n, 
 
                 if (j < 0) {
                         *rc = idx_fail(op, v[i], n, err, errlen);
-                        free(v);
+                        ops_buf_free(v);
                         return NULL;
                 }
                 v[i] = j;
@@ -132,7 +132,7 @@ static int gather_run(const struct ops_call *call, char *err, size_t errlen)
                                        (const char *)x->data + (o * n + idx[k]) * (int64_t)row,
                                        row);
         }
-        free(idx);
+        ops_buf_free(idx);
         return 0;
 }
 

@@ -758,7 +758,7 @@ static int pad_run_def(const struct ops_def *def, const struct ops_call *call, c
         }
         for (d = 0; d < y->ndim; d++)
                 total += y->dims[d];
-        maps[0] = malloc((size_t)(total ? total : 1) * sizeof(int64_t));
+        maps[0] = ops_buf_alloc((size_t)(total ? total : 1) * sizeof(int64_t), NULL, 0);
         if (!maps[0])
                 return ops_fail(err, errlen, -ENOMEM, "Pad: out of memory");
         for (d = 0; d < y->ndim; d++) {
@@ -771,7 +771,7 @@ static int pad_run_def(const struct ops_def *def, const struct ops_call *call, c
         }
         shp_copy_mapped(esize(x), y->ndim, y->dims, y->data, x->data,
                         (const int64_t *const *)maps);
-        free(maps[0]);
+        ops_buf_free(maps[0]);
         return 0;
 }
 
@@ -1119,7 +1119,7 @@ static int rs_run(const struct ops_call *call, char *err, size_t errlen)
         }
         /* In place, reversal would read what it has overwritten: work from a copy. */
         if (y->data == x->data) {
-                tmp = malloc((size_t)ops_tensor_numel(x) * es);
+                tmp = ops_buf_alloc((size_t)ops_tensor_numel(x) * es, NULL, 0);
                 if (!tmp)
                         return ops_fail(err, errlen, -ENOMEM, "ReverseSequence: out of memory");
                 memcpy(tmp, x->data, (size_t)ops_tensor_numel(x) * es);
@@ -1141,7 +1141,7 @@ static int rs_run(const struct ops_call *call, char *err, size_t errlen)
                                          ss, in + (i * xs[b] + src * xs[t]) * (int64_t)es, ss);
                 }
         }
-        free(tmp);
+        ops_buf_free(tmp);
         return 0;
 }
 

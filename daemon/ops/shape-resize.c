@@ -402,9 +402,9 @@ static int rs_run_def(const struct ops_def *def, const struct ops_call *call, ch
                                 def->name);
         for (d = 0; d < r; d++)
                 total += p.out[d];
-        idx[0] = malloc((size_t)total * 4 * sizeof(int64_t));
-        w[0] = malloc((size_t)total * 4 * sizeof(double));
-        oob[0] = malloc((size_t)total);
+        idx[0] = ops_buf_alloc((size_t)total * 4 * sizeof(int64_t), NULL, 0);
+        w[0] = ops_buf_alloc((size_t)total * 4 * sizeof(double), NULL, 0);
+        oob[0] = ops_buf_alloc((size_t)total, NULL, 0);
         if (!idx[0] || !w[0] || !oob[0]) {
                 rc = ops_fail(err, errlen, -ENOMEM, "%s: out of memory", def->name);
                 goto out;
@@ -494,9 +494,9 @@ static int rs_run_def(const struct ops_def *def, const struct ops_call *call, ch
         }
         shp_store_f64(y->dtype, y->data, 0, ops_tensor_numel(y), buf[b]);
 out:
-        free(idx[0]);
-        free(w[0]);
-        free(oob[0]);
+        ops_buf_free(idx[0]);
+        ops_buf_free(w[0]);
+        ops_buf_free(oob[0]);
         ops_buf_free(buf[0]);
         ops_buf_free(buf[1]);
         return rc;

@@ -198,14 +198,14 @@ static int sm_compute(const struct ops_def *def, const struct ops_call *call, en
         if (rc)
                 return rc;
         slice = n * inner;
-        scratch = malloc((size_t)(2 * inner) * sizeof(double));
-        arg = malloc((size_t)inner * sizeof(*arg));
+        scratch = ops_buf_alloc((size_t)(2 * inner) * sizeof(double), NULL, 0);
+        arg = ops_buf_alloc((size_t)inner * sizeof(*arg), NULL, 0);
         if (wide)
-                tmp = malloc((size_t)slice * sizeof(float));
+                tmp = ops_buf_alloc((size_t)slice * sizeof(float), NULL, 0);
         if (!scratch || !arg || (wide && !tmp)) {
-                free(scratch);
-                free(arg);
-                free(tmp);
+                ops_buf_free(scratch);
+                ops_buf_free(arg);
+                ops_buf_free(tmp);
                 return ops_fail(err, errlen, -ENOMEM, "%s: out of memory", def->name);
         }
         for (o = 0; o < outer; o++) {
@@ -235,9 +235,9 @@ static int sm_compute(const struct ops_def *def, const struct ops_call *call, en
                                      scratch, arg);
                 }
         }
-        free(scratch);
-        free(arg);
-        free(tmp);
+        ops_buf_free(scratch);
+        ops_buf_free(arg);
+        ops_buf_free(tmp);
         return 0;
 }
 
