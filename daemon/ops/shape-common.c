@@ -683,9 +683,16 @@ void shp_fill(void *dst, int64_t n, const void *value, size_t esize)
         if (n <= 0)
                 return;
         memcpy(p, value, esize);
-        /* Doubling copies: log(n) memcpy calls whatever the element size. */
+        /* Doubling copies: log(n) memcpy calls whatever the element size, up to pieces of
+         * OPS_POLL_ELEMS elements with a check of the run context between them (a stop
+         * leaves the fill unfinished and the stop code recorded, as in shp_copy_strided). */
         for (done = 1; done < n; done += i) {
                 i = done < n - done ? done : n - done;
+                if (i > OPS_POLL_ELEMS) {
+                        i = OPS_POLL_ELEMS;
+                        if (ops_runctx_check(NULL, 0))
+                                return;
+                }
                 memcpy(p + done * (int64_t)esize, p, (size_t)(i * (int64_t)esize));
         }
 }
