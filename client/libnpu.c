@@ -61,7 +61,7 @@ struct npu_context {
         size_t nregions, regions_cap;
         void *stage_ptr;
         uint32_t stage_region;
-        pthread_mutex_t stage_mu;
+        pthread_mutex_t stage_mu;   /* the staging region; each synchronous operation whole */
 };
 
 static __thread char tls_message[4096]; /* graph_load lists every unsupported node */
@@ -247,8 +247,9 @@ static npu_status_t call_fds(npu_context_t *ctx, const char *method, json_t *par
         if (ret_result)
                 *ret_result = json_incref(result);
         json_decref(p.reply);
-        tls_message[0] = 0;
-        tls_task = 0;
+        /* The error detail stays that of the last failed call (npu.h): a caller commonly
+         * cleans up (npu_free, ...) before it reports a failure, and clearing it here
+         * handed it an empty message and task 0 for a failure the daemon had explained. */
         return NPU_OK;
 }
 
@@ -940,13 +941,16 @@ NPU_EXPORT npu_status_t npu_event_elapsed_ms(npu_context_t *ctx, npu_event_t sta
 
 /* ---- synchronous operations on a library-internal stream per device ---- */
 
-static npu_status_t internal_stream(npu_context_t *ctx, int device, npu_stream_t *ret)
+/* The stream's synchronize reports the first failure on it since the last one, whoever queued
+ * the failing task: so every synchronous operation (submit + synchronize) holds stage_mu from
+ * its submission to its synchronize, and another thread's failed memset never fails this
+ * thread's copy (nor is its error consumed by it). Caller holds stage_mu. */
+static npu_status_t internal_stream_locked(npu_context_t *ctx, int device, npu_stream_t *ret)
 {
         npu_status_t st = NPU_OK;
 
         if (device < 0 || device >= ctx->ndevices)
                 return fail(NPU_ERR_BAD_HANDLE, "buffer was not allocated through this context");
-        pthread_mutex_lock(&ctx->stage_mu);
         if (!ctx->internal_streams[device]) {
                 npu_stream_t s;
                 st = npu_stream_create(ctx, device, 0, &s);
@@ -954,7 +958,6 @@ static npu_status_t internal_stream(npu_context_t *ctx, int device, npu_stream_t
                         ctx->internal_streams[device] = s.id;
         }
         ret->id = ctx->internal_streams[device];
-        pthread_mutex_unlock(&ctx->stage_mu);
         return st;
 }
 
@@ -979,10 +982,14 @@ NPU_EXPORT npu_status_t npu_memset(npu_context_t *ctx, npu_buffer_t buf, uint64_
 
         if (!ctx)
                 return fail(NPU_ERR_INVALID, "npu_memset: NULL context");
-        st = internal_stream(ctx, buffer_device(ctx, buf), &s);
+        pthread_mutex_lock(&ctx->stage_mu);
+        st = internal_stream_locked(ctx, buffer_device(ctx, buf), &s);
         if (st == NPU_OK)
                 st = npu_memset_async(ctx, s, buf, offset, value, size, NULL);
-        return st == NPU_OK ? npu_stream_synchronize(ctx, s) : st;
+        if (st == NPU_OK)
+                st = npu_stream_synchronize(ctx, s);
+        pthread_mutex_unlock(&ctx->stage_mu);
+        return st;
 }
 
 NPU_EXPORT npu_status_t npu_memcpy_device(npu_context_t *ctx, npu_buffer_t dst, uint64_t dst_offset,
@@ -993,10 +1000,14 @@ NPU_EXPORT npu_status_t npu_memcpy_device(npu_context_t *ctx, npu_buffer_t dst, 
 
         if (!ctx)
                 return fail(NPU_ERR_INVALID, "npu_memcpy_device: NULL context");
-        st = internal_stream(ctx, buffer_device(ctx, dst), &s);
+        pthread_mutex_lock(&ctx->stage_mu);
+        st = internal_stream_locked(ctx, buffer_device(ctx, dst), &s);
         if (st == NPU_OK)
                 st = npu_memcpy_d2d_async(ctx, s, dst, dst_offset, src, src_offset, size, NULL);
-        return st == NPU_OK ? npu_stream_synchronize(ctx, s) : st;
+        if (st == NPU_OK)
+                st = npu_stream_synchronize(ctx, s);
+        pthread_mutex_unlock(&ctx->stage_mu);
+        return st;
 }
 
 static npu_status_t staged_copy(npu_context_t *ctx, int to_device, npu_buffer_t buf, uint64_t off,
@@ -1007,13 +1018,12 @@ static npu_status_t staged_copy(npu_context_t *ctx, int to_device, npu_buffer_t 
 
         if (!ctx || (!host && size))
                 return fail(NPU_ERR_INVALID, "memcpy: NULL argument");
-        st = internal_stream(ctx, buffer_device(ctx, buf), &s);
-        if (st != NPU_OK)
-                return st;
         if (off > UINT64_MAX - size)
                 return fail(NPU_ERR_OUT_OF_RANGE, "memcpy: offset + size overflows");
         pthread_mutex_lock(&ctx->stage_mu);
-        st = stage_get(ctx);
+        st = internal_stream_locked(ctx, buffer_device(ctx, buf), &s);
+        if (st == NPU_OK)
+                st = stage_get(ctx);
         for (uint64_t done = 0; st == NPU_OK && done < size;) {
                 uint64_t n = size - done < STAGE_SIZE ? size - done : STAGE_SIZE;
                 npu_region_t r = { ctx->stage_region };

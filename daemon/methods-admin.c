@@ -15,6 +15,23 @@
 
 static const char *const engine_names[OPS_ENGINE_COUNT] = { "cube", "vector", "aicpu", "dma" };
 
+/* A JSON string of a name the client chose. peer_identity keeps comm valid UTF-8; should some
+ * other source not, bytes beyond ASCII become '?' rather than the whole entry vanishing
+ * from the listing (json_pack fails on invalid UTF-8). NULL only without memory. */
+static json_t *client_text(const char *s)
+{
+        json_t *j = json_string(s);
+        char buf[256];
+        size_t i;
+
+        if (j)
+                return j;
+        for (i = 0; s[i] && i < sizeof(buf) - 1; i++)
+                buf[i] = (unsigned char)s[i] < 0x80 ? s[i] : '?';
+        buf[i] = 0;
+        return json_string(buf);
+}
+
 static json_t *device_json(struct npud *d, struct device *dev)
 {
         struct alloc_stats st;
@@ -36,15 +53,15 @@ static json_t *device_json(struct npud *d, struct device *dev)
                 nsessions += uses;
         }
         json_t *o = json_pack("{s:i, s:s, s:s, s:s, s:I, s:I, s:I, s:o, s:o, s:i, s:i, s:I, s:I}",
-                         "id", dev->id, "name", dev->name, "profile", dev->desc.profile,
-                         "health", device_health_name(dev->health),
-                         "memory_total", (json_int_t)dev->desc.mem_size,
-                         "memory_used", (json_int_t)dev->mem_used,
-                         "largest_free", (json_int_t)st.largest_free,
-                         "cores", cores, "utilization", util,
-                         "sessions", nsessions, "streams", (int)dev->streams,
-                         "tasks_completed", (json_int_t)dev->tasks_completed,
-                         "tasks_failed", (json_int_t)dev->tasks_failed);
+                                      "id", dev->id, "name", dev->name, "profile", dev->desc.profile,
+                                      "health", device_health_name(dev->health),
+                                      "memory_total", (json_int_t)dev->desc.mem_size,
+                                      "memory_used", (json_int_t)dev->mem_used,
+                                      "largest_free", (json_int_t)st.largest_free,
+                                      "cores", cores, "utilization", util,
+                                      "sessions", nsessions, "streams", (int)dev->streams,
+                                      "tasks_completed", (json_int_t)dev->tasks_completed,
+                                      "tasks_failed", (json_int_t)dev->tasks_failed);
         json_object_set_new(o, "draining", json_boolean(dev->draining));
         return o;
 }
@@ -76,20 +93,26 @@ static void method_sessions(struct request *req)
         TAILQ_FOREACH(s, &me->npud->sessions, link) {
                 if (!me->admin && s->uid != me->uid)
                         continue;
-                json_array_append_new(
-                        list,
-                        json_pack("{s:I, s:i, s:i, s:i, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
-                                  "id", (json_int_t)s->id, "pid", (int)s->pid, "uid", (int)s->uid,
-                                  "gid", (int)s->gid, "comm", s->comm,
-                                  "buffers", (json_int_t)s->handles.count[HANDLE_BUFFER],
-                                  "buffer_bytes", (json_int_t)s->buffer_bytes,
-                                  "regions", (json_int_t)s->handles.count[HANDLE_REGION],
-                                  "region_bytes", (json_int_t)s->region_bytes,
-                                  "streams", (json_int_t)s->handles.count[HANDLE_STREAM],
-                                  "events", (json_int_t)s->handles.count[HANDLE_EVENT],
-                                  "queued_tasks", (json_int_t)s->queued_tasks,
-                                  "tasks_submitted", (json_int_t)s->tasks_submitted,
-                                  "tasks_completed", (json_int_t)s->tasks_completed));
+                json_t *o = json_pack("{s:I, s:i, s:i, s:i, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+                                      "id", (json_int_t)s->id, "pid", (int)s->pid, "uid", (int)s->uid,
+                                      "gid", (int)s->gid, "comm", client_text(s->comm),
+                                      "buffers", (json_int_t)s->handles.count[HANDLE_BUFFER],
+                                      "buffer_bytes", (json_int_t)s->buffer_bytes,
+                                      "regions", (json_int_t)s->handles.count[HANDLE_REGION],
+                                      "region_bytes", (json_int_t)s->region_bytes,
+                                      "streams", (json_int_t)s->handles.count[HANDLE_STREAM],
+                                      "events", (json_int_t)s->handles.count[HANDLE_EVENT],
+                                      "queued_tasks", (json_int_t)s->queued_tasks,
+                                      "tasks_submitted", (json_int_t)s->tasks_submitted,
+                                      "tasks_completed", (json_int_t)s->tasks_completed);
+                /* a listing that silently leaves a session out would mislead: fail instead */
+                if (json_array_append_new(list, o) < 0) {
+                        json_decref(list);
+                        session_reply_error(me, req->id, PROTO_E_LIMIT,
+                                            "sessions: session %llu cannot be listed (out of memory)",
+                                            (unsigned long long)s->id);
+                        return;
+                }
         }
         session_reply_result(me, req->id, json_pack("{s:o, s:b}", "sessions", list, "all", me->admin));
 }

@@ -181,6 +181,23 @@ static void method_health(struct request *req)
         session_reply_result(req->session, req->id, json_pack("{s:o}", "devices", list));
 }
 
+/* A JSON string of a name the client chose. peer_identity keeps comm valid UTF-8; should some
+ * other source not, bytes beyond ASCII become '?' rather than the whole entry vanishing
+ * from the listing (json_pack fails on invalid UTF-8). NULL only without memory. */
+static json_t *client_text(const char *s)
+{
+        json_t *j = json_string(s);
+        char buf[256];
+        size_t i;
+
+        if (j)
+                return j;
+        for (i = 0; s[i] && i < sizeof(buf) - 1; i++)
+                buf[i] = (unsigned char)s[i] < 0x80 ? s[i] : '?';
+        buf[i] = 0;
+        return json_string(buf);
+}
+
 static json_t *mem_device_json(struct request *req, struct device *dev)
 {
         struct session *me = req->session, *s;
@@ -192,17 +209,21 @@ static json_t *mem_device_json(struct request *req, struct device *dev)
         TAILQ_FOREACH(s, &me->npud->sessions, link) {
                 if ((!me->admin && s->uid != me->uid) || !s->dev_bytes || !s->dev_bytes[dev->id])
                         continue;
-                json_array_append_new(sessions,
-                                      json_pack("{s:I, s:i, s:i, s:s, s:s, s:I}", "id", (json_int_t)s->id,
-                                                "pid", (int)s->pid, "uid", (int)s->uid, "comm", s->comm,
-                                                "tenant", session_tenant_name(s), "bytes",
-                                                (json_int_t)s->dev_bytes[dev->id]));
+                /* a holder left out would hide memory in use: no list rather than a short one */
+                if (json_array_append_new(sessions,
+                                          json_pack("{s:I, s:i, s:i, s:o, s:s, s:I}", "id", (json_int_t)s->id,
+                                                    "pid", (int)s->pid, "uid", (int)s->uid,
+                                                    "comm", client_text(s->comm),
+                                                    "tenant", session_tenant_name(s), "bytes",
+                                                    (json_int_t)s->dev_bytes[dev->id])) < 0)
+                        goto fail;
         }
         for (int i = 0; i < reg->ntenants; i++) {
                 const struct tenant *t = reg->tenants[i];
-                if (dev->id < t->ndevices && t->dev[dev->id].mem_used)
-                        json_array_append_new(tenants, json_pack("{s:s, s:I}", "name", t->pol.name, "bytes",
-                                                                 (json_int_t)t->dev[dev->id].mem_used));
+                if (dev->id < t->ndevices && t->dev[dev->id].mem_used &&
+                    json_array_append_new(tenants, json_pack("{s:s, s:I}", "name", t->pol.name, "bytes",
+                                                             (json_int_t)t->dev[dev->id].mem_used)) < 0)
+                        goto fail;
         }
         /* Fragmentation: how much of the free memory cannot be had in one piece. */
         double frag = st.free_bytes ? 1.0 - (double)st.largest_free / (double)st.free_bytes : 0.0;
@@ -214,6 +235,10 @@ static json_t *mem_device_json(struct request *req, struct device *dev)
                          "free_segments", (json_int_t)st.free_segments,
                          "live_blocks", (json_int_t)st.live_blocks,
                          "fragmentation", frag, "sessions", sessions, "tenants", tenants);
+fail:
+        json_decref(sessions);
+        json_decref(tenants);
+        return NULL;
 }
 
 static void method_mem(struct request *req)
@@ -229,8 +254,13 @@ static void method_mem(struct request *req)
                 return;
         list = json_array();
         for (int i = 0; i < d->devices.count; i++)
-                if (!one || one == &d->devices.devices[i])
-                        json_array_append_new(list, mem_device_json(req, &d->devices.devices[i]));
+                if ((!one || one == &d->devices.devices[i]) &&
+                    json_array_append_new(list, mem_device_json(req, &d->devices.devices[i])) < 0) {
+                        json_decref(list);
+                        session_reply_error(req->session, req->id, PROTO_E_LIMIT,
+                                            "mem: device %d cannot be listed (out of memory)", i);
+                        return;
+                }
         session_reply_result(req->session, req->id,
                              json_pack("{s:o, s:b}", "devices", list, "all", req->session->admin));
 }

@@ -151,6 +151,14 @@ static void task_retire(struct task *t, int failed)
 static void reply_with_error(struct session *s, uint64_t id, const struct stream_error *e)
 {
         json_t *body = proto_reply_error(e->code, e->message);
+        if (!body) { /* not valid UTF-8: a dropped reply would leave the client waiting forever */
+                char ascii[sizeof(e->message)];
+                size_t i;
+                for (i = 0; e->message[i] && i < sizeof(ascii) - 1; i++)
+                        ascii[i] = (unsigned char)e->message[i] < 0x80 ? e->message[i] : '?';
+                ascii[i] = 0;
+                body = proto_reply_error(e->code, ascii);
+        }
         json_object_set_new(json_object_get(body, "error"), "task", json_integer((json_int_t)e->seq));
         session_send_json(s, PROTO_KIND_REPLY, id, body);
 }
@@ -524,12 +532,19 @@ static void task_account(struct npud *d, struct stream *st, struct task *t, int 
                                   dev->id, status != 0, end_ns - t->enqueue_ns);
         }
         if (status && status != PROTO_E_CANCELLED && !st->error.code) {
-                if (st->session)
-                        session_task_failed(st->session, st, t->seq, status,
-                                            t->item.err[0] ? t->item.err : "task failed");
-                else {
+                /* every recorded error names what failed: event records copy it on */
+                char msg[128];
+                if (!t->item.err[0])
+                        snprintf(msg, sizeof(msg), "failed with '%s' (no detail from device %d)",
+                                 proto_error_name(status), dev->id);
+                const char *why = t->item.err[0] ? t->item.err : msg;
+                if (st->session) {
+                        session_task_failed(st->session, st, t->seq, status, why);
+                } else { /* session gone: no notification, but the record is complete */
                         st->error.code = status;
                         st->error.seq = t->seq;
+                        snprintf(st->error.message, sizeof(st->error.message), "task %llu: %.200s",
+                                 (unsigned long long)t->seq, why);
                 }
         }
 }

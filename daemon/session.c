@@ -507,6 +507,25 @@ static void peer_identity(struct session *s)
                 }
                 close(fd);
         }
+        /* The process chose its name (prctl PR_SET_NAME takes any bytes), but the JSON and
+         * D-Bus listings of the session need valid UTF-8: every byte that does not belong to
+         * a well-formed sequence (overlong, surrogate, beyond U+10FFFF, cut) becomes '?'. */
+        for (size_t i = 0; s->comm[i];) {
+                unsigned char c = (unsigned char)s->comm[i];
+                size_t need = c < 0x80 ? 0 : c >= 0xc2 && c <= 0xdf ? 1 : c >= 0xe0 && c <= 0xef ? 2
+                            : c >= 0xf0 && c <= 0xf4 ? 3 : 4, k = 1;
+                for (; need < 4 && k <= need; k++) {
+                        unsigned char x = (unsigned char)s->comm[i + k]; /* the NUL stops it */
+                        unsigned char lo = k > 1 ? 0x80 : c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80;
+                        unsigned char hi = k > 1 ? 0xbf : c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
+                        if (x < lo || x > hi)
+                                break;
+                }
+                if (need == 4 || k <= need)
+                        s->comm[i++] = '?';
+                else
+                        i += need + 1;
+        }
         const struct npud_config *c = &s->npud->config;
         gid_t groups[256];
         socklen_t glen = sizeof(groups);

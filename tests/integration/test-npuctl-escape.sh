@@ -6,6 +6,8 @@
 # \u009b) in place, and --json must carry the exact name JSON-escaped. Daemon error messages
 # (which quote what the client sent) and echoed arguments are escaped too, invalid UTF-8
 # included. (Tenant names cannot hold control characters: npud's configuration refuses them.)
+# A client whose name is not valid UTF-8 (byte 0xff) is still listed by sessions and mem,
+# with '?' for the bad byte (npud makes comm valid UTF-8 when it reads it).
 # Usage: test-npuctl-escape.sh BUILD_DIR
 set -u
 build=${1:-build}
@@ -63,6 +65,10 @@ hold_pid=$!; pids="$pids $hold_pid"
 until_ok 10 grep -q ready "$dir/hold.out" || { echo "FAIL: npuctl-hold did not allocate: $(cat "$dir/hold.out")"; exit 1; }
 [ "$(cat /proc/$hold_pid/comm)" = "$comm" ] && pass "the client's comm holds the sequences" \
         || fail "comm not set: $(od -c /proc/$hold_pid/comm)"
+# a second client, on device 0, whose name is not valid UTF-8
+"$hold" --name "$(printf 'bad\377name')" "$sock" 0 65536 120 >"$dir/hold2.out" 2>&1 &
+hold2_pid=$!; pids="$pids $hold2_pid"
+until_ok 10 grep -q ready "$dir/hold2.out" || { echo "FAIL: npuctl-hold (0xff) did not allocate: $(cat "$dir/hold2.out")"; exit 1; }
 "$build/bin/example-matmul" "$sock" >/dev/null 2>&1 || fail "example-matmul (load for sched and top)"
 
 # listings that show the process name, and the others
@@ -104,6 +110,24 @@ d=json.load(open(sys.argv[1]))['devices'][0]
 assert d['sessions'][0]['comm'] == sys.argv[2], d['sessions']" "$dir/out" "$comm" 2>"$dir/pyerr" \
         && pass "mem JSON carries the exact comm" || { fail "mem JSON: $(tail -1 "$dir/pyerr")"; show "$dir/out"; }
 
+# the client named with byte 0xff: listed (not dropped), its name made valid UTF-8
+"$npuctl" --socket "$sock" --json sessions >"$dir/out" 2>&1
+python3 -c "import json,sys
+j=json.load(open(sys.argv[1]))
+m=[s for s in j if s['pid'] == int(sys.argv[2])]
+assert m and m[0]['comm'] == 'bad?name', m or [s['pid'] for s in j]" "$dir/out" "$hold2_pid" 2>"$dir/pyerr" \
+        && pass "sessions JSON lists the 0xff-named client as bad?name" || { fail "sessions JSON (0xff): $(tail -1 "$dir/pyerr")"; show "$dir/out"; }
+"$npuctl" --socket "$sock" --json mem 0 >"$dir/out" 2>&1
+python3 -c "import json,sys
+d=json.load(open(sys.argv[1]))['devices'][0]
+m=[s for s in d['sessions'] if s['pid'] == int(sys.argv[2])]
+assert m and m[0]['comm'] == 'bad?name' and m[0]['bytes'] >= 65536, d['sessions']" "$dir/out" "$hold2_pid" 2>"$dir/pyerr" \
+        && pass "mem JSON lists the 0xff-named client as bad?name" || { fail "mem JSON (0xff): $(tail -1 "$dir/pyerr")"; show "$dir/out"; }
+run "sessions (0xff client)" sessions
+has "$dir/out" "bad?name" "sessions shows the 0xff-named client"
+run "mem 0 (0xff client)" mem 0
+has "$dir/out" "bad?name" "mem shows the 0xff-named client"
+
 # messages from the daemon (they quote what was sent) and echoed arguments
 bad=$(printf 'z\033[2J')
 "$npuctl" --socket "$sock" quota set "$bad" 1G >"$dir/out" 2>"$dir/err"
@@ -124,7 +148,7 @@ has "$dir/err" 'a\\x1b' "a backslash is escaped, so the escaped form cannot be f
 "$npuctl" --socket "$sock" quota set "$(printf 'caf\303\251')" 1G >"$dir/out" 2>"$dir/err"
 grep -q "$(printf 'caf\303\251')" "$dir/err" && pass "UTF-8 letters stay" || { fail "UTF-8 letters changed"; show "$dir/err"; }
 
-kill "$hold_pid" 2>/dev/null
+kill "$hold_pid" "$hold2_pid" 2>/dev/null
 kill "$npud_pid" 2>/dev/null
 wait "$npud_pid" 2>/dev/null
 if [ $fails -gt 0 ]; then echo "test-npuctl-escape: $fails failure(s)"; exit 1; fi
