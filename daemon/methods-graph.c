@@ -146,6 +146,17 @@ static void charge(struct session *s, struct graph_obj *o, int sign)
         }
 }
 
+void graph_obj_release(struct session *s, struct graph_obj *o)
+{
+        if (o->weights) { /* the weights buffer keeps the tenant's charge until its last user */
+                s->dev_bytes[o->dev->id] -= o->charged;
+                buffer_keep_charge(o->weights, s->tenant, o->charged);
+        } else {
+                charge(s, o, -1);
+        }
+        graph_obj_unref(o);
+}
+
 /* ---- methods ---- */
 
 /* {"name","dtype","shape"}: shape null when the rank is open, -1 for open extents. */
@@ -307,8 +318,7 @@ static void method_graph_unload(struct request *req)
                                     "graph_unload: graph handle %" PRIu64 " is unknown or already unloaded", h);
                 return;
         }
-        charge(s, o, -1);
-        graph_obj_unref(o); /* the weights return once runs using the graph have completed */
+        graph_obj_release(s, o);
         session_reply_result(s, req->id, NULL);
 }
 

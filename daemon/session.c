@@ -749,7 +749,7 @@ static void release_handle(enum handle_type type, void *obj, void *userdata)
                 stream_unref(obj);
                 break;
         case HANDLE_EVENT: evt_unref(obj); break;
-        case HANDLE_GRAPH: graph_obj_unref(obj); break;
+        case HANDLE_GRAPH: graph_obj_release(userdata, obj); break;
         default: break;
         }
 }

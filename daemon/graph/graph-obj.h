@@ -34,6 +34,10 @@ struct graph_obj {
 
 struct graph_obj *graph_obj_ref(struct graph_obj *o);
 void graph_obj_unref(struct graph_obj *o);
+/* The session gives up its handle to o (unload, session end): the weights stay charged to the
+ * tenant until runs still using them have completed, then o's reference is dropped. */
+struct session;
+void graph_obj_release(struct session *s, struct graph_obj *o);
 
 /* Release a prepared run (the task's reference to its graph). NULL is fine. */
 void graph_bind_free(struct graph_bind *b);

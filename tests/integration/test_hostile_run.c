@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "harness.h"
 #include "npu.h"
 
@@ -183,11 +185,13 @@ static void pb_node(struct pb *g, const char *op, const char *const *in, int nin
 }
 
 /* Loop(M, cond, v) whose body passes cond and v through: with M = INT64_MAX and cond true
- * it never ends by itself. */
-static void endless_model(struct pb *m)
+ * it never ends by itself. weighted: v goes through Add(v, w) with an initializer w first, so
+ * the graph has weights in device memory. */
+static void endless_model_w(struct pb *m, int weighted)
 {
         struct pb body = { .n = 0 }, g = { .n = 0 }, opset = { .n = 0 };
         const char *cin[] = { "cond_in" }, *vin[] = { "v_in" }, *lin[] = { "M", "cond", "v" };
+        const char *ain[] = { "v", "w" }, *lwin[] = { "M", "cond", "vw" };
 
         memset(m, 0, sizeof(*m));
         pb_node(&body, "Identity", cin, 1, "cond_out", NULL, NULL, 0);
@@ -198,7 +202,19 @@ static void endless_model(struct pb *m)
         pb_value(&body, 11, "v_in", 1, 1);
         pb_value(&body, 12, "cond_out", 9, -1);
         pb_value(&body, 12, "v_out", 1, 1);
-        pb_node(&g, "Loop", lin, 3, "v_final", &body, NULL, 0);
+        if (weighted) {
+                struct pb w = { .n = 0 };
+                float one = 1.0f;
+                pb_varint(&w, 1, 1);   /* dims */
+                pb_varint(&w, 2, 1);   /* FLOAT */
+                pb_str(&w, 8, "w");
+                pb_bytes(&w, 9, &one, sizeof(one));
+                pb_msg(&g, 5, &w);     /* initializer */
+                pb_node(&g, "Add", ain, 2, "vw", NULL, NULL, 0);
+                pb_node(&g, "Loop", lwin, 3, "v_final", &body, NULL, 0);
+        } else {
+                pb_node(&g, "Loop", lin, 3, "v_final", &body, NULL, 0);
+        }
         pb_str(&g, 2, "endless");
         pb_value(&g, 11, "M", 7, -1);
         pb_value(&g, 11, "cond", 9, -1);
@@ -217,6 +233,11 @@ struct loop_run {
         npu_stream_t s;
         npu_buffer_t in, out;
 };
+
+static void endless_model(struct pb *m)
+{
+        endless_model_w(m, 0);
+}
 
 /* ReduceSum(ConstantOfShape(shape)): the intermediate is as large as the client says, the
  * output one float. */
@@ -393,6 +414,51 @@ static int attack_and_hold(void *arg)
                 pause();
 }
 
+/* The attacker: an endless run of a graph with weights, then unload the graph while the run
+ * goes on; tell the parent, wait to be killed. */
+static int attack_unload_and_hold(void *arg)
+{
+        int fd = *(int *)arg;
+        npu_context_t *c;
+        struct loop_run r;
+        struct pb model;
+        uint8_t host[64] = { 0 };
+        int64_t trips = INT64_MAX;
+
+        endless_model_w(&model, 1);
+        if (npu_connect(daemon_proc.sock, &c) != NPU_OK ||
+            npu_graph_load(c, 0, model.b, model.n, &r.g) != NPU_OK ||
+            npu_malloc(c, 0, 64, &r.in) != NPU_OK || npu_malloc(c, 0, 64, &r.out) != NPU_OK ||
+            npu_stream_create(c, 0, 0, &r.s) != NPU_OK)
+                return 2;
+        memcpy(host, &trips, sizeof(trips));
+        host[8] = 1;
+        if (npu_memcpy_to_device(c, r.in, 0, host, sizeof(host)) != NPU_OK ||
+            loop_start(c, &r) != NPU_OK || npu_graph_unload(c, r.g) != NPU_OK ||
+            npu_ping(c) != NPU_OK || write(fd, "x", 1) != 1)
+                return 3;
+        for (;;)
+                pause();
+}
+
+/* memory_used of tenant name ("tenants" admin method). */
+static long long tenant_memory_used(const char *name)
+{
+        char *text = NULL;
+        long long used = -1;
+        json_t *t;
+        size_t i;
+
+        OK(npu_admin_call(ctx, "tenants", NULL, &text));
+        json_t *root = json_loads(text, 0, NULL);
+        free(text);
+        json_array_foreach(json_object_get(root, "tenants"), i, t)
+                if (strcmp(json_string_value(json_object_get(t, "name")), name) == 0)
+                        used = json_integer_value(json_object_get(t, "memory_used"));
+        json_decref(root);
+        return used;
+}
+
 static pid_t spawn_holder(void)
 {
         int p[2];
@@ -463,6 +529,33 @@ START_TEST(test_endless_runs_leave_a_worker)
                 root_work_completes();
                 kill(pid, SIGKILL);
                 waitpid(pid, NULL, 0);
+        }
+        stop_daemon();
+}
+END_TEST
+
+/* Unloading a graph while a run still uses it keeps its weights charged to the tenant until
+ * the run ends (here: cancelled when the client dies). */
+START_TEST(test_unloaded_weights_stay_charged)
+{
+        start_daemon(0, 0, "compute");
+        if (attacker_uid) {
+                int p[2];
+                char ch;
+                ck_assert_int_eq(pipe(p), 0);
+                pid_t pid = harness_spawn_as(attacker_uid, attacker_gid, attack_unload_and_hold, &p[1]);
+                ck_assert_int_gt(pid, 0);
+                close(p[1]);
+                ck_assert_msg(read(p[0], &ch, 1) == 1, "the attacker could not start");
+                close(p[0]);
+                /* two 64-byte buffers and the weights, each a 512-byte granule */
+                ck_assert_int_eq(tenant_memory_used("attack"), 3 * 512);
+                kill(pid, SIGKILL);
+                waitpid(pid, NULL, 0);
+                for (int i = 0; i < 100 && tenant_memory_used("attack") != 0; i++)
+                        usleep(20 * 1000);
+                ck_assert_int_eq(tenant_memory_used("attack"), 0);
+                root_work_completes();
         }
         stop_daemon();
 }
@@ -586,6 +679,7 @@ static Suite *suite(void)
         tcase_add_test(tc, test_run_time_limit);
         tcase_add_test(tc, test_killed_client_runs_cancelled);
         tcase_add_test(tc, test_endless_runs_leave_a_worker);
+        tcase_add_test(tc, test_unloaded_weights_stay_charged);
         tcase_add_test(tc, test_reset_cancels_running);
         tcase_add_test(tc, test_shutdown_with_endless_runs);
         tcase_add_test(tc, test_slow_fault_isolated_compute);
