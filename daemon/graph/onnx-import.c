@@ -924,6 +924,13 @@ int onnx_import(const void *data, size_t len, const struct onnx_import_env *env,
                 rc = imp_fail(&im, PROTO_E_INVALID, "the model has no graph");
                 goto out;
         }
+        /* Every node looks its domain up in this list: a model listing millions of them
+         * would make the import quadratic. Real models import a handful. */
+        if (m->n_opset_import > ONNX_MAX_OPSET_IMPORTS) {
+                rc = imp_fail(&im, PROTO_E_LIMIT, "the model imports %zu operator sets, more than %d",
+                              m->n_opset_import, ONNX_MAX_OPSET_IMPORTS);
+                goto out;
+        }
         for (size_t i = 0; i < m->n_opset_import; i++) {
                 const Onnx__OperatorSetIdProto *o = m->opset_import[i];
                 if (!o->has_version || o->version < 1 || o->version > INT32_MAX) {

@@ -30,6 +30,8 @@ struct onnx_import_env {
 
 /* Largest model accepted (the daemon's limit for graph_load). */
 #define ONNX_MAX_MODEL_BYTES (1ull << 30)
+/* opset_import entries a model may list (each node's domain is looked up among them). */
+#define ONNX_MAX_OPSET_IMPORTS 256
 
 /* Import the model in data[0..len); env may be NULL (see above). 0 with *ret set, or a
  * PROTO_E_* code (INVALID for a malformed model, UNSUPPORTED for unknown operators or types,

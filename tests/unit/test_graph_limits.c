@@ -723,6 +723,36 @@ START_TEST(test_import_colliding_names)
 }
 END_TEST
 
+/* Each node's domain is looked up in the model's opset_import list, so an import of millions
+ * of entries would be quadratic in the model's size: more than ONNX_MAX_OPSET_IMPORTS are
+ * refused. */
+START_TEST(test_opset_import_limit)
+{
+        struct pb m = { 0 }, g = { 0 };
+        struct graph *gr = NULL;
+        char err[512] = "", dom[32];
+
+        pb_int(&m, 1, 8);
+        for (int i = 0; i <= ONNX_MAX_OPSET_IMPORTS; i++) {
+                struct pb o = { 0 };
+
+                snprintf(dom, sizeof(dom), "com.d%d", i);
+                pb_str(&o, 1, i ? dom : "");
+                pb_int(&o, 2, 13);
+                pb_msg(&m, 8, &o);
+        }
+        pb_node(&g, NULL, "Identity", "id", 1, (const char *[]){ "x" }, 1, (const char *[]){ "y" });
+        pb_value(&g, 11, "x", F32, 1, (const int64_t[]){ 4 });
+        pb_value(&g, 12, "y", F32, 1, (const int64_t[]){ 4 });
+        pb_str(&g, 2, "g");
+        pb_msg(&m, 7, &g);
+        ck_assert_int_eq(onnx_import(m.p, m.n, NULL, &gr, err, sizeof(err)), PROTO_E_LIMIT);
+        ck_assert_msg(strstr(err, "operator sets"), "%s", err);
+        ck_assert_ptr_null(gr);
+        free(m.p);
+}
+END_TEST
+
 static Suite *limits_suite(void)
 {
         Suite *s = suite_create("graph-limits");
@@ -740,6 +770,7 @@ static Suite *limits_suite(void)
         tcase_add_test(tc, test_only_empty_initializer);
         tcase_add_test(tc, test_siphash_vectors);
         tcase_add_test(tc, test_import_colliding_names);
+        tcase_add_test(tc, test_opset_import_limit);
         suite_add_tcase(s, tc);
         return s;
 }
