@@ -56,6 +56,23 @@ void dispatch_request(struct request *req)
         m->handler(req);
 }
 
+/* A JSON string of a name the client chose. peer_identity keeps comm valid UTF-8; should some
+ * other source not, bytes beyond ASCII become '?' rather than the whole entry vanishing
+ * from the listing (json_pack fails on invalid UTF-8). NULL only without memory. */
+json_t *json_client_text(const char *s)
+{
+        json_t *j = json_string(s);
+        char buf[256];
+        size_t i;
+
+        if (j)
+                return j;
+        for (i = 0; s[i] && i < sizeof(buf) - 1; i++)
+                buf[i] = (unsigned char)s[i] < 0x80 ? s[i] : '?';
+        buf[i] = 0;
+        return json_string(buf);
+}
+
 int params_only(struct request *req, const char *const *allowed)
 {
         const char *key;

@@ -49,6 +49,8 @@ extern const struct method methods_graph[];
 /* Parameter helpers: 0 or -EINVAL with an error reply already sent naming the key. */
 int param_u64(struct request *req, const char *key, uint64_t max, uint64_t *ret);
 int param_u64_opt(struct request *req, const char *key, uint64_t max, uint64_t def, uint64_t *ret);
+/* A JSON string of a client-chosen name, never NULL-by-encoding (see dispatch.c). */
+json_t *json_client_text(const char *s);
 /* Reject keys outside the allowed list (NULL-terminated). */
 int params_only(struct request *req, const char *const *allowed);
 

@@ -15,23 +15,6 @@
 
 static const char *const engine_names[OPS_ENGINE_COUNT] = { "cube", "vector", "aicpu", "dma" };
 
-/* A JSON string of a name the client chose. peer_identity keeps comm valid UTF-8; should some
- * other source not, bytes beyond ASCII become '?' rather than the whole entry vanishing
- * from the listing (json_pack fails on invalid UTF-8). NULL only without memory. */
-static json_t *client_text(const char *s)
-{
-        json_t *j = json_string(s);
-        char buf[256];
-        size_t i;
-
-        if (j)
-                return j;
-        for (i = 0; s[i] && i < sizeof(buf) - 1; i++)
-                buf[i] = (unsigned char)s[i] < 0x80 ? s[i] : '?';
-        buf[i] = 0;
-        return json_string(buf);
-}
-
 static json_t *device_json(struct npud *d, struct device *dev)
 {
         struct alloc_stats st;
@@ -95,7 +78,7 @@ static void method_sessions(struct request *req)
                         continue;
                 json_t *o = json_pack("{s:I, s:i, s:i, s:i, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
                                       "id", (json_int_t)s->id, "pid", (int)s->pid, "uid", (int)s->uid,
-                                      "gid", (int)s->gid, "comm", client_text(s->comm),
+                                      "gid", (int)s->gid, "comm", json_client_text(s->comm),
                                       "buffers", (json_int_t)s->handles.count[HANDLE_BUFFER],
                                       "buffer_bytes", (json_int_t)s->buffer_bytes,
                                       "regions", (json_int_t)s->handles.count[HANDLE_REGION],

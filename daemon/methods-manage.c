@@ -181,23 +181,6 @@ static void method_health(struct request *req)
         session_reply_result(req->session, req->id, json_pack("{s:o}", "devices", list));
 }
 
-/* A JSON string of a name the client chose. peer_identity keeps comm valid UTF-8; should some
- * other source not, bytes beyond ASCII become '?' rather than the whole entry vanishing
- * from the listing (json_pack fails on invalid UTF-8). NULL only without memory. */
-static json_t *client_text(const char *s)
-{
-        json_t *j = json_string(s);
-        char buf[256];
-        size_t i;
-
-        if (j)
-                return j;
-        for (i = 0; s[i] && i < sizeof(buf) - 1; i++)
-                buf[i] = (unsigned char)s[i] < 0x80 ? s[i] : '?';
-        buf[i] = 0;
-        return json_string(buf);
-}
-
 static json_t *mem_device_json(struct request *req, struct device *dev)
 {
         struct session *me = req->session, *s;
@@ -213,7 +196,7 @@ static json_t *mem_device_json(struct request *req, struct device *dev)
                 if (json_array_append_new(sessions,
                                           json_pack("{s:I, s:i, s:i, s:o, s:s, s:I}", "id", (json_int_t)s->id,
                                                     "pid", (int)s->pid, "uid", (int)s->uid,
-                                                    "comm", client_text(s->comm),
+                                                    "comm", json_client_text(s->comm),
                                                     "tenant", session_tenant_name(s), "bytes",
                                                     (json_int_t)s->dev_bytes[dev->id])) < 0)
                         goto fail;
