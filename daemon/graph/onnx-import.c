@@ -523,13 +523,24 @@ static int parse_type(struct imp *im, const Onnx__TypeProto *tp, int required, c
 static int convert_graph(struct imp *im, const Onnx__GraphProto *gp, struct graph *parent,
                          int depth, struct graph **ret);
 
-/* Add value v to a node's implicit reads once. */
-static void implicit_add(int *list, int *n, int v)
+static int int_cmp(const void *a, const void *b)
 {
-        for (int i = 0; i < *n; i++)
-                if (list[i] == v)
-                        return;
-        list[(*n)++] = v;
+        int x = *(const int *)a, y = *(const int *)b;
+
+        return x < y ? -1 : x > y;
+}
+
+/* Sort a node's implicit reads and drop repeats (two branches reading one value): a search
+ * per added value would be quadratic in what a subgraph reads. Returns the new count. */
+static int implicit_unique(int *list, int n)
+{
+        int k = 0;
+
+        qsort(list, (size_t)n, sizeof(*list), int_cmp);
+        for (int i = 0; i < n; i++)
+                if (!k || list[k - 1] != list[i])
+                        list[k++] = list[i];
+        return k;
 }
 
 static int convert_attrs(struct imp *im, struct graph *g, int node, const Onnx__NodeProto *nd,
@@ -660,7 +671,7 @@ static int convert_attrs(struct imp *im, struct graph *g, int node, const Onnx__
                                                 goto nomem;
                                         implicit = ni;
                                 }
-                                implicit_add(implicit, &nimplicit, sub->values[v].outer);
+                                implicit[nimplicit++] = sub->values[v].outer;
                         }
                         break;
                 }
@@ -671,6 +682,8 @@ static int convert_attrs(struct imp *im, struct graph *g, int node, const Onnx__
                 }
                 gn->nattr = (int)k + 1;
         }
+        if (nimplicit)
+                nimplicit = implicit_unique(implicit, nimplicit);
         if (nimplicit) {
                 gn->implicit = graph_alloc(g, sizeof(int) * (size_t)nimplicit);
                 if (!gn->implicit)
