@@ -303,10 +303,12 @@ static int run_node(struct frame *f, int n, char *err, size_t errlen)
         }
         /* Shared copy loops stop early without an error of their own when the run is
          * cancelled or past its deadline; the stop code they recorded fails the node. */
-        if (ops_runctx_code()) {
-                msg[0] = 0;
-                rc = ops_runctx_check(msg, sizeof(msg));
-                rc = fail(err, errlen, rc, "%s: %s", label, msg);
+        rc = ops_runctx_code();
+        if (rc) {
+                rc = fail(err, errlen, rc, "%s: %s", label,
+                          rc == PROTO_E_CANCELLED ? "cancelled while running"
+                          : rc == PROTO_E_QUOTA   ? "intermediates over the memory budget"
+                                                  : "run exceeded its time limit (tenant max_run_ms)");
                 goto out;
         }
         for (int j = 0; j < gn->nout; j++) {
