@@ -339,7 +339,7 @@ START_TEST(test_loop_trip_cap)
         ops_runctx_set(&ctx);
         ck_assert_int_eq(graph_exec(g, 1, &in, 1, &o, err, sizeof(err)), PROTO_E_LIMIT);
         ck_assert_msg(strstr(err, "the_loop") && strstr(err, "1000"), "%s", err);
-        ck_assert(now_s() - t0 < 1.0);
+        ck_assert(now_s() - t0 < 5.0); /* refused up front (generous for loaded CI hosts) */
         ck_assert_uint_eq(atomic_load(&budget.used), 0);
         graph_free(g);
 
@@ -387,8 +387,9 @@ START_TEST(test_loop_cancel)
         ck_assert_int_eq(pthread_create(&th, NULL, canceller, NULL), 0);
         t0 = now_s();
         ck_assert_int_eq(graph_exec(g, 1, &in, 1, &o, err, sizeof(err)), PROTO_E_CANCELLED);
-        /* cancelled 0.1 s in; it must notice within milliseconds */
-        ck_assert_msg(now_s() - t0 < 1.0, "took %.3f s", now_s() - t0);
+        /* cancelled 0.1 s in; it notices within milliseconds (the bound leaves room for
+         * sanitizer builds on loaded hosts; before the checks it never returned) */
+        ck_assert_msg(now_s() - t0 < 5.0, "took %.3f s", now_s() - t0);
         ck_assert_msg(strstr(err, "the_loop") && strstr(err, "cancelled"), "%s", err);
         pthread_join(th, NULL);
         ops_runctx_set(NULL);
@@ -407,7 +408,7 @@ START_TEST(test_loop_deadline)
 
         ops_runctx_set(&ctx);
         ck_assert_int_eq(graph_exec(g, 1, &in, 1, &o, err, sizeof(err)), PROTO_E_LIMIT);
-        ck_assert_msg(now_s() - t0 < 1.5, "took %.3f s", now_s() - t0);
+        ck_assert_msg(now_s() - t0 < 5.0, "took %.3f s", now_s() - t0);
         ck_assert_msg(strstr(err, "the_loop") && strstr(err, "time limit"), "%s", err);
         /* a run already past its deadline stops before its first node */
         ctx.code = 0;
@@ -806,7 +807,7 @@ static Suite *limits_suite(void)
         Suite *s = suite_create("graph-limits");
         TCase *tc = tcase_create("limits");
 
-        tcase_set_timeout(tc, 30);
+        tcase_set_timeout(tc, 60);
         tcase_add_test(tc, test_loop_zero_trips);
         tcase_add_test(tc, test_scan_zero_steps);
         tcase_add_test(tc, test_loop_trip_cap);
