@@ -457,6 +457,56 @@ START_TEST(test_budget_constant_of_shape)
 }
 END_TEST
 
+/* A Loop stacking a 1 MiB scan output per iteration for 1,000 iterations: the stacked
+ * output grows in the budget's sight and the run fails with QUOTA at 256 MiB, everything
+ * given back. */
+START_TEST(test_budget_loop_scan_output)
+{
+        static const int64_t two[] = { 2 }, one[] = { 1 }, sdims[] = { 1000, 262144 };
+        const int64_t m = 1000, slice = 262144;
+        struct ops_mem_budget budget = { .name = "tenant 'batch'", .limit = 256ull << 20 };
+        struct ops_runctx ctx = { .mem = &budget };
+        struct pb g = { 0 }, body = { 0 }, node = { 0 }, model;
+        struct graph *gr;
+        float v[2] = { 1, 2 }, out[2];
+        struct ops_tensor in = f32v(1, two, v), o[2] = { f32v(1, two, out), f32v(2, sdims, NULL) };
+        uint8_t t = 1;
+        char err[512] = "";
+
+        pb_node(&body, NULL, "Identity", "pass_cond", 1, (const char *[]){ "cin" }, 1,
+                (const char *[]){ "cout" });
+        pb_node(&body, NULL, "Identity", "pass_v", 1, (const char *[]){ "vin" }, 1,
+                (const char *[]){ "vb" });
+        pb_node(&body, NULL, "ConstantOfShape", "slab", 1, (const char *[]){ "shp" }, 1,
+                (const char *[]){ "s" });
+        pb_init(&body, "shp", I64, 1, one, &slice, sizeof(slice));
+        pb_str(&body, 2, "body");
+        pb_value(&body, 11, "i", I64, 0, NULL);
+        pb_value(&body, 11, "cin", BOOL, 0, NULL);
+        pb_value(&body, 11, "vin", F32, -1, NULL);
+        pb_value(&body, 12, "cout", BOOL, 0, NULL);
+        pb_value(&body, 12, "vb", F32, -1, NULL);
+        pb_value(&body, 12, "s", F32, -1, NULL);
+        pb_attr_graph(&node, "body", &body);
+        pb_node(&g, &node, "Loop", "the_loop", 3, (const char *[]){ "M", "c", "v" }, 2,
+                (const char *[]){ "vout", "sc" });
+        pb_init(&g, "M", I64, 0, NULL, &m, sizeof(m));
+        pb_init(&g, "c", BOOL, 0, NULL, &t, 1);
+        pb_value(&g, 11, "v", F32, 1, two);
+        pb_value(&g, 12, "vout", F32, 1, two);
+        pb_value(&g, 12, "sc", F32, 2, sdims);
+        model = pb_model(&g, 13);
+        gr = import(&model);
+        ops_runctx_set(&ctx);
+        ck_assert_int_eq(graph_exec(gr, 1, &in, 2, o, err, sizeof(err)), PROTO_E_QUOTA);
+        ck_assert_msg(strstr(err, "the_loop") && strstr(err, "batch"), "%s", err);
+        ck_assert_uint_eq(atomic_load(&budget.used), 0);
+        ck_assert_uint_le(atomic_load(&budget.peak), 256ull << 20);
+        ops_runctx_set(NULL);
+        graph_free(gr);
+}
+END_TEST
+
 /* ---- LSTM sequence_lens ---- */
 
 START_TEST(test_lstm_sequence_lens)
@@ -814,6 +864,7 @@ static Suite *limits_suite(void)
         tcase_add_test(tc, test_loop_cancel);
         tcase_add_test(tc, test_loop_deadline);
         tcase_add_test(tc, test_budget_constant_of_shape);
+        tcase_add_test(tc, test_budget_loop_scan_output);
         tcase_add_test(tc, test_lstm_sequence_lens);
         tcase_add_test(tc, test_kernel_cancel);
         tcase_add_test(tc, test_only_empty_initializer);
