@@ -265,7 +265,8 @@ fuzz-build: deps
 # New inputs go to the first corpus directory (under $(BUILD)); the committed seeds are read.
 fuzz: fuzz-build
 	$(BUILD)/fuzz/fuzz_proto -max_total_time=$(FUZZ_TIME) -max_len=4096 $(BUILD)/fuzz/corpus tests/fuzz/corpus-proto
-	$(BUILD)/fuzz/fuzz_onnx -max_total_time=$(FUZZ_TIME) -max_len=16384 $(BUILD)/fuzz/corpus-onnx
+	$(BUILD)/fuzz/fuzz_onnx -max_total_time=$(FUZZ_TIME) -max_len=16384 $(BUILD)/fuzz/corpus-onnx \
+	  tests/fuzz/corpus-onnx
 	$(BUILD)/fuzz/fuzz_graph -max_total_time=$(FUZZ_TIME) -max_len=16384 $(FUZZ_LIMITS) \
 	  $(BUILD)/fuzz/corpus-graph tests/fuzz/corpus-graph
 
@@ -275,7 +276,7 @@ fuzz-smoke: fuzz-build
 	$(BUILD)/fuzz/fuzz_proto -max_total_time=$(FUZZ_SMOKE_TIME) -max_len=4096 $(FUZZ_LIMITS) \
 	  $(BUILD)/fuzz/corpus tests/fuzz/corpus-proto
 	$(BUILD)/fuzz/fuzz_onnx -max_total_time=$(FUZZ_SMOKE_TIME) -max_len=16384 $(FUZZ_LIMITS) \
-	  $(BUILD)/fuzz/corpus-onnx
+	  $(BUILD)/fuzz/corpus-onnx tests/fuzz/corpus-onnx
 	$(BUILD)/fuzz/fuzz_graph -max_total_time=$(FUZZ_SMOKE_TIME) -max_len=16384 $(FUZZ_LIMITS) \
 	  $(BUILD)/fuzz/corpus-graph tests/fuzz/corpus-graph
 
