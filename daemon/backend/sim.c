@@ -185,11 +185,16 @@ static void unit_run(struct sim *s, struct exec_unit *u)
                 rc.code = 0;
                 ops_runctx_set(&rc);
                 item_run(it);
-                ops_runctx_set(NULL);
-                /* a kernel that stopped because it was told to fails with the reason's code
-                 * (its message already names it) */
-                if (it->status == PROTO_E_EXEC && rc.code)
+                /* a kernel that stopped because it was told to fails with the reason's code;
+                 * copy loops, fills and reductions stop quietly, and their partial output
+                 * must never count as a success */
+                if (rc.code && (it->status == 0 || it->status == PROTO_E_EXEC)) {
+                        if (!it->status || !it->err[0])
+                                snprintf(it->err, sizeof(it->err), "%s",
+                                         ops_runctx_reason(rc.code));
                         it->status = rc.code;
+                }
+                ops_runctx_set(NULL);
                 /* A slowed device: the unit ends as late as the slow device would finish it. */
                 double f = slow_factor(s, u->device);
                 if (f > 1.0)

@@ -25,6 +25,25 @@ static uint64_t mono_ns(void)
         return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+const char *ops_runctx_reason(int code)
+{
+        struct ops_runctx *c = current;
+
+        switch (code) {
+        case PROTO_E_CANCELLED:
+                return "cancelled while running";
+        case PROTO_E_LIMIT:
+                return c && c->deadline_ns && mono_ns() > c->deadline_ns
+                               ? "run exceeded its time limit (tenant max_run_ms)"
+                               : "run exceeded a limit of its tenant (max_loop_trips)";
+        case PROTO_E_QUOTA:
+                return "intermediates exceed the memory the run may use (tenant memory_quota, "
+                       "or half of the host's memory for all running work)";
+        default:
+                return "run stopped";
+        }
+}
+
 int ops_runctx_check(char *err, size_t errlen)
 {
         struct ops_runctx *c = current;
@@ -41,9 +60,7 @@ int ops_runctx_check(char *err, size_t errlen)
                 return 0;
 stop:
         if (err && errlen)
-                snprintf(err, errlen, "%s", c->code == PROTO_E_CANCELLED
-                                                    ? "cancelled while running"
-                                                    : "run exceeded its time limit (tenant max_run_ms)");
+                snprintf(err, errlen, "%s", ops_runctx_reason(c->code));
         return c->code;
 }
 

@@ -41,6 +41,8 @@ struct ops_runctx *ops_runctx_get(void);
  * message when the running kernel must stop and fail. Cheap: call it in inner loops every
  * few thousand elements. */
 int ops_runctx_check(char *err, size_t errlen);
+/* A message for a stop code of the current run (PROTO_E_CANCELLED, _LIMIT, _QUOTA). */
+const char *ops_runctx_reason(int code);
 /* The cap on Loop/Scan trip counts in force (0 = none). */
 uint64_t ops_runctx_max_trips(void);
 

@@ -669,6 +669,47 @@ START_TEST(test_intermediates_charged)
 }
 END_TEST
 
+/* A single-operator launch that runs past the tenant's time limit fails with limit, never
+ * succeeds with partial output (reductions stop without an error of their own). */
+START_TEST(test_launch_time_limit)
+{
+        npu_buffer_t in, out;
+        npu_stream_t s;
+        const int64_t n = 64ll << 20; /* 256 MiB of floats: far more than 1 ms of ReduceSum */
+
+        { /* root's own tenant with a 1 ms limit */
+                char conf[128], json[] = "{\"tenants\": [{\"name\": \"quick\", \"uids\": [0],"
+                                         " \"max_run_ms\": 1}]}";
+                snprintf(conf, sizeof(conf), "/tmp/npud-hostile-run-quick-%d.json", (int)getpid());
+                FILE *f = fopen(conf, "w");
+                ck_assert_ptr_nonnull(f);
+                fputs(json, f);
+                fclose(f);
+                const char *extra[] = { "--config", conf, "--workers", "2", NULL };
+                ck_assert_int_eq(harness_start(&daemon_proc, extra), 0);
+                unlink(conf);
+                OK(npu_connect(daemon_proc.sock, &ctx));
+        }
+        OK(npu_malloc(ctx, 0, (uint64_t)n * 4, &in));
+        OK(npu_malloc(ctx, 0, 64, &out));
+        OK(npu_stream_create(ctx, 0, 0, &s));
+        OK(npu_memset_async(ctx, s, in, 0, 0, (uint64_t)n * 4, NULL));
+        OK(npu_stream_synchronize(ctx, s));
+        npu_tensor_t ti = { .buf = in, .dtype = NPU_FLOAT32, .ndim = 1, .dims = { n } };
+        npu_tensor_t to = { .buf = out, .dtype = NPU_FLOAT32, .ndim = 0 };
+        npu_attr_t keep = { .name = "keepdims", .i = 0 };
+        OK(npu_launch(ctx, s, "ReduceSum", &ti, 1, &to, 1, &keep, 1, NULL));
+        npu_status_t st = npu_stream_synchronize(ctx, s);
+        fprintf(stderr, "ReduceSum over 256 MiB with max_run_ms 1: %d %s\n", st, npu_error_message());
+        ck_assert_int_eq(st, NPU_ERR_LIMIT);
+        ck_assert_ptr_nonnull(strstr(npu_error_message(), "time limit"));
+        OK(npu_stream_destroy(ctx, s));
+        OK(npu_free(ctx, in));
+        OK(npu_free(ctx, out));
+        stop_daemon();
+}
+END_TEST
+
 static Suite *suite(void)
 {
         Suite *s = suite_create("integration-hostile-run");
@@ -684,6 +725,7 @@ static Suite *suite(void)
         tcase_add_test(tc, test_shutdown_with_endless_runs);
         tcase_add_test(tc, test_slow_fault_isolated_compute);
         tcase_add_test(tc, test_intermediates_charged);
+        tcase_add_test(tc, test_launch_time_limit);
         suite_add_tcase(s, tc);
         return s;
 }

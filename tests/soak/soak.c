@@ -1299,5 +1299,7 @@ int main(int argc, char **argv)
                 harness_stop(&p);
         check(rc == 0, "npud exits cleanly on SIGTERM (status %d)", rc);
         printf("soak: %s (%d failed check%s)\n", failures ? "FAILED" : "passed", failures, failures == 1 ? "" : "s");
+        free(samples);
+        free((void *)model_bytes);
         return failures ? 1 : 0;
 }
