@@ -239,6 +239,44 @@ static void endless_model(struct pb *m)
         endless_model_w(m, 0);
 }
 
+/* Loop(M, cond, v) with M = 0 and cond = true initializers: the run-cost estimate sees a loop
+ * that never iterates, while v has no data yet (issue 9, item 1). */
+static void zero_loop_model(struct pb *m)
+{
+        struct pb body = { .n = 0 }, g = { .n = 0 }, opset = { .n = 0 }, w = { .n = 0 },
+                  c = { .n = 0 };
+        const char *cin[] = { "cond_in" }, *vin[] = { "v_in" }, *lin[] = { "M", "cond", "v" };
+        int64_t zero = 0;
+        uint8_t yes = 1;
+
+        memset(m, 0, sizeof(*m));
+        pb_node(&body, "Identity", cin, 1, "cond_out", NULL, NULL, 0);
+        pb_node(&body, "Identity", vin, 1, "v_out", NULL, NULL, 0);
+        pb_str(&body, 2, "body");
+        pb_value(&body, 11, "iter", 7, -1);
+        pb_value(&body, 11, "cond_in", 9, -1);
+        pb_value(&body, 11, "v_in", 1, 1);
+        pb_value(&body, 12, "cond_out", 9, -1);
+        pb_value(&body, 12, "v_out", 1, 1);
+        pb_varint(&w, 2, 7); /* INT64 scalar */
+        pb_str(&w, 8, "M");
+        pb_bytes(&w, 9, &zero, sizeof(zero));
+        pb_msg(&g, 5, &w);
+        pb_varint(&c, 2, 9); /* BOOL scalar */
+        pb_str(&c, 8, "cond");
+        pb_bytes(&c, 9, &yes, sizeof(yes));
+        pb_msg(&g, 5, &c);
+        pb_node(&g, "Loop", lin, 3, "v_final", &body, NULL, 0);
+        pb_str(&g, 2, "zero");
+        pb_value(&g, 11, "v", 1, 1);
+        pb_value(&g, 12, "v_final", 1, 1);
+        pb_varint(m, 1, 8);
+        pb_str(&opset, 1, "");
+        pb_varint(&opset, 2, 16);
+        pb_msg(m, 8, &opset);
+        pb_msg(m, 7, &g);
+}
+
 /* ReduceSum(ConstantOfShape(shape)): the intermediate is as large as the client says, the
  * output one float. */
 static void big_intermediate_model(struct pb *m)
@@ -710,22 +748,58 @@ START_TEST(test_launch_time_limit)
 }
 END_TEST
 
+/* Issue 9, item 1: a Loop with M = 0 crashed npud's loop thread (the run-cost estimate
+ * copied a carried value that has no data yet). It now runs, and v passes through. */
+START_TEST(test_loop_zero_trips)
+{
+        struct pb model;
+        npu_graph_t g;
+        npu_buffer_t b;
+        npu_stream_t st;
+        float v = 42.0f, got = 0;
+
+        start_daemon(-1, -1, "compute");
+        zero_loop_model(&model);
+        OK(npu_graph_load(ctx, 0, model.b, model.n, &g));
+        OK(npu_malloc(ctx, 0, 64, &b));
+        OK(npu_stream_create(ctx, 0, 0, &st));
+        OK(npu_memcpy_to_device(ctx, b, 0, &v, sizeof(v)));
+        npu_tensor_t in = { .buf = b, .dtype = NPU_FLOAT32, .ndim = 1, .dims = { 1 } };
+        npu_tensor_t out = { .buf = b, .offset = 32, .dtype = NPU_FLOAT32, .ndim = 1, .dims = { 1 } };
+        OK(npu_graph_run(ctx, st, g, &in, 1, &out, 1, NULL));
+        OK(npu_stream_synchronize(ctx, st));
+        OK(npu_memcpy_from_device(ctx, &got, b, 32, sizeof(got)));
+        ck_assert(got == 42.0f);
+        root_work_completes();
+        stop_daemon();
+}
+END_TEST
+
+/* HOSTILE_ONLY=test_name runs one test (to check a fix against an older npud quickly). */
+#define ADD(t) \
+        do { \
+                const char *only = getenv("HOSTILE_ONLY"); \
+                if (!only || strcmp(only, #t) == 0) \
+                        tcase_add_test(tc, t); \
+        } while (0)
+
 static Suite *suite(void)
 {
         Suite *s = suite_create("integration-hostile-run");
         TCase *tc = tcase_create("endless");
 
         tcase_set_timeout(tc, 60);
-        tcase_add_test(tc, test_trip_cap_refuses_endless_loop);
-        tcase_add_test(tc, test_run_time_limit);
-        tcase_add_test(tc, test_killed_client_runs_cancelled);
-        tcase_add_test(tc, test_endless_runs_leave_a_worker);
-        tcase_add_test(tc, test_unloaded_weights_stay_charged);
-        tcase_add_test(tc, test_reset_cancels_running);
-        tcase_add_test(tc, test_shutdown_with_endless_runs);
-        tcase_add_test(tc, test_slow_fault_isolated_compute);
-        tcase_add_test(tc, test_intermediates_charged);
-        tcase_add_test(tc, test_launch_time_limit);
+        ADD(test_loop_zero_trips);
+        ADD(test_trip_cap_refuses_endless_loop);
+        ADD(test_run_time_limit);
+        ADD(test_killed_client_runs_cancelled);
+        ADD(test_endless_runs_leave_a_worker);
+        ADD(test_unloaded_weights_stay_charged);
+        ADD(test_reset_cancels_running);
+        ADD(test_shutdown_with_endless_runs);
+        ADD(test_slow_fault_isolated_compute);
+        ADD(test_intermediates_charged);
+        ADD(test_launch_time_limit);
         suite_add_tcase(s, tc);
         return s;
 }
