@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysinfo.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -775,6 +776,27 @@ START_TEST(test_loop_zero_trips)
 }
 END_TEST
 
+/* Simulated device memory beyond what the host can back is said at start-up (issue 9, item 5:
+ * two 910B3 declare 128 GiB). */
+START_TEST(test_device_memory_warning)
+{
+        struct sysinfo si;
+        char line[512];
+        int found = 0;
+
+        start_daemon(-1, -1, "compute");
+        ck_assert_int_eq(sysinfo(&si), 0);
+        FILE *f = fopen(daemon_proc.log, "r");
+        ck_assert_ptr_nonnull(f);
+        while (fgets(line, sizeof(line), f))
+                found |= strstr(line, "declare 128.0 GiB of device memory") != NULL;
+        fclose(f);
+        uint64_t host = ((uint64_t)si.totalram + si.totalswap) * si.mem_unit;
+        ck_assert_int_eq(found, host < (128ull << 30));
+        stop_daemon();
+}
+END_TEST
+
 /* HOSTILE_ONLY=test_name runs one test (to check a fix against an older npud quickly). */
 #define ADD(t) \
         do { \
@@ -800,6 +822,7 @@ static Suite *suite(void)
         ADD(test_slow_fault_isolated_compute);
         ADD(test_intermediates_charged);
         ADD(test_launch_time_limit);
+        ADD(test_device_memory_warning);
         suite_add_tcase(s, tc);
         return s;
 }
