@@ -920,6 +920,62 @@ static int attacker_tenant(void *arg)
         return 0;
 }
 
+/* Unread output is budgeted per uid: four sessions of one user that never read their
+ * replies, each under the per-session limit, together pass the user's limit; npud closes
+ * sessions of that user (and only theirs) instead of holding the output. */
+static int attacker_unread_output(void *arg)
+{
+        const char *sock = arg;
+        enum { NCONN = 4, PINGS = 60000 };
+        static const char body[] = "{\"method\":\"ping\"}";
+        const size_t flen = PROTO_HEADER_SIZE + sizeof(body) - 1;
+        uint8_t *buf = malloc(flen * PINGS);
+        int fd[NCONN], closed = 0;
+
+        REQUIRE(buf != NULL);
+        for (int i = 0; i < PINGS; i++) {
+                struct proto_header h = { .magic = PROTO_MAGIC, .version = PROTO_VERSION,
+                                          .kind = PROTO_KIND_REQUEST,
+                                          .body_len = (uint32_t)(sizeof(body) - 1),
+                                          .request_id = (uint64_t)i + 10 };
+                proto_header_encode(&h, buf + (size_t)i * flen);
+                memcpy(buf + (size_t)i * flen + PROTO_HEADER_SIZE, body, sizeof(body) - 1);
+        }
+        for (int c = 0; c < NCONN; c++) {
+                fd[c] = harness_raw_connect(sock);
+                REQUIRE(fd[c] >= 0 && harness_raw_hello(fd[c]) == 0);
+        }
+        for (int c = 0; c < NCONN; c++) { /* a closed connection fails the write: fine */
+                size_t off = 0;
+                while (off < flen * PINGS) {
+                        ssize_t n = write(fd[c], buf + off, flen * PINGS - off);
+                        if (n <= 0)
+                                break;
+                        off += (size_t)n;
+                }
+        }
+        for (int c = 0; c < NCONN; c++)
+                closed += closed_within(fd[c], 3000);
+        fprintf(stderr, "attacker: %d of %d sessions closed for unread output\n", closed, NCONN);
+        REQUIRE(closed >= 1 && closed < NCONN);
+        for (int c = 0; c < NCONN; c++)
+                close(fd[c]);
+        free(buf);
+        return 0;
+}
+
+START_TEST(test_unread_output_per_uid)
+{
+        start("{\"limits\": {\"max_output_bytes\": 4194304, \"max_output_bytes_per_uid\": 6291456,"
+              " \"max_output_bytes_total\": 67108864}}", NULL);
+        pid_t pid = spawn_as(auid, agid, attacker_unread_output, proc.sock);
+        ck_assert_int_gt(pid, 0);
+        ck_assert_int_eq(wait_child(pid), 0);
+        root_client_works();
+        stop();
+}
+END_TEST
+
 START_TEST(test_tenant_choice)
 {
         char cfg[256];
@@ -957,6 +1013,7 @@ int main(void)
         ADD(test_fds_on_frame_declaring_none);
         ADD(test_ping_ignores_params);
         ADD(test_tenant_choice);
+        ADD(test_unread_output_per_uid);
         suite_add_tcase(s, tc);
         sr = srunner_create(s);
         srunner_run_all(sr, CK_NORMAL);
