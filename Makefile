@@ -97,7 +97,7 @@ $(ONNX_OBJ): $(ONNX_GEN_C) $(ONNX_GEN_H)
 	$(CC) -std=gnu11 $(OPT) $(SAN) -fPIC -c $< -o $@
 
 $(call obj,$(GRAPH_SRC)) $(BUILD)/obj/tests/unit/test_graph.o \
-  $(BUILD)/obj/tests/integration/test_graph.o $(BUILD)/obj/tests/bench/bench_conv.o: | $(ONNX_GEN_H)
+  $(BUILD)/obj/tests/integration/test_graph.o $(BUILD)/obj/tests/integration/test_graph_api.o $(BUILD)/obj/tests/bench/bench_conv.o: | $(ONNX_GEN_H)
 
 $(CORE_A): $(DAEMON_OBJ) $(PROTO_OBJ) $(POLICY_OBJ) $(ONNX_OBJ)
 	@mkdir -p $(dir $@)

@@ -226,7 +226,11 @@ npu_status_t npu_event_elapsed_ms(npu_context_t *ctx, npu_event_t start, npu_eve
  * entries -1 where the model leaves a dimension open; free() the string). npu_graph_run
  * binds inputs and outputs, in the graph's order, to device tensors and runs the whole graph
  * as one task on the stream; an output whose computed shape differs from the bound one fails
- * the task (NPU_ERR_SHAPE). Several runs of one graph may be in flight on different streams. */
+ * the task (NPU_ERR_SHAPE). Several runs of one graph may be in flight on different streams.
+ * Before it queues the run, npu_graph_run checks the bound inputs against the graph's
+ * description (below): a count that differs fails the call itself with NPU_ERR_INVALID, an
+ * input whose dtype, rank or fixed extent differs with NPU_ERR_SHAPE, the message naming the
+ * input; nothing is queued then. npud checks every binding again when it receives the run. */
 typedef struct { uint32_t id; } npu_graph_t;
 npu_status_t npu_graph_load(npu_context_t *ctx, int device, const void *model, size_t size,
                             npu_graph_t *ret_graph);
@@ -235,6 +239,42 @@ npu_status_t npu_graph_info(npu_context_t *ctx, npu_graph_t graph, char **ret_js
 npu_status_t npu_graph_run(npu_context_t *ctx, npu_stream_t stream, npu_graph_t graph,
                            const npu_tensor_t *inputs, int ninputs,
                            const npu_tensor_t *outputs, int noutputs, uint64_t *ret_task);
+
+/* Typed graph introspection, without JSON and without a round trip: libnpu keeps each
+ * graph's description from npu_graph_load's reply (else fetches it once with graph_info) until
+ * npu_graph_unload. Inputs and outputs are numbered from 0 in binding order, the order
+ * npu_graph_run takes them.
+ * npu_graph_io_t is allocated by the caller and grows by version: set size to
+ * sizeof(npu_graph_io_t) before the call. A smaller size is refused (NPU_ERR_INVALID); a
+ * larger one (a program built against a newer header) gets the members this library knows
+ * and zeros after them.
+ * name: NUL-terminated; a name of NPU_GRAPH_NAME_LEN bytes or more is cut to fewer bytes
+ * (on a UTF-8 character boundary) and name_len, always the full length, tells: name_len >=
+ * NPU_GRAPH_NAME_LEN means cut. npu_graph_find_input/_output and npu_graph_info work with
+ * full names. dtype: 0 where the model leaves the element type open. ndim: -1 where it leaves
+ * the rank open. dims: -1 for an open extent (any extent binds).
+ * npu_graph_find_input/_output: the index of the input or output with that exact name (the
+ * first, when the model lists one value as several outputs).
+ * Errors: NPU_ERR_BAD_HANDLE (unknown or unloaded graph), NPU_ERR_OUT_OF_RANGE (index),
+ * NPU_ERR_INVALID (NULL argument, size; a name the graph has no input or output of). */
+#define NPU_GRAPH_NAME_LEN 128
+typedef struct npu_graph_io {
+        size_t size;                  /* caller: sizeof(npu_graph_io_t) */
+        char name[NPU_GRAPH_NAME_LEN];
+        size_t name_len;              /* length of the whole name, in bytes */
+        npu_dtype_t dtype;            /* 0: open */
+        int ndim;                     /* -1: open rank */
+        int64_t dims[NPU_MAX_DIMS];   /* -1: open extent */
+} npu_graph_io_t;
+/* Either count pointer may be NULL. */
+npu_status_t npu_graph_io_count(npu_context_t *ctx, npu_graph_t graph, int *ret_ninputs,
+                                int *ret_noutputs);
+npu_status_t npu_graph_input(npu_context_t *ctx, npu_graph_t graph, int index, npu_graph_io_t *ret_io);
+npu_status_t npu_graph_output(npu_context_t *ctx, npu_graph_t graph, int index, npu_graph_io_t *ret_io);
+npu_status_t npu_graph_find_input(npu_context_t *ctx, npu_graph_t graph, const char *name,
+                                  int *ret_index);
+npu_status_t npu_graph_find_output(npu_context_t *ctx, npu_graph_t graph, const char *name,
+                                   int *ret_index);
 
 /* Administration: the daemon's JSON answer of an admin method ("devices", "sessions"),
  * returned as a string the caller frees with free(). */
