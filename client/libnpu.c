@@ -297,7 +297,7 @@ NPU_EXPORT npu_status_t npu_connect_with(const npu_connect_options_t *options, n
             (options->backpressure != NPU_BACKPRESSURE_BLOCK && options->backpressure != NPU_BACKPRESSURE_ERROR))
                 return fail(NPU_ERR_INVALID, "npu_connect: invalid argument");
         if (!path) {
-                proto_default_socket_path(def, sizeof(def));
+                proto_client_socket_path(def, sizeof(def));
                 path = def;
         }
         if (strlen(path) >= sizeof(addr.sun_path))
@@ -312,7 +312,13 @@ NPU_EXPORT npu_status_t npu_connect_with(const npu_connect_options_t *options, n
         proto_reader_init(&ctx->reader);
         ctx->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (ctx->fd < 0 || connect(ctx->fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
-                st = fail(NPU_ERR_CONNECTION, "cannot connect to npud at %s: %s", path, strerror(errno));
+                if (ctx->fd >= 0 && (errno == EACCES || errno == EPERM))
+                        st = fail(NPU_ERR_PERMISSION,
+                                  "cannot connect to npud at %s: permission denied (the socket's "
+                                  "mode and group decide who may connect)", path);
+                else
+                        st = fail(NPU_ERR_CONNECTION, "cannot connect to npud at %s: %s", path,
+                                  strerror(errno));
                 npu_disconnect(ctx);
                 return st;
         }

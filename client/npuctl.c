@@ -56,7 +56,8 @@ static void usage(FILE *f)
                 fprintf(f, "  %s\n        %s\n", cmds[i].synopsis, cmds[i].help);
         fprintf(f,
                 "\nOptions:\n"
-                "  --socket PATH     npud socket (default: $NPU_SOCKET or the per-user socket)\n"
+                "  --socket PATH     npud socket (default: $NPU_SOCKET, else /run/npud/npud.sock\n"
+                "                    when it exists, else the per-user socket)\n"
                 "  --json            the daemon's JSON answer\n"
                 "  --csv             CSV with a header line (listings)\n"
                 "  --fields A,B,C    columns of a listing, in this order (table and CSV)\n"
@@ -77,7 +78,7 @@ json_t *npuctl_call(struct npuctl *c, const char *method, json_t *params, int *r
                 st = npu_connect(c->socket, &c->ctx);
                 if (st != NPU_OK) {
                         fprintf(stderr, "npuctl: %s\n", npuctl_esc(npu_error_message()));
-                        *ret_code = NPUCTL_CONNECT;
+                        *ret_code = st == NPU_ERR_PERMISSION ? NPUCTL_PERMISSION : NPUCTL_CONNECT;
                         return NULL;
                 }
         }

@@ -174,10 +174,7 @@ static void waiter_finish(struct waiter *w, const struct stream_error *e)
                 evt_unref(w->target);
         if (e && e->code)
                 reply_with_error(s, w->request_id, e);
-        else if (s->deferred.code) {
-                reply_with_error(s, w->request_id, &s->deferred);
-                s->deferred.code = 0;
-        } else
+        else
                 session_reply_result(s, w->request_id, NULL);
         free(w);
 }
@@ -225,11 +222,26 @@ void sched_check_session_waiters(struct npud *d, struct session *s)
         TAILQ_FOREACH(st, &s->streams, session_link)
                 if (!stream_idle(st))
                         return;
-        TAILQ_FOREACH(st, &s->streams, session_link)
-                if (st->error.code && !first.code)
-                        first = st->error;
-        TAILQ_FOREACH(st, &s->streams, session_link)
-                st->error.code = 0;
+        /* What only this synchronize can report comes first and is consumed: the failure of a
+         * record whose stream was unknown, then that of a destroyed stream. A live stream's
+         * failure (the earliest task) is reported but stays recorded for the stream's own
+         * synchronize, which alone clears it (section 8 of docs/protocol.md). */
+        if (s->deferred.code) {
+                first = s->deferred;
+                s->deferred.code = 0;
+        } else {
+                struct stream *from = NULL;
+                TAILQ_FOREACH(st, &s->streams, session_link)
+                        if (st->error.code && (!from || (st->destroyed && !from->destroyed) ||
+                                               (st->destroyed == from->destroyed &&
+                                                st->error.seq < from->error.seq)))
+                                from = st;
+                if (from) {
+                        first = from->error;
+                        if (from->destroyed)
+                                from->error.code = 0;
+                }
+        }
         for (w = TAILQ_FIRST(&s->waiters); w; w = next) {
                 next = TAILQ_NEXT(w, session_link);
                 if (w->kind == WAIT_SESSION) {
@@ -242,9 +254,13 @@ void sched_check_session_waiters(struct npud *d, struct session *s)
 
 static void stream_became_idle(struct npud *d, struct stream *st)
 {
-        sched_check_stream_waiters(d, st);
+        /* The session's synchronize first: it reports the stream's failure, which the
+         * stream's own synchronize then clears. */
+        stream_ref(st);
         if (st->session)
                 sched_check_session_waiters(d, st->session);
+        sched_check_stream_waiters(d, st);
+        stream_unref(st);
 }
 
 static void event_fire(struct npud *d, struct npu_evt *e, struct task *t)

@@ -106,7 +106,10 @@ const char *npu_error_message(void);
 uint64_t npu_error_task(void);
 const char *npu_version(void);
 
-/* Connect to npud. path NULL: $NPU_SOCKET, else the default socket for this user. */
+/* Connect to npud. path NULL: $NPU_SOCKET, else the system socket /run/npud/npud.sock when it
+ * exists, else this user's socket ($XDG_RUNTIME_DIR/npud.sock or /tmp/npud-UID/npud.sock).
+ * NPU_ERR_PERMISSION when the socket's permissions refuse this user, NPU_ERR_CONNECTION when
+ * no npud listens there. */
 npu_status_t npu_connect(const char *path, npu_context_t **ret_ctx);
 
 /* What a client does when it has queued more work than its session or tenant may. */
@@ -185,8 +188,17 @@ npu_status_t npu_stream_device(npu_context_t *ctx, npu_stream_t stream, int *ret
  * submission (0 = none). Latency-critical tenants' tasks with deadlines are dispatched
  * earliest deadline first. */
 npu_status_t npu_stream_set_deadline(npu_context_t *ctx, npu_stream_t stream, uint64_t deadline_us);
+/* Wait for the stream's work. Fails with the first failure of a task of this stream since the
+ * stream's last npu_stream_synchronize (npu_error_task names it), and clears it: work queued
+ * behind a failed task is cancelled until then. Failures of other streams never fail it, and
+ * nothing but this call consumes the stream's failure. */
 npu_status_t npu_stream_synchronize(npu_context_t *ctx, npu_stream_t stream);
-/* Wait for all work of this context on every stream. */
+/* Wait for all work of this context on every stream. Fails with, in this order: a failure of
+ * work submitted to an unknown or destroyed stream (reported here only, then cleared); else
+ * a failure on a stream destroyed while it drained (cleared); else the earliest failure held
+ * by a live stream, which is NOT cleared: that stream's npu_stream_synchronize still reports
+ * it (and clears it), and until then every npu_synchronize reports it again and the stream's
+ * work stays cancelled. */
 npu_status_t npu_synchronize(npu_context_t *ctx);
 
 /* Asynchronous work. ret_task (may be NULL) receives the task number. */
@@ -215,6 +227,8 @@ npu_status_t npu_event_record(npu_context_t *ctx, npu_event_t event, npu_stream_
 npu_status_t npu_stream_wait_event(npu_context_t *ctx, npu_stream_t stream, npu_event_t event);
 /* NPU_OK when the last record completed, NPU_ERR_NOT_READY while it has not. */
 npu_status_t npu_event_query(npu_context_t *ctx, npu_event_t event);
+/* Wait for the last record; fails with the failure its stream held when the record ran,
+ * without clearing it (only the stream's npu_stream_synchronize does). */
 npu_status_t npu_event_synchronize(npu_context_t *ctx, npu_event_t event);
 npu_status_t npu_event_elapsed_ms(npu_context_t *ctx, npu_event_t start, npu_event_t end,
                                   float *ret_ms);

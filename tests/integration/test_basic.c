@@ -266,6 +266,10 @@ START_TEST(test_async_error_reported_and_cleared)
         OK(npu_launch(ctx, s, "Add", (npu_tensor_t[]){ tx, tx }, 2, &bad, 1, NULL, 0, &bad_task));
         ck_assert_int_eq(npu_synchronize(ctx), NPU_ERR_SHAPE);
         ck_assert_uint_eq(npu_error_task(), bad_task);
+        /* npu_synchronize reports the stream's error without consuming it: the stream's own
+         * synchronize reports it too, and clears it */
+        ck_assert_int_eq(npu_stream_synchronize(ctx, s), NPU_ERR_SHAPE);
+        ck_assert_uint_eq(npu_error_task(), bad_task);
         OK(npu_synchronize(ctx));
 }
 END_TEST

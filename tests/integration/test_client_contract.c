@@ -1,0 +1,282 @@
+/* The client contract of libnpu (issue 12): an error is reported to the stream (and the task)
+ * that caused it and to no other, and a stream's error is never consumed by a synchronize of
+ * something else; a socket the caller may not open is reported as permission denied, by
+ * libnpu (NPU_ERR_PERMISSION naming the path) and by npuctl (exit 4). */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "npu.h"
+#include "harness.h"
+
+static struct npud_proc daemon_proc;
+static npu_context_t *ctx;
+
+static void setup(void)
+{
+        ck_assert_int_eq(harness_start(&daemon_proc, NULL), 0);
+        ck_assert_int_eq(npu_connect(daemon_proc.sock, &ctx), NPU_OK);
+}
+
+static void teardown(void)
+{
+        npu_disconnect(ctx);
+        ctx = NULL;
+        ck_assert_int_eq(harness_stop(&daemon_proc), 0);
+}
+
+#define OK(expr) ck_assert_msg((expr) == NPU_OK, "%s: %s", #expr, npu_error_message())
+
+static npu_tensor_t tensor1(npu_buffer_t b, int64_t n)
+{
+        npu_tensor_t t = { .buf = b, .dtype = NPU_FLOAT32, .ndim = 1 };
+        t.dims[0] = n;
+        return t;
+}
+
+/* A launch on a destroyed stream fails only the session-wide synchronize, never the
+ * synchronize of another (healthy) stream or of an event recorded on it. */
+START_TEST(test_destroyed_stream_error_stays_out_of_other_streams)
+{
+        npu_buffer_t a, b;
+        npu_stream_t dead, s;
+        npu_event_t ev;
+        uint64_t task = 0;
+
+        OK(npu_malloc(ctx, 0, 64, &a));
+        OK(npu_malloc(ctx, 0, 64, &b));
+        OK(npu_memset(ctx, a, 0, 0, 64));
+        OK(npu_stream_create(ctx, 0, 2, &dead));
+        OK(npu_stream_create(ctx, 0, 2, &s));
+        OK(npu_event_create(ctx, &ev));
+        OK(npu_stream_destroy(ctx, dead));
+        npu_tensor_t ta = tensor1(a, 4), tb = tensor1(b, 4);
+        OK(npu_launch(ctx, dead, "Add", (npu_tensor_t[]){ ta, ta }, 2, &tb, 1, NULL, 0, &task));
+        OK(npu_launch(ctx, s, "Add", (npu_tensor_t[]){ ta, ta }, 2, &tb, 1, NULL, 0, NULL));
+        OK(npu_stream_synchronize(ctx, s));
+        OK(npu_event_record(ctx, ev, s));
+        OK(npu_event_synchronize(ctx, ev));
+        OK(npu_memcpy_device(ctx, b, 0, a, 0, 64)); /* the library's own stream */
+        ck_assert_int_eq(npu_synchronize(ctx), NPU_ERR_BAD_HANDLE);
+        ck_assert_uint_eq(npu_error_task(), task);
+        ck_assert_msg(strstr(npu_error_message(), "destroyed"), "message: %s", npu_error_message());
+        OK(npu_synchronize(ctx)); /* reported once */
+        OK(npu_stream_synchronize(ctx, s));
+}
+END_TEST
+
+/* npu_synchronize reports a stream's error but does not consume it: the stream's own
+ * synchronize still fails with it (and clears it); other streams never see it. */
+START_TEST(test_stream_error_not_consumed_by_synchronize)
+{
+        npu_buffer_t a;
+        npu_stream_t bad, good;
+        uint64_t task = 0, later = 0;
+
+        OK(npu_malloc(ctx, 0, 64, &a));
+        OK(npu_stream_create(ctx, 0, 2, &bad));
+        OK(npu_stream_create(ctx, 0, 2, &good));
+        OK(npu_memset_async(ctx, bad, a, 32, 1, 64, &task)); /* out of range */
+        OK(npu_memset_async(ctx, good, a, 0, 2, 64, NULL));
+        OK(npu_stream_synchronize(ctx, good));
+        ck_assert_int_eq(npu_synchronize(ctx), NPU_ERR_OUT_OF_RANGE);
+        ck_assert_uint_eq(npu_error_task(), task);
+        /* still held by its stream: the work queued behind it is cancelled, and reported */
+        OK(npu_memset_async(ctx, bad, a, 0, 3, 64, &later));
+        ck_assert_int_eq(npu_synchronize(ctx), NPU_ERR_OUT_OF_RANGE);
+        ck_assert_uint_eq(npu_error_task(), task);
+        OK(npu_stream_synchronize(ctx, good));
+        ck_assert_int_eq(npu_stream_synchronize(ctx, bad), NPU_ERR_OUT_OF_RANGE);
+        ck_assert_uint_eq(npu_error_task(), task);
+        /* acknowledged: the stream runs again */
+        uint8_t back[64];
+        OK(npu_memcpy_from_device(ctx, back, a, 0, sizeof(back)));
+        for (size_t i = 0; i < sizeof(back); i++)
+                ck_assert_uint_eq(back[i], 2); /* the memset queued behind the error did not run */
+        OK(npu_memset_async(ctx, bad, a, 0, 4, 64, NULL));
+        OK(npu_stream_synchronize(ctx, bad));
+        OK(npu_synchronize(ctx));
+        OK(npu_memcpy_from_device(ctx, back, a, 0, sizeof(back)));
+        ck_assert_uint_eq(back[63], 4);
+}
+END_TEST
+
+/* Threads sharing a context: each owns a stream and alternates failing and healthy rounds
+ * while another thread keeps calling npu_synchronize. Every failing round must fail with the
+ * thread's own task; every healthy round must succeed. */
+enum { ROUNDS = 150 };
+
+struct owner {
+        int index;
+        npu_buffer_t buf;
+        int failures;
+        char why[256];
+};
+
+static volatile int stop_sync;
+
+static void *owner_main(void *arg)
+{
+        struct owner *o = arg;
+        npu_stream_t s;
+
+        if (npu_stream_create(ctx, 0, 2, &s) != NPU_OK) {
+                o->failures++;
+                snprintf(o->why, sizeof(o->why), "stream_create: %s", npu_error_message());
+                return NULL;
+        }
+        for (int r = 0; r < ROUNDS && !o->failures; r++) {
+                uint64_t task = 0;
+                int bad = r % 2 == 0;
+                npu_status_t st;
+
+                npu_memset_async(ctx, s, o->buf, 0, r, 64, NULL);
+                npu_memset_async(ctx, s, o->buf, bad ? 60 : 0, r, 64, &task);
+                npu_memset_async(ctx, s, o->buf, 0, r, 64, NULL);
+                npu_flush(ctx);
+                usleep(300); /* other work of the server thread: the syncer runs meanwhile */
+                st = npu_stream_synchronize(ctx, s);
+                if (bad && (st != NPU_ERR_OUT_OF_RANGE || npu_error_task() != task)) {
+                        o->failures++;
+                        snprintf(o->why, sizeof(o->why),
+                                 "round %d: own error lost: status %d task %llu (expected task %llu): %s",
+                                 r, st, (unsigned long long)npu_error_task(),
+                                 (unsigned long long)task, npu_error_message());
+                } else if (!bad && st != NPU_OK) {
+                        o->failures++;
+                        snprintf(o->why, sizeof(o->why), "round %d: healthy stream failed: %s", r,
+                                 npu_error_message());
+                }
+        }
+        npu_stream_destroy(ctx, s);
+        return NULL;
+}
+
+static void *sync_main(void *arg)
+{
+        (void)arg;
+        while (!stop_sync)
+                npu_synchronize(ctx);
+        return NULL;
+}
+
+START_TEST(test_threads_own_their_errors)
+{
+        struct owner o[3];
+        pthread_t th[3], syncer;
+
+        stop_sync = 0;
+        for (int i = 0; i < 3; i++) {
+                o[i] = (struct owner){ .index = i };
+                OK(npu_malloc(ctx, 0, 64, &o[i].buf));
+        }
+        ck_assert_int_eq(pthread_create(&syncer, NULL, sync_main, NULL), 0);
+        for (int i = 0; i < 3; i++)
+                ck_assert_int_eq(pthread_create(&th[i], NULL, owner_main, &o[i]), 0);
+        for (int i = 0; i < 3; i++)
+                pthread_join(th[i], NULL);
+        stop_sync = 1;
+        pthread_join(syncer, NULL);
+        for (int i = 0; i < 3; i++)
+                ck_assert_msg(o[i].failures == 0, "thread %d: %s", i, o[i].why);
+}
+END_TEST
+
+/* ---- a socket the caller may not open ---- */
+
+static uid_t attacker_uid;
+static gid_t attacker_gid;
+
+static int connect_denied(void *arg)
+{
+        npu_context_t *c = NULL;
+        npu_status_t st = npu_connect(arg, &c);
+
+        if (st != NPU_ERR_PERMISSION) {
+                fprintf(stderr, "npu_connect as the unprivileged user: status %d, %s\n", st,
+                        npu_error_message());
+                npu_disconnect(c);
+                return 1;
+        }
+        if (!strstr(npu_error_message(), arg)) {
+                fprintf(stderr, "message does not name the socket: %s\n", npu_error_message());
+                return 1;
+        }
+        return 0;
+}
+
+static int npuctl_denied(void *arg)
+{
+        const char *bin = getenv("NPUD_BIN") ? getenv("NPUD_BIN") : "build/bin/npud";
+        char npuctl[512], err[512] = "";
+        size_t n = strlen(bin);
+        int fds[2], status = 0;
+        pid_t pid;
+
+        if (n < 4 || strcmp(bin + n - 4, "npud") != 0 || pipe(fds) < 0)
+                return 1;
+        snprintf(npuctl, sizeof(npuctl), "%.*snpuctl", (int)(n - 4), bin);
+        pid = fork();
+        if (pid == 0) {
+                dup2(fds[1], 2);
+                int null = open("/dev/null", O_WRONLY);
+                dup2(null, 1);
+                execl(npuctl, "npuctl", "--socket", (const char *)arg, "devices", (char *)NULL);
+                _exit(127);
+        }
+        close(fds[1]);
+        ssize_t got = read(fds[0], err, sizeof(err) - 1);
+        err[got > 0 ? got : 0] = 0;
+        close(fds[0]);
+        if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+            WEXITSTATUS(status) != 4 || !strstr(err, "ermission denied") || !strstr(err, arg)) {
+                fprintf(stderr, "npuctl as the unprivileged user: status %d, stderr: %s\n",
+                        WIFEXITED(status) ? WEXITSTATUS(status) : -1, err);
+                return 1;
+        }
+        return 0;
+}
+
+START_TEST(test_socket_permission_denied)
+{
+        if (harness_attacker(&attacker_uid, &attacker_gid) < 0) {
+                fprintf(stderr, "test_socket_permission_denied: no unprivileged user, skipped\n");
+                return;
+        }
+        /* the directory may be searched, the socket is root's alone */
+        ck_assert_int_eq(chmod(daemon_proc.dir, 0711), 0);
+        ck_assert_int_eq(chmod(daemon_proc.sock, 0600), 0);
+        ck_assert_int_eq(harness_run_as(attacker_uid, attacker_gid, connect_denied, daemon_proc.sock), 0);
+        ck_assert_int_eq(harness_run_as(attacker_uid, attacker_gid, npuctl_denied, daemon_proc.sock), 0);
+        /* the owner still gets in */
+        OK(npu_ping(ctx));
+}
+END_TEST
+
+int main(void)
+{
+        Suite *s = suite_create("integration-client-contract");
+        TCase *tc = tcase_create("client-contract");
+        SRunner *sr;
+        int failed;
+
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_set_timeout(tc, 60);
+        tcase_add_test(tc, test_destroyed_stream_error_stays_out_of_other_streams);
+        tcase_add_test(tc, test_stream_error_not_consumed_by_synchronize);
+        tcase_add_test(tc, test_threads_own_their_errors);
+        tcase_add_test(tc, test_socket_permission_denied);
+        suite_add_tcase(s, tc);
+        sr = srunner_create(s);
+        srunner_run_all(sr, CK_NORMAL);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed ? 1 : 0;
+}
