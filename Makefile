@@ -196,6 +196,7 @@ unit: all $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
 
 integration: all $(INTEG_TESTS) $(BUILD)/tests/npuctl-hold
+	@set -e; tests/abi/check-abi.sh $(BUILD)
 	@set -e; for t in $(INTEG_TESTS); do echo "== $$t"; NPUD_BIN=$(NPUD) $$t; done
 	@set -e; tests/integration/run-examples.sh $(BUILD)
 	@set -e; tests/integration/test-cli.sh $(BUILD)

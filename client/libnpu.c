@@ -273,9 +273,13 @@ static npu_status_t get_u32(json_t *result, const char *key, uint32_t *ret)
 
 /* ---- connection ---- */
 
+/* Size of the first released layout of a caller-allocated struct: up to the end of its last
+ * member in that release (later members never lower it). */
+#define NPU_SIZE_V1(type, last) (offsetof(type, last) + sizeof(((type *)0)->last))
+
 NPU_EXPORT npu_status_t npu_connect(const char *path, npu_context_t **ret_ctx)
 {
-        npu_connect_options_t o = { .socket = path };
+        npu_connect_options_t o = { .size = sizeof(o), .socket = path };
         return npu_connect_with(&o, ret_ctx);
 }
 
@@ -293,8 +297,14 @@ NPU_EXPORT npu_status_t npu_connect_with(const npu_connect_options_t *options, n
         json_t *res = NULL;
         npu_status_t st;
 
-        if (!ret_ctx || !options ||
-            (options->backpressure != NPU_BACKPRESSURE_BLOCK && options->backpressure != NPU_BACKPRESSURE_ERROR))
+        if (!ret_ctx || !options)
+                return fail(NPU_ERR_INVALID, "npu_connect: invalid argument");
+        /* The first released layout ends with backpressure; larger sizes (a newer header) are
+         * accepted and the fields this libnpu does not know are ignored. */
+        if (options->size < NPU_SIZE_V1(npu_connect_options_t, backpressure))
+                return fail(NPU_ERR_INVALID, "npu_connect_with: options->size is %zu, set it to "
+                            "sizeof(npu_connect_options_t)", options->size);
+        if (options->backpressure != NPU_BACKPRESSURE_BLOCK && options->backpressure != NPU_BACKPRESSURE_ERROR)
                 return fail(NPU_ERR_INVALID, "npu_connect: invalid argument");
         if (!path) {
                 proto_client_socket_path(def, sizeof(def));
@@ -411,9 +421,16 @@ NPU_EXPORT npu_status_t npu_device_get_info(npu_context_t *ctx, int device,
         npu_status_t st;
         const char *name = "", *profile = "", *health = "";
         json_int_t total = 0, used = 0, cube = 0, vector = 0, aicpu = 0;
+        size_t size;
 
         if (!ctx || !ret_info)
                 return fail(NPU_ERR_INVALID, "npu_device_get_info: NULL argument");
+        /* The first released layout ends with aicpu_cores; a larger size (a newer header) gets
+         * the fields this libnpu knows, and size tells the caller how far that is. */
+        size = ret_info->size;
+        if (size < NPU_SIZE_V1(npu_device_info_t, aicpu_cores))
+                return fail(NPU_ERR_INVALID, "npu_device_get_info: ret_info->size is %zu, set it to "
+                            "sizeof(npu_device_info_t)", size);
         st = call(ctx, "devices", NULL, &res);
         if (st != NPU_OK)
                 return st;
@@ -426,7 +443,10 @@ NPU_EXPORT npu_status_t npu_device_get_info(npu_context_t *ctx, int device,
                 json_decref(res);
                 return fail(NPU_ERR_INVALID, "npu_device_get_info: no device %d", device);
         }
-        memset(ret_info, 0, sizeof(*ret_info));
+        /* Never past what this libnpu knows: a caller's size is not trusted for writing. */
+        size = size < sizeof(*ret_info) ? size : sizeof(*ret_info);
+        memset(ret_info, 0, size);
+        ret_info->size = size;
         ret_info->id = device;
         snprintf(ret_info->name, sizeof(ret_info->name), "%s", name);
         snprintf(ret_info->profile, sizeof(ret_info->profile), "%s", profile);

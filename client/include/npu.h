@@ -87,7 +87,13 @@ typedef struct npu_attr {
         double f;
 } npu_attr_t;
 
+/* Filled by npu_device_get_info. The caller sets size = sizeof(npu_device_info_t) before the
+ * call (so the struct can grow in later releases without breaking this one): a size below this
+ * first released layout is refused with NPU_ERR_INVALID (0 included); a larger one (a newer
+ * header) has the fields this libnpu knows filled and size set to the bytes filled (later
+ * fields, past that size, are left untouched). */
 typedef struct npu_device_info {
+        size_t size; /* set to sizeof(npu_device_info_t) */
         int id;
         char name[32];
         char profile[16];
@@ -119,7 +125,12 @@ typedef enum npu_backpressure {
                                        the next synchronize; resubmit it later */
 } npu_backpressure_t;
 
+/* Options of npu_connect_with. The caller sets size = sizeof(npu_connect_options_t), e.g.
+ * npu_connect_options_t o = { .size = sizeof(o), .tenant = "t" }; so the struct can grow in
+ * later releases: a size below this first released layout is refused with NPU_ERR_INVALID (0
+ * included); a larger one (a newer header) is accepted, fields libnpu does not know ignored. */
 typedef struct npu_connect_options {
+        size_t size;          /* set to sizeof(npu_connect_options_t) */
         const char *socket;   /* NULL: as npu_connect */
         const char *tenant;   /* tenant to join (granted only if npud's policy allows this
                                  user); NULL: the tenant the credentials match */

@@ -38,7 +38,7 @@ static int cmp(const void *a, const void *b)
 
 static npu_context_t *join(const char *sock, const char *tenant)
 {
-        npu_connect_options_t o = { .socket = sock, .tenant = tenant };
+        npu_connect_options_t o = { .size = sizeof(o), .socket = sock, .tenant = tenant };
         npu_context_t *c;
         CHECK(npu_connect_with(&o, &c));
         return c;

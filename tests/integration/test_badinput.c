@@ -1022,7 +1022,7 @@ static long long queued_tasks_total(void)
 
 static uint64_t device_memory_used(int dev)
 {
-        npu_device_info_t info;
+        npu_device_info_t info = { .size = sizeof(info) };
 
         OK(npu_device_get_info(ctx, dev, &info));
         return info.memory_used;

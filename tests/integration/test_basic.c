@@ -298,10 +298,41 @@ END_TEST
 
 static uint64_t device_memory_used(npu_context_t *c, int dev)
 {
-        npu_device_info_t info;
+        npu_device_info_t info = { .size = sizeof(info) };
         ck_assert_int_eq(npu_device_get_info(c, dev, &info), NPU_OK);
         return info.memory_used;
 }
+
+/* Caller-allocated structs carry their size: below the first released layout is refused, a
+ * larger one (a newer header) gets what libnpu knows, size says how far, the rest untouched. */
+START_TEST(test_struct_size)
+{
+        npu_device_info_t info = { 0 };
+        struct { npu_device_info_t info; uint64_t newer[4]; } big;
+        npu_connect_options_t o = { .socket = daemon_proc.sock };
+        struct { npu_connect_options_t o; uint64_t newer; } bigo = {
+                { .size = sizeof(bigo), .socket = daemon_proc.sock }, 7 };
+        npu_context_t *c = NULL;
+
+        ck_assert_int_eq(npu_device_get_info(ctx, 0, &info), NPU_ERR_INVALID);
+        ck_assert_ptr_nonnull(strstr(npu_error_message(), "sizeof(npu_device_info_t)"));
+        info.size = offsetof(npu_device_info_t, aicpu_cores);
+        ck_assert_int_eq(npu_device_get_info(ctx, 0, &info), NPU_ERR_INVALID);
+        memset(&big, 0xff, sizeof(big));
+        big.info.size = sizeof(big);
+        ck_assert_int_eq(npu_device_get_info(ctx, 0, &big.info), NPU_OK);
+        ck_assert_uint_eq(big.info.size, sizeof(npu_device_info_t));
+        ck_assert_uint_gt(big.info.memory_total, 0);
+        ck_assert_uint_eq(big.newer[0] & big.newer[3], UINT64_MAX);
+
+        ck_assert_int_eq(npu_connect_with(&o, &c), NPU_ERR_INVALID);
+        ck_assert_ptr_null(c);
+        o.size = offsetof(npu_connect_options_t, backpressure);
+        ck_assert_int_eq(npu_connect_with(&o, &c), NPU_ERR_INVALID);
+        ck_assert_int_eq(npu_connect_with(&bigo.o, &c), NPU_OK);
+        npu_disconnect(c);
+}
+END_TEST
 
 START_TEST(test_sigkill_reclaim)
 {
@@ -440,6 +471,7 @@ int main(void)
         tcase_add_test(tc, test_memset_and_device_copy);
         tcase_add_test(tc, test_async_error_reported_and_cleared);
         tcase_add_test(tc, test_pipelined_many_tasks);
+        tcase_add_test(tc, test_struct_size);
         tcase_add_test(tc, test_sigkill_reclaim);
         tcase_add_test(tc, test_sessions_listing);
         tcase_add_test(tc, test_threads_share_context);

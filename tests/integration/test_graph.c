@@ -329,7 +329,7 @@ static void mlp_reference(const float *x, int rows, float *y)
 
 static uint64_t device_memory_used(npu_context_t *c, int dev)
 {
-        npu_device_info_t info;
+        npu_device_info_t info = { .size = sizeof(info) };
         ck_assert_int_eq(npu_device_get_info(c, dev, &info), NPU_OK);
         return info.memory_used;
 }

@@ -76,7 +76,7 @@ static void stop(void)
 
 static npu_context_t *join(const char *tenant)
 {
-        npu_connect_options_t o = { .socket = proc.sock, .tenant = tenant };
+        npu_connect_options_t o = { .size = sizeof(o), .socket = proc.sock, .tenant = tenant };
         npu_context_t *c;
         OK(npu_connect_with(&o, &c));
         return c;
@@ -84,7 +84,7 @@ static npu_context_t *join(const char *tenant)
 
 static uint64_t dev_used(npu_context_t *c, int dev)
 {
-        npu_device_info_t info;
+        npu_device_info_t info = { .size = sizeof(info) };
         OK(npu_device_get_info(c, dev, &info));
         return info.memory_used;
 }
@@ -148,7 +148,7 @@ static void other_client_works(void)
 
 static npu_context_t *att_join(void)
 {
-        npu_connect_options_t o = { .socket = proc.sock };
+        npu_connect_options_t o = { .size = sizeof(o), .socket = proc.sock };
         npu_context_t *c = NULL;
 
         if (npu_connect_with(&o, &c) != NPU_OK) {

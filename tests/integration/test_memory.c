@@ -47,7 +47,7 @@ static void stop(void)
 
 static npu_context_t *join(const char *tenant)
 {
-        npu_connect_options_t o = { .socket = proc.sock, .tenant = tenant };
+        npu_connect_options_t o = { .size = sizeof(o), .socket = proc.sock, .tenant = tenant };
         npu_context_t *c;
         OK(npu_connect_with(&o, &c));
         return c;
@@ -55,7 +55,7 @@ static npu_context_t *join(const char *tenant)
 
 static uint64_t used(npu_context_t *c, int dev)
 {
-        npu_device_info_t info;
+        npu_device_info_t info = { .size = sizeof(info) };
         OK(npu_device_get_info(c, dev, &info));
         return info.memory_used;
 }

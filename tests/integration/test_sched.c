@@ -45,7 +45,7 @@ static void stop(void)
 
 static npu_context_t *connect_as(const char *tenant, npu_backpressure_t bp)
 {
-        npu_connect_options_t o = { .socket = proc.sock, .tenant = tenant, .backpressure = bp };
+        npu_connect_options_t o = { .size = sizeof(o), .socket = proc.sock, .tenant = tenant, .backpressure = bp };
         npu_context_t *c = NULL;
         OK(npu_connect_with(&o, &c));
         return c;
@@ -86,7 +86,7 @@ START_TEST(test_tenant_matching_and_limits)
               " {\"name\": \"other\", \"uids\": [4242]},"
               " {\"name\": \"wide\", \"uids\": [0]}],"
               " \"scheduler\": {\"placement\": \"spread\"}}", "compute");
-        npu_connect_options_t o = { .socket = proc.sock, .tenant = "other" };
+        npu_connect_options_t o = { .size = sizeof(o), .socket = proc.sock, .tenant = "other" };
         npu_context_t *c;
         npu_buffer_t b, b2;
         npu_stream_t s[3];
