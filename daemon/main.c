@@ -173,7 +173,7 @@ out:
         while (!TAILQ_EMPTY(&d.sessions))
                 session_close(TAILQ_FIRST(&d.sessions), "daemon shutting down");
         if (d.backend) /* running kernels stop within milliseconds */
-                sched_cancel_running(&d, NULL, NULL);
+                sched_cancel_running(&d, NULL);
         while (d.backend && units_in_flight(&d))
                 event_base_loop(d.base, EVLOOP_ONCE);
         event_base_loop(d.base, EVLOOP_NONBLOCK); /* deferred session releases */

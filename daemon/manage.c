@@ -164,7 +164,7 @@ int manage_device_reset(struct npud *d, int device, char *err, size_t errlen)
         free(list);
         /* running work too, whoever it belongs to (a dead client's included): a reset must
          * end in bounded time */
-        sched_cancel_running(d, dev, NULL);
+        sched_cancel_running(d, dev);
         sched_kick(d);
         manage_device_poll(d, dev);
         return 0;

@@ -42,13 +42,14 @@ struct sched_unit {
  * Loop thread only. */
 static TAILQ_HEAD(, sched_unit) inflight = TAILQ_HEAD_INITIALIZER(inflight);
 
-void sched_cancel_running(struct npud *d, const struct device *dev, const struct stream *st)
+void sched_cancel_running(struct npud *d, const struct device *dev)
 {
         struct sched_unit *su;
 
+        if (!d->backend->ops->cancel)
+                return;
         TAILQ_FOREACH(su, &inflight, inflight_link)
-                if ((!dev || su->st->dev == dev) && (!st || su->st == st) &&
-                    d->backend->ops->cancel)
+                if (!dev || su->st->dev == dev)
                         d->backend->ops->cancel(d->backend, &su->u);
 }
 
@@ -301,8 +302,9 @@ void sched_stream_cancel(struct npud *d, struct stream *st)
         struct task *t;
 
         pd_queue_unready(&st->dev->pd, &st->q);
-        if (st->running) /* stop running work too: a kernel may otherwise run for hours */
-                sched_cancel_running(d, NULL, st);
+        /* stop running work too: a kernel may otherwise run for hours */
+        if (st->running && d->backend->ops->cancel)
+                d->backend->ops->cancel(d->backend, st->running);
         if (st->blocked_on) {
                 TAILQ_REMOVE(&st->blocked_on->blocked, st, blocked_link);
                 st->blocked_on = NULL;

@@ -18,9 +18,9 @@ void sched_kick(struct npud *d);
 void sched_run(struct npud *d);
 /* Backend completion callback. */
 void sched_unit_complete(struct exec_unit *unit, void *userdata);
-/* Cancel the units running at the backend of one device and/or one stream (NULL: any);
- * they come back, failed as cancelled, through sched_unit_complete. */
-void sched_cancel_running(struct npud *d, const struct device *dev, const struct stream *st);
+/* Cancel the units running at the backend on one device (NULL: every device); they come
+ * back, failed as cancelled, through sched_unit_complete. */
+void sched_cancel_running(struct npud *d, const struct device *dev);
 /* Drop the queued tasks of a stream, as cancelled, and cancel its running unit. */
 void sched_stream_cancel(struct npud *d, struct stream *st);
 /* Reply now to waiters whose condition holds. */

@@ -391,15 +391,10 @@ static int sim_submit(struct backend *b, struct exec_unit *u)
 
 static void sim_cancel(struct backend *b, struct exec_unit *u)
 {
-        struct sim *s = (struct sim *)b;
-
         atomic_store(&u->cancel, 1); /* workers and kernels poll it */
-        /* backend_priv is only touched on the loop thread: a held unit ends now */
-        for (struct sim_hold *h = s->holds; h; h = h->next)
-                if (h->unit == u) {
-                        hold_cut_short(h);
-                        break;
-                }
+        /* backend_priv is set and read on the loop thread only: a held unit ends now */
+        if (u->backend_priv)
+                hold_cut_short(u->backend_priv);
 }
 
 static int sim_device_count(struct backend *b)

@@ -13,11 +13,6 @@ void ops_runctx_set(struct ops_runctx *c)
         current = c;
 }
 
-struct ops_runctx *ops_runctx_get(void)
-{
-        return current;
-}
-
 static uint64_t mono_ns(void)
 {
         struct timespec ts;
@@ -100,43 +95,6 @@ void ops_mem_budget_uncharge(struct ops_mem_budget *b, uint64_t n)
                 atomic_fetch_sub(&l->used, n);
 }
 
-int ops_mem_charge(uint64_t n, char *err, size_t errlen)
-{
-        return current ? ops_mem_budget_charge(current->mem, n, err, errlen) : 0;
-}
-
-void ops_mem_uncharge(uint64_t n)
-{
-        if (current)
-                ops_mem_budget_uncharge(current->mem, n);
-}
-
-void *ops_ws_alloc(uint64_t n, char *err, size_t errlen)
-{
-        void *p;
-
-        if (ops_mem_charge(n, err, errlen))
-                return NULL;
-        p = n <= SIZE_MAX ? malloc(n ? (size_t)n : 1) : NULL;
-        if (!p) {
-                ops_mem_uncharge(n);
-                if (err && errlen)
-                        snprintf(err, errlen, "out of host memory for %llu bytes of intermediates",
-                                 (unsigned long long)n);
-        }
-        return p;
-}
-
-void ops_ws_free(void *p, uint64_t n)
-{
-        if (!p)
-                return;
-        free(p);
-        ops_mem_uncharge(n);
-}
-
-/* ---- additions: stop reasons and self-describing intermediates ---- */
-
 int ops_runctx_stop(int code)
 {
         struct ops_runctx *c = current;
@@ -168,19 +126,26 @@ uint64_t ops_bytes(uint64_t n, uint64_t size)
         return __builtin_mul_overflow(n, size, &r) ? UINT64_MAX : r;
 }
 
+/* Can a buffer of n bytes (plus its header) be asked of malloc at all? */
+static int buf_size_ok(uint64_t n, char *err, size_t errlen)
+{
+        if (n <= SIZE_MAX - 2 * sizeof(struct buf_head))
+                return 1;
+        if (err && errlen)
+                snprintf(err, errlen, "intermediates of %llu bytes are too large",
+                         (unsigned long long)n);
+        ops_runctx_stop(PROTO_E_QUOTA);
+        return 0;
+}
+
 static void *buf_alloc(uint64_t n, int zero, char *err, size_t errlen)
 {
         struct ops_mem_budget *b = current ? current->mem : NULL;
         struct buf_head *h;
         int rc;
 
-        if (n > SIZE_MAX - 2 * sizeof(*h)) {
-                if (err && errlen)
-                        snprintf(err, errlen, "intermediates of %llu bytes are too large",
-                                 (unsigned long long)n);
-                ops_runctx_stop(PROTO_E_QUOTA);
+        if (!buf_size_ok(n, err, errlen))
                 return NULL;
-        }
         rc = ops_mem_budget_charge(b, n, err, errlen);
         if (rc) {
                 ops_runctx_stop(rc);
@@ -217,13 +182,8 @@ void *ops_buf_realloc(void *p, uint64_t n, char *err, size_t errlen)
         if (!p)
                 return buf_alloc(n, 0, err, errlen);
         h = (struct buf_head *)p - 1;
-        if (n > SIZE_MAX - 2 * sizeof(*h)) {
-                if (err && errlen)
-                        snprintf(err, errlen, "intermediates of %llu bytes are too large",
-                                 (unsigned long long)n);
-                ops_runctx_stop(PROTO_E_QUOTA);
+        if (!buf_size_ok(n, err, errlen))
                 return NULL;
-        }
         /* Growth is charged before the memory is taken; shrinking gives back afterwards. */
         if (n > h->n) {
                 rc = ops_mem_budget_charge(h->b, n - h->n, err, errlen);

@@ -3,7 +3,7 @@
  * trip counts, and a byte budget for graph intermediates and kernel workspaces charged to
  * the tenant that runs them. The worker installs one context per item with
  * ops_runctx_set(); kernels that can run long call ops_runctx_check() at least every few
- * milliseconds, and every intermediate allocation goes through ops_mem_charge(). Outside a
+ * milliseconds, and every intermediate allocation is an ops_buf (below). Outside a
  * worker (unit tests, the fuzzers) no context is installed and nothing is limited. */
 #ifndef NPUD_OPS_RUNCTX_H
 #define NPUD_OPS_RUNCTX_H
@@ -35,7 +35,6 @@ struct ops_runctx {
 
 /* Install c for the calling thread (NULL removes it). */
 void ops_runctx_set(struct ops_runctx *c);
-struct ops_runctx *ops_runctx_get(void);
 
 /* 0 to go on; PROTO_E_CANCELLED (cancelled) or PROTO_E_LIMIT (past the deadline) with a
  * message when the running kernel must stop and fail. Cheap: call it in inner loops every
@@ -46,20 +45,9 @@ const char *ops_runctx_reason(int code);
 /* The cap on Loop/Scan trip counts in force (0 = none). */
 uint64_t ops_runctx_max_trips(void);
 
-/* Charge n bytes of intermediates to the current context's budget chain. 0, or
- * PROTO_E_QUOTA with a message naming the budget that would be exceeded. */
-int ops_mem_charge(uint64_t n, char *err, size_t errlen);
-void ops_mem_uncharge(uint64_t n);
 /* Charge to an explicit budget chain (NULL: nothing charged). */
 int ops_mem_budget_charge(struct ops_mem_budget *b, uint64_t n, char *err, size_t errlen);
 void ops_mem_budget_uncharge(struct ops_mem_budget *b, uint64_t n);
-
-/* malloc/free of intermediates with the charge: NULL with a message when over budget or
- * out of memory. ops_ws_free takes the size given to ops_ws_alloc. */
-void *ops_ws_alloc(uint64_t n, char *err, size_t errlen);
-void ops_ws_free(void *p, uint64_t n);
-
-/* Additions for the graph executor and the kernels (graph and operator robustness). */
 
 /* Record code (a PROTO_E_*) as the reason the current run stops, unless one is recorded
  * already; returns the code in force (0 without a context). Kernels call it for limits they

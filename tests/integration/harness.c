@@ -255,3 +255,20 @@ int harness_run_as(uid_t uid, gid_t gid, int (*fn)(void *arg), void *arg)
                 return -1;
         return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
+
+long harness_proc_kib(pid_t pid, const char *field)
+{
+        char path[64], line[256];
+        size_t n = strlen(field);
+        long kib = -1;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+        if (!(f = fopen(path, "r")))
+                return -1;
+        while (kib < 0 && fgets(line, sizeof(line), f))
+                if (strncmp(line, field, n) == 0 && line[n] == ':')
+                        kib = strtol(line + n + 1, NULL, 10);
+        fclose(f);
+        return kib;
+}

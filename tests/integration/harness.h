@@ -39,6 +39,9 @@ int harness_reply_code(json_t *reply);
 /* Is the peer closed (EOF within 2 s)? */
 int harness_raw_closed(int fd);
 
+/* A field of /proc/PID/status in KiB ("VmRSS", "VmHWM"); -1 when it cannot be read. */
+long harness_proc_kib(pid_t pid, const char *field);
+
 /* Attack tests run the attacker as an unprivileged user. harness_attacker() returns that
  * user's uid and gid, creating the system user "npud-attacker" with useradd when running as
  * root (CI); -1 when it does not exist and cannot be created (the test should then skip). */

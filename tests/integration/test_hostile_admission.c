@@ -86,23 +86,6 @@ static int wait_child(pid_t pid)
         return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-static long rss_kb(const char *field)
-{
-        char path[64], line[256];
-        long kb = -1;
-        FILE *f;
-
-        snprintf(path, sizeof(path), "/proc/%d/status", (int)proc.pid);
-        f = fopen(path, "r");
-        if (!f)
-                return -1;
-        while (fgets(line, sizeof(line), f))
-                if (strncmp(line, field, strlen(field)) == 0)
-                        kb = strtol(line + strlen(field) + 1, NULL, 10);
-        fclose(f);
-        return kb;
-}
-
 /* npud is alive and a well-behaved root client can round-trip data. */
 static void root_client_works(void)
 {
@@ -430,9 +413,9 @@ static int attacker_big_before_hello(void *arg)
 START_TEST(test_big_frame_before_hello)
 {
         start("{\"limits\": {}}", NULL);
-        long before = rss_kb("VmRSS:");
+        long before = harness_proc_kib(proc.pid, "VmRSS");
         ck_assert_int_eq(harness_run_as(auid, agid, attacker_big_before_hello, proc.sock), 0);
-        long peak = rss_kb("VmHWM:");
+        long peak = harness_proc_kib(proc.pid, "VmHWM");
         ck_assert_msg(peak - before < 48 * 1024, "npud RSS grew from %ld to %ld kB", before, peak);
         root_client_works();
         stop();
@@ -514,7 +497,7 @@ static void huge_frame(int error_mode)
         pid_t pid;
 
         start("{\"limits\": {\"max_queued_tasks\": 1024}}", NULL);
-        long before = rss_kb("VmRSS:");
+        long before = harness_proc_kib(proc.pid, "VmRSS");
         fd = root_session();
         a.sock = proc.sock;
         ck_assert_int_eq(pipe(a.done), 0);
@@ -556,7 +539,7 @@ static void huge_frame(int error_mode)
         json_decref(list);
         ck_assert_int_eq(write(a.release[1], "x", 1), 1);
         ck_assert_int_eq(wait_child(pid), 0);
-        long peak = rss_kb("VmHWM:");
+        long peak = harness_proc_kib(proc.pid, "VmHWM");
         fprintf(stderr, "huge frame (%s mode): %llu pings, worst %llu ms; max queued %lld; "
                 "npud RSS %ld kB before, peak %ld kB\n", error_mode ? "error" : "block",
                 (unsigned long long)pings, (unsigned long long)worst_ping, max_queued, before, peak);

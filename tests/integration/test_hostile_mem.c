@@ -276,22 +276,6 @@ END_TEST
 
 /* ---- item 5: device memory goes back to the host on free ---- */
 
-static uint64_t rss_kib(pid_t pid)
-{
-        char path[64], line[256];
-        uint64_t kib = 0;
-        FILE *f;
-
-        snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-        f = fopen(path, "r");
-        ck_assert_ptr_nonnull(f);
-        while (fgets(line, sizeof(line), f))
-                if (sscanf(line, "VmRSS: %" SCNu64, &kib) == 1)
-                        break;
-        fclose(f);
-        return kib;
-}
-
 START_TEST(test_rss_returns_after_free)
 {
         const uint64_t size = 256 * MIB;
@@ -301,12 +285,12 @@ START_TEST(test_rss_returns_after_free)
         start();
         c = join(NULL);
         for (int round = 0; round < 2; round++) {
-                uint64_t before = rss_kib(proc.pid);
+                uint64_t before = (uint64_t)harness_proc_kib(proc.pid, "VmRSS");
                 OK(npu_malloc(c, round, size, &b));
                 OK(npu_memset(c, b, 0, 0x5a, size));
-                uint64_t touched = rss_kib(proc.pid);
+                uint64_t touched = (uint64_t)harness_proc_kib(proc.pid, "VmRSS");
                 OK(npu_free(c, b));
-                uint64_t after = rss_kib(proc.pid);
+                uint64_t after = (uint64_t)harness_proc_kib(proc.pid, "VmRSS");
                 printf("npud VmRSS on device %d: %" PRIu64 " KiB before, %" PRIu64
                        " KiB with 256 MiB touched, %" PRIu64 " KiB after free\n",
                        round, before, touched, after);

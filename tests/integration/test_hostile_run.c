@@ -185,32 +185,61 @@ static void pb_node(struct pb *g, const char *op, const char *const *in, int nin
         pb_msg(g, 1, &n);
 }
 
+/* The Loop body of the models below: cond and v pass through unchanged. */
+static void pb_loop_body(struct pb *body)
+{
+        const char *cin[] = { "cond_in" }, *vin[] = { "v_in" };
+
+        pb_node(body, "Identity", cin, 1, "cond_out", NULL, NULL, 0);
+        pb_node(body, "Identity", vin, 1, "v_out", NULL, NULL, 0);
+        pb_str(body, 2, "body");
+        pb_value(body, 11, "iter", 7, -1);
+        pb_value(body, 11, "cond_in", 9, -1);
+        pb_value(body, 11, "v_in", 1, 1);
+        pb_value(body, 12, "cond_out", 9, -1);
+        pb_value(body, 12, "v_out", 1, 1);
+}
+
+/* A scalar (rank 0, or 1-D of one element when dims1) initializer of dtype with raw data. */
+static void pb_initializer(struct pb *g, const char *name, int dtype, int dims1,
+                           const void *data, size_t len)
+{
+        struct pb t = { .n = 0 };
+
+        if (dims1)
+                pb_varint(&t, 1, 1);
+        pb_varint(&t, 2, (uint64_t)dtype);
+        pb_str(&t, 8, name);
+        pb_bytes(&t, 9, data, len);
+        pb_msg(g, 5, &t);
+}
+
+/* ModelProto (IR 8, default opset 16) around graph g. */
+static void pb_model(struct pb *m, const struct pb *g)
+{
+        struct pb opset = { .n = 0 };
+
+        memset(m, 0, sizeof(*m));
+        pb_varint(m, 1, 8); /* ir_version */
+        pb_str(&opset, 1, "");
+        pb_varint(&opset, 2, 16);
+        pb_msg(m, 8, &opset);
+        pb_msg(m, 7, g);
+}
+
 /* Loop(M, cond, v) whose body passes cond and v through: with M = INT64_MAX and cond true
  * it never ends by itself. weighted: v goes through Add(v, w) with an initializer w first, so
  * the graph has weights in device memory. */
-static void endless_model_w(struct pb *m, int weighted)
+static void endless_model(struct pb *m, int weighted)
 {
-        struct pb body = { .n = 0 }, g = { .n = 0 }, opset = { .n = 0 };
-        const char *cin[] = { "cond_in" }, *vin[] = { "v_in" }, *lin[] = { "M", "cond", "v" };
+        struct pb body = { .n = 0 }, g = { .n = 0 };
+        const char *lin[] = { "M", "cond", "v" };
         const char *ain[] = { "v", "w" }, *lwin[] = { "M", "cond", "vw" };
 
-        memset(m, 0, sizeof(*m));
-        pb_node(&body, "Identity", cin, 1, "cond_out", NULL, NULL, 0);
-        pb_node(&body, "Identity", vin, 1, "v_out", NULL, NULL, 0);
-        pb_str(&body, 2, "body");
-        pb_value(&body, 11, "iter", 7, -1);
-        pb_value(&body, 11, "cond_in", 9, -1);
-        pb_value(&body, 11, "v_in", 1, 1);
-        pb_value(&body, 12, "cond_out", 9, -1);
-        pb_value(&body, 12, "v_out", 1, 1);
+        pb_loop_body(&body);
         if (weighted) {
-                struct pb w = { .n = 0 };
                 float one = 1.0f;
-                pb_varint(&w, 1, 1);   /* dims */
-                pb_varint(&w, 2, 1);   /* FLOAT */
-                pb_str(&w, 8, "w");
-                pb_bytes(&w, 9, &one, sizeof(one));
-                pb_msg(&g, 5, &w);     /* initializer */
+                pb_initializer(&g, "w", 1, 1, &one, sizeof(one));
                 pb_node(&g, "Add", ain, 2, "vw", NULL, NULL, 0);
                 pb_node(&g, "Loop", lwin, 3, "v_final", &body, NULL, 0);
         } else {
@@ -221,11 +250,7 @@ static void endless_model_w(struct pb *m, int weighted)
         pb_value(&g, 11, "cond", 9, -1);
         pb_value(&g, 11, "v", 1, 1);
         pb_value(&g, 12, "v_final", 1, 1);
-        pb_varint(m, 1, 8); /* ir_version */
-        pb_str(&opset, 1, "");
-        pb_varint(&opset, 2, 16);
-        pb_msg(m, 8, &opset);
-        pb_msg(m, 7, &g);
+        pb_model(m, &g);
 }
 
 /* One run of the endless Loop, submitted on a new stream of dev. */
@@ -235,67 +260,38 @@ struct loop_run {
         npu_buffer_t in, out;
 };
 
-static void endless_model(struct pb *m)
-{
-        endless_model_w(m, 0);
-}
-
 /* Loop(M, cond, v) with M = 0 and cond = true initializers: the run-cost estimate sees a loop
  * that never iterates, while v has no data yet (issue 9, item 1). */
 static void zero_loop_model(struct pb *m)
 {
-        struct pb body = { .n = 0 }, g = { .n = 0 }, opset = { .n = 0 }, w = { .n = 0 },
-                  c = { .n = 0 };
-        const char *cin[] = { "cond_in" }, *vin[] = { "v_in" }, *lin[] = { "M", "cond", "v" };
+        struct pb body = { .n = 0 }, g = { .n = 0 };
+        const char *lin[] = { "M", "cond", "v" };
         int64_t zero = 0;
         uint8_t yes = 1;
 
-        memset(m, 0, sizeof(*m));
-        pb_node(&body, "Identity", cin, 1, "cond_out", NULL, NULL, 0);
-        pb_node(&body, "Identity", vin, 1, "v_out", NULL, NULL, 0);
-        pb_str(&body, 2, "body");
-        pb_value(&body, 11, "iter", 7, -1);
-        pb_value(&body, 11, "cond_in", 9, -1);
-        pb_value(&body, 11, "v_in", 1, 1);
-        pb_value(&body, 12, "cond_out", 9, -1);
-        pb_value(&body, 12, "v_out", 1, 1);
-        pb_varint(&w, 2, 7); /* INT64 scalar */
-        pb_str(&w, 8, "M");
-        pb_bytes(&w, 9, &zero, sizeof(zero));
-        pb_msg(&g, 5, &w);
-        pb_varint(&c, 2, 9); /* BOOL scalar */
-        pb_str(&c, 8, "cond");
-        pb_bytes(&c, 9, &yes, sizeof(yes));
-        pb_msg(&g, 5, &c);
+        pb_loop_body(&body);
+        pb_initializer(&g, "M", 7, 0, &zero, sizeof(zero));
+        pb_initializer(&g, "cond", 9, 0, &yes, sizeof(yes));
         pb_node(&g, "Loop", lin, 3, "v_final", &body, NULL, 0);
         pb_str(&g, 2, "zero");
         pb_value(&g, 11, "v", 1, 1);
         pb_value(&g, 12, "v_final", 1, 1);
-        pb_varint(m, 1, 8);
-        pb_str(&opset, 1, "");
-        pb_varint(&opset, 2, 16);
-        pb_msg(m, 8, &opset);
-        pb_msg(m, 7, &g);
+        pb_model(m, &g);
 }
 
 /* ReduceSum(ConstantOfShape(shape)): the intermediate is as large as the client says, the
  * output one float. */
 static void big_intermediate_model(struct pb *m)
 {
-        struct pb g = { .n = 0 }, opset = { .n = 0 };
+        struct pb g = { .n = 0 };
         const char *sin[] = { "shape" }, *bin[] = { "big" };
 
-        memset(m, 0, sizeof(*m));
         pb_node(&g, "ConstantOfShape", sin, 1, "big", NULL, NULL, 0);
         pb_node(&g, "ReduceSum", bin, 1, "sum", NULL, "keepdims", 0);
         pb_str(&g, 2, "big");
         pb_value(&g, 11, "shape", 7, 1);
         pb_value(&g, 12, "sum", 1, -1);
-        pb_varint(m, 1, 8);
-        pb_str(&opset, 1, "");
-        pb_varint(&opset, 2, 16);
-        pb_msg(m, 8, &opset);
-        pb_msg(m, 7, &g);
+        pb_model(m, &g);
 }
 
 static char run_message[512]; /* the last run's error message */
@@ -329,20 +325,6 @@ static int run_big_intermediate(npu_context_t *c, int64_t elems, float *ret_sum)
         return st;
 }
 
-static long rss_kib(pid_t pid)
-{
-        char path[64], line[256];
-        long kb = -1;
-        snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-        FILE *f = fopen(path, "r");
-        while (f && fgets(line, sizeof(line), f))
-                if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
-                        break;
-        if (f)
-                fclose(f);
-        return kb;
-}
-
 /* The attacker (64 MiB quota in start_daemon's config: see attack_big) asks for a 4 GiB
  * intermediate: refused as over its quota, npud's RSS stays small. */
 static int attack_big(void *arg)
@@ -364,15 +346,16 @@ static int attack_big(void *arg)
         return 0;
 }
 
-/* Load the model and stage the inputs (trip count INT64_MAX, cond true) on dev. */
-static int loop_prepare(npu_context_t *c, int dev, struct loop_run *r)
+/* Load the endless model (with weights when weighted) and stage the inputs (trip count
+ * INT64_MAX, cond true) on dev. */
+static int loop_prepare_w(npu_context_t *c, int dev, struct loop_run *r, int weighted)
 {
         struct pb model;
         uint8_t host[64] = { 0 };
         int64_t trips = INT64_MAX;
         npu_status_t st;
 
-        endless_model(&model);
+        endless_model(&model, weighted);
         if ((st = npu_graph_load(c, dev, model.b, model.n, &r->g)) ||
             (st = npu_malloc(c, dev, 64, &r->in)) || (st = npu_malloc(c, dev, 64, &r->out)) ||
             (st = npu_stream_create(c, dev, 0, &r->s)))
@@ -380,6 +363,11 @@ static int loop_prepare(npu_context_t *c, int dev, struct loop_run *r)
         memcpy(host, &trips, sizeof(trips));
         host[8] = 1;
         return npu_memcpy_to_device(c, r->in, 0, host, sizeof(host));
+}
+
+static int loop_prepare(npu_context_t *c, int dev, struct loop_run *r)
+{
+        return loop_prepare_w(c, dev, r, 0);
 }
 
 static int loop_start(npu_context_t *c, struct loop_run *r)
@@ -460,20 +448,10 @@ static int attack_unload_and_hold(void *arg)
         int fd = *(int *)arg;
         npu_context_t *c;
         struct loop_run r;
-        struct pb model;
-        uint8_t host[64] = { 0 };
-        int64_t trips = INT64_MAX;
 
-        endless_model_w(&model, 1);
-        if (npu_connect(daemon_proc.sock, &c) != NPU_OK ||
-            npu_graph_load(c, 0, model.b, model.n, &r.g) != NPU_OK ||
-            npu_malloc(c, 0, 64, &r.in) != NPU_OK || npu_malloc(c, 0, 64, &r.out) != NPU_OK ||
-            npu_stream_create(c, 0, 0, &r.s) != NPU_OK)
+        if (npu_connect(daemon_proc.sock, &c) != NPU_OK || loop_prepare_w(c, 0, &r, 1) != NPU_OK)
                 return 2;
-        memcpy(host, &trips, sizeof(trips));
-        host[8] = 1;
-        if (npu_memcpy_to_device(c, r.in, 0, host, sizeof(host)) != NPU_OK ||
-            loop_start(c, &r) != NPU_OK || npu_graph_unload(c, r.g) != NPU_OK ||
+        if (loop_start(c, &r) != NPU_OK || npu_graph_unload(c, r.g) != NPU_OK ||
             npu_ping(c) != NPU_OK || write(fd, "x", 1) != 1)
                 return 3;
         for (;;)
@@ -498,17 +476,24 @@ static long long tenant_memory_used(const char *name)
         return used;
 }
 
-static pid_t spawn_holder(void)
+/* Start fn as the attacker and wait until it says its runs are submitted. */
+static pid_t spawn_attacker(int (*fn)(void *))
 {
         int p[2];
         char c;
 
         ck_assert_int_eq(pipe(p), 0);
-        pid_t pid = harness_spawn_as(attacker_uid, attacker_gid, attack_and_hold, &p[1]);
+        pid_t pid = harness_spawn_as(attacker_uid, attacker_gid, fn, &p[1]);
         ck_assert_int_gt(pid, 0);
         close(p[1]);
         ck_assert_msg(read(p[0], &c, 1) == 1, "the attacker could not start its runs");
         close(p[0]);
+        return pid;
+}
+
+static pid_t spawn_holder(void)
+{
+        pid_t pid = spawn_attacker(attack_and_hold);
         usleep(300 * 1000); /* let the runs reach the workers */
         return pid;
 }
@@ -579,14 +564,7 @@ START_TEST(test_unloaded_weights_stay_charged)
 {
         start_daemon(0, 0, "compute");
         if (attacker_uid) {
-                int p[2];
-                char ch;
-                ck_assert_int_eq(pipe(p), 0);
-                pid_t pid = harness_spawn_as(attacker_uid, attacker_gid, attack_unload_and_hold, &p[1]);
-                ck_assert_int_gt(pid, 0);
-                close(p[1]);
-                ck_assert_msg(read(p[0], &ch, 1) == 1, "the attacker could not start");
-                close(p[0]);
+                pid_t pid = spawn_attacker(attack_unload_and_hold);
                 /* two 64-byte buffers and the weights, each a 512-byte granule */
                 ck_assert_int_eq(tenant_memory_used("attack"), 3 * 512);
                 kill(pid, SIGKILL);
@@ -694,12 +672,12 @@ START_TEST(test_intermediates_charged)
 {
         start_daemon(-1, -1, "compute");
         if (attacker_uid) {
-                long before = rss_kib(daemon_proc.pid);
+                long before = harness_proc_kib(daemon_proc.pid, "VmRSS");
                 ck_assert_int_eq(harness_run_as(attacker_uid, attacker_gid, attack_big, NULL), 0);
                 /* root has no quota: half of the host's memory bounds all running work */
                 ck_assert_int_eq(run_big_intermediate(ctx, 1ll << 40, NULL), NPU_ERR_QUOTA);
                 ck_assert_ptr_nonnull(strstr(run_message, "host memory"));
-                long after = rss_kib(daemon_proc.pid);
+                long after = harness_proc_kib(daemon_proc.pid, "VmRSS");
                 fprintf(stderr, "npud RSS %ld KiB before, %ld KiB after\n", before, after);
                 ck_assert_int_lt(after, before + 256 * 1024);
                 root_work_completes();

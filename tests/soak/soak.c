@@ -850,22 +850,6 @@ static void client_main(int slot, uint64_t seed, const char *sock)
 
 /* ------------------------------------------------------------ supervisor ---- */
 
-static long proc_rss_kib(pid_t pid)
-{
-        char path[64], line[256];
-        long kib = -1;
-        FILE *f;
-
-        snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-        if (!(f = fopen(path, "r")))
-                return -1;
-        while (fgets(line, sizeof(line), f))
-                if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-                        break;
-        fclose(f);
-        return kib;
-}
-
 static int proc_fds(pid_t pid)
 {
         char path[64];
@@ -1059,7 +1043,7 @@ int main(int argc, char **argv)
                 }
                 usleep(200000);
         }
-        base_rss = proc_rss_kib(p.pid);
+        base_rss = harness_proc_kib(p.pid, "VmRSS");
         base_fds = proc_fds(p.pid);
         memset(sh->ok, 0, sizeof(sh->ok));
         memset(sh->errors, 0, sizeof(sh->errors));
@@ -1139,7 +1123,7 @@ int main(int argc, char **argv)
                 if (t >= next_sample && nsamples < cap_samples) {
                         struct sample *s = &samples[nsamples++];
                         s->t = t - t0;
-                        s->rss = proc_rss_kib(p.pid);
+                        s->rss = harness_proc_kib(p.pid, "VmRSS");
                         s->fds = proc_fds(p.pid);
                         uint64_t e = sum_ops(sh->errors);
                         printf("%8.0f %10.1f %6d %8d %12llu %8llu %7llu %7llu\n", s->t, (double)s->rss / 1024,
@@ -1157,7 +1141,7 @@ int main(int argc, char **argv)
         /* stop: clients finish their operation, tidy up and exit */
         double run_end = now_s() - t0;
         if (nsamples < cap_samples) /* the last point of the curve: the end of the run */
-                samples[nsamples++] = (struct sample){ run_end, proc_rss_kib(p.pid), proc_fds(p.pid) };
+                samples[nsamples++] = (struct sample){ run_end, harness_proc_kib(p.pid, "VmRSS"), proc_fds(p.pid) };
         sh->stop = 1;
         for (double until = now_s() + STUCK_SECONDS;;) {
                 int left = 0, status;
@@ -1286,7 +1270,7 @@ int main(int argc, char **argv)
                         nn++;
                 }
         double slope = nn > 1 && nn * sxx - sx * sx > 0 ? (nn * sxy - sx * sy) / (nn * sxx - sx * sx) : 0;
-        long end_rss = alive ? proc_rss_kib(p.pid) : -1;
+        long end_rss = alive ? harness_proc_kib(p.pid, "VmRSS") : -1;
         printf("soak: rss MiB: baseline %.1f, peak 2nd quarter %.1f, peak last quarter %.1f, after the run %.1f; "
                "2nd-half slope %.1f KiB/min\n", (double)base_rss / 1024, q2 / 1024, q4 / 1024,
                (double)end_rss / 1024, slope * 60);
