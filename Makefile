@@ -29,15 +29,17 @@ WARN       := -Wall -Wextra -Wshadow -Wpointer-arith -Wstrict-prototypes -Wmissi
 BASE_CFLAGS := -std=gnu11 -D_GNU_SOURCE -DNPUD_VERSION='"$(VERSION)"' -pthread -fPIC $(WARN)
 OPT        ?= -O2 -g
 SAN        ?=
-CFLAGS_ALL  = $(BASE_CFLAGS) $(OPT) $(SAN) $(PKG_CFLAGS) -Iclient/include -I$(BUILD)/gen
+CFLAGS_ALL  = $(BASE_CFLAGS) $(OPT) $(SAN) $(PKG_CFLAGS) -I. -Iclient/include -I$(BUILD)/gen
 LDFLAGS_ALL = $(SAN) -pthread
 
 PROTO_SRC  := $(wildcard proto/*.c)
 POLICY_SRC := $(wildcard policy/*.c)
-OPS_SRC    := $(wildcard daemon/ops/*.c)
-GRAPH_SRC  := $(wildcard daemon/graph/*.c)
-UTIL_SRC   := $(wildcard daemon/util/*.c)
-DAEMON_SRC := $(filter-out daemon/main.c,$(wildcard daemon/*.c daemon/backend/*.c)) $(OPS_SRC) $(GRAPH_SRC) $(UTIL_SRC)
+UTIL_SRC   := $(wildcard util/*.c)
+# util without the journal writer (log.c links libsystemd): what the operator library may use
+UTIL_PURE_SRC := $(filter-out util/log.c,$(UTIL_SRC))
+OPS_SRC    := $(wildcard ops/*.c)
+GRAPH_SRC  := $(wildcard graph/*.c)
+DAEMON_SRC := $(wildcard daemon/backend/*.c daemon/exec/*.c daemon/api/*.c) $(OPS_SRC) $(GRAPH_SRC) $(UTIL_SRC)
 CLIENT_SRC := client/libnpu.c
 CTL_SRC    := $(wildcard client/npuctl*.c)
 
@@ -233,7 +235,7 @@ conformance: deps
 FUZZ_TIME ?= 60
 FUZZ_SMOKE_TIME ?= 20
 # libFuzzer targets under ASan + UBSan; any UBSan report is fatal (a finding, not a warning).
-FUZZ_CFLAGS := -std=gnu11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
+FUZZ_CFLAGS := -std=gnu11 -D_GNU_SOURCE -I. -g -O1 -fsanitize=fuzzer,address,undefined \
                -fno-sanitize-recover=undefined
 FUZZ_ONNX_SEEDS := relu add matmul_2d gemm_default_no_bias if loop11 scan9_sum \
   reshape_reordered_all_dims conv_with_strides_padding softmax_axis_1 cast_FLOAT_to_FLOAT16
@@ -252,11 +254,11 @@ fuzz-build: deps
 	  $(shell pkg-config --libs jansson) -o $(BUILD)/fuzz/fuzz_proto
 	$(MAKE) $(ONNX_GEN_H)
 	clang $(FUZZ_CFLAGS) -I$(BUILD)/gen \
-	  $(shell pkg-config --cflags openblas) tests/fuzz/fuzz_onnx.c $(GRAPH_SRC) $(OPS_SRC) $(UTIL_SRC) \
+	  $(shell pkg-config --cflags openblas) tests/fuzz/fuzz_onnx.c $(GRAPH_SRC) $(OPS_SRC) $(UTIL_PURE_SRC) \
 	  $(ONNX_GEN_C) proto/dtype.c policy/cost.c \
 	  $(shell pkg-config --libs openblas libprotobuf-c) -lm -o $(BUILD)/fuzz/fuzz_onnx
 	clang $(FUZZ_CFLAGS) -I$(BUILD)/gen \
-	  $(shell pkg-config --cflags openblas) tests/fuzz/fuzz_graph.c $(GRAPH_SRC) $(OPS_SRC) $(UTIL_SRC) \
+	  $(shell pkg-config --cflags openblas) tests/fuzz/fuzz_graph.c $(GRAPH_SRC) $(OPS_SRC) $(UTIL_PURE_SRC) \
 	  $(ONNX_GEN_C) proto/dtype.c policy/cost.c \
 	  $(shell pkg-config --libs openblas libprotobuf-c) -lm -o $(BUILD)/fuzz/fuzz_graph
 	@mkdir -p $(BUILD)/fuzz/corpus $(BUILD)/fuzz/corpus-onnx $(BUILD)/fuzz/corpus-graph

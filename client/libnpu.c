@@ -15,11 +15,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "../proto/dtype.h"
-#include "../proto/frame.h"
-#include "../proto/message.h"
-#include "../proto/socket-path.h"
-#include "../proto/submit.h"
+#include "proto/dtype.h"
+#include "proto/frame.h"
+#include "proto/message.h"
+#include "proto/socket-path.h"
+#include "proto/submit.h"
 #include "npu.h"
 
 #define NPU_EXPORT __attribute__((visibility("default")))

@@ -9,16 +9,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bus.h"
-#include "log.h"
-#include "manage.h"
-#include "metrics.h"
-#include "notify.h"
-#include "npud.h"
+#include "daemon/api/bus.h"
+#include "util/log.h"
+#include "daemon/api/manage.h"
+#include "daemon/api/metrics.h"
+#include "daemon/api/notify.h"
+#include "daemon/api/npud.h"
 #include "ops/ops.h"
-#include "sched.h"
-#include "server.h"
-#include "session.h"
+#include "daemon/exec/sched.h"
+#include "daemon/api/server.h"
+#include "daemon/api/session.h"
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {

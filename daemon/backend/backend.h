@@ -9,7 +9,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "../ops/ops.h"
+#include "ops/ops.h"
 
 struct ops_mem_budget;
 

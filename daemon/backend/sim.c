@@ -27,10 +27,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../proto/errors.h"
-#include "../graph/exec.h"
-#include "../manage.h"
-#include "../ops/runctx.h"
+#include "proto/errors.h"
+#include "graph/exec.h"
+#include "daemon/api/manage.h"
+#include "ops/runctx.h"
 #include "backend.h"
 
 struct sim_profile {

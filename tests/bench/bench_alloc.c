@@ -1,4 +1,4 @@
-/* Benchmark of the device-memory allocator (daemon/alloc.c).
+/* Benchmark of the device-memory allocator (daemon/exec/alloc.c).
  *
  * 1. Speed: release/reserve pairs over a window of live blocks with an inference-like size
  *    mix, against glibc malloc/free fed the same size sequence in the same run.
@@ -16,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../daemon/alloc.h"
+#include "daemon/exec/alloc.h"
 
 #define KIB (1ull << 10)
 #define MIB (1ull << 20)

@@ -1,4 +1,4 @@
-/* Benchmark of clearing released device memory (mem_clear_released in daemon/mem.c) over
+/* Benchmark of clearing released device memory (mem_clear_released in daemon/exec/mem.c) over
  * the device-memory allocator, on a MAP_NORESERVE mapping like the simulator's HBM.
  *
  * For each size (4 KiB, 1 MiB, 64 MiB, 1 GiB) one cycle is: reserve a block, write every
@@ -19,8 +19,8 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#include "../../daemon/alloc.h"
-#include "../../daemon/mem.h"
+#include "daemon/exec/alloc.h"
+#include "daemon/exec/mem.h"
 
 #define KIB (1ull << 10)
 #define MIB (1ull << 20)

@@ -18,7 +18,7 @@
 
 #include "npu.h"
 #include "onnx.pb-c.h"
-#include "../integration/harness.h"
+#include "tests/integration/harness.h"
 
 #define CHECK(call)                                                                            \
         do {                                                                                   \

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "npu.h"
-#include "../integration/harness.h"
+#include "tests/integration/harness.h"
 
 #define CHECK(call) \
         do { \

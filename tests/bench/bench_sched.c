@@ -12,7 +12,7 @@
 #include <jansson.h>
 
 #include "npu.h"
-#include "../integration/harness.h"
+#include "tests/integration/harness.h"
 
 #define CHECK(call) \
         do { \

@@ -14,10 +14,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../daemon/graph/exec.h"
-#include "../../daemon/graph/onnx-import.h"
-#include "../../daemon/ops/runctx.h"
-#include "../../proto/dtype.h"
+#include "graph/exec.h"
+#include "graph/onnx-import.h"
+#include "ops/runctx.h"
+#include "proto/dtype.h"
 
 #define FUZZ_MAX_ELEMS 4096
 #define FUZZ_DEADLINE_MS 200

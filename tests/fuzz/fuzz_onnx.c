@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../daemon/graph/exec.h"
-#include "../../daemon/graph/onnx-import.h"
+#include "graph/exec.h"
+#include "graph/onnx-import.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -7,9 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../proto/frame.h"
-#include "../../proto/message.h"
-#include "../../proto/submit.h"
+#include "proto/frame.h"
+#include "proto/message.h"
+#include "proto/submit.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../proto/frame.h"
+#include "proto/frame.h"
 #include "harness.h"
 
 int harness_start(struct npud_proc *p, const char *const *extra)

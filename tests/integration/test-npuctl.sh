@@ -74,7 +74,7 @@ assert len(fns) > 40 and not missing, 'libnpu.3 lacks: ' + ' '.join(missing)" cl
 # every option and configuration key the code knows is in npud(8) / npud.conf(5)
 python3 -c "import re,sys
 def text(p): return open(p).read().replace('\\\\-', '-')
-cfg=open('daemon/config.c').read(); pol=open('policy/policy.c').read()
+cfg=open('daemon/api/config.c').read(); pol=open('policy/policy.c').read()
 opts=re.findall(r'\{ \"([a-z-]+)\", (?:required|no|optional)_argument', cfg)
 keys=set()
 for block in re.findall(r'keys\[\] = \{([^}]*)\}', cfg + pol):

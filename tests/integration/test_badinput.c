@@ -17,8 +17,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../proto/frame.h"
-#include "../../proto/submit.h"
+#include "proto/frame.h"
+#include "proto/submit.h"
 #include "harness.h"
 #include "npu.h"
 

@@ -17,8 +17,8 @@
 #include <jansson.h>
 #include <onnx.pb-c.h>
 
-#include "../../proto/frame.h"
-#include "../../proto/submit.h"
+#include "proto/frame.h"
+#include "proto/submit.h"
 #include "harness.h"
 #include "npu.h"
 

@@ -19,8 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../proto/frame.h"
-#include "../../proto/submit.h"
+#include "proto/frame.h"
+#include "proto/submit.h"
 #include "harness.h"
 #include "npu.h"
 

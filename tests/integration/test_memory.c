@@ -14,7 +14,7 @@
 #include <jansson.h>
 
 #include "npu.h"
-#include "../../proto/frame.h"
+#include "proto/frame.h"
 #include "harness.h"
 
 #define OK(expr) ck_assert_msg((expr) == NPU_OK, "%s: %s", #expr, npu_error_message())

@@ -35,7 +35,7 @@
 #include <jansson.h>
 #include <npu.h>
 
-#include "../integration/harness.h"
+#include "tests/integration/harness.h"
 
 #define MAX_CLIENTS 256
 #define BOARD 64         /* export tokens on offer */

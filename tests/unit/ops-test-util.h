@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../daemon/ops/ops.h"
+#include "ops/ops.h"
 
 #define F32 PROTO_DTYPE_FLOAT32
 #define F16 PROTO_DTYPE_FLOAT16

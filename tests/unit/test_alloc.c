@@ -1,6 +1,6 @@
-/* Unit tests of the device-memory allocator (daemon/alloc.c): API contract, error paths,
+/* Unit tests of the device-memory allocator (daemon/exec/alloc.c): API contract, error paths,
  * coalescing, statistics, huge capacities and randomized runs against a shadow model; and
- * the clearing of released memory (mem_clear_released in daemon/mem.c). */
+ * the clearing of released memory (mem_clear_released in daemon/exec/mem.c). */
 #include <check.h>
 #include <errno.h>
 #include <stdbool.h>
@@ -10,8 +10,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "../../daemon/alloc.h"
-#include "../../daemon/mem.h"
+#include "daemon/exec/alloc.h"
+#include "daemon/exec/mem.h"
 
 #define KIB (1ull << 10)
 #define MIB (1ull << 20)

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../daemon/ops/ops.h"
+#include "ops/ops.h"
 
 static struct ops_tensor shape(int ndim, ...)
 {

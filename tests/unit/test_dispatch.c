@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../policy/dispatch.h"
+#include "policy/dispatch.h"
 
 enum { CUBE = 0, VECTOR = 1, AICPU = 2, DMA = 3 };
 

@@ -1,4 +1,4 @@
-/* Unit tests of fault injection: the fault names (daemon/manage.c) and the simulated
+/* Unit tests of fault injection: the fault names (daemon/api/manage.c) and the simulated
  * backend's faults (daemon/backend/sim.c) — fail-next fails exactly N items even with
  * concurrent workers and cancels the rest of a chain, fail-device fails every item until
  * cleared, slow stretches model-mode durations, bad arguments are refused. */
@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../daemon/backend/backend.h"
-#include "../../daemon/manage.h"
-#include "../../proto/errors.h"
+#include "daemon/backend/backend.h"
+#include "daemon/api/manage.h"
+#include "proto/errors.h"
 
 #define MAX_UNITS 64
 

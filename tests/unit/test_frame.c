@@ -15,7 +15,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "../../proto/frame.h"
+#include "proto/frame.h"
 
 /* ---- helpers ---- */
 

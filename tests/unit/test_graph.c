@@ -13,13 +13,13 @@
 
 #include <onnx.pb-c.h>
 
-#include "../../daemon/graph/exec.h"
-#include "../../daemon/graph/graph.h"
-#include "../../daemon/graph/onnx-import.h"
-#include "../../daemon/ops/runctx.h"
-#include "../../proto/dtype.h"
-#include "../../proto/errors.h"
-#include "../../proto/submit.h"
+#include "graph/exec.h"
+#include "graph/graph.h"
+#include "graph/onnx-import.h"
+#include "ops/runctx.h"
+#include "proto/dtype.h"
+#include "proto/errors.h"
+#include "proto/submit.h"
 
 /* ---- test operators ---- */
 

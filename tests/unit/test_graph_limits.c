@@ -1,4 +1,4 @@
-/* Graph runs under a run context (daemon/ops/runctx.h), on models imported from bytes written
+/* Graph runs under a run context (ops/runctx.h), on models imported from bytes written
  * here: control flow without iterations (the cost estimate used to crash on them), the Loop
  * trip cap, cancellation from another thread and the deadline ending a Loop that would never
  * end, the byte budget refusing a huge ConstantOfShape, the LSTM whose sequence_lens are out
@@ -14,13 +14,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../daemon/graph/exec.h"
-#include "../../daemon/graph/graph.h"
-#include "../../daemon/graph/onnx-import.h"
-#include "../../daemon/ops/runctx.h"
-#include "../../daemon/util/siphash.h"
-#include "../../proto/dtype.h"
-#include "../../proto/errors.h"
+#include "graph/exec.h"
+#include "graph/graph.h"
+#include "graph/onnx-import.h"
+#include "ops/runctx.h"
+#include "util/siphash.h"
+#include "proto/dtype.h"
+#include "proto/errors.h"
 
 #define F32 PROTO_DTYPE_FLOAT32
 #define I32 PROTO_DTYPE_INT32

@@ -1,4 +1,4 @@
-/* Unit tests of the per-session handle tables (daemon/handle.c): insert/lookup/remove, type
+/* Unit tests of the per-session handle tables (daemon/api/handle.c): insert/lookup/remove, type
  * checking, stale-handle (double free) detection through generations, invalid handles, slot
  * reuse, per-type counts, foreach, and large tables up to the slot limit. */
 #include <check.h>
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../daemon/handle.h"
+#include "daemon/api/handle.h"
 
 #define SLOT_MASK ((1u << 20) - 1)
 

@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../proto/dtype.h"
-#include "../../proto/errors.h"
-#include "../../proto/message.h"
-#include "../../proto/submit.h"
+#include "proto/dtype.h"
+#include "proto/errors.h"
+#include "proto/message.h"
+#include "proto/submit.h"
 
 /* ---- JSON helpers ---- */
 

@@ -1,4 +1,4 @@
-/* Unit tests of the Prometheus metrics (daemon/metrics.c): listen address parsing, the
+/* Unit tests of the Prometheus metrics (daemon/api/metrics.c): listen address parsing, the
  * tenant bound (later tenants count as "other"), label escaping, tenant-class mapping,
  * histogram bucket edges, and that completions are ignored while metrics are off. The
  * daemon is a hand-built struct npud with two devices and a Unix-socket listener. */
@@ -12,8 +12,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "../../daemon/metrics.h"
-#include "../../daemon/npud.h"
+#include "daemon/api/metrics.h"
+#include "daemon/api/npud.h"
 
 struct fixture {
         struct npud d;

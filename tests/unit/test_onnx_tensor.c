@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 
 #include "onnx.pb-c.h"
-#include "../../client/onnx-tensor.h"
+#include "client/onnx-tensor.h"
 
 #define ABS_INPUT "/usr/share/libonnx-testdata/data/node/test_abs/test_data_set_0/input_0.pb"
 

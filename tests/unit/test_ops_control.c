@@ -1,4 +1,4 @@
-/* Unit tests of the control-flow operators (daemon/ops/control.c): If, Loop and Scan called
+/* Unit tests of the control-flow operators (ops/control.c): If, Loop and Scan called
  * the way the graph executor calls them (infer, then run with the same call), with
  * subgraphs stood in for by C functions behind a fake graph_run; results kept between
  * infer and run, run without infer, early loop exit, reversed and non-zero scan axes, and
@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../daemon/ops/ops.h"
-#include "../../daemon/ops/runctx.h"
-#include "../../proto/errors.h"
+#include "ops/ops.h"
+#include "ops/runctx.h"
+#include "proto/errors.h"
 
 #define F32 PROTO_DTYPE_FLOAT32
 #define I64 PROTO_DTYPE_INT64

@@ -1,4 +1,4 @@
-/* Unit tests of the elementwise operator family (daemon/ops/elementwise.c, ew-*.c, cast.c):
+/* Unit tests of the elementwise operator family (ops/elementwise.c, ew-*.c, cast.c):
  * the registry entries and their ONNX opset versions; every operator group against
  * references computed here in double, for every dtype it accepts (float16 and bfloat16
  * through float), with multidirectional broadcasting, scalars, empty tensors, outputs
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../daemon/ops/ops-internal.h"
+#include "ops/ops-internal.h"
 
 #define F32 PROTO_DTYPE_FLOAT32
 #define F64 PROTO_DTYPE_FLOAT64

@@ -1,4 +1,4 @@
-/* Unit tests of the nn operator family (daemon/ops/nn-*.c, matmul.c): each operator's
+/* Unit tests of the nn operator family (ops/nn-*.c, matmul.c): each operator's
  * results against a straightforward reference computed here in double (direct convolution
  * loops, window scans, per-element gate formulas), on random data and on shapes that
  * exercise pads, strides, dilations, groups, auto_pad, ceil_mode and the optional inputs
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../daemon/ops/ops.h"
+#include "ops/ops.h"
 
 #define F32 PROTO_DTYPE_FLOAT32
 #define F16 PROTO_DTYPE_FLOAT16

@@ -1,4 +1,4 @@
-/* Unit tests of the reduce kernel family (daemon/ops/reduce*.c, softmax.c): every Reduce*
+/* Unit tests of the reduce kernel family (ops/reduce*.c, softmax.c): every Reduce*
  * operator against a double-precision reference over dtypes, axis sets (negative ones
  * included), keepdims and empty tensors; axes as attribute (before opset 13/18) and as
  * input; ArgMax / ArgMin with select_last_index and NaN; CumSum's exclusive and reverse

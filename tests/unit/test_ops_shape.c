@@ -1,4 +1,4 @@
-/* Unit tests of the shape kernel family (daemon/ops/shape*.c): every operator on examples
+/* Unit tests of the shape kernel family (ops/shape*.c): every operator on examples
  * from the ONNX node tests and against references computed here (every permutation of a
  * transpose, random slices with negative steps, pads in every mode, strided copies of
  * every element size), output shapes that depend on input data (Reshape, Slice, Split,

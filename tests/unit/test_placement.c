@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "../../policy/placement.h"
+#include "policy/placement.h"
 
 #define GiB (1ull << 30)
 

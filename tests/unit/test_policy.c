@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../policy/policy.h"
+#include "policy/policy.h"
 
 /* ---- helpers ---- */
 

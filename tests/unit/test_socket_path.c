@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../proto/socket-path.h"
+#include "proto/socket-path.h"
 
 #define OTHER_UID 65534
 

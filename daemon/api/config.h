@@ -1,0 +1,71 @@
+/* npud configuration: defaults, the JSON config file and the command line, in that order of
+ * precedence (command line wins). Every wrong key or value is reported by name. */
+#ifndef NPUD_CONFIG_H
+#define NPUD_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "policy/policy.h"
+
+enum sim_mode { SIM_MODE_COMPUTE = 0, SIM_MODE_MODEL = 1 };
+
+struct npud_limits {
+        uint32_t max_connections;
+        uint32_t max_buffers;       /* per session */
+        uint32_t max_streams;       /* per session */
+        uint32_t max_events;        /* per session */
+        uint32_t max_regions;       /* per session */
+        uint64_t max_region_bytes;  /* per session, sum of registered host regions */
+        uint32_t max_queued_tasks;  /* per session; reading pauses above it */
+        /* Admission and per-uid budgets (docs/protocol.md, "Limits"). Admins (root and the
+         * admin group) are exempt from the per-uid limits and may use the reserved slots. */
+        uint32_t max_connections_per_uid;
+        uint32_t reserved_connections; /* of max_connections, for admins only */
+        int reserved_connections_set;  /* given in the file (else min(16, max/4)) */
+        uint32_t hello_timeout_ms;     /* 0 = none */
+        uint32_t idle_timeout_ms;      /* sessions with nothing in flight; 0 = none */
+        uint32_t max_frame_before_hello; /* body bytes of any frame before hello */
+        uint32_t max_waiters;          /* per session: deferred synchronize replies */
+        uint32_t max_streams_per_uid;
+        uint64_t max_output_bytes;          /* per session: unread replies and notifications */
+        uint64_t max_output_bytes_per_uid;
+        uint64_t max_output_bytes_total;
+};
+
+/* Connection slots other users than admins may take. */
+static inline uint32_t limits_unreserved_connections(const struct npud_limits *l)
+{
+        uint32_t r = l->reserved_connections_set ? l->reserved_connections
+                     : l->reserved_connections < l->max_connections / 4 ? l->reserved_connections
+                                                                         : l->max_connections / 4;
+        return l->max_connections > r ? l->max_connections - r : 0;
+}
+
+struct npud_config {
+        char socket_path[108];
+        char config_path[4096];
+        int sim_devices;
+        char sim_profile[16];
+        enum sim_mode sim_mode;
+        int log_level;
+        int workers; /* host worker threads; 0 = number of CPUs */
+        char admin_group[64];
+        gid_t admin_gid;
+        int have_admin_gid;
+        struct npud_limits limits;
+        char metrics_listen[256]; /* "IPV4:PORT", "[IPV6]:PORT" or a Unix path; "" = off */
+        int dbus;                 /* serve org.npud.Manager1 on the system bus (bus.h) */
+        struct policy_config policy; /* tenants and scheduler settings */
+};
+
+/* Fill defaults (socket path depends on the uid). */
+void config_defaults(struct npud_config *c);
+/* Load a JSON config file over c. 0 or -EINVAL/-errno with a message naming the key. */
+int config_load_file(struct npud_config *c, const char *path, char *err, size_t errlen);
+/* Parse the command line: returns 0 to run, 1 when --help/--version printed and the program
+ * should exit 0, -EINVAL with a message on bad usage. Loads --config itself. */
+int config_parse_args(struct npud_config *c, int argc, char **argv, char *err, size_t errlen);
+
+#endif

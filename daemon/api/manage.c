@@ -1,0 +1,256 @@
+/* Management operations (see manage.h): draining, reset, fault injection and killing
+ * sessions. They run on the loop thread, like everything that touches daemon state.
+ *
+ * A reset is asynchronous: it drains the device, cancels the queued work of every stream
+ * there with a device error, and cancels the running units (kernels poll their cancel flag
+ * every few milliseconds); sched_unit_complete calls manage_device_poll, and the first time
+ * no core of the device is busy the reset finishes
+ * (faults cleared, health ok, draining off). Every change of health or draining is told to the
+ * observers (hooks.device_changed: D-Bus) and to every client as a "device-health"
+ * notification. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto/errors.h"
+#include "proto/frame.h"
+#include "proto/message.h"
+#include "util/log.h"
+#include "manage.h"
+#include "npud.h"
+#include "daemon/exec/sched.h"
+#include "session.h"
+
+static const char *const fault_names[] = {
+        [FAULT_FAIL_NEXT] = "fail-next",
+        [FAULT_FAIL_DEVICE] = "fail-device",
+        [FAULT_SLOW] = "slow",
+};
+
+int manage_fault_parse(const char *name)
+{
+        for (int k = FAULT_FAIL_NEXT; k <= FAULT_SLOW; k++)
+                if (name && strcmp(name, fault_names[k]) == 0)
+                        return k;
+        return -1;
+}
+
+const char *manage_fault_name(int kind)
+{
+        return kind >= FAULT_FAIL_NEXT && kind <= FAULT_SLOW ? fault_names[kind] : "unknown";
+}
+
+/* Device events carry NPUD_DEVICE in the journal. */
+#define dev_log(level, dev, ...) log_session_msg(level, 0, 0, NULL, (dev)->id, __VA_ARGS__)
+
+static struct device *find_device(struct npud *d, int device, char *err, size_t errlen)
+{
+        struct device *dev = device_get(&d->devices, device);
+
+        if (!dev)
+                snprintf(err, errlen, "no device %d", device);
+        return dev;
+}
+
+/* Health or draining changed: tell the observers and every client that said hello. */
+static void device_announce(struct npud *d, struct device *dev)
+{
+        struct session *s, *next;
+
+        if (d->hooks.device_changed)
+                d->hooks.device_changed(d, dev);
+        /* A failed write closes that session (and unlinks only it), so keep the next one. */
+        for (s = TAILQ_FIRST(&d->sessions); s; s = next) {
+                next = TAILQ_NEXT(s, link);
+                if (!s->version)
+                        continue;
+                session_send_json(s, PROTO_KIND_NOTIFY, 0,
+                                  proto_notify_new("device-health",
+                                                   json_pack("{s:i, s:s, s:b}", "device", dev->id,
+                                                             "health", device_health_name(dev->health),
+                                                             "draining", dev->draining != 0)));
+        }
+}
+
+int manage_device_drain(struct npud *d, int device, int drain, char *err, size_t errlen)
+{
+        struct device *dev = find_device(d, device, err, errlen);
+
+        if (!dev)
+                return PROTO_E_INVALID;
+        if (!drain && dev->resetting) {
+                snprintf(err, errlen, "device %d is being reset; it is undrained when the reset ends",
+                         device);
+                return PROTO_E_BUSY;
+        }
+        if (!dev->draining == !drain)
+                return 0;
+        dev->draining = drain != 0;
+        dev_log(LOG_LVL_INFO, dev, "device %d %s", device,
+                drain ? "draining: no new streams" : "undrained");
+        device_announce(d, dev);
+        return 0;
+}
+
+/* The reset is over once nothing of the device is running any more. */
+void manage_device_poll(struct npud *d, struct device *dev)
+{
+        if (!dev->resetting)
+                return;
+        for (int e = 0; e < OPS_ENGINE_COUNT; e++)
+                if (dev->pd.free[e] != dev->desc.cores[e])
+                        return;
+        if (d->backend->ops->clear_fault)
+                d->backend->ops->clear_fault(d->backend, dev->id);
+        dev->resetting = 0;
+        dev->draining = 0;
+        dev->health = DEVICE_OK;
+        dev_log(LOG_LVL_INFO, dev, "device %d reset: health ok", dev->id);
+        device_announce(d, dev);
+}
+
+int manage_device_reset(struct npud *d, int device, char *err, size_t errlen)
+{
+        struct device *dev = find_device(d, device, err, errlen);
+        struct stream **list = NULL;
+        struct session *s;
+        struct stream *st;
+        size_t n = 0, cap = 0;
+        char msg[64];
+
+        if (!dev)
+                return PROTO_E_INVALID;
+        if (dev->resetting)
+                return 0; /* already on its way */
+        /* Collect (and hold) the streams first: failing them sends replies and notifications,
+         * and a failed write closes a session, which would unlink streams under our feet. */
+        TAILQ_FOREACH(s, &d->sessions, link)
+                TAILQ_FOREACH(st, &s->streams, session_link) {
+                        if (st->dev != dev || st->ntasks == 0)
+                                continue;
+                        if (n == cap) {
+                                size_t ncap = cap ? cap * 2 : 16;
+                                struct stream **nl = realloc(list, ncap * sizeof(*nl));
+                                if (!nl) {
+                                        for (size_t i = 0; i < n; i++)
+                                                stream_unref(list[i]);
+                                        free(list);
+                                        snprintf(err, errlen, "out of memory");
+                                        return PROTO_E_LIMIT;
+                                }
+                                list = nl;
+                                cap = ncap;
+                        }
+                        list[n++] = stream_ref(st);
+                }
+        dev->resetting = 1;
+        dev->draining = 1;
+        dev_log(LOG_LVL_WARN, dev, "device %d: reset: cancelling the queued work of %zu stream(s)",
+                device, n);
+        device_announce(d, dev);
+        snprintf(msg, sizeof(msg), "device %d was reset", device);
+        for (size_t i = 0; i < n; i++) {
+                st = list[i];
+                if (st->session && !st->session->closing && st->ntasks) {
+                        session_task_failed(st->session, st, TAILQ_FIRST(&st->tasks)->seq,
+                                            PROTO_E_DEVICE, msg);
+                        if (st->session && !st->session->closing)
+                                sched_stream_cancel(d, st);
+                }
+                stream_unref(st);
+        }
+        free(list);
+        /* running work too, whoever it belongs to (a dead client's included): a reset must
+         * end in bounded time */
+        sched_cancel_running(d, dev);
+        sched_kick(d);
+        manage_device_poll(d, dev);
+        return 0;
+}
+
+int manage_session_kill(struct npud *d, uint64_t session_id, char *err, size_t errlen)
+{
+        struct session *s;
+
+        TAILQ_FOREACH(s, &d->sessions, link)
+                if (s->id == session_id)
+                        break;
+        if (!s || s->closing) {
+                snprintf(err, errlen, "no session %llu", (unsigned long long)session_id);
+                return PROTO_E_INVALID;
+        }
+        /* Tell the client why before the connection goes (it may still read it). */
+        if (s->version)
+                session_send_json(s, PROTO_KIND_NOTIFY, 0,
+                                  proto_notify_new("session-killed",
+                                                   json_pack("{s:s}", "reason",
+                                                             "killed by administrator")));
+        session_close(s, "killed by administrator");
+        return 0;
+}
+
+int manage_fault_inject(struct npud *d, int device, int kind, double value, char *err,
+                        size_t errlen)
+{
+        struct device *dev = find_device(d, device, err, errlen);
+        int e;
+
+        if (!dev)
+                return PROTO_E_INVALID;
+        if (!d->backend->ops->inject_fault) {
+                snprintf(err, errlen, "the %s backend has no fault injection",
+                         d->backend->ops->name);
+                return PROTO_E_UNSUPPORTED;
+        }
+        switch (kind) {
+        case FAULT_FAIL_NEXT:
+                if (!(value >= 1 && value <= INT32_MAX) || value != floor(value)) {
+                        snprintf(err, errlen, "fail-next: the value must be a whole number of "
+                                              "tasks from 1 to %d", INT32_MAX);
+                        return PROTO_E_INVALID;
+                }
+                break;
+        case FAULT_FAIL_DEVICE:
+                break;
+        case FAULT_SLOW:
+                if (!(value > 0 && value <= 1e6)) {
+                        snprintf(err, errlen, "slow: the value must be a factor above 0, "
+                                              "at most 1000000");
+                        return PROTO_E_INVALID;
+                }
+                break;
+        default:
+                snprintf(err, errlen, "unknown fault kind (fail-next, fail-device or slow)");
+                return PROTO_E_INVALID;
+        }
+        e = d->backend->ops->inject_fault(d->backend, device, kind, value);
+        if (e < 0) {
+                snprintf(err, errlen, "fault injection failed: %s", strerror(-e));
+                return PROTO_E_INVALID;
+        }
+        dev_log(LOG_LVL_WARN, dev, "device %d: injected fault %s (%g)", device,
+                manage_fault_name(kind), value);
+        if (kind == FAULT_FAIL_DEVICE && dev->health != DEVICE_FAILED) {
+                dev->health = DEVICE_FAILED;
+                device_announce(d, dev);
+        }
+        return 0;
+}
+
+int manage_fault_clear(struct npud *d, int device, char *err, size_t errlen)
+{
+        struct device *dev = find_device(d, device, err, errlen);
+
+        if (!dev)
+                return PROTO_E_INVALID;
+        if (d->backend->ops->clear_fault)
+                d->backend->ops->clear_fault(d->backend, device);
+        dev_log(LOG_LVL_INFO, dev, "device %d: faults cleared", device);
+        if (dev->health != DEVICE_OK) {
+                dev->health = DEVICE_OK;
+                device_announce(d, dev);
+        }
+        return 0;
+}

@@ -1,0 +1,58 @@
+/* The daemon context: the one object the loop thread owns and hands to every handler. */
+#ifndef NPUD_NPUD_H
+#define NPUD_NPUD_H
+
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "config.h"
+#include "daemon/exec/device.h"
+#include "export.h"
+#include "daemon/exec/stream.h"
+#include "daemon/exec/tenant.h"
+
+struct event_base;
+struct event;
+struct session;
+struct device;
+struct npud;
+struct metrics;
+
+/* Observers of daemon state changes (D-Bus signals, metrics); any may be NULL. */
+struct npud_hooks {
+        void (*session_opened)(struct npud *d, struct session *s);
+        void (*session_closed)(struct npud *d, struct session *s);
+        void (*device_changed)(struct npud *d, struct device *dev); /* health, draining, memory */
+        void *userdata;
+};
+
+struct npud {
+        struct event_base *base;
+        struct npud_config config;
+        struct backend *backend;
+        struct device_registry devices;
+        TAILQ_HEAD(, session) sessions;
+        uint32_t nsessions;
+        uint64_t next_session_id;
+        int listen_fd;
+        struct event *listen_event;
+        struct event *sched_event;
+        struct event *util_timer;
+        struct event *sig_int, *sig_term;
+        uint64_t started_ns;
+        struct npud_hooks hooks;
+        struct metrics *metrics; /* NULL unless a metrics listener is configured */
+        struct tenant_registry tenants;
+        struct export_list exports;
+        TAILQ_HEAD(, stream) settle; /* streams whose head may have changed */
+        uint64_t tile_ns;
+        int calibrate; /* learn real kernel speed (compute mode); model mode is the model */
+        /* Host workers one tenant's graph runs may hold at once (compute mode; 0 = no cap):
+         * a graph run can last up to the tenant's max_run_ms, so one tenant never holds
+         * every worker with them and other tenants' work always finds one. */
+        int graph_worker_cap;
+        int argc;    /* the command line, re-read on reload */
+        char **argv;
+};
+
+#endif

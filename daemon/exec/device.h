@@ -1,0 +1,59 @@
+/* Device registry: every NPU npud owns, its memory allocator, engine slots, health and
+ * utilization. Owned by the loop thread. */
+#ifndef NPUD_DEVICE_H
+#define NPUD_DEVICE_H
+
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "policy/dispatch.h"
+#include "daemon/backend/backend.h"
+
+#define STREAM_PRIORITIES 8
+
+struct alloc;
+struct stream;
+
+enum device_health { DEVICE_OK = 0, DEVICE_FAILED = 1 };
+
+struct device {
+        int id;
+        char name[16];
+        struct backend_device_desc desc;
+        struct alloc *alloc;
+        uint64_t mem_used; /* bytes reserved by live buffers, rounded to the granule */
+        enum device_health health;
+        int draining;        /* takes no new streams */
+        int low_memory;      /* free memory below the low watermark (clients were told) */
+        int resetting;       /* a reset waits for running work to drain (manage.c) */
+        uint64_t busy_ns[OPS_ENGINE_COUNT]; /* core-ns spent in completed units */
+        uint64_t util_last_busy[OPS_ENGINE_COUNT], util_last_ns;
+        double util[OPS_ENGINE_COUNT]; /* fraction of cores busy over the last period */
+        uint64_t tasks_completed, tasks_failed;
+        uint32_t streams; /* live streams placed on this device */
+        struct pd_device pd;  /* dispatch policy state */
+        double *calib;        /* measured / estimated duration, [op slot][engine] */
+        int calib_slots;
+};
+
+/* Calibration rows: one per operator, then graph runs, copies and memsets. */
+int device_calib_slot_graph(const struct device *d);
+int device_calib_slot_copy(const struct device *d);
+int device_calib_slot_memset(const struct device *d);
+double *device_calib(struct device *d, int slot, int engine);
+
+struct device_registry {
+        struct device *devices;
+        int count;
+};
+
+/* Build one device per backend device. 0 or -errno with err filled. */
+int device_registry_init(struct device_registry *r, struct backend *b, double min_share,
+                         char *err, size_t errlen);
+void device_registry_deinit(struct device_registry *r);
+struct device *device_get(struct device_registry *r, int id); /* NULL if out of range */
+/* Update the utilization figures (called periodically). */
+void device_update_util(struct device *d, uint64_t now);
+const char *device_health_name(enum device_health h);
+
+#endif

@@ -1,0 +1,125 @@
+/* Streams, events and tasks. A stream is an ordered queue of tasks on one device; tasks of
+ * one stream run in order, different streams run concurrently. An event marks a point in a
+ * stream (record) that other streams can wait for and clients can query or wait on. Waiters
+ * are deferred replies to synchronize requests. */
+#ifndef NPUD_STREAM_H
+#define NPUD_STREAM_H
+
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "policy/dispatch.h"
+#include "daemon/backend/backend.h"
+#include "mem.h"
+
+struct session;
+struct npud;
+struct tenant;
+struct uid_usage;
+
+enum task_kind {
+        TASK_EXEC = 1,
+        TASK_EVENT_RECORD,
+        TASK_STREAM_WAIT,
+        TASK_FAIL, /* a submission that failed, reported when the stream reaches it */
+        TASK_FREE, /* stream-ordered free: holds the buffer until the stream reaches it */
+};
+
+#define TASK_MAX_REFS 64 /* a graph run binds up to 64 tensors (GRAPH_MAX_IO) */
+
+struct task {
+        TAILQ_ENTRY(task) link;
+        enum task_kind kind;
+        uint64_t seq; /* client's task number */
+        struct stream *stream; /* reference */
+        struct exec_item item;
+        struct buffer *bufs[TASK_MAX_REFS];
+        int nbufs;
+        struct region *region;
+        struct npu_evt *evt; /* record / wait target (reference) */
+        uint64_t gen;        /* generation recorded or waited for */
+        uint64_t enqueue_ns;
+        uint64_t cost[OPS_ENGINE_COUNT]; /* model estimate per engine able to run it, ns */
+        int calib_slot;                  /* row of the device's calibration table */
+        uint64_t tiles, tiles_done;      /* progress when split into tiles */
+        int tile_engine;
+        int tile_failed;
+};
+
+enum waiter_kind { WAIT_STREAM = 1, WAIT_EVENT, WAIT_SESSION };
+
+struct waiter {
+        TAILQ_ENTRY(waiter) obj_link;
+        TAILQ_ENTRY(waiter) session_link;
+        struct session *session;
+        uint64_t request_id;
+        enum waiter_kind kind;
+        void *target;
+};
+
+TAILQ_HEAD(waiter_list, waiter);
+
+struct stream_error {
+        int code; /* 0 none */
+        uint64_t seq;
+        char message[256];
+};
+
+struct stream {
+        int refs;
+        uint32_t handle;
+        struct session *session; /* NULL once the session is gone */
+        TAILQ_ENTRY(stream) session_link;
+        struct device *dev;
+        int priority;
+        TAILQ_HEAD(, task) tasks; /* queued, not yet running */
+        uint32_t ntasks;
+        struct exec_unit *running;
+        struct npu_evt *blocked_on; /* head is a wait not yet satisfied */
+        TAILQ_ENTRY(stream) blocked_link;
+        struct tenant *tenant;      /* reference; scheduling and accounting */
+        struct uid_usage *uu;       /* the creating uid's usage: counted until freed */
+        struct pd_queue q;          /* the dispatch policy's view of this stream */
+        uint64_t deadline_ns;       /* relative deadline of each task, 0 = none */
+        int settle_pending;
+        TAILQ_ENTRY(stream) settle_link;
+        int destroyed;
+        int busy_marker;      /* the last task queued is a "busy" failure marker */
+        uint64_t last_end_ns; /* when the stream's previous task finished */
+        struct stream_error error; /* first failure since the last synchronize */
+        struct waiter_list waiters;
+};
+
+struct npu_evt {
+        int refs;
+        uint64_t recorded_gen, completed_gen;
+        uint64_t ts_ns; /* time the last completed record ran */
+        struct stream_error error; /* failure before the last completed record */
+        TAILQ_HEAD(, stream) blocked;
+        struct waiter_list waiters;
+};
+
+struct stream *stream_new(struct session *s, struct device *dev, int priority,
+                          struct tenant *tenant);
+struct stream *stream_ref(struct stream *st);
+void stream_unref(struct stream *st);
+static inline int stream_idle(const struct stream *st)
+{
+        return st->ntasks == 0 && !st->running;
+}
+
+struct npu_evt *evt_new(void);
+struct npu_evt *evt_ref(struct npu_evt *e);
+void evt_unref(struct npu_evt *e);
+static inline int evt_complete(const struct npu_evt *e)
+{
+        return e->completed_gen >= e->recorded_gen;
+}
+
+struct task *task_new(enum task_kind kind, struct stream *st, uint64_t seq);
+/* Release everything the task references and free it (into a reuse pool). */
+void task_free(struct task *t);
+/* Free the pooled tasks (at shutdown). */
+void task_pool_drain(void);
+
+#endif

@@ -1,0 +1,176 @@
+/* Tenant registry and statistics (see tenant.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon/api/session.h"
+#include "tenant.h"
+
+struct ops_mem_budget tenant_ws_host = { .name = "npud (host memory)" };
+
+static void ws_host_init(void)
+{
+        if (atomic_load(&tenant_ws_host.limit))
+                return;
+        long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+        uint64_t phys = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize : 8ull << 30;
+        atomic_store(&tenant_ws_host.limit, phys / 2); /* half: the rest is npud, clients, cache */
+}
+
+void tenant_ws_sync(struct tenant *t, int device)
+{
+        atomic_store(&t->ws.limit, t->pol.quota_total);
+        atomic_store(&t->ws.held, t->mem_used);
+        if (device >= 0 && device < t->ndevices) {
+                atomic_store(&t->dev[device].ws.limit, t->pol.quota_per_device);
+                atomic_store(&t->dev[device].ws.held, t->dev[device].mem_used);
+        }
+}
+
+static struct tenant *tenant_new(const struct policy_tenant *pol, int index, int ndevices)
+{
+        struct tenant *t = calloc(1, sizeof(*t));
+
+        if (!t)
+                return NULL;
+        t->dev = calloc((size_t)(ndevices ? ndevices : 1), sizeof(*t->dev));
+        if (!t->dev) {
+                free(t);
+                return NULL;
+        }
+        t->refs = 1;
+        t->index = index;
+        t->pol = *pol;
+        t->ndevices = ndevices;
+        ws_host_init();
+        snprintf(t->ws_name, sizeof(t->ws_name), "tenant '%s'", pol->name);
+        t->ws.name = t->ws_name;
+        t->ws.parent = &tenant_ws_host;
+        for (int i = 0; i < ndevices; i++) {
+                t->dev[i].pd.klass = pol->klass;
+                t->dev[i].pd.weight = pol->weight;
+                t->dev[i].ws.name = t->ws_name;
+                t->dev[i].ws.parent = &t->ws;
+        }
+        return t;
+}
+
+struct tenant *tenant_ref(struct tenant *t)
+{
+        t->refs++;
+        return t;
+}
+
+void tenant_unref(struct tenant *t)
+{
+        if (!t || --t->refs > 0)
+                return;
+        free(t->dev);
+        free(t);
+}
+
+int tenant_registry_init(struct tenant_registry *r, const struct policy_config *policy,
+                         int ndevices)
+{
+        memset(r, 0, sizeof(*r));
+        r->ndevices = ndevices;
+        return tenant_registry_apply(r, policy);
+}
+
+void tenant_registry_deinit(struct tenant_registry *r)
+{
+        for (int i = 0; i < r->ntenants; i++)
+                tenant_unref(r->tenants[i]);
+        free(r->tenants);
+        free(r->policy);
+        memset(r, 0, sizeof(*r));
+}
+
+int tenant_registry_apply(struct tenant_registry *r, const struct policy_config *policy)
+{
+        struct policy_config *copy = malloc(sizeof(*copy));
+        struct tenant **next = calloc((size_t)policy->ntenants, sizeof(*next));
+
+        if (!copy || !next) {
+                free(copy);
+                free(next);
+                return -ENOMEM;
+        }
+        *copy = *policy;
+        for (int i = 0; i < policy->ntenants; i++) {
+                const struct policy_tenant *pol = &policy->tenants[i];
+                for (int j = 0; j < r->ntenants; j++)
+                        if (r->tenants[j] && strcmp(r->tenants[j]->pol.name, pol->name) == 0) {
+                                next[i] = r->tenants[j];
+                                r->tenants[j] = NULL;
+                                break;
+                        }
+                if (!next[i] && !(next[i] = tenant_new(pol, i, r->ndevices))) {
+                        for (int k = 0; k < i; k++)
+                                tenant_unref(next[k]);
+                        free(copy);
+                        free(next);
+                        return -ENOMEM;
+                }
+                next[i]->index = i;
+                next[i]->pol = *pol;
+                for (int d = 0; d < r->ndevices; d++) {
+                        next[i]->dev[d].pd.klass = pol->klass;
+                        next[i]->dev[d].pd.weight = pol->weight;
+                }
+        }
+        for (int j = 0; j < r->ntenants; j++)
+                if (r->tenants[j]) {
+                        r->tenants[j]->index = -1; /* removed; lives while referenced */
+                        tenant_unref(r->tenants[j]);
+                }
+        free(r->tenants);
+        free(r->policy);
+        r->tenants = next;
+        r->ntenants = policy->ntenants;
+        r->policy = copy;
+        return 0;
+}
+
+void tenant_note_wait(struct tenant *t, int device, uint64_t wait_ns)
+{
+        int b = 0;
+
+        if (device < 0 || device >= t->ndevices)
+                return;
+        while (b < WAIT_BUCKETS - 1 && (wait_ns >> b) > 1)
+                b++;
+        t->dev[device].wait_hist[b]++;
+}
+
+uint64_t tenant_wait_quantile(const struct tenant *t, int device, double q)
+{
+        uint64_t hist[WAIT_BUCKETS] = { 0 }, total = 0, seen = 0;
+
+        for (int d = 0; d < t->ndevices; d++)
+                if (device < 0 || d == device)
+                        for (int b = 0; b < WAIT_BUCKETS; b++)
+                                hist[b] += t->dev[d].wait_hist[b];
+        for (int b = 0; b < WAIT_BUCKETS; b++)
+                total += hist[b];
+        if (!total)
+                return 0;
+        for (int b = 0; b < WAIT_BUCKETS; b++) {
+                seen += hist[b];
+                if ((double)seen >= q * (double)total)
+                        return b == 0 ? 1 : 3ull << (b - 1); /* bucket midpoint: [2^b, 2^(b+1)) */
+        }
+        return 0;
+}
+
+const char *session_tenant_name(const struct session *s)
+{
+        return s->tenant ? s->tenant->pol.name : "default";
+}
+
+const char *session_tenant_class(const struct session *s)
+{
+        return policy_class_name(s->tenant ? s->tenant->pol.klass : POLICY_CLASS_NORMAL);
+}

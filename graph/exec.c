@@ -1,0 +1,553 @@
+/* Graph executor (see exec.h). A run is a frame: one slot per value of the graph holding
+ * the tensor once it is available and, for tensors the run allocated, the memory to free.
+ * Nodes run in the graph's topological order; each node's inputs lose a use when it has run
+ * and the run frees an intermediate at its last use, so peak memory follows the live values
+ * rather than the whole graph. Subgraph frames point at their parent frame, where values of
+ * the enclosing graph are read.
+ *
+ * Runs obey the run context the worker installed (ops/runctx.h): the context is checked
+ * before every node, every intermediate is an ops_buf charged to the run's byte budget, and
+ * a node that fails because the run was cancelled, ran past its deadline or its trip cap, or
+ * went over budget fails the run with that code (CANCELLED, LIMIT, QUOTA) instead of EXEC. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy/cost.h"
+#include "proto/dtype.h"
+#include "proto/errors.h"
+#include "ops/control.h"
+#include "ops/runctx.h"
+#include "exec.h"
+
+struct slot {
+        struct ops_tensor t; /* dtype 0 while the value is not available */
+        void *owned;         /* memory of t that this run allocated */
+        int uses_left;
+};
+
+struct frame {
+        const struct graph *g;
+        const struct frame *parent;
+        struct slot *slots;
+        const struct ops_tensor *bound; /* the caller's outputs (the model's graph only) */
+        int nbound;
+};
+
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+        va_list ap;
+
+        if (err && errlen) {
+                va_start(ap, fmt);
+                vsnprintf(err, errlen, fmt, ap);
+                va_end(ap);
+        }
+        return code;
+}
+
+/* "[2,?,3]" ('?' for an undeclared extent), "[]" for a scalar, "[...]" for an unknown rank. */
+static const char *shape_str(int ndim, const int64_t *dims, char *buf, size_t len)
+{
+        size_t off;
+
+        if (ndim < 0 || ndim > OPS_MAX_DIMS) {
+                snprintf(buf, len, "[...]");
+                return buf;
+        }
+        off = (size_t)snprintf(buf, len, "[");
+        for (int i = 0; i < ndim && off < len; i++) {
+                if (dims[i] < 0)
+                        off += (size_t)snprintf(buf + off, len - off, "%s?", i ? "," : "");
+                else
+                        off += (size_t)snprintf(buf + off, len - off, "%s%lld", i ? "," : "",
+                                                (long long)dims[i]);
+        }
+        if (off < len)
+                snprintf(buf + off, len - off, "]");
+        return buf;
+}
+
+static const char *dtype_str(int dtype, char *buf, size_t len)
+{
+        const char *n = proto_dtype_name(dtype);
+
+        if (n)
+                snprintf(buf, len, "%s", n);
+        else
+                snprintf(buf, len, "dtype %d", dtype);
+        return buf;
+}
+
+/* Bytes of t, or -1 when its rank, extents or element type make no valid tensor. */
+static int64_t tensor_bytes(const struct ops_tensor *t)
+{
+        size_t esize = proto_dtype_size(t->dtype);
+        int64_t n = ops_tensor_numel(t), bytes;
+
+        if (!esize || n < 0 || __builtin_mul_overflow(n, (int64_t)esize, &bytes))
+                return -1;
+        return bytes;
+}
+
+static int same_shape(const struct ops_tensor *a, const struct ops_tensor *b)
+{
+        if (a->dtype != b->dtype || a->ndim != b->ndim)
+                return 0;
+        for (int d = 0; d < a->ndim; d++)
+                if (a->dims[d] != b->dims[d])
+                        return 0;
+        return 1;
+}
+
+/* A computed output against the tensor the caller bound for it. */
+static int check_bound(const char *name, const struct ops_tensor *got,
+                       const struct ops_tensor *bound, char *err, size_t errlen)
+{
+        char d1[24], d2[24], s1[192], s2[192];
+
+        if (same_shape(got, bound))
+                return 0;
+        return fail(err, errlen, PROTO_E_SHAPE, "output '%s' is %s %s but bound as %s %s", name,
+                    dtype_str(got->dtype, d1, sizeof(d1)), shape_str(got->ndim, got->dims, s1, sizeof(s1)),
+                    dtype_str(bound->dtype, d2, sizeof(d2)),
+                    shape_str(bound->ndim, bound->dims, s2, sizeof(s2)));
+}
+
+int graph_check_inputs(const struct graph *g, int nin, const struct ops_tensor *in,
+                       char *err, size_t errlen)
+{
+        char d1[24], d2[24], s1[192], s2[192];
+
+        if (nin != g->ninputs)
+                return fail(err, errlen, PROTO_E_INVALID, "the graph has %d input%s, %d bound",
+                            g->ninputs, g->ninputs == 1 ? "" : "s", nin);
+        for (int i = 0; i < nin; i++) {
+                const struct graph_value *v = &g->values[g->inputs[i]];
+                const struct ops_tensor *t = &in[i];
+                int ok = t->ndim >= 0 && t->ndim <= OPS_MAX_DIMS;
+
+                if (v->dtype && t->dtype != v->dtype)
+                        return fail(err, errlen, PROTO_E_SHAPE, "input '%s' is %s but bound as %s",
+                                    v->name, dtype_str(v->dtype, d1, sizeof(d1)),
+                                    dtype_str(t->dtype, d2, sizeof(d2)));
+                if (ok && v->ndim >= 0)
+                        ok = t->ndim == v->ndim;
+                for (int d = 0; ok && v->ndim >= 0 && d < v->ndim; d++)
+                        ok = v->dims[d] < 0 || v->dims[d] == t->dims[d];
+                if (!ok)
+                        return fail(err, errlen, PROTO_E_SHAPE, "input '%s' has shape %s but is bound as %s",
+                                    v->name, shape_str(v->ndim, v->dims, s1, sizeof(s1)),
+                                    shape_str(t->ndim, t->dims, s2, sizeof(s2)));
+        }
+        return 0;
+}
+
+static void frame_release(struct frame *f)
+{
+        if (!f->slots)
+                return;
+        for (int v = 0; v < f->g->nvalues; v++)
+                ops_buf_free(f->slots[v].owned);
+        free(f->slots);
+        f->slots = NULL;
+}
+
+/* Slots for g: inputs, initializers and outer values available, the rest pending. */
+static int frame_init(struct frame *f, const struct graph *g, const struct frame *parent,
+                      int nin, const struct ops_tensor *in, char *err, size_t errlen)
+{
+        memset(f, 0, sizeof(*f));
+        f->g = g;
+        f->parent = parent;
+        f->slots = calloc((size_t)(g->nvalues ? g->nvalues : 1), sizeof(*f->slots));
+        if (!f->slots)
+                return fail(err, errlen, PROTO_E_EXEC, "out of memory for a graph run");
+        for (int v = 0; v < g->nvalues; v++) {
+                const struct graph_value *gv = &g->values[v];
+                struct slot *s = &f->slots[v];
+                s->uses_left = gv->uses;
+                if (gv->kind == GRAPH_VALUE_INIT)
+                        s->t = *gv->tensor;
+                else if (gv->kind == GRAPH_VALUE_OUTER) {
+                        if (!parent || !parent->slots[gv->outer].t.dtype) {
+                                frame_release(f);
+                                return fail(err, errlen, PROTO_E_EXEC,
+                                            "value '%s' of the enclosing graph is not available", gv->name);
+                        }
+                        s->t = parent->slots[gv->outer].t;
+                }
+        }
+        for (int i = 0; i < nin && i < g->ninputs; i++) {
+                struct slot *s = &f->slots[g->inputs[i]];
+                /* An input that is also an initializer's name keeps the initializer. */
+                if (g->values[g->inputs[i]].kind == GRAPH_VALUE_INPUT)
+                        s->t = in[i];
+        }
+        return 0;
+}
+
+/* The value's last reader has run: free what the run allocated for it, unless it is an
+ * output of this graph (those stay until the end). */
+static void slot_use_done(struct frame *f, int v)
+{
+        struct slot *s = &f->slots[v];
+
+        if (--s->uses_left > 0 || f->g->values[v].output >= 0 || !s->owned)
+                return;
+        ops_buf_free(s->owned);
+        s->owned = NULL;
+        s->t.data = NULL;
+}
+
+static int subgraph_run(void *graph_ctx, const void *graph, int nin,
+                        const struct ops_tensor *in, int *ret_nout, struct ops_tensor *out,
+                        int max_out, char *err, size_t errlen);
+
+/* The code a node fails with: the run's stop reason when one was recorded (cancelled, past
+ * the deadline or a cap, over budget), else what the failing step calls for. */
+static int node_code(int otherwise)
+{
+        int code = ops_runctx_code();
+
+        return code ? code : otherwise;
+}
+
+static int run_node(struct frame *f, int n, char *err, size_t errlen)
+{
+        const struct graph *g = f->g;
+        const struct graph_node *gn = &g->nodes[n];
+        const struct ops_def *def = gn->def;
+        void *mem[OPS_MAX_OUTPUTS] = { 0 };
+        struct ops_call call;
+        char label[192], msg[512];
+        int rc = 0;
+
+        memset(&call, 0, sizeof(call));
+        graph_node_label(gn, label, sizeof(label));
+        msg[0] = 0;
+        rc = ops_runctx_check(msg, sizeof(msg));
+        if (rc)
+                return fail(err, errlen, rc, "%s: %s", label, msg);
+        call.nin = gn->nin;
+        for (int i = 0; i < gn->nin; i++) {
+                int v = gn->in[i];
+                if (v < 0)
+                        continue; /* omitted optional input: dtype 0 */
+                if (!f->slots[v].t.dtype || (!f->slots[v].t.data && tensor_bytes(&f->slots[v].t) > 0))
+                        return fail(err, errlen, PROTO_E_EXEC, "%s: input '%s' is not available",
+                                    label, g->values[v].name);
+                call.in[i] = f->slots[v].t;
+        }
+        call.nout = gn->nout;
+        call.nattr = gn->nattr;
+        if (gn->nattr)
+                memcpy(call.attr, gn->attr, sizeof(call.attr[0]) * (size_t)gn->nattr);
+        call.opset = g->opset;
+        call.graph_run = subgraph_run;
+        call.graph_ctx = f;
+        msg[0] = 0;
+        if (def->infer(&call, msg, sizeof(msg)) < 0) {
+                /* control-flow operators run their subgraphs here */
+                rc = fail(err, errlen, node_code(PROTO_E_SHAPE), "%s: %s", label,
+                          msg[0] ? msg : "shape inference failed");
+                goto out;
+        }
+        for (int j = 0; j < gn->nout; j++) {
+                struct ops_tensor *o = &call.out[j];
+                int v = gn->out[j];
+                int64_t bytes;
+
+                if (!o->dtype) {
+                        if (v < 0)
+                                continue;
+                        rc = fail(err, errlen, PROTO_E_EXEC, "%s: output '%s' was not inferred",
+                                  label, g->values[v].name);
+                        goto out;
+                }
+                bytes = tensor_bytes(o);
+                if (bytes < 0) {
+                        char d[24], s[192];
+                        rc = fail(err, errlen, PROTO_E_SHAPE, "%s: output %d is %s %s, not a valid tensor",
+                                  label, j, dtype_str(o->dtype, d, sizeof(d)),
+                                  shape_str(o->ndim, o->dims, s, sizeof(s)));
+                        goto out;
+                }
+                /* A graph output goes straight into the caller's tensor. */
+                if (v >= 0 && f->bound && g->values[v].output >= 0 && g->values[v].output < f->nbound) {
+                        const struct ops_tensor *b = &f->bound[g->values[v].output];
+                        rc = check_bound(g->values[v].name, o, b, err, errlen);
+                        if (rc)
+                                goto out;
+                        o->data = b->data;
+                        continue;
+                }
+                msg[0] = 0;
+                mem[j] = ops_buf_alloc((uint64_t)bytes, msg, sizeof(msg));
+                if (!mem[j]) {
+                        rc = fail(err, errlen, node_code(PROTO_E_EXEC), "%s: output '%s': %s", label,
+                                  v >= 0 ? g->values[v].name : "(unused)", msg);
+                        goto out;
+                }
+                o->data = mem[j];
+        }
+        msg[0] = 0;
+        if (def->run(&call, msg, sizeof(msg)) < 0) {
+                rc = fail(err, errlen, node_code(PROTO_E_EXEC), "%s: %s", label,
+                          msg[0] ? msg : "kernel failed");
+                goto out;
+        }
+        /* Shared copy loops stop early without an error of their own when the run is
+         * cancelled or past its deadline; the stop code they recorded fails the node. */
+        rc = ops_runctx_code();
+        if (rc) {
+                rc = fail(err, errlen, rc, "%s: %s", label,
+                          rc == PROTO_E_CANCELLED ? "cancelled while running"
+                          : rc == PROTO_E_QUOTA   ? "intermediates over the memory budget"
+                                                  : "run exceeded its time limit (tenant max_run_ms)");
+                goto out;
+        }
+        for (int j = 0; j < gn->nout; j++) {
+                int v = gn->out[j];
+                if (v < 0)
+                        continue; /* an output the model does not use: freed below */
+                f->slots[v].t = call.out[j];
+                f->slots[v].owned = mem[j];
+                mem[j] = NULL;
+                if (f->slots[v].uses_left == 0 && g->values[v].output < 0) {
+                        ops_buf_free(f->slots[v].owned);
+                        f->slots[v].owned = NULL;
+                        f->slots[v].t.data = NULL;
+                }
+        }
+        for (int i = 0; i < gn->nin; i++)
+                if (gn->in[i] >= 0)
+                        slot_use_done(f, gn->in[i]);
+        for (int i = 0; i < gn->nimplicit; i++)
+                slot_use_done(f, gn->implicit[i]);
+out:
+        for (int j = 0; j < OPS_MAX_OUTPUTS; j++)
+                ops_buf_free(mem[j]);
+        ops_control_forget();
+        return rc;
+}
+
+static int frame_run(struct frame *f, char *err, size_t errlen)
+{
+        for (int k = 0; k < f->g->nnodes; k++) {
+                int rc = run_node(f, f->g->order[k], err, errlen);
+                if (rc)
+                        return rc;
+        }
+        return 0;
+}
+
+int graph_exec(const struct graph *g, int nin, const struct ops_tensor *in, int nout,
+               const struct ops_tensor *out, char *err, size_t errlen)
+{
+        struct frame f;
+        int rc;
+
+        rc = graph_check_inputs(g, nin, in, err, errlen);
+        if (rc)
+                return rc;
+        if (nout != g->noutputs)
+                return fail(err, errlen, PROTO_E_INVALID, "the graph has %d output%s, %d bound",
+                            g->noutputs, g->noutputs == 1 ? "" : "s", nout);
+        rc = frame_init(&f, g, NULL, nin, in, err, errlen);
+        if (rc)
+                return rc;
+        f.bound = out;
+        f.nbound = nout;
+        rc = frame_run(&f, err, errlen);
+        /* Outputs not written in place: graph inputs or initializers passed through, or a
+         * value listed as several outputs. */
+        for (int k = 0; !rc && k < nout; k++) {
+                const struct slot *s = &f.slots[g->outputs[k]];
+                int64_t bytes = tensor_bytes(&s->t);
+                if (!s->t.dtype) {
+                        rc = fail(err, errlen, PROTO_E_EXEC, "output '%s' was not computed",
+                                  g->values[g->outputs[k]].name);
+                        break;
+                }
+                if (s->t.data == out[k].data)
+                        continue;
+                rc = check_bound(g->values[g->outputs[k]].name, &s->t, &out[k], err, errlen);
+                if (!rc && bytes > 0)
+                        memmove(out[k].data, s->t.data, (size_t)bytes);
+        }
+        frame_release(&f);
+        return rc;
+}
+
+int graph_exec_bound(const struct graph_bind *b, char *err, size_t errlen)
+{
+        int rc = graph_exec(b->g, b->nin, b->t, b->nout, b->t + b->nin, err, errlen);
+
+        if (rc && errlen)
+                graph_sanitize(err);
+        return rc;
+}
+
+/* ops_graph_run_fn for If, Loop and Scan kernels: run a subgraph of the node's graph with
+ * the given inputs; its outputs come back in ops_buf memory the caller frees with
+ * ops_buf_free(). */
+static int subgraph_run(void *graph_ctx, const void *graph, int nin,
+                        const struct ops_tensor *in, int *ret_nout, struct ops_tensor *out,
+                        int max_out, char *err, size_t errlen)
+{
+        const struct frame *parent = graph_ctx;
+        const struct graph *g = graph;
+        struct frame f;
+        char d1[24], d2[24];
+        int rc, k;
+
+        *ret_nout = 0;
+        if (!parent || !g)
+                return fail(err, errlen, -EINVAL, "no subgraph to run");
+        if (nin != g->ninputs)
+                return fail(err, errlen, -EINVAL, "subgraph has %d input%s, %d given", g->ninputs,
+                            g->ninputs == 1 ? "" : "s", nin);
+        if (g->noutputs > max_out)
+                return fail(err, errlen, -EINVAL, "subgraph has %d outputs, room for %d",
+                            g->noutputs, max_out);
+        /* Subgraph inputs often leave shapes open (loop-carried values change shape), so only
+         * declared element types are held to. */
+        for (int i = 0; i < nin; i++) {
+                const struct graph_value *v = &g->values[g->inputs[i]];
+                if (v->dtype && in[i].dtype != v->dtype)
+                        return fail(err, errlen, -EINVAL, "subgraph input '%s' is %s but given %s",
+                                    v->name, dtype_str(v->dtype, d1, sizeof(d1)),
+                                    dtype_str(in[i].dtype, d2, sizeof(d2)));
+        }
+        if (frame_init(&f, g, parent, nin, in, err, errlen))
+                return -EINVAL;
+        if (frame_run(&f, err, errlen)) {
+                frame_release(&f);
+                return -EINVAL;
+        }
+        rc = 0;
+        for (k = 0; k < g->noutputs; k++) {
+                struct slot *s = &f.slots[g->outputs[k]];
+                int64_t bytes = tensor_bytes(&s->t);
+                if (!s->t.dtype || bytes < 0) {
+                        rc = fail(err, errlen, -EINVAL, "subgraph output '%s' was not computed",
+                                  g->values[g->outputs[k]].name);
+                        break;
+                }
+                out[k] = s->t;
+                if (s->owned) { /* hand over what this run allocated */
+                        out[k].data = s->owned;
+                        s->owned = NULL;
+                        continue;
+                }
+                out[k].data = ops_buf_alloc((uint64_t)bytes, d1, sizeof(d1));
+                if (!out[k].data) {
+                        rc = fail(err, errlen, -ENOMEM, "subgraph output '%s': no memory or over budget",
+                                  g->values[g->outputs[k]].name);
+                        break;
+                }
+                if (bytes)
+                        memcpy(out[k].data, s->t.data, (size_t)bytes);
+        }
+        if (rc) {
+                for (int j = 0; j < k; j++) {
+                        ops_buf_free(out[j].data);
+                        out[j].data = NULL;
+                }
+        } else {
+                *ret_nout = g->noutputs;
+        }
+        frame_release(&f);
+        return rc;
+}
+
+/* Estimation never runs subgraphs: operators whose shapes need one count a launch. */
+static int no_subgraph_run(void *graph_ctx, const void *graph, int nin,
+                           const struct ops_tensor *in, int *ret_nout, struct ops_tensor *out,
+                           int max_out, char *err, size_t errlen)
+{
+        *ret_nout = 0;
+        return fail(err, errlen, -ENOTSUP, "subgraphs are not run while estimating");
+}
+
+uint64_t graph_estimate_ns(const struct graph *g, int nin, const struct ops_tensor *in,
+                           double ops_per_s, double mem_bw, int *ret_nodes)
+{
+        struct ops_tensor *known = calloc((size_t)(g->nvalues ? g->nvalues : 1), sizeof(*known));
+        uint64_t total = 0;
+        int estimated = 0;
+        char msg[256];
+
+        if (ret_nodes)
+                *ret_nodes = 0;
+        if (!known)
+                return (uint64_t)g->nnodes * COST_LAUNCH_NS;
+        for (int v = 0; v < g->nvalues; v++)
+                if (g->values[v].kind == GRAPH_VALUE_INIT)
+                        known[v] = *g->values[v].tensor;
+        for (int i = 0; i < nin && i < g->ninputs; i++)
+                if (g->values[g->inputs[i]].kind == GRAPH_VALUE_INPUT) {
+                        known[g->inputs[i]] = in[i];
+                        known[g->inputs[i]].data = NULL;
+                }
+        for (int k = 0; k < g->nnodes; k++) {
+                const struct graph_node *gn = &g->nodes[g->order[k]];
+                struct ops_call call;
+                uint64_t flops = 0, bytes = 0;
+                int ok = 1;
+
+                memset(&call, 0, sizeof(call));
+                call.nin = gn->nin;
+                for (int i = 0; i < gn->nin && ok; i++) {
+                        if (gn->in[i] < 0)
+                                continue;
+                        call.in[i] = known[gn->in[i]];
+                        ok = call.in[i].dtype != 0;
+                }
+                call.nout = gn->nout;
+                call.nattr = gn->nattr;
+                if (gn->nattr)
+                        memcpy(call.attr, gn->attr, sizeof(call.attr[0]) * (size_t)gn->nattr);
+                call.opset = g->opset;
+                call.graph_run = no_subgraph_run;
+                if (ok)
+                        ok = gn->def->infer(&call, msg, sizeof(msg)) == 0;
+                ops_control_forget(); /* only shapes are wanted here */
+                for (int j = 0; ok && j < gn->nout; j++)
+                        if (call.out[j].dtype && tensor_bytes(&call.out[j]) < 0)
+                                ok = 0;
+                if (!ok) {
+                        total += COST_LAUNCH_NS;
+                        continue;
+                }
+                for (int j = 0; j < gn->nout; j++)
+                        if (gn->out[j] >= 0) {
+                                known[gn->out[j]] = call.out[j];
+                                known[gn->out[j]].data = NULL;
+                        }
+                if (gn->def->cost) {
+                        gn->def->cost(&call, &flops, &bytes);
+                } else {
+                        for (int i = 0; i < call.nin; i++)
+                                if (call.in[i].dtype)
+                                        bytes += (uint64_t)tensor_bytes(&call.in[i]);
+                        for (int j = 0; j < call.nout; j++)
+                                if (call.out[j].dtype) {
+                                        bytes += (uint64_t)tensor_bytes(&call.out[j]);
+                                        flops += (uint64_t)ops_tensor_numel(&call.out[j]);
+                                }
+                }
+                uint64_t ns = cost_kernel_ns(flops, bytes, ops_per_s, 1, mem_bw);
+                total = total + ns < total ? UINT64_MAX : total + ns;
+                estimated++;
+        }
+        free(known);
+        if (ret_nodes)
+                *ret_nodes = estimated;
+        return total;
+}

@@ -1,0 +1,693 @@
+/* Control-flow operators of ONNX graphs: If (opset 1+), Loop (opset 1+) and Scan (opset 9+).
+ * Their output shapes are known only once the subgraphs have run, so infer runs them fully
+ * through call->graph_run and keeps the results in a per-thread slot keyed by the call;
+ * run, which the executor calls next on the same thread with the same call, copies them
+ * into the outputs it allocated and frees them. A run without a matching infer (a stale
+ * slot, a direct call) computes the results again. Sequence- and optional-typed values are
+ * not tensors here and are not supported. None of these can be launched over the wire.
+ *
+ * Trip counts come from the model and its inputs, so every iteration checks the run context
+ * (cancellation, deadline) and a trip cap in force refuses larger counts before the first
+ * iteration. Every buffer here (subgraph outputs, scan slices, stacked scan outputs) is an
+ * ops_buf_alloc buffer charged to the run's byte budget. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto/errors.h"
+#include "control.h"
+#include "runctx.h"
+
+/* Body outputs of a Loop or Scan: condition, carried values and scan outputs. */
+#define CTL_MAX_BODY_OUT (OPS_MAX_INPUTS + OPS_MAX_OUTPUTS + 1)
+
+/* The node outputs computed by running subgraphs; every data pointer is an ops_buf. */
+struct ctl_result {
+        int n;
+        struct ops_tensor t[OPS_MAX_OUTPUTS];
+};
+
+/* What infer computed for the call that run is about to see. */
+static _Thread_local struct {
+        const struct ops_call *key;
+        struct ctl_result r;
+} ctl_slot;
+
+static void result_free(struct ctl_result *r)
+{
+        for (int i = 0; i < r->n; i++) {
+                ops_buf_free(r->t[i].data);
+                r->t[i].data = NULL;
+        }
+        r->n = 0;
+}
+
+static void tensors_free(struct ops_tensor *t, int n)
+{
+        for (int i = 0; i < n; i++) {
+                ops_buf_free(t[i].data);
+                t[i].data = NULL;
+        }
+}
+
+static int64_t tensor_bytes(const struct ops_tensor *t)
+{
+        int64_t n = ops_tensor_numel(t);
+        size_t es = proto_dtype_size(t->dtype);
+
+        if (n < 0 || es == 0 || n > INT64_MAX / (int64_t)es)
+                return -1;
+        return n * (int64_t)es;
+}
+
+/* An ops_buf copy of t (data included). The data may be missing: the cost estimate infers
+ * shapes with only initializers readable, and a loop that never iterates would pass its
+ * carried inputs through; without their values there is nothing to copy. */
+static int tensor_dup(const struct ops_tensor *t, struct ops_tensor *ret, const char *op,
+                      char *err, size_t errlen)
+{
+        int64_t bytes = tensor_bytes(t);
+        char msg[200];
+
+        if (bytes < 0)
+                return ops_fail(err, errlen, -EINVAL, "%s: a value is not a supported tensor", op);
+        if (bytes > 0 && !t->data)
+                return ops_fail(err, errlen, -EINVAL, "%s: needs the value of a carried input", op);
+        *ret = *t;
+        ret->data = ops_buf_alloc((uint64_t)bytes, msg, sizeof(msg));
+        if (!ret->data)
+                return ops_fail(err, errlen, -ENOMEM, "%s: %s", op, msg);
+        if (bytes)
+                memcpy(ret->data, t->data, (size_t)bytes);
+        return 0;
+}
+
+/* Stop between iterations when the run is cancelled or past its deadline. */
+static int ctl_poll(const char *op, int64_t it, char *err, size_t errlen)
+{
+        char msg[160];
+
+        if (!ops_runctx_check(msg, sizeof(msg)))
+                return 0;
+        return ops_fail(err, errlen, -ECANCELED, "%s: %s (after %lld iterations)", op, msg,
+                        (long long)it);
+}
+
+/* The trip cap in force refuses n iterations (n < 0: unbounded, decided by a condition). */
+static int ctl_trips_refused(const char *op, int64_t n, char *err, size_t errlen)
+{
+        uint64_t cap = ops_runctx_max_trips();
+
+        if (!cap || (n >= 0 && (uint64_t)n <= cap))
+                return 0;
+        ops_runctx_stop(PROTO_E_LIMIT);
+        if (n < 0)
+                return ops_fail(err, errlen, -E2BIG,
+                                "%s: still running after %llu iterations, the cap on trip counts (max_loop_trips)",
+                                op, (unsigned long long)cap);
+        return ops_fail(err, errlen, -E2BIG,
+                        "%s: %lld iterations exceed the cap on trip counts of %llu (max_loop_trips)",
+                        op, (long long)n, (unsigned long long)cap);
+}
+
+static const void *graph_attr(const struct ops_call *call, const char *name)
+{
+        const struct ops_attr *a = ops_attr_find(call, name);
+
+        return a && a->type == OPS_ATTR_GRAPH ? a->graph : NULL;
+}
+
+/* The single-element bool or int64 input i, read into *ret. */
+static int scalar_in(const struct ops_call *call, int i, int dtype, const char *op,
+                     const char *what, int64_t *ret, char *err, size_t errlen)
+{
+        const struct ops_tensor *t = &call->in[i];
+        char d[OPS_DTYPE_STR_MAX];
+
+        if (t->dtype != dtype)
+                return ops_fail(err, errlen, -EINVAL, "%s: %s is %s, expected %s", op, what,
+                                ops_dtype_str(t->dtype, d, sizeof(d)),
+                                dtype == PROTO_DTYPE_BOOL ? "bool" : "int64");
+        if (ops_tensor_numel(t) != 1)
+                return ops_fail(err, errlen, -EINVAL, "%s: %s must have one element", op, what);
+        if (!t->data)
+                return ops_fail(err, errlen, -EINVAL, "%s: needs the value of its %s", op, what);
+        if (dtype == PROTO_DTYPE_BOOL)
+                *ret = *(const uint8_t *)t->data != 0;
+        else
+                *ret = *(const int64_t *)t->data;
+        return 0;
+}
+
+static int need_runner(const struct ops_call *call, const char *op, char *err, size_t errlen)
+{
+        if (!call->graph_run)
+                return ops_fail(err, errlen, -EINVAL, "%s: runs only inside a graph", op);
+        return 0;
+}
+
+/* ---------------------------------------------------------------- If */
+
+static int if_compute(const struct ops_call *call, struct ctl_result *r, char *err, size_t errlen)
+{
+        struct ops_tensor out[CTL_MAX_BODY_OUT];
+        const char *branch;
+        const void *g;
+        int64_t cond;
+        int n = 0, rc;
+
+        r->n = 0;
+        rc = need_runner(call, "If", err, errlen);
+        if (!rc)
+                rc = scalar_in(call, 0, PROTO_DTYPE_BOOL, "If", "condition", &cond, err, errlen);
+        if (rc)
+                return rc;
+        branch = cond ? "then_branch" : "else_branch";
+        g = graph_attr(call, branch);
+        if (!g)
+                return ops_fail(err, errlen, -EINVAL, "If: no %s graph", branch);
+        rc = call->graph_run(call->graph_ctx, g, 0, NULL, &n, out, CTL_MAX_BODY_OUT, err, errlen);
+        if (rc < 0)
+                return rc;
+        if (n < call->nout) {
+                tensors_free(out, n);
+                return ops_fail(err, errlen, -EINVAL, "If: %s has %d output%s, the node %d", branch,
+                                n, n == 1 ? "" : "s", call->nout);
+        }
+        for (int i = 0; i < call->nout; i++)
+                r->t[i] = out[i];
+        tensors_free(out + call->nout, n - call->nout);
+        r->n = call->nout;
+        return 0;
+}
+
+/* ---------------------------------------------------------------- stacking */
+
+/* Per-iteration values of one scan output, stacked along a new axis. */
+struct stack {
+        struct ops_tensor first; /* dtype and shape of the first iteration's value */
+        int64_t count;           /* iterations the buffer has room for (Loop grows it) */
+        int64_t slice;           /* bytes of one iteration's value */
+        int axis;                /* where the new axis goes (0 for Loop) */
+        uint8_t *data;
+};
+
+/* Take dtype and shape from the first iteration's value v. */
+static int stack_init(struct stack *s, const struct ops_tensor *v, const char *op, int k,
+                      char *err, size_t errlen)
+{
+        s->first = *v;
+        s->first.data = NULL;
+        s->slice = tensor_bytes(v);
+        if (s->slice < 0)
+                return ops_fail(err, errlen, -EINVAL, "%s: scan output %d is not a supported tensor",
+                                op, k);
+        if (v->ndim + 1 > OPS_MAX_DIMS)
+                return ops_fail(err, errlen, -EINVAL, "%s: scan output %d has too many dims", op, k);
+        if (s->axis < 0)
+                s->axis += v->ndim + 1;
+        if (s->axis < 0 || s->axis > v->ndim)
+                return ops_fail(err, errlen, -EINVAL, "%s: scan output %d axis out of range", op, k);
+        return 0;
+}
+
+/* Room for cap iterations; growing keeps the layout only while the axis is 0. */
+static int stack_reserve(struct stack *s, int64_t cap, const char *op, char *err, size_t errlen)
+{
+        uint8_t *nd;
+        char msg[200];
+
+        if (cap < 0 || (s->slice && cap > INT64_MAX / s->slice))
+                return ops_fail(err, errlen, -ENOMEM, "%s: scan output too large", op);
+        nd = ops_buf_realloc(s->data, (uint64_t)(s->slice * cap), msg, sizeof(msg));
+        if (!nd)
+                return ops_fail(err, errlen, -ENOMEM, "%s: scan output: %s", op, msg);
+        s->data = nd;
+        s->count = cap;
+        return 0;
+}
+
+/* Store v as iteration pos of s (Loop appends: pos past count grows the buffer). */
+static int stack_put(struct stack *s, const struct ops_tensor *v, int64_t pos, const char *op,
+                     int k, char *err, size_t errlen)
+{
+        char a[OPS_SHAPE_STR_MAX], b[OPS_SHAPE_STR_MAX];
+        int64_t outer = 1, inner;
+        int rc;
+
+        if (!s->first.dtype) {
+                rc = stack_init(s, v, op, k, err, errlen);
+                if (rc)
+                        return rc;
+        } else if (v->dtype != s->first.dtype || !ops_shape_equal(v, &s->first)) {
+                return ops_fail(err, errlen, -EINVAL,
+                                "%s: scan output %d changes from %s to %s between iterations", op, k,
+                                ops_shape_str(&s->first, a, sizeof(a)), ops_shape_str(v, b, sizeof(b)));
+        }
+        if (pos >= s->count) {
+                int64_t cap = s->count ? s->count : 4;
+
+                while (cap <= pos && cap <= INT64_MAX / 2)
+                        cap *= 2;
+                if (cap <= pos)
+                        cap = pos + 1;
+                rc = stack_reserve(s, cap, op, err, errlen);
+                if (rc)
+                        return rc;
+        }
+        for (int d = 0; d < s->axis; d++)
+                outer *= v->dims[d];
+        inner = outer ? s->slice / outer : 0;
+        if (inner > 0)
+                for (int64_t o = 0; o < outer; o++)
+                        memcpy(s->data + (o * s->count + pos) * inner,
+                               (const uint8_t *)v->data + o * inner, (size_t)inner);
+        return 0;
+}
+
+/* Hand the stack over as a tensor of n iterations (s->count must equal n for axis > 0). */
+static int stack_take(struct stack *s, int64_t n, struct ops_tensor *ret, const char *op, int k,
+                      char *err, size_t errlen)
+{
+        if (!s->first.dtype)
+                return ops_fail(err, errlen, -ENOTSUP,
+                                "%s: no iterations ran, so scan output %d has no known shape", op, k);
+        /* A Loop's buffer grew by doubling: give back the room past n iterations, so that the
+         * buffer's size is the tensor's (the executor frees and copies by that). */
+        if (n < s->count) {
+                int rc = stack_reserve(s, n, op, err, errlen);
+                if (rc)
+                        return rc;
+        }
+        *ret = s->first;
+        ret->ndim = s->first.ndim + 1;
+        for (int d = s->first.ndim; d > s->axis; d--)
+                ret->dims[d] = s->first.dims[d - 1];
+        ret->dims[s->axis] = n;
+        ret->data = s->data;
+        s->data = NULL;
+        return 0;
+}
+
+/* ---------------------------------------------------------------- Loop */
+
+static int loop_compute(const struct ops_call *call, struct ctl_result *r, char *err, size_t errlen)
+{
+        struct ops_tensor cur[OPS_MAX_INPUTS], out[CTL_MAX_BODY_OUT], bin[OPS_MAX_INPUTS];
+        struct stack st[OPS_MAX_OUTPUTS];
+        int owned = 0, n = 0, nscan = -1, rc = 0, ncar = call->nin - 2;
+        int64_t trip = INT64_MAX, cond = 1, it = 0;
+        uint8_t cond_byte;
+        const void *body;
+
+        r->n = 0;
+        memset(st, 0, sizeof(st));
+        if (ncar < 0)
+                return ops_fail(err, errlen, -EINVAL, "Loop: needs M and cond inputs (may be empty)");
+        rc = need_runner(call, "Loop", err, errlen);
+        if (!rc && call->in[0].dtype)
+                rc = scalar_in(call, 0, PROTO_DTYPE_INT64, "Loop", "trip count M", &trip, err, errlen);
+        if (!rc && call->in[1].dtype)
+                rc = scalar_in(call, 1, PROTO_DTYPE_BOOL, "Loop", "condition", &cond, err, errlen);
+        if (rc)
+                return rc;
+        body = graph_attr(call, "body");
+        if (!body)
+                return ops_fail(err, errlen, -EINVAL, "Loop: no body graph");
+        if (call->nout < ncar)
+                return ops_fail(err, errlen, -EINVAL, "Loop: %d carried values but %d outputs", ncar,
+                                call->nout);
+        for (int i = 0; i < ncar; i++) {
+                if (!call->in[2 + i].dtype)
+                        return ops_fail(err, errlen, -ENOTSUP,
+                                        "Loop: carried value %d is empty (optional values are not supported)", i);
+                cur[i] = call->in[2 + i];
+        }
+        if (trip < 0)
+                trip = 0; /* ONNX: a negative M runs no iteration */
+        if (cond && call->in[0].dtype) {
+                rc = ctl_trips_refused("Loop", trip, err, errlen);
+                if (rc)
+                        return rc;
+        }
+        while (it < trip && cond) {
+                rc = ctl_poll("Loop", it, err, errlen);
+                if (!rc && (uint64_t)it >= ops_runctx_max_trips() && ops_runctx_max_trips())
+                        rc = ctl_trips_refused("Loop", -1, err, errlen);
+                if (rc)
+                        goto out;
+                bin[0] = (struct ops_tensor){ .dtype = PROTO_DTYPE_INT64, .ndim = 0, .data = &it };
+                cond_byte = 1;
+                bin[1] = (struct ops_tensor){ .dtype = PROTO_DTYPE_BOOL, .ndim = 0, .data = &cond_byte };
+                for (int i = 0; i < ncar; i++)
+                        bin[2 + i] = cur[i];
+                rc = call->graph_run(call->graph_ctx, body, 2 + ncar, bin, &n, out, CTL_MAX_BODY_OUT,
+                                     err, errlen);
+                if (rc < 0)
+                        goto out;
+                if (nscan < 0) {
+                        nscan = n - 1 - ncar;
+                        if (nscan < 0 || ncar + nscan < call->nout) {
+                                rc = ops_fail(err, errlen, -EINVAL,
+                                              "Loop: body has %d outputs, expected 1 + %d carried + the scan outputs of %d node outputs",
+                                              n, ncar, call->nout);
+                                tensors_free(out, n);
+                                goto out;
+                        }
+                }
+                for (int k = 0; k < nscan && k + ncar < call->nout; k++) {
+                        rc = stack_put(&st[k], &out[1 + ncar + k], it, "Loop", k, err, errlen);
+                        if (rc) {
+                                tensors_free(out, n);
+                                goto out;
+                        }
+                }
+                if (out[0].dtype != PROTO_DTYPE_BOOL || ops_tensor_numel(&out[0]) != 1) {
+                        rc = ops_fail(err, errlen, -EINVAL, "Loop: body condition is not one bool");
+                        tensors_free(out, n);
+                        goto out;
+                }
+                cond = *(const uint8_t *)out[0].data != 0;
+                if (owned)
+                        tensors_free(cur, ncar);
+                for (int i = 0; i < ncar; i++)
+                        cur[i] = out[1 + i];
+                owned = 1;
+                tensors_free(out, 1);
+                tensors_free(out + 1 + ncar, n - 1 - ncar);
+                it++;
+        }
+        for (int i = 0; i < ncar && i < call->nout; i++) {
+                if (owned) {
+                        r->t[i] = cur[i];
+                        cur[i].data = NULL;
+                } else {
+                        rc = tensor_dup(&cur[i], &r->t[i], "Loop", err, errlen);
+                        if (rc)
+                                goto out;
+                }
+                r->n = i + 1;
+        }
+        for (int j = ncar; j < call->nout; j++) {
+                rc = stack_take(&st[j - ncar], it, &r->t[j], "Loop", j - ncar, err, errlen);
+                if (rc)
+                        goto out;
+                r->n = j + 1;
+        }
+out:
+        if (owned)
+                tensors_free(cur, ncar);
+        for (int k = 0; k < OPS_MAX_OUTPUTS; k++)
+                ops_buf_free(st[k].data);
+        if (rc)
+                result_free(r);
+        return rc;
+}
+
+/* ---------------------------------------------------------------- Scan */
+
+static int64_t ints_at(const struct ops_attr *a, int i, int64_t def)
+{
+        return a && a->type == OPS_ATTR_INTS && i < a->n ? a->ints[i] : def;
+}
+
+static int scan_compute(const struct ops_call *call, struct ctl_result *r, char *err, size_t errlen)
+{
+        const struct ops_attr *in_axes = ops_attr_find(call, "scan_input_axes");
+        const struct ops_attr *in_dirs = ops_attr_find(call, "scan_input_directions");
+        const struct ops_attr *out_axes = ops_attr_find(call, "scan_output_axes");
+        const struct ops_attr *out_dirs = ops_attr_find(call, "scan_output_directions");
+        struct ops_tensor cur[OPS_MAX_INPUTS], out[CTL_MAX_BODY_OUT], bin[OPS_MAX_INPUTS];
+        struct stack st[OPS_MAX_OUTPUTS];
+        int axis[OPS_MAX_INPUTS];
+        int owned = 0, n = 0, nscan = -1, rc = 0, nsi, nst;
+        int64_t steps = -1;
+        const void *body;
+
+        r->n = 0;
+        memset(st, 0, sizeof(st));
+        memset(bin, 0, sizeof(bin));
+        rc = need_runner(call, "Scan", err, errlen);
+        if (rc)
+                return rc;
+        nsi = (int)ops_attr_int(call, "num_scan_inputs", -1);
+        nst = call->nin - nsi;
+        if (nsi < 1 || nst < 0)
+                return ops_fail(err, errlen, -EINVAL, "Scan: num_scan_inputs must be 1 to %d",
+                                call->nin);
+        body = graph_attr(call, "body");
+        if (!body)
+                return ops_fail(err, errlen, -EINVAL, "Scan: no body graph");
+        if (call->nout < nst)
+                return ops_fail(err, errlen, -EINVAL, "Scan: %d state values but %d outputs", nst,
+                                call->nout);
+        for (int i = 0; i < nst; i++)
+                cur[i] = call->in[i];
+        for (int m = 0; m < nsi; m++) {
+                const struct ops_tensor *x = &call->in[nst + m];
+                int64_t a = ints_at(in_axes, m, 0);
+
+                if (!x->dtype || (!x->data && tensor_bytes(x) > 0))
+                        return ops_fail(err, errlen, -EINVAL, "Scan: needs the value of scan input %d", m);
+                if (a < 0)
+                        a += x->ndim;
+                if (a < 0 || a >= x->ndim)
+                        return ops_fail(err, errlen, -EINVAL, "Scan: scan input %d axis out of range", m);
+                if (tensor_bytes(x) < 0)
+                        return ops_fail(err, errlen, -EINVAL, "Scan: scan input %d is not a supported tensor", m);
+                axis[m] = (int)a;
+                if (steps < 0)
+                        steps = x->dims[a];
+                else if (x->dims[a] != steps)
+                        return ops_fail(err, errlen, -EINVAL,
+                                        "Scan: scan input %d has %lld steps, input 0 %lld", m,
+                                        (long long)x->dims[a], (long long)steps);
+        }
+        rc = ctl_trips_refused("Scan", steps, err, errlen);
+        if (rc)
+                return rc;
+        for (int m = 0; m < nsi; m++) {
+                const struct ops_tensor *x = &call->in[nst + m];
+                struct ops_tensor *s = &bin[nst + m];
+                char msg[200];
+
+                *s = *x;
+                s->ndim = x->ndim - 1;
+                for (int d = axis[m]; d < s->ndim; d++)
+                        s->dims[d] = x->dims[d + 1];
+                /* one step's slice: the input without its scan axis */
+                s->data = ops_buf_alloc((uint64_t)tensor_bytes(s), msg, sizeof(msg));
+                if (!s->data) {
+                        rc = ops_fail(err, errlen, -ENOMEM, "Scan: %s", msg);
+                        goto out;
+                }
+        }
+        for (int64_t t = 0; t < steps; t++) {
+                rc = ctl_poll("Scan", t, err, errlen);
+                if (rc)
+                        goto out;
+                for (int m = 0; m < nsi; m++) {
+                        const struct ops_tensor *x = &call->in[nst + m];
+                        int64_t pos = ints_at(in_dirs, m, 0) ? steps - 1 - t : t;
+                        int64_t outer = 1, inner = tensor_bytes(&bin[nst + m]);
+
+                        for (int d = 0; d < axis[m]; d++)
+                                outer *= x->dims[d];
+                        inner = outer ? inner / outer : 0;
+                        for (int64_t o = 0; o < outer && inner > 0; o++)
+                                memcpy((uint8_t *)bin[nst + m].data + o * inner,
+                                       (const uint8_t *)x->data + (o * steps + pos) * inner, (size_t)inner);
+                }
+                for (int i = 0; i < nst; i++)
+                        bin[i] = cur[i];
+                rc = call->graph_run(call->graph_ctx, body, call->nin, bin, &n, out, CTL_MAX_BODY_OUT,
+                                     err, errlen);
+                if (rc < 0)
+                        goto out;
+                if (nscan < 0) {
+                        nscan = n - nst;
+                        if (nscan < 0 || nst + nscan < call->nout) {
+                                rc = ops_fail(err, errlen, -EINVAL,
+                                              "Scan: body has %d outputs, expected %d states + the scan outputs of %d node outputs",
+                                              n, nst, call->nout);
+                                tensors_free(out, n);
+                                goto out;
+                        }
+                        for (int k = 0; k < nscan && k < OPS_MAX_OUTPUTS; k++)
+                                st[k].axis = (int)ints_at(out_axes, k, 0);
+                }
+                for (int k = 0; k < nscan && k + nst < call->nout; k++) {
+                        int64_t pos = ints_at(out_dirs, k, 0) ? steps - 1 - t : t;
+
+                        /* room for every step at once: the strides of axis > 0 are final */
+                        if (!st[k].first.dtype) {
+                                rc = stack_init(&st[k], &out[nst + k], "Scan", k, err, errlen);
+                                if (!rc)
+                                        rc = stack_reserve(&st[k], steps, "Scan", err, errlen);
+                        }
+                        if (!rc)
+                                rc = stack_put(&st[k], &out[nst + k], pos, "Scan", k, err, errlen);
+                        if (rc) {
+                                tensors_free(out, n);
+                                goto out;
+                        }
+                }
+                if (owned)
+                        tensors_free(cur, nst);
+                for (int i = 0; i < nst; i++)
+                        cur[i] = out[i];
+                owned = 1;
+                tensors_free(out + nst, n - nst);
+        }
+        for (int i = 0; i < nst; i++) {
+                if (owned) {
+                        r->t[i] = cur[i];
+                        cur[i].data = NULL;
+                } else {
+                        rc = tensor_dup(&cur[i], &r->t[i], "Scan", err, errlen);
+                        if (rc)
+                                goto out;
+                }
+                r->n = i + 1;
+        }
+        for (int j = nst; j < call->nout; j++) {
+                rc = stack_take(&st[j - nst], steps, &r->t[j], "Scan", j - nst, err, errlen);
+                if (rc)
+                        goto out;
+                r->n = j + 1;
+        }
+out:
+        if (owned)
+                tensors_free(cur, nst);
+        for (int m = 0; m < nsi; m++)
+                ops_buf_free(bin[nst + m].data);
+        for (int k = 0; k < OPS_MAX_OUTPUTS; k++)
+                ops_buf_free(st[k].data);
+        if (rc)
+                result_free(r);
+        return rc;
+}
+
+/* ---------------------------------------------------------------- glue */
+
+void ops_control_forget(void)
+{
+        result_free(&ctl_slot.r);
+        ctl_slot.key = NULL;
+}
+
+typedef int (*ctl_compute_fn)(const struct ops_call *call, struct ctl_result *r, char *err,
+                              size_t errlen);
+
+static int ctl_infer(ctl_compute_fn compute, struct ops_call *call, char *err, size_t errlen)
+{
+        struct ctl_result r;
+        int rc = compute(call, &r, err, errlen);
+
+        if (rc)
+                return rc;
+        result_free(&ctl_slot.r); /* a stale slot: infer whose run never came */
+        ctl_slot.key = call;
+        ctl_slot.r = r;
+        for (int j = 0; j < call->nout; j++) {
+                call->out[j] = r.t[j];
+                call->out[j].data = NULL;
+        }
+        return 0;
+}
+
+static int ctl_run(ctl_compute_fn compute, const char *op, const struct ops_call *call, char *err,
+                   size_t errlen)
+{
+        char a[OPS_SHAPE_STR_MAX], b[OPS_SHAPE_STR_MAX];
+        struct ctl_result r;
+        int rc = 0;
+
+        if (ctl_slot.key == call && ctl_slot.r.n == call->nout) {
+                r = ctl_slot.r;
+                ctl_slot.r.n = 0;
+        } else {
+                rc = compute(call, &r, err, errlen);
+                if (rc)
+                        return rc;
+        }
+        ctl_slot.key = NULL;
+        for (int j = 0; j < call->nout && !rc; j++) {
+                const struct ops_tensor *o = &call->out[j];
+                int64_t bytes = tensor_bytes(&r.t[j]);
+
+                if (!o->dtype)
+                        continue; /* an omitted output */
+                if (o->dtype != r.t[j].dtype || !ops_shape_equal(o, &r.t[j]))
+                        rc = ops_fail(err, errlen, -EINVAL, "%s: output %d is %s but computed %s", op, j,
+                                      ops_shape_str(o, a, sizeof(a)), ops_shape_str(&r.t[j], b, sizeof(b)));
+                else if (bytes > 0 && o->data)
+                        memcpy(o->data, r.t[j].data, (size_t)bytes);
+        }
+        result_free(&r);
+        return rc;
+}
+
+static int ctl_check(const struct ops_call *call, char *err, size_t errlen)
+{
+        return ops_fail(err, errlen, -EINVAL, "control-flow operators run only inside graphs");
+}
+
+static void ctl_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+{
+        uint64_t bytes = 0;
+
+        for (int i = 0; i < call->nin && i < OPS_MAX_INPUTS; i++) {
+                int64_t b = call->in[i].dtype ? tensor_bytes(&call->in[i]) : 0;
+                if (b > 0)
+                        bytes = ops_add_sat(bytes, (uint64_t)b);
+        }
+        *ret_flops = 0;
+        *ret_bytes = bytes;
+}
+
+static int if_infer(struct ops_call *call, char *err, size_t errlen)
+{
+        return ctl_infer(if_compute, call, err, errlen);
+}
+
+static int if_run(const struct ops_call *call, char *err, size_t errlen)
+{
+        return ctl_run(if_compute, "If", call, err, errlen);
+}
+
+static int loop_infer(struct ops_call *call, char *err, size_t errlen)
+{
+        return ctl_infer(loop_compute, call, err, errlen);
+}
+
+static int loop_run(const struct ops_call *call, char *err, size_t errlen)
+{
+        return ctl_run(loop_compute, "Loop", call, err, errlen);
+}
+
+static int scan_infer(struct ops_call *call, char *err, size_t errlen)
+{
+        return ctl_infer(scan_compute, call, err, errlen);
+}
+
+static int scan_run(const struct ops_call *call, char *err, size_t errlen)
+{
+        return ctl_run(scan_compute, "Scan", call, err, errlen);
+}
+
+const struct ops_def ops_if_def = {
+        "If", 1, 1, OPS_MAX_OUTPUTS, OPS_ENGINE_AICPU, ctl_check, if_run, ctl_cost, 0, if_infer,
+        1, NULL,
+};
+
+const struct ops_def ops_loop_def = {
+        "Loop", 2, OPS_MAX_INPUTS, OPS_MAX_OUTPUTS, OPS_ENGINE_AICPU, ctl_check, loop_run, ctl_cost,
+        0, loop_infer, 1, NULL,
+};
+
+const struct ops_def ops_scan_def = {
+        "Scan", 1, OPS_MAX_INPUTS, OPS_MAX_OUTPUTS, OPS_ENGINE_AICPU, ctl_check, scan_run, ctl_cost,
+        0, scan_infer, 9, NULL,
+};

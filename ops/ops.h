@@ -1,0 +1,143 @@
+/* Operator registry: what an operator accepts, how its outputs are checked, what it costs and
+ * the kernel that computes it. Kernels run on backend worker threads and touch nothing but
+ * the tensors of their call; check and cost run on the loop thread before submission. */
+#ifndef NPUD_OPS_H
+#define NPUD_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/dtype.h"
+
+#define OPS_MAX_DIMS 8
+#define OPS_MAX_INPUTS 16
+#define OPS_MAX_OUTPUTS 8
+#define OPS_MAX_ATTRS 24
+#define OPS_NAME_MAX 32
+
+enum ops_engine {
+        OPS_ENGINE_CUBE = 0,   /* matrix unit of the AI core */
+        OPS_ENGINE_VECTOR = 1, /* vector unit */
+        OPS_ENGINE_AICPU = 2,  /* general-purpose device CPU */
+        OPS_ENGINE_DMA = 3,    /* copy engines (no operator kernels) */
+        OPS_ENGINE_COUNT
+};
+
+struct ops_tensor {
+        int dtype; /* enum proto_dtype; 0 = an omitted optional input or output */
+        int ndim;  /* 0 = scalar */
+        int64_t dims[OPS_MAX_DIMS];
+        void *data; /* resolved device pointer; NULL while checking */
+};
+
+/* Launches over the wire carry INT and FLOAT attributes only; graphs (ONNX models) carry
+ * every kind. Arrays and strings are owned by the graph and outlive the call. */
+enum ops_attr_type {
+        OPS_ATTR_INT = 1,
+        OPS_ATTR_FLOAT = 2,
+        OPS_ATTR_INTS = 3,
+        OPS_ATTR_FLOATS = 4,
+        OPS_ATTR_STRING = 5,
+        OPS_ATTR_TENSOR = 6,
+        OPS_ATTR_GRAPH = 7,
+        OPS_ATTR_STRINGS = 8,
+};
+
+struct ops_attr {
+        char name[OPS_NAME_MAX];
+        int type; /* enum ops_attr_type */
+        int64_t i;
+        double f;
+        int n;                        /* elements of ints / floats / strings */
+        const int64_t *ints;
+        const float *floats;
+        const char *s;
+        const char *const *strings;
+        const struct ops_tensor *t;   /* TENSOR: dtype, dims and data */
+        const void *graph;            /* GRAPH: a subgraph, run through call->graph_run */
+};
+
+struct ops_call;
+
+/* Run a subgraph attribute (If, Loop, Scan): inputs bound to the graph's inputs; outputs
+ * allocated by the executor (ops_buf_alloc'd data, charged to the run's byte budget, that the
+ * caller frees with ops_buf_free(); see runctx.h). */
+typedef int (*ops_graph_run_fn)(void *graph_ctx, const void *graph, int nin,
+                                const struct ops_tensor *in, int *ret_nout,
+                                struct ops_tensor *out, int max_out, char *err, size_t errlen);
+
+struct ops_call {
+        int nin, nout, nattr;
+        struct ops_tensor in[OPS_MAX_INPUTS];
+        struct ops_tensor out[OPS_MAX_OUTPUTS];
+        struct ops_attr attr[OPS_MAX_ATTRS];
+        int opset;               /* the model's default-domain opset; 0 for wire launches */
+        ops_graph_run_fn graph_run; /* NULL outside graphs */
+        void *graph_ctx;
+};
+
+struct ops_def {
+        const char *name;         /* "Add", "MatMul", ... (ONNX op type) */
+        int min_inputs, max_inputs;
+        int outputs;
+        enum ops_engine engine;   /* the engine kind its kernel targets */
+        /* Validate dtypes, shapes and attributes of a call whose data pointers are NULL.
+         * Returns 0, or -EINVAL with a message naming what is wrong written to err. */
+        int (*check)(const struct ops_call *call, char *err, size_t errlen);
+        /* Compute. Called only for calls that passed check. 0 or -errno with a message. */
+        int (*run)(const struct ops_call *call, char *err, size_t errlen);
+        /* Work estimate for the cost model: floating/integer operations and bytes moved. */
+        void (*cost)(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes);
+        unsigned flags; /* enum ops_flags */
+        /* Output dtypes and shapes from the inputs (whose data is readable) and attributes;
+         * data-dependent shapes (Reshape, NonZero, ...) read the inputs. 0 or -errno with a
+         * message naming the op. NULL: the op cannot be used in graphs. */
+        int (*infer)(struct ops_call *call, char *err, size_t errlen);
+        int since_version; /* first ONNX opset this definition implements (0 = any) */
+        const char *domain; /* NULL = the default ONNX domain ("" / "ai.onnx") */
+};
+
+enum ops_flags {
+        /* out[i] depends only on in[*][i] (after broadcasting): a call can be split into
+         * element ranges (tiles) when every input has the output's element count or one. */
+        OPS_FLAG_ELEMENTWISE = 1 << 0,
+        /* a 2-D MatMul-like call can be split into row blocks of input 0 and the output */
+        OPS_FLAG_ROW_SPLIT = 1 << 1,
+};
+
+/* Position of a definition in the registry (for per-operator tables). */
+size_t ops_index(const struct ops_def *def);
+size_t ops_count(void);
+
+/* Registry lookup by exact name; NULL when unknown. */
+const struct ops_def *ops_lookup(const char *name);
+/* ONNX lookup: the definition of (domain, name) with the highest since_version <= opset.
+ * domain NULL or "" or "ai.onnx" is the default domain. */
+const struct ops_def *ops_lookup_onnx(const char *domain, const char *name, int opset);
+/* A check implemented with infer: infer on a copy of the call (data NULL, so data-dependent
+ * operators fail here) and compare every output's dtype and shape with the given ones. */
+int ops_check_by_infer(const struct ops_def *def, const struct ops_call *call, char *err,
+                       size_t errlen);
+/* Iterate the registry: returns the i-th operator or NULL past the end. */
+const struct ops_def *ops_get(size_t i);
+
+/* Attribute lookup helpers; return the default when the attribute is absent. */
+int64_t ops_attr_int(const struct ops_call *call, const char *name, int64_t def);
+double ops_attr_float(const struct ops_call *call, const char *name, double def);
+
+/* Number of elements of a tensor (1 for a scalar); -1 if it overflows int64 or a dim < 0. */
+int64_t ops_tensor_numel(const struct ops_tensor *t);
+
+/* ONNX multidirectional broadcasting of a and b into ret (ret->dtype untouched).
+ * Returns 0 or -EINVAL with a message. */
+int ops_broadcast_shape(const struct ops_tensor *a, const struct ops_tensor *b,
+                        struct ops_tensor *ret, char *err, size_t errlen);
+
+/* IEEE half <-> single conversions (round to nearest even). */
+float ops_half_to_float(uint16_t h);
+uint16_t ops_float_to_half(float f);
+
+/* Limit the threads a kernel library (OpenBLAS) may start from one kernel. */
+void ops_set_threads(int n);
+
+#endif
