@@ -24,8 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../dispatch.h"
-#include "../policy.h"
+#include "policy/dispatch.h"
+#include "policy/policy.h"
 
 #define MAX_CORES 4096            /* per engine kind */
 #define MAX_STREAMS 100000
