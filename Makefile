@@ -194,7 +194,12 @@ examples: $(EXAMPLES)
 run: deps all
 	$(NPUD) --sim-devices 2 --log-level info
 
-unit: all $(UNIT_TESTS)
+# The layers of the tree (docs/architecture.md): no #include may run back up a layer.
+.PHONY: check-layers
+check-layers:
+	tools/check-layers.py .
+
+unit: all $(UNIT_TESTS) check-layers
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
 
 integration: all $(INTEG_TESTS) $(BUILD)/tests/npuctl-hold

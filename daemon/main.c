@@ -41,22 +41,22 @@ static void on_sighup(evutil_socket_t sig, short what, void *arg)
 
 static void on_sched(evutil_socket_t fd, short what, void *arg)
 {
-        sched_run(arg);
+        sched_run(arg); /* the execution layer */
 }
 
 static void on_util_timer(evutil_socket_t fd, short what, void *arg)
 {
         struct npud *d = arg;
         uint64_t now = now_ns();
-        for (int i = 0; i < d->devices.count; i++)
-                device_update_util(&d->devices.devices[i], now);
+        for (int i = 0; i < d->ex.devices.count; i++)
+                device_update_util(&d->ex.devices.devices[i], now);
 }
 
 static int units_in_flight(struct npud *d)
 {
-        for (int i = 0; i < d->devices.count; i++)
+        for (int i = 0; i < d->ex.devices.count; i++)
                 for (int k = 0; k < OPS_ENGINE_COUNT; k++)
-                        if (d->devices.devices[i].pd.free[k] != d->devices.devices[i].desc.cores[k])
+                        if (d->ex.devices.devices[i].pd.free[k] != d->ex.devices.devices[i].desc.cores[k])
                                 return 1;
         return 0;
 }
@@ -69,8 +69,8 @@ static void warn_device_memory(struct npud *d)
         struct sysinfo si;
         uint64_t declared = 0;
 
-        for (int i = 0; i < d->devices.count; i++)
-                declared += d->devices.devices[i].desc.mem_size;
+        for (int i = 0; i < d->ex.devices.count; i++)
+                declared += d->ex.devices.devices[i].desc.mem_size;
         if (sysinfo(&si) < 0)
                 return;
         uint64_t host = ((uint64_t)si.totalram + (uint64_t)si.totalswap) * si.mem_unit;
@@ -78,7 +78,7 @@ static void warn_device_memory(struct npud *d)
                 log_warn("the %d simulated device(s) declare %.1f GiB of device memory but this "
                          "host can back only %.1f GiB (RAM and swap): allocations succeed, but "
                          "filling them all would exhaust the host",
-                         d->devices.count, (double)declared / (1 << 30), (double)host / (1 << 30));
+                         d->ex.devices.count, (double)declared / (1 << 30), (double)host / (1 << 30));
 }
 
 int main(int argc, char **argv)
@@ -91,7 +91,7 @@ int main(int argc, char **argv)
         memset(&d, 0, sizeof(d));
         d.listen_fd = -1;
         TAILQ_INIT(&d.sessions);
-        TAILQ_INIT(&d.settle);
+        TAILQ_INIT(&d.ex.settle);
         TAILQ_INIT(&d.exports);
         config_defaults(&d.config);
         d.argc = argc;
@@ -119,13 +119,15 @@ int main(int argc, char **argv)
                 return 1;
         }
         d.started_ns = now_ns();
-        d.sched_event = event_new(d.base, -1, 0, on_sched, &d);
+        d.ex.base = d.base;
+        d.ex.sched_event = event_new(d.base, -1, 0, on_sched, &d.ex);
+        session_observe(&d);
         d.sig_int = evsignal_new(d.base, SIGINT, on_signal, &d);
         d.sig_term = evsignal_new(d.base, SIGTERM, on_signal, &d);
         d.util_timer = event_new(d.base, -1, EV_PERSIST, on_util_timer, &d);
         sig_hup = evsignal_new(d.base, SIGHUP, on_sighup, &d);
         struct timeval second = { 1, 0 };
-        if (!d.sched_event || !d.sig_int || !d.sig_term || !d.util_timer ||
+        if (!d.ex.sched_event || !d.sig_int || !d.sig_term || !d.util_timer ||
             event_add(d.sig_int, NULL) < 0 || event_add(d.sig_term, NULL) < 0 ||
             event_add(d.util_timer, &second) < 0 || !sig_hup || event_add(sig_hup, NULL) < 0 ||
             notify_init(&d) < 0) {
@@ -133,20 +135,20 @@ int main(int argc, char **argv)
                 return 1;
         }
         r = sim_backend_new(d.base, d.config.sim_devices, d.config.sim_profile, d.config.sim_mode,
-                            d.config.workers, sched_unit_complete, &d, &d.backend, err, sizeof(err));
+                            d.config.workers, sched_unit_complete, &d.ex, &d.ex.backend, err, sizeof(err));
         if (r == 0)
-                r = device_registry_init(&d.devices, d.backend, d.config.policy.min_share, err,
+                r = device_registry_init(&d.ex.devices, d.ex.backend, d.config.policy.min_share, err,
                                          sizeof(err));
-        if (r == 0 && tenant_registry_init(&d.tenants, &d.config.policy, d.devices.count) < 0) {
+        if (r == 0 && tenant_registry_init(&d.tenants, &d.config.policy, d.ex.devices.count) < 0) {
                 snprintf(err, sizeof(err), "out of memory");
                 r = -1;
         }
-        d.tile_ns = d.config.policy.tile_ns;
-        d.calibrate = d.config.sim_mode == SIM_MODE_COMPUTE;
+        d.ex.tile_ns = d.config.policy.tile_ns;
+        d.ex.calibrate = d.config.sim_mode == SIM_MODE_COMPUTE;
         if (d.config.sim_mode == SIM_MODE_COMPUTE) {
                 long cpus = sysconf(_SC_NPROCESSORS_ONLN);
                 int workers = d.config.workers > 0 ? d.config.workers : cpus > 0 ? (int)cpus : 2;
-                d.graph_worker_cap = workers > 1 ? workers - 1 : 1;
+                d.ex.graph_worker_cap = workers > 1 ? workers - 1 : 1;
         }
         if (r == 0)
                 r = server_listen(&d, err, sizeof(err));
@@ -160,7 +162,7 @@ int main(int argc, char **argv)
         warn_device_memory(&d);
         bus_start(&d); /* optional: a bus that cannot be used is only a warning */
         log_info("npud ready on %s: %d simulated %s device(s), %s mode", d.config.socket_path,
-                 d.devices.count, d.config.sim_profile,
+                 d.ex.devices.count, d.config.sim_profile,
                  d.config.sim_mode == SIM_MODE_MODEL ? "model" : "compute");
         notify_ready(&d);
         event_base_dispatch(d.base);
@@ -172,19 +174,19 @@ out:
         bus_stop(&d); /* before the sessions go: no signals from a closing daemon */
         while (!TAILQ_EMPTY(&d.sessions))
                 session_close(TAILQ_FIRST(&d.sessions), "daemon shutting down");
-        if (d.backend) /* running kernels stop within milliseconds */
-                sched_cancel_running(&d, NULL);
-        while (d.backend && units_in_flight(&d))
+        if (d.ex.backend) /* running kernels stop within milliseconds */
+                sched_cancel_running(&d.ex, NULL);
+        while (d.ex.backend && units_in_flight(&d))
                 event_base_loop(d.base, EVLOOP_ONCE);
         event_base_loop(d.base, EVLOOP_NONBLOCK); /* deferred session releases */
-        sched_run(&d);                            /* settle what cancellation touched */
-        if (d.backend)
-                d.backend->ops->destroy(d.backend);
+        sched_run(&d.ex);                            /* settle what cancellation touched */
+        if (d.ex.backend)
+                d.ex.backend->ops->destroy(d.ex.backend);
         export_free_all(&d.exports);
         task_pool_drain();
-        device_registry_deinit(&d.devices);
+        device_registry_deinit(&d.ex.devices);
         tenant_registry_deinit(&d.tenants);
-        event_free(d.sched_event);
+        event_free(d.ex.sched_event);
         event_free(d.sig_int);
         event_free(d.sig_term);
         event_free(d.util_timer);

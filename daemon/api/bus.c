@@ -169,7 +169,7 @@ static int prop_devices(sd_bus *bus, const char *path, const char *iface, const 
         char p[64];
         int r = sd_bus_message_open_container(reply, 'a', "o");
 
-        for (int i = 0; r >= 0 && i < b->npud->devices.count; i++) {
+        for (int i = 0; r >= 0 && i < b->npud->ex.devices.count; i++) {
                 device_path(i, p, sizeof(p));
                 r = sd_bus_message_append(reply, "o", p);
         }
@@ -495,8 +495,8 @@ static void on_mem_timer(evutil_socket_t fd, short what, void *arg)
         struct npud *d = b->npud;
         char path[64];
 
-        for (int i = 0; i < d->devices.count; i++) {
-                struct device *dev = &d->devices.devices[i];
+        for (int i = 0; i < d->ex.devices.count; i++) {
+                struct device *dev = &d->ex.devices.devices[i];
                 if (b->seen[i].mem_used == dev->mem_used)
                         continue;
                 b->seen[i].mem_used = dev->mem_used;
@@ -542,16 +542,16 @@ int bus_start(struct npud *d)
         if (!d->config.dbus)
                 return 0;
         b = calloc(1, sizeof(*b));
-        if (!b || !(b->seen = calloc((size_t)d->devices.count + 1, sizeof(*b->seen)))) {
+        if (!b || !(b->seen = calloc((size_t)d->ex.devices.count + 1, sizeof(*b->seen)))) {
                 free(b);
                 log_warn("D-Bus: out of memory; continuing without the bus API");
                 return 0;
         }
         b->npud = d;
-        for (int i = 0; i < d->devices.count; i++) {
-                b->seen[i].health = (int)d->devices.devices[i].health;
-                b->seen[i].draining = d->devices.devices[i].draining != 0;
-                b->seen[i].mem_used = d->devices.devices[i].mem_used;
+        for (int i = 0; i < d->ex.devices.count; i++) {
+                b->seen[i].health = (int)d->ex.devices.devices[i].health;
+                b->seen[i].draining = d->ex.devices.devices[i].draining != 0;
+                b->seen[i].mem_used = d->ex.devices.devices[i].mem_used;
         }
         r = sd_bus_open_system(&b->bus);
         if (r < 0) {
@@ -560,10 +560,10 @@ int bus_start(struct npud *d)
                 goto fail;
         }
         r = sd_bus_add_object_vtable(b->bus, NULL, BUS_PATH, BUS_IFACE, manager_vtable, b);
-        for (int i = 0; r >= 0 && i < d->devices.count; i++) {
+        for (int i = 0; r >= 0 && i < d->ex.devices.count; i++) {
                 device_path(i, path, sizeof(path));
                 r = sd_bus_add_object_vtable(b->bus, NULL, path, DEVICE_IFACE, device_vtable,
-                                             &d->devices.devices[i]);
+                                             &d->ex.devices.devices[i]);
         }
         if (r < 0) {
                 log_warn("D-Bus: cannot register the objects: %s; continuing without the bus",

@@ -47,7 +47,7 @@ const char *manage_fault_name(int kind)
 
 static struct device *find_device(struct npud *d, int device, char *err, size_t errlen)
 {
-        struct device *dev = device_get(&d->devices, device);
+        struct device *dev = device_get(&d->ex.devices, device);
 
         if (!dev)
                 snprintf(err, errlen, "no device %d", device);
@@ -102,8 +102,8 @@ void manage_device_poll(struct npud *d, struct device *dev)
         for (int e = 0; e < OPS_ENGINE_COUNT; e++)
                 if (dev->pd.free[e] != dev->desc.cores[e])
                         return;
-        if (d->backend->ops->clear_fault)
-                d->backend->ops->clear_fault(d->backend, dev->id);
+        if (d->ex.backend->ops->clear_fault)
+                d->ex.backend->ops->clear_fault(d->ex.backend, dev->id);
         dev->resetting = 0;
         dev->draining = 0;
         dev->health = DEVICE_OK;
@@ -157,15 +157,15 @@ int manage_device_reset(struct npud *d, int device, char *err, size_t errlen)
                         session_task_failed(st->session, st, TAILQ_FIRST(&st->tasks)->seq,
                                             PROTO_E_DEVICE, msg);
                         if (st->session && !st->session->closing)
-                                sched_stream_cancel(d, st);
+                                sched_stream_cancel(&d->ex, st);
                 }
                 stream_unref(st);
         }
         free(list);
         /* running work too, whoever it belongs to (a dead client's included): a reset must
          * end in bounded time */
-        sched_cancel_running(d, dev);
-        sched_kick(d);
+        sched_cancel_running(&d->ex, dev);
+        sched_kick(&d->ex);
         manage_device_poll(d, dev);
         return 0;
 }
@@ -199,9 +199,9 @@ int manage_fault_inject(struct npud *d, int device, int kind, double value, char
 
         if (!dev)
                 return PROTO_E_INVALID;
-        if (!d->backend->ops->inject_fault) {
+        if (!d->ex.backend->ops->inject_fault) {
                 snprintf(err, errlen, "the %s backend has no fault injection",
-                         d->backend->ops->name);
+                         d->ex.backend->ops->name);
                 return PROTO_E_UNSUPPORTED;
         }
         switch (kind) {
@@ -225,7 +225,7 @@ int manage_fault_inject(struct npud *d, int device, int kind, double value, char
                 snprintf(err, errlen, "unknown fault kind (fail-next, fail-device or slow)");
                 return PROTO_E_INVALID;
         }
-        e = d->backend->ops->inject_fault(d->backend, device, kind, value);
+        e = d->ex.backend->ops->inject_fault(d->ex.backend, device, kind, value);
         if (e < 0) {
                 snprintf(err, errlen, "fault injection failed: %s", strerror(-e));
                 return PROTO_E_INVALID;
@@ -245,8 +245,8 @@ int manage_fault_clear(struct npud *d, int device, char *err, size_t errlen)
 
         if (!dev)
                 return PROTO_E_INVALID;
-        if (d->backend->ops->clear_fault)
-                d->backend->ops->clear_fault(d->backend, device);
+        if (d->ex.backend->ops->clear_fault)
+                d->ex.backend->ops->clear_fault(d->ex.backend, device);
         dev_log(LOG_LVL_INFO, dev, "device %d: faults cleared", device);
         if (dev->health != DEVICE_OK) {
                 dev->health = DEVICE_OK;

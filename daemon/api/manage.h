@@ -8,13 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct npud;
+#include "daemon/backend/backend.h" /* enum fault_kind */
 
-enum fault_kind {
-        FAULT_FAIL_NEXT = 1, /* the next `value` tasks on the device fail with a device error */
-        FAULT_FAIL_DEVICE,   /* the device fails: health "failed", all its work errors out */
-        FAULT_SLOW,          /* tasks take `value` times longer */
-};
+struct npud;
 
 /* Parse "fail-next" / "fail-device" / "slow"; -1 when unknown. */
 int manage_fault_parse(const char *name);

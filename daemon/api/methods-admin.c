@@ -59,8 +59,8 @@ static void method_devices(struct request *req)
                 json_decref(list);
                 return;
         }
-        for (int i = 0; i < d->devices.count; i++)
-                json_array_append_new(list, device_json(d, &d->devices.devices[i]));
+        for (int i = 0; i < d->ex.devices.count; i++)
+                json_array_append_new(list, device_json(d, &d->ex.devices.devices[i]));
         session_reply_result(req->session, req->id, json_pack("{s:o}", "devices", list));
 }
 
@@ -105,7 +105,7 @@ static void method_version(struct request *req)
         session_reply_result(req->session, req->id,
                              json_pack("{s:s, s:i, s:i, s:s}", "version", NPUD_VERSION,
                                        "protocol", PROTO_VERSION, "protocol_min", PROTO_VERSION_MIN,
-                                       "backend", req->session->npud->backend->ops->name));
+                                       "backend", req->session->npud->ex.backend->ops->name));
 }
 
 const struct method methods_admin[] = {

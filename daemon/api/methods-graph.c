@@ -1,5 +1,6 @@
-/* Graph methods (graph_load, graph_unload, graph_info) and the preparation of GRAPH_RUN
- * records: ONNX models imported into npud and run as one task each.
+/* Graph methods (graph_load, graph_unload, graph_info) (the
+ * preparation of GRAPH_RUN records is daemon/exec/submit.c): ONNX models imported into npud
+ * and run as one task each.
  *
  * Memory: a graph's weights (initializers and tensor attributes, of its subgraphs too) are
  * placed in one device buffer of the graph's device, allocated through the same allocator,
@@ -38,31 +39,6 @@
 
 #define GRAPH_MAX_PER_SESSION 64
 #define IMPORT_ERR_MAX 4096 /* every unsupported node of a model fits in one message */
-#define EST_WORDS (2 + OPS_MAX_DIMS) /* dtype, ndim, dims per input in the estimate cache */
-
-struct graph_obj *graph_obj_ref(struct graph_obj *o)
-{
-        o->refs++;
-        return o;
-}
-
-void graph_obj_unref(struct graph_obj *o)
-{
-        if (!o || --o->refs > 0)
-                return;
-        graph_free(o->g);
-        buffer_unref(o->weights);
-        free(o->est_shapes);
-        free(o);
-}
-
-void graph_bind_free(struct graph_bind *b)
-{
-        if (!b)
-                return;
-        graph_obj_unref(b->owner);
-        free(b);
-}
 
 /* A reply whose message may be longer than session_reply_error's (lists of nodes). */
 static void reply_error_long(struct session *s, uint64_t id, int code, const char *msg)
@@ -245,7 +221,7 @@ static void method_graph_load(struct request *req)
         if (params_only(req, keys) < 0 || param_u64(req, "device", INT32_MAX, &devid) < 0 ||
             param_u64(req, "fd", PROTO_MAX_FDS - 1, &idx) < 0)
                 return;
-        dev = device_get(&s->npud->devices, (int)devid);
+        dev = device_get(&s->npud->ex.devices, (int)devid);
         if (!dev) {
                 session_reply_error(s, req->id, PROTO_E_INVALID, "graph_load: no device %" PRIu64, devid);
                 return;
@@ -346,139 +322,3 @@ const struct method methods_graph[] = {
         { "graph_info", method_graph_info, 0 },
         { NULL, NULL, 0 },
 };
-
-/* ---- GRAPH_RUN records ---- */
-
-/* Messages quote names from the model, and may cut one: sanitized (graph_sanitize). */
-#define RUN_FAIL(c, ...) \
-        do { \
-                snprintf(msg, msglen, __VA_ARGS__); \
-                graph_sanitize(msg); \
-                return (c); \
-        } while (0)
-
-static int hold_buffer(struct task *t, struct buffer *b)
-{
-        for (int i = 0; i < t->nbufs; i++)
-                if (t->bufs[i] == b)
-                        return 0;
-        if (t->nbufs >= TASK_MAX_REFS)
-                return -1;
-        t->bufs[t->nbufs++] = buffer_ref(b);
-        return 0;
-}
-
-/* Estimated duration on one AI CPU core; the last estimate is reused while the input
- * shapes stay the same (serving runs the same shapes again and again). */
-static uint64_t run_estimate(struct graph_obj *o, const struct graph_bind *b)
-{
-        const struct backend_device_desc *d = &o->dev->desc;
-        size_t words = (size_t)b->nin * EST_WORDS;
-        int64_t *key = calloc(words ? words : 1, sizeof(*key));
-
-        if (!key)
-                return (uint64_t)o->g->nnodes * COST_LAUNCH_NS;
-        for (int i = 0; i < b->nin; i++) {
-                key[i * EST_WORDS] = b->t[i].dtype;
-                key[i * EST_WORDS + 1] = b->t[i].ndim;
-                for (int k = 0; k < b->t[i].ndim && k < OPS_MAX_DIMS; k++)
-                        key[i * EST_WORDS + 2 + k] = b->t[i].dims[k];
-        }
-        if (o->est_valid && o->est_nin == b->nin && memcmp(key, o->est_shapes, words * sizeof(*key)) == 0) {
-                free(key);
-                return o->est_ns;
-        }
-        o->est_ns = graph_estimate_ns(o->g, b->nin, b->t, d->flops_per_core[OPS_ENGINE_AICPU],
-                                      d->mem_bandwidth, NULL);
-        free(o->est_shapes);
-        o->est_shapes = key;
-        o->est_nin = b->nin;
-        o->est_valid = 1;
-        return o->est_ns;
-}
-
-int graph_prepare_run(struct session *s, struct stream *st, const struct proto_rec *r,
-                      struct task *t, char *msg, size_t msglen)
-{
-        struct graph_obj *o = handle_lookup(&s->handles, HANDLE_GRAPH, r->graph.graph);
-        const struct graph *g;
-        struct graph_bind *b;
-        int nin = r->graph.nin, nout = r->graph.nout, rc;
-        char err[512];
-
-        if (!o)
-                RUN_FAIL(PROTO_E_BAD_HANDLE, "graph run: unknown graph handle %u", r->graph.graph);
-        g = o->g;
-        if (o->dev != st->dev)
-                RUN_FAIL(PROTO_E_INVALID, "graph run: the graph is loaded on device %d but the stream is on device %d",
-                         o->dev->id, st->dev->id);
-        if (nin != g->ninputs || nout != g->noutputs)
-                RUN_FAIL(PROTO_E_INVALID, "graph run: the graph has %d inputs and %d outputs, %d and %d bound",
-                         g->ninputs, g->noutputs, nin, nout);
-        b = calloc(1, sizeof(*b));
-        if (!b)
-                RUN_FAIL(PROTO_E_LIMIT, "graph run: out of memory");
-        b->g = g;
-        b->owner = graph_obj_ref(o);
-        b->nin = nin;
-        b->nout = nout;
-        t->item.graph = b; /* released with the task, whatever happens next */
-        for (int i = 0; i < nin + nout; i++) {
-                const struct proto_rec_tensor *rt = &r->graph.t[i];
-                struct ops_tensor *ot = &b->t[i];
-                const char *role = i < nin ? "input" : "output";
-                const char *name = g->values[i < nin ? g->inputs[i] : g->outputs[i - nin]].name;
-                size_t esize = proto_dtype_size(rt->dtype);
-                struct buffer *buf = handle_lookup(&s->handles, HANDLE_BUFFER, rt->buf);
-                int64_t numel;
-
-                if (!buf)
-                        RUN_FAIL(PROTO_E_BAD_HANDLE, "graph run: %s '%s': unknown buffer handle %u",
-                                 role, name, rt->buf);
-                if (buf->readonly && i >= nin)
-                        RUN_FAIL(PROTO_E_PERMISSION, "graph run: output '%s': buffer %u is a read-only import",
-                                 name, rt->buf);
-                if (buf->dev != st->dev)
-                        RUN_FAIL(PROTO_E_INVALID,
-                                 "graph run: %s '%s': buffer is on device %d but the stream on device %d",
-                                 role, name, buf->dev->id, st->dev->id);
-                if (!esize)
-                        RUN_FAIL(PROTO_E_UNSUPPORTED, "graph run: %s '%s': unknown dtype %u", role, name,
-                                 rt->dtype);
-                if (rt->ndim > OPS_MAX_DIMS)
-                        RUN_FAIL(PROTO_E_INVALID, "graph run: %s '%s': %u dimensions (at most %d)", role,
-                                 name, rt->ndim, OPS_MAX_DIMS);
-                ot->dtype = rt->dtype;
-                ot->ndim = rt->ndim;
-                memcpy(ot->dims, rt->dims, sizeof(ot->dims));
-                numel = ops_tensor_numel(ot);
-                if (numel < 0 || (uint64_t)numel > UINT64_MAX / esize)
-                        RUN_FAIL(PROTO_E_SHAPE, "graph run: %s '%s': negative or overflowing dimensions",
-                                 role, name);
-                if (rt->offset % esize)
-                        RUN_FAIL(PROTO_E_INVALID,
-                                 "graph run: %s '%s': offset %" PRIu64 " is not a multiple of the element size",
-                                 role, name, rt->offset);
-                if (!range_ok(rt->offset, (uint64_t)numel * esize, buf->size))
-                        RUN_FAIL(PROTO_E_OUT_OF_RANGE,
-                                 "graph run: %s '%s': %" PRIu64 " bytes at offset %" PRIu64
-                                 " exceed buffer of %" PRIu64 " bytes",
-                                 role, name, (uint64_t)numel * esize, rt->offset, buf->size);
-                if (hold_buffer(t, buf) < 0)
-                        RUN_FAIL(PROTO_E_INVALID, "graph run: too many buffers");
-                ot->data = buffer_ptr(buf) + rt->offset;
-        }
-        rc = graph_check_inputs(g, nin, b->t, err, sizeof(err));
-        if (rc)
-                RUN_FAIL(rc, "graph run: %s", err);
-        if (st->dev->desc.cores[OPS_ENGINE_AICPU] <= 0)
-                RUN_FAIL(PROTO_E_UNSUPPORTED, "graph run: device %d has no AI CPU to run graphs",
-                         st->dev->id);
-        /* The executor runs every node on one host worker: the AI CPU is its engine. */
-        t->cost[OPS_ENGINE_AICPU] = run_estimate(o, b);
-        if (!t->cost[OPS_ENGINE_AICPU])
-                t->cost[OPS_ENGINE_AICPU] = 1;
-        t->calib_slot = device_calib_slot_graph(st->dev);
-        t->item.kind = EXEC_GRAPH;
-        return 0;
-}

@@ -26,12 +26,12 @@ static struct device *param_device(struct request *req)
 
         if (param_u64(req, "device", INT32_MAX, &id) < 0)
                 return NULL;
-        dev = device_get(&d->devices, (int)id);
+        dev = device_get(&d->ex.devices, (int)id);
         if (!dev) {
-                if (d->devices.count)
+                if (d->ex.devices.count)
                         session_reply_error(req->session, req->id, PROTO_E_INVALID,
                                             "%s: no device %" PRIu64 " (npud has devices 0 to %d)",
-                                            req->method, id, d->devices.count - 1);
+                                            req->method, id, d->ex.devices.count - 1);
                 else
                         session_reply_error(req->session, req->id, PROTO_E_INVALID,
                                             "%s: no device %" PRIu64 " (npud has no devices)",
@@ -145,8 +145,8 @@ static json_t *faults_json(struct npud *d, struct device *dev)
         int fail_next = 0, failed = 0;
         double slow = 1.0;
 
-        if (!d->backend->ops->query_fault ||
-            d->backend->ops->query_fault(d->backend, dev->id, &fail_next, &failed, &slow) < 0)
+        if (!d->ex.backend->ops->query_fault ||
+            d->ex.backend->ops->query_fault(d->ex.backend, dev->id, &fail_next, &failed, &slow) < 0)
                 return list;
         if (failed)
                 json_array_append_new(list, json_pack("{s:s, s:f}", "kind",
@@ -170,8 +170,8 @@ static void method_health(struct request *req)
         if (params_only(req, keys) < 0)
                 return;
         list = json_array();
-        for (int i = 0; i < d->devices.count; i++) {
-                struct device *dev = &d->devices.devices[i];
+        for (int i = 0; i < d->ex.devices.count; i++) {
+                struct device *dev = &d->ex.devices.devices[i];
                 json_array_append_new(list, json_pack("{s:i, s:s, s:b, s:b, s:o}", "id", dev->id,
                                                       "health", device_health_name(dev->health),
                                                       "draining", dev->draining != 0,
@@ -236,9 +236,9 @@ static void method_mem(struct request *req)
         if (json_object_get(req->params, "device") && !(one = param_device(req)))
                 return;
         list = json_array();
-        for (int i = 0; i < d->devices.count; i++)
-                if ((!one || one == &d->devices.devices[i]) &&
-                    json_array_append_new(list, mem_device_json(req, &d->devices.devices[i])) < 0) {
+        for (int i = 0; i < d->ex.devices.count; i++)
+                if ((!one || one == &d->ex.devices.devices[i]) &&
+                    json_array_append_new(list, mem_device_json(req, &d->ex.devices.devices[i])) < 0) {
                         json_decref(list);
                         session_reply_error(req->session, req->id, PROTO_E_LIMIT,
                                             "mem: device %d cannot be listed (out of memory)", i);

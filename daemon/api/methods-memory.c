@@ -49,7 +49,7 @@ static void method_mem_alloc(struct request *req)
         if (params_only(req, keys) < 0 || param_u64(req, "device", INT32_MAX, &devid) < 0 ||
             param_u64(req, "size", UINT64_MAX >> 1, &size) < 0)
                 return;
-        dev = device_get(&s->npud->devices, (int)devid);
+        dev = device_get(&s->npud->ex.devices, (int)devid);
         if (!dev) {
                 session_reply_error(s, req->id, PROTO_E_INVALID, "mem_alloc: no device %" PRIu64, devid);
                 return;

@@ -87,7 +87,7 @@ static void method_sched(struct request *req)
         if (params_only(req, keys) < 0)
                 return;
         devs = json_array();
-        for (int dv = 0; dv < d->devices.count; dv++) {
+        for (int dv = 0; dv < d->ex.devices.count; dv++) {
                 uint64_t total = 0;
                 json_t *tl = json_array();
                 for (int i = 0; i < reg->ntenants; i++)

@@ -73,7 +73,7 @@ static void method_hello(struct request *req)
                              json_pack("{s:i, s:s, s:s, s:I, s:i, s:b, s:s, s:s}", "version", s->version,
                                        "server", "npud", "server_version", NPUD_VERSION,
                                        "session", (json_int_t)s->id, "devices",
-                                       s->npud->devices.count, "admin", s->admin, "tenant",
+                                       s->npud->ex.devices.count, "admin", s->admin, "tenant",
                                        session_tenant_name(s), "class", session_tenant_class(s)));
 }
 

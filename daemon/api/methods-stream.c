@@ -80,8 +80,8 @@ static uint32_t uid_stream_cap(const struct npud *d)
 {
         uint32_t cap = d->config.limits.max_streams_per_uid;
 
-        for (int i = 0; i < d->devices.count; i++) {
-                uint32_t q = d->devices.devices[i].desc.max_streams / 4;
+        for (int i = 0; i < d->ex.devices.count; i++) {
+                uint32_t q = d->ex.devices.devices[i].desc.max_streams / 4;
                 if (q < cap)
                         cap = q ? q : 1;
         }
@@ -93,10 +93,10 @@ static struct device *place_stream(struct session *s)
 {
         struct npud *d = s->npud;
         struct place_device pd[64];
-        int n = d->devices.count < 64 ? d->devices.count : 64;
+        int n = d->ex.devices.count < 64 ? d->ex.devices.count : 64;
 
         for (int i = 0; i < n; i++) {
-                struct device *dev = &d->devices.devices[i];
+                struct device *dev = &d->ex.devices.devices[i];
                 struct alloc_stats st;
                 uint64_t backlog = 0;
                 int cores = 0;
@@ -118,7 +118,7 @@ static struct device *place_stream(struct session *s)
                 pd[i].load = cores ? (double)backlog / cores : 0;
         }
         int i = policy_place(d->tenants.policy->placement, pd, n, 0);
-        return i < 0 ? NULL : &d->devices.devices[i];
+        return i < 0 ? NULL : &d->ex.devices.devices[i];
 }
 
 static void method_stream_create(struct request *req)
@@ -165,7 +165,7 @@ static void method_stream_create(struct request *req)
                 }
         } else {
                 int id = (int)json_integer_value(jdev);
-                dev = device_get(&s->npud->devices, id);
+                dev = device_get(&s->npud->ex.devices, id);
                 if (!dev) {
                         session_reply_error(s, req->id, PROTO_E_INVALID, "stream_create: no device %d", id);
                         return;
@@ -187,7 +187,7 @@ static void method_stream_create(struct request *req)
                         return;
                 }
         }
-        st = stream_new(s, dev, (int)prio, s->tenant);
+        st = session_stream_new(s, dev, (int)prio);
         if (!st || handle_insert(&s->handles, HANDLE_STREAM, st, &st->handle) < 0) {
                 stream_unref(st);
                 session_reply_error(s, req->id, PROTO_E_LIMIT, "stream_create: out of memory");
@@ -233,7 +233,7 @@ static void method_stream_synchronize(struct request *req)
         if (params_only(req, keys) < 0 || !(st = stream_param(req)))
                 return;
         if (waiter_add(req, WAIT_STREAM, st, &st->waiters) == 0)
-                sched_check_stream_waiters(req->session->npud, st);
+                sched_check_stream_waiters(&req->session->npud->ex, st);
 }
 
 static void method_synchronize(struct request *req)
@@ -243,7 +243,7 @@ static void method_synchronize(struct request *req)
         if (params_only(req, keys) < 0)
                 return;
         if (waiter_add(req, WAIT_SESSION, req->session, NULL) == 0)
-                sched_check_session_waiters(req->session->npud, req->session);
+                session_check_sync_waiters(req->session);
 }
 
 static void method_event_create(struct request *req)
@@ -307,7 +307,7 @@ static void method_event_synchronize(struct request *req)
         if (params_only(req, keys) < 0 || !(e = event_param(req, "event")))
                 return;
         if (waiter_add(req, WAIT_EVENT, e, &e->waiters) == 0)
-                sched_check_event_waiters(req->session->npud, e);
+                sched_check_event_waiters(&req->session->npud->ex, e);
 }
 
 static void method_event_elapsed(struct request *req)

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "metrics.h"
+#include "util/sock.h"
 #include "npud.h"
 #include "session.h"
 
@@ -199,7 +200,7 @@ static void out_seconds(struct out *o, uint64_t ns)
 
 static void render_devices(struct out *o, struct npud *d)
 {
-        struct device_registry *r = &d->devices;
+        struct device_registry *r = &d->ex.devices;
         static const enum device_health states[] = { DEVICE_OK, DEVICE_FAILED };
 
         out_family(o, "npud_device_memory_used_bytes", "gauge",
@@ -241,7 +242,7 @@ static void render_devices(struct out *o, struct npud *d)
 /* Queued tasks are counted where they wait, on the streams of live sessions. */
 static void render_queues(struct out *o, struct npud *d)
 {
-        uint64_t *depth = calloc((size_t)d->devices.count + 1, sizeof(*depth));
+        uint64_t *depth = calloc((size_t)d->ex.devices.count + 1, sizeof(*depth));
         struct session *s;
         struct stream *st;
 
@@ -251,13 +252,13 @@ static void render_queues(struct out *o, struct npud *d)
         }
         TAILQ_FOREACH(s, &d->sessions, link)
                 TAILQ_FOREACH(st, &s->streams, session_link)
-                        if (st->dev && st->dev->id >= 0 && st->dev->id < d->devices.count)
+                        if (st->dev && st->dev->id >= 0 && st->dev->id < d->ex.devices.count)
                                 depth[st->dev->id] += st->ntasks;
         out_family(o, "npud_queue_depth", "gauge",
                    "Tasks queued on the device's streams, not yet running.");
-        for (int i = 0; i < d->devices.count; i++)
+        for (int i = 0; i < d->ex.devices.count; i++)
                 out_printf(o, "npud_queue_depth{device=\"%d\"} %" PRIu64 "\n",
-                           d->devices.devices[i].id, depth[i]);
+                           d->ex.devices.devices[i].id, depth[i]);
         free(depth);
 }
 
@@ -354,18 +355,6 @@ static void on_request(struct evhttp_request *req, void *arg)
 }
 
 /* Is something accepting connections on this Unix socket path? */
-static int unix_socket_alive(const struct sockaddr_un *addr)
-{
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        int alive;
-
-        if (fd < 0)
-                return 0;
-        alive = connect(fd, (const struct sockaddr *)addr, sizeof(*addr)) == 0;
-        close(fd);
-        return alive;
-}
-
 /* A listening, non-blocking socket on addr, or -errno with err filled. A stale Unix socket
  * file (nothing listening) is replaced; a live one or any other file is left alone. */
 static int listen_socket(const struct sockaddr_storage *addr, socklen_t len, const char *what,
@@ -448,13 +437,13 @@ int metrics_start(struct npud *d, char *err, size_t errlen)
         if ((e = metrics_parse_listen(where, &addr, &len, err, errlen)) < 0)
                 return e;
         m = calloc(1, sizeof(*m));
-        if (!m || tenant_init(&m->other, OTHER_TENANT, d->devices.count) < 0) {
+        if (!m || tenant_init(&m->other, OTHER_TENANT, d->ex.devices.count) < 0) {
                 free(m);
                 snprintf(err, errlen, "metrics: out of memory");
                 return -ENOMEM;
         }
         m->npud = d;
-        m->ndevices = d->devices.count;
+        m->ndevices = d->ex.devices.count;
         m->http = evhttp_new(d->base);
         if (!m->http) {
                 snprintf(err, errlen, "metrics: cannot create the HTTP server");

@@ -32,10 +32,10 @@ static void format_status(struct npud *d, char *buf, size_t len)
 {
         int failed = 0;
 
-        for (int i = 0; i < d->devices.count; i++)
-                failed += d->devices.devices[i].health != DEVICE_OK;
-        snprintf(buf, len, "%d device%s (%d failed), %u session%s", d->devices.count,
-                 d->devices.count == 1 ? "" : "s", failed, d->nsessions,
+        for (int i = 0; i < d->ex.devices.count; i++)
+                failed += d->ex.devices.devices[i].health != DEVICE_OK;
+        snprintf(buf, len, "%d device%s (%d failed), %u session%s", d->ex.devices.count,
+                 d->ex.devices.count == 1 ? "" : "s", failed, d->nsessions,
                  d->nsessions == 1 ? "" : "s");
 }
 

@@ -7,9 +7,10 @@
 
 #include "config.h"
 #include "daemon/exec/device.h"
-#include "export.h"
+#include "daemon/exec/exec.h"
 #include "daemon/exec/stream.h"
 #include "daemon/exec/tenant.h"
+#include "export.h"
 
 struct event_base;
 struct event;
@@ -29,14 +30,12 @@ struct npud_hooks {
 struct npud {
         struct event_base *base;
         struct npud_config config;
-        struct backend *backend;
-        struct device_registry devices;
+        struct exec ex; /* the execution layer: backend, devices, streams, scheduler */
         TAILQ_HEAD(, session) sessions;
         uint32_t nsessions;
         uint64_t next_session_id;
         int listen_fd;
         struct event *listen_event;
-        struct event *sched_event;
         struct event *util_timer;
         struct event *sig_int, *sig_term;
         uint64_t started_ns;
@@ -44,13 +43,6 @@ struct npud {
         struct metrics *metrics; /* NULL unless a metrics listener is configured */
         struct tenant_registry tenants;
         struct export_list exports;
-        TAILQ_HEAD(, stream) settle; /* streams whose head may have changed */
-        uint64_t tile_ns;
-        int calibrate; /* learn real kernel speed (compute mode); model mode is the model */
-        /* Host workers one tenant's graph runs may hold at once (compute mode; 0 = no cap):
-         * a graph run can last up to the tenant's max_run_ms, so one tenant never holds
-         * every worker with them and other tenants' work always finds one. */
-        int graph_worker_cap;
         int argc;    /* the command line, re-read on reload */
         char **argv;
 };

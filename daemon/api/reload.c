@@ -54,9 +54,9 @@ int manage_reload(struct npud *d, char *err, size_t errlen)
         d->config.admin_gid = c->admin_gid;
         d->config.have_admin_gid = c->have_admin_gid;
         d->config.policy = c->policy;
-        d->tile_ns = c->policy.tile_ns;
-        for (int i = 0; i < d->devices.count; i++)
-                d->devices.devices[i].pd.min_share = c->policy.min_share;
+        d->ex.tile_ns = c->policy.tile_ns;
+        for (int i = 0; i < d->ex.devices.count; i++)
+                d->ex.devices.devices[i].pd.min_share = c->policy.min_share;
         TAILQ_FOREACH(s, &d->sessions, link) {
                 const char *req = s->tenant_request[0] ? s->tenant_request : NULL;
                 if (session_assign_tenant(s, req) < 0) {
@@ -80,7 +80,7 @@ int manage_tenant_quota(struct npud *d, const char *tenant, int device, uint64_t
                 snprintf(err, errlen, "no tenant named '%s'", tenant);
                 return PROTO_E_INVALID;
         }
-        if (device < -1 || device >= d->devices.count) {
+        if (device < -1 || device >= d->ex.devices.count) {
                 snprintf(err, errlen, "no device %d", device);
                 return PROTO_E_INVALID;
         }

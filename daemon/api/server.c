@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "util/log.h"
+#include "util/sock.h"
 #include "npud.h"
 #include "server.h"
 #include "session.h"
@@ -34,19 +35,6 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
                  * admins' reserve) with the peer's credentials, and closes refused ones */
                 session_new(d, fd, &s);
         }
-}
-
-/* Is something accepting connections on path? */
-static int socket_alive(const struct sockaddr_un *addr)
-{
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        int alive;
-
-        if (fd < 0)
-                return 0;
-        alive = connect(fd, (const struct sockaddr *)addr, sizeof(*addr)) == 0;
-        close(fd);
-        return alive;
 }
 
 static int make_parent_dir(const char *path)
@@ -139,7 +127,7 @@ int server_listen(struct npud *d, char *err, size_t errlen)
                         snprintf(err, errlen, "%s exists and is not a socket", path);
                         return -EEXIST;
                 }
-                if (socket_alive(&addr)) {
+                if (unix_socket_alive(&addr)) {
                         snprintf(err, errlen, "another npud is serving %s", path);
                         return -EADDRINUSE;
                 }

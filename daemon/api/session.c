@@ -25,6 +25,8 @@
 #include "daemon/exec/alloc.h"
 #include "export.h"
 #include "session.h"
+#include "manage.h"
+#include "metrics.h"
 #include "daemon/exec/tenant.h"
 
 /* Work done for one connection per event-loop pass before others are served: whole frames,
@@ -190,17 +192,10 @@ void session_reply_error(struct session *s, uint64_t request_id, int code, const
         session_send_json(s, PROTO_KIND_REPLY, request_id, proto_reply_error(code, msg));
 }
 
-void session_task_failed(struct session *s, struct stream *st, uint64_t seq, int code,
-                         const char *message)
+/* A task-failed notification to the stream's owner (the error is already recorded). */
+static void notify_task_failed(struct session *s, struct stream *st, uint64_t seq, int code,
+                               const char *message)
 {
-        struct stream_error *e = st ? &st->error : &s->deferred;
-
-        if (!e->code) {
-                e->code = code;
-                e->seq = seq;
-                snprintf(e->message, sizeof(e->message), "task %llu: %s",
-                         (unsigned long long)seq, message);
-        }
         session_send_json(s, PROTO_KIND_NOTIFY, 0,
                           proto_notify_new("task-failed",
                                            json_pack("{s:I, s:I, s:i, s:s, s:s}", "stream",
@@ -208,6 +203,22 @@ void session_task_failed(struct session *s, struct stream *st, uint64_t seq, int
                                                      (json_int_t)seq, "code", code, "name",
                                                      proto_error_name(code), "message",
                                                      message)));
+}
+
+void session_task_failed(struct session *s, struct stream *st, uint64_t seq, int code,
+                         const char *message)
+{
+        if (st) { /* recorded on the stream; the observer below notifies */
+                sched_task_failed(&s->npud->ex, st, seq, code, message);
+                return;
+        }
+        if (!s->deferred.code) {
+                s->deferred.code = code;
+                s->deferred.seq = seq;
+                snprintf(s->deferred.message, sizeof(s->deferred.message), "task %llu: %.200s",
+                         (unsigned long long)seq, message);
+        }
+        notify_task_failed(s, NULL, seq, code, message);
 }
 
 static void session_handle_frame(struct session *s, struct proto_frame *f)
@@ -689,7 +700,7 @@ int session_new(struct npud *d, int fd, struct session **ret)
         TAILQ_INIT(&s->streams);
         TAILQ_INIT(&s->waiters);
         s->last_active_ns = now_ns();
-        s->dev_bytes = calloc((size_t)d->devices.count + 1, sizeof(uint64_t));
+        s->dev_bytes = calloc((size_t)d->ex.devices.count + 1, sizeof(uint64_t));
         if (!s->dev_bytes || session_assign_tenant(s, NULL) < 0) {
                 free(s->dev_bytes);
                 uid_usage_put(s->uu);
@@ -789,7 +800,7 @@ void session_close(struct session *s, const char *reason)
         }
         /* Queued work is cancelled; running units keep their references and drain. */
         TAILQ_FOREACH(st, &s->streams, session_link)
-                sched_stream_cancel(d, st);
+                sched_stream_cancel(&d->ex, st);
         while ((st = TAILQ_FIRST(&s->streams))) {
                 TAILQ_REMOVE(&s->streams, st, session_link);
                 st->session = NULL;
@@ -800,7 +811,7 @@ void session_close(struct session *s, const char *reason)
                 s->tenant->sessions--;
                 s->tenant->streams -= s->handles.count[HANDLE_STREAM];
                 s->tenant->region_bytes -= s->region_bytes;
-                for (int i = 0; i < d->devices.count; i++) {
+                for (int i = 0; i < d->ex.devices.count; i++) {
                         s->tenant->dev[i].mem_used -= s->dev_bytes[i];
                         s->tenant->mem_used -= s->dev_bytes[i];
                 }
@@ -820,5 +831,174 @@ void session_close(struct session *s, const char *reason)
         struct timeval zero = { 0, 0 };
         if (event_base_once(d->base, -1, EV_TIMEOUT, session_free_deferred, s, &zero) < 0)
                 log_error("session %llu: cannot schedule release", (unsigned long long)s->id);
-        sched_kick(d);
+        sched_kick(&d->ex);
+}
+
+const char *session_tenant_name(const struct session *s)
+{
+        return s->tenant ? s->tenant->pol.name : "default";
+}
+
+const char *session_tenant_class(const struct session *s)
+{
+        return policy_class_name(s->tenant ? s->tenant->pol.klass : POLICY_CLASS_NORMAL);
+}
+
+struct stream *session_stream_new(struct session *s, struct device *dev, int priority)
+{
+        struct stream *st = stream_new(&s->npud->ex, s, dev, priority, s->tenant);
+
+        if (!st)
+                return NULL;
+        TAILQ_INSERT_TAIL(&s->streams, st, session_link);
+        st->uu = s->uu;
+        st->uu->streams++;
+        return st;
+}
+
+static void reply_with_error(struct session *s, uint64_t id, const struct stream_error *e)
+{
+        json_t *body = proto_reply_error(e->code, e->message);
+        if (!body) { /* not valid UTF-8: a dropped reply would leave the client waiting forever */
+                char ascii[sizeof(e->message)];
+                size_t i;
+                for (i = 0; e->message[i] && i < sizeof(ascii) - 1; i++)
+                        ascii[i] = (unsigned char)e->message[i] < 0x80 ? e->message[i] : '?';
+                ascii[i] = 0;
+                body = proto_reply_error(e->code, ascii);
+        }
+        json_object_set_new(json_object_get(body, "error"), "task", json_integer((json_int_t)e->seq));
+        session_send_json(s, PROTO_KIND_REPLY, id, body);
+}
+
+/* A deferred synchronize is answered: with the error it reports, or with success. */
+static void waiter_reply(struct waiter *w, const struct stream_error *e)
+{
+        struct session *s = w->session;
+
+        TAILQ_REMOVE(&s->waiters, w, session_link);
+        if (e && e->code)
+                reply_with_error(s, w->request_id, e);
+        else
+                session_reply_result(s, w->request_id, NULL);
+        free(w);
+}
+
+void session_check_sync_waiters(struct session *s)
+{
+        struct stream *st;
+        struct stream_error first = { 0 };
+        struct waiter *w, *next;
+
+        TAILQ_FOREACH(w, &s->waiters, session_link)
+                if (w->kind == WAIT_SESSION)
+                        break;
+        if (!w)
+                return;
+        TAILQ_FOREACH(st, &s->streams, session_link)
+                if (!stream_idle(st))
+                        return;
+        /* What only this synchronize can report comes first and is consumed: the failure of a
+         * record whose stream was unknown, then that of a destroyed stream. A live stream's
+         * failure (the earliest task) is reported but stays recorded for the stream's own
+         * synchronize, which alone clears it (section 8 of docs/protocol.md). */
+        if (s->deferred.code) {
+                first = s->deferred;
+                s->deferred.code = 0;
+        } else {
+                struct stream *from = NULL;
+                TAILQ_FOREACH(st, &s->streams, session_link)
+                        if (st->error.code && (!from || (st->destroyed && !from->destroyed) ||
+                                               (st->destroyed == from->destroyed &&
+                                                st->error.seq < from->error.seq)))
+                                from = st;
+                if (from) {
+                        first = from->error;
+                        if (from->destroyed)
+                                from->error.code = 0;
+                }
+        }
+        for (w = TAILQ_FIRST(&s->waiters); w; w = next) {
+                next = TAILQ_NEXT(w, session_link);
+                if (w->kind == WAIT_SESSION) {
+                        waiter_reply(w, &first);
+                        if (s->closing) /* the reply could not be sent: waiters are gone */
+                                return;
+                }
+        }
+}
+
+/* ---- observer of the execution layer (daemon/exec/exec.h) ---- */
+
+static void obs_task_failed(void *data, struct stream *st, uint64_t seq, int code, const char *msg)
+{
+        notify_task_failed(st->session, st, seq, code, msg);
+}
+
+static void obs_task_done(void *data, struct stream *st, int failed, uint64_t latency_ns)
+{
+        if (st->tenant)
+                metrics_task_done(data, st->tenant->pol.name, policy_class_name(st->tenant->pol.klass),
+                                  st->dev->id, failed, latency_ns);
+}
+
+/* A task left the system: the owner's counts, and reading resumes for sessions paused on
+ * the queued-task limits once the queue half drained. */
+static void obs_task_retired(void *data, struct stream *st, int failed)
+{
+        struct npud *d = data;
+        struct session *s = st->session;
+        struct tenant *tn = st->tenant;
+
+        if (tn && tn->pol.max_queued_tasks && tn->queued == tn->pol.max_queued_tasks / 2 && s) {
+                struct session *o;
+                TAILQ_FOREACH(o, &d->sessions, link)
+                        if (o->tenant == tn)
+                                session_maybe_resume(o);
+        }
+        if (s) {
+                s->queued_tasks--;
+                s->tasks_completed++;
+                s->tasks_failed += failed != 0;
+                session_maybe_resume(s);
+        }
+}
+
+static void obs_stream_idle(void *data, struct stream *st)
+{
+        session_check_sync_waiters(st->session);
+}
+
+static void obs_waiter_done(void *data, struct waiter *w, const struct stream_error *e)
+{
+        waiter_reply(w, e);
+}
+
+static void obs_stream_released(void *data, struct stream *st)
+{
+        if (st->session)
+                TAILQ_REMOVE(&st->session->streams, st, session_link);
+        if (st->uu) {
+                st->uu->streams--;
+                uid_usage_put(st->uu);
+        }
+}
+
+static void obs_unit_done(void *data, struct device *dev)
+{
+        manage_device_poll(data, dev); /* a pending reset ends once the device is idle */
+}
+
+void session_observe(struct npud *d)
+{
+        d->ex.obs = (struct exec_observer){
+                .data = d,
+                .task_failed = obs_task_failed,
+                .task_done = obs_task_done,
+                .task_retired = obs_task_retired,
+                .stream_idle = obs_stream_idle,
+                .waiter_done = obs_waiter_done,
+                .stream_released = obs_stream_released,
+                .unit_done = obs_unit_done,
+        };
 }

@@ -11,7 +11,7 @@
 #include <jansson.h>
 
 #include "proto/frame.h"
-#include "handle.h"
+#include "daemon/exec/handle.h"
 #include "daemon/exec/stream.h"
 
 struct npud;
@@ -71,6 +71,12 @@ struct session {
  * (views and imports are never charged themselves: they share someone's allocation). */
 void session_buffer_released(struct session *s, struct buffer *b);
 
+/* The session gives up its handle to a loaded graph (unload, session end): the weights stay
+ * charged to the tenant until runs still using them have completed, then the handle's
+ * reference is dropped (methods-graph.c). */
+struct graph_obj;
+void graph_obj_release(struct session *s, struct graph_obj *o);
+
 /* Move the session to the tenant its credentials (and request) match under the current
  * policy. 0, -EPERM or -ENOENT (request refused or unknown; tenant unchanged). */
 int session_assign_tenant(struct session *s, const char *request);
@@ -97,6 +103,15 @@ void session_reply_error(struct session *s, uint64_t request_id, int code, const
 /* Record an asynchronous failure on a stream (or the session when st is NULL) and notify. */
 void session_task_failed(struct session *s, struct stream *st, uint64_t seq, int code,
                          const char *message);
+const char *session_tenant_name(const struct session *s);
+const char *session_tenant_class(const struct session *s);
+/* A stream of the session on dev, linked into its list and its uid's stream count. */
+struct device;
+struct stream *session_stream_new(struct session *s, struct device *dev, int priority);
+/* Answer the session's synchronize-everything waiters if all its streams are idle. */
+void session_check_sync_waiters(struct session *s);
+/* Become the observer of the execution layer (at start-up). */
+void session_observe(struct npud *d);
 /* Reading resumes once queued work fell below the limit. */
 void session_maybe_resume(struct session *s);
 

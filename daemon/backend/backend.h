@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "ops/ops.h"
+#include "util/clock.h"
 
 struct ops_mem_budget;
 
@@ -68,6 +69,12 @@ struct exec_unit {
         struct exec_unit *next; /* completion queue link */
 };
 
+enum fault_kind {
+        FAULT_FAIL_NEXT = 1, /* the next `value` tasks on the device fail with a device error */
+        FAULT_FAIL_DEVICE,   /* the device fails: health "failed", all its work errors out */
+        FAULT_SLOW,          /* tasks take `value` times longer */
+};
+
 typedef void (*backend_complete_fn)(struct exec_unit *unit, void *userdata);
 
 struct backend;
@@ -85,7 +92,7 @@ struct backend_ops {
          * thread. */
         void (*cancel)(struct backend *b, struct exec_unit *unit);
         /* Optional (NULL where unsupported): inject a fault on a device (kind: enum
-         * fault_kind of manage.h) or clear every fault there; items that start afterwards see
+         * fault_kind) or clear every fault there; items that start afterwards see
          * the change. Loop thread; 0 or -errno. */
         int (*inject_fault)(struct backend *b, int device, int kind, double value);
         int (*clear_fault)(struct backend *b, int device);
@@ -107,6 +114,5 @@ int sim_backend_new(struct event_base *base, int ndevices, const char *profile, 
 /* Is this a known simulated profile name? */
 int sim_profile_valid(const char *profile);
 
-uint64_t now_ns(void);
 
 #endif

@@ -5,7 +5,7 @@
  * items, on a libevent timer. Either way completed units return to the loop thread through
  * a locked list and an eventfd.
  *
- * Faults can be injected per device (manage.h): fail the next N items, fail every item until
+ * Faults can be injected per device (enum fault_kind): fail the next N items, fail every item until
  * cleared, or stretch every item's duration by a factor. Worker threads read the fault state
  * while the loop thread changes it, so it is kept in atomics: a fault applies to the items
  * that start after it was set. A slowed unit does not keep a worker asleep (the workers are
@@ -29,7 +29,6 @@
 
 #include "proto/errors.h"
 #include "graph/exec.h"
-#include "daemon/api/manage.h"
 #include "ops/runctx.h"
 #include "backend.h"
 
@@ -93,13 +92,6 @@ struct sim {
 
         struct sim_hold *holds; /* loop thread only */
 };
-
-uint64_t now_ns(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 int sim_profile_valid(const char *profile)
 {

@@ -2,8 +2,8 @@
  * holding its weights, and a reference count. A session's handle holds one reference and
  * every graph run in flight holds another, so a graph unloaded (or whose session ended)
  * while runs are queued or running stays intact until the last of them completes. The
- * methods graph_load / graph_unload / graph_info and the preparation of GRAPH_RUN records
- * live in daemon/api/methods-graph.c. */
+ * methods graph_load / graph_unload / graph_info live in daemon/api/methods-graph.c, the
+ * preparation of GRAPH_RUN records in submit.c. */
 #ifndef NPUD_GRAPH_OBJ_H
 #define NPUD_GRAPH_OBJ_H
 
@@ -14,17 +14,13 @@ struct graph;
 struct graph_bind;
 struct buffer;
 struct device;
-struct session;
-struct stream;
-struct task;
-struct proto_rec;
 
 struct graph_obj {
         int refs;
         struct graph *g;
         struct buffer *weights; /* initializers and tensor attributes; NULL when none */
         struct device *dev;
-        uint64_t charged;       /* bytes charged to the session's tenant while the handle lives */
+        uint64_t charged;       /* bytes charged to the loading tenant while the handle lives */
         /* The last run's input shapes and the estimate made for them (shapes repeat). */
         int est_valid;
         int est_nin;
@@ -34,17 +30,7 @@ struct graph_obj {
 
 struct graph_obj *graph_obj_ref(struct graph_obj *o);
 void graph_obj_unref(struct graph_obj *o);
-/* The session gives up its handle to o (unload, session end): the weights stay charged to the
- * tenant until runs still using them have completed, then o's reference is dropped. */
-struct session;
-void graph_obj_release(struct session *s, struct graph_obj *o);
-
 /* Release a prepared run (the task's reference to its graph). NULL is fine. */
 void graph_bind_free(struct graph_bind *b);
-
-/* Turn a GRAPH_RUN record into task t on stream st: buffers resolved, bounds-checked and
- * held, the cost estimated. 0, or a PROTO_E_* code with a message. */
-int graph_prepare_run(struct session *s, struct stream *st, const struct proto_rec *r,
-                      struct task *t, char *msg, size_t msglen);
 
 #endif

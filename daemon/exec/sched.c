@@ -10,12 +10,7 @@
 
 #include "policy/cost.h"
 #include "proto/errors.h"
-#include "proto/message.h"
-#include "daemon/api/manage.h"
-#include "daemon/api/metrics.h"
-#include "daemon/api/npud.h"
 #include "sched.h"
-#include "daemon/api/session.h"
 #include "tenant.h"
 #include "tile.h"
 
@@ -42,15 +37,15 @@ struct sched_unit {
  * Loop thread only. */
 static TAILQ_HEAD(, sched_unit) inflight = TAILQ_HEAD_INITIALIZER(inflight);
 
-void sched_cancel_running(struct npud *d, const struct device *dev)
+void sched_cancel_running(struct exec *x, const struct device *dev)
 {
         struct sched_unit *su;
 
-        if (!d->backend->ops->cancel)
+        if (!x->backend->ops->cancel)
                 return;
         TAILQ_FOREACH(su, &inflight, inflight_link)
                 if (!dev || su->st->dev == dev)
-                        d->backend->ops->cancel(d->backend, &su->u);
+                        x->backend->ops->cancel(x->backend, &su->u);
 }
 
 /* Streams whose head is a graph run held back because their tenant holds its share of host
@@ -73,15 +68,15 @@ static int park_stream(struct stream *st)
         return 0;
 }
 
-static void stream_touch(struct npud *d, struct stream *st);
+static void stream_touch(struct exec *x, struct stream *st);
 
-static void unpark_tenant(struct npud *d, const struct tenant *tn)
+static void unpark_tenant(struct exec *x, const struct tenant *tn)
 {
         size_t j = 0;
 
         for (size_t i = 0; i < nparked; i++) {
                 if (parked[i]->tenant == tn) {
-                        stream_touch(d, parked[i]);
+                        stream_touch(x, parked[i]);
                         stream_unref(parked[i]);
                 } else {
                         parked[j++] = parked[i];
@@ -95,23 +90,23 @@ static void unpark_tenant(struct npud *d, const struct tenant *tn)
         }
 }
 
-void sched_kick(struct npud *d)
+void sched_kick(struct exec *x)
 {
-        event_active(d->sched_event, EV_TIMEOUT, 0);
+        event_active(x->sched_event, EV_TIMEOUT, 0);
 }
 
 /* The stream's head may have changed: look at it on the next pass. */
-static void stream_touch(struct npud *d, struct stream *st)
+static void stream_touch(struct exec *x, struct stream *st)
 {
         if (st->settle_pending)
                 return;
         st->settle_pending = 1;
         stream_ref(st);
-        TAILQ_INSERT_TAIL(&d->settle, st, settle_link);
-        sched_kick(d);
+        TAILQ_INSERT_TAIL(&x->settle, st, settle_link);
+        sched_kick(x);
 }
 
-void sched_enqueue(struct npud *d, struct task *t)
+void sched_enqueue(struct exec *x, struct task *t)
 {
         struct stream *st = t->stream;
 
@@ -121,66 +116,49 @@ void sched_enqueue(struct npud *d, struct task *t)
         if (st->tenant)
                 st->tenant->queued++;
         if (st->ntasks == 1)
-                stream_touch(d, st);
+                stream_touch(x, st);
 }
 
-/* A task leaves the system: account it to its session and tenant and free it. */
-static void task_retire(struct task *t, int failed)
+/* A task leaves the system: account it to its tenant, tell the owner, free it. The stream
+ * stays alive through the observer call (which may end the owner's session). */
+static void task_retire(struct exec *x, struct task *t, int failed)
 {
-        struct session *s = t->stream->session;
+        struct stream *st = stream_ref(t->stream);
 
-        struct tenant *tn = t->stream->tenant;
-        if (tn) {
-                tn->queued--;
-                /* sessions paused for the tenant's limit resume once it half drained */
-                if (tn->pol.max_queued_tasks && tn->queued == tn->pol.max_queued_tasks / 2 && s) {
-                        struct session *o;
-                        TAILQ_FOREACH(o, &s->npud->sessions, link)
-                                if (o->tenant == tn)
-                                        session_maybe_resume(o);
-                }
-        }
-        if (s) {
-                s->queued_tasks--;
-                s->tasks_completed++;
-                s->tasks_failed += failed != 0;
-                session_maybe_resume(s);
-        }
+        if (st->tenant)
+                st->tenant->queued--;
         task_free(t);
+        if (x->obs.task_retired)
+                x->obs.task_retired(x->obs.data, st, failed);
+        stream_unref(st);
 }
 
-static void reply_with_error(struct session *s, uint64_t id, const struct stream_error *e)
+void sched_task_failed(struct exec *x, struct stream *st, uint64_t seq, int code,
+                       const char *message)
 {
-        json_t *body = proto_reply_error(e->code, e->message);
-        if (!body) { /* not valid UTF-8: a dropped reply would leave the client waiting forever */
-                char ascii[sizeof(e->message)];
-                size_t i;
-                for (i = 0; e->message[i] && i < sizeof(ascii) - 1; i++)
-                        ascii[i] = (unsigned char)e->message[i] < 0x80 ? e->message[i] : '?';
-                ascii[i] = 0;
-                body = proto_reply_error(e->code, ascii);
+        struct stream_error *e = &st->error;
+
+        if (!e->code) {
+                e->code = code;
+                e->seq = seq;
+                snprintf(e->message, sizeof(e->message), "task %llu: %.200s",
+                         (unsigned long long)seq, message);
         }
-        json_object_set_new(json_object_get(body, "error"), "task", json_integer((json_int_t)e->seq));
-        session_send_json(s, PROTO_KIND_REPLY, id, body);
+        if (st->session && x->obs.task_failed)
+                x->obs.task_failed(x->obs.data, st, seq, code, message);
 }
 
-static void waiter_finish(struct waiter *w, const struct stream_error *e)
+static void waiter_finish(struct exec *x, struct waiter *w, const struct stream_error *e)
 {
-        struct session *s = w->session;
-
-        TAILQ_REMOVE(&s->waiters, w, session_link);
         if (w->kind == WAIT_STREAM)
                 stream_unref(w->target);
         else if (w->kind == WAIT_EVENT)
                 evt_unref(w->target);
-        if (e && e->code)
-                reply_with_error(s, w->request_id, e);
-        else
-                session_reply_result(s, w->request_id, NULL);
-        free(w);
+        w->target = NULL;
+        x->obs.waiter_done(x->obs.data, w, e);
 }
 
-void sched_check_stream_waiters(struct npud *d, struct stream *st)
+void sched_check_stream_waiters(struct exec *x, struct stream *st)
 {
         struct waiter *w;
 
@@ -189,13 +167,13 @@ void sched_check_stream_waiters(struct npud *d, struct stream *st)
         stream_ref(st);
         while ((w = TAILQ_FIRST(&st->waiters))) {
                 TAILQ_REMOVE(&st->waiters, w, obj_link);
-                waiter_finish(w, &st->error);
+                waiter_finish(x, w, &st->error);
         }
         st->error.code = 0;
         stream_unref(st);
 }
 
-void sched_check_event_waiters(struct npud *d, struct npu_evt *e)
+void sched_check_event_waiters(struct exec *x, struct npu_evt *e)
 {
         struct waiter *w;
 
@@ -204,67 +182,23 @@ void sched_check_event_waiters(struct npud *d, struct npu_evt *e)
         evt_ref(e);
         while ((w = TAILQ_FIRST(&e->waiters))) {
                 TAILQ_REMOVE(&e->waiters, w, obj_link);
-                waiter_finish(w, &e->error);
+                waiter_finish(x, w, &e->error);
         }
         evt_unref(e);
 }
 
-void sched_check_session_waiters(struct npud *d, struct session *s)
+static void stream_became_idle(struct exec *x, struct stream *st)
 {
-        struct stream *st;
-        struct stream_error first = { 0 };
-        struct waiter *w, *next;
-
-        TAILQ_FOREACH(w, &s->waiters, session_link)
-                if (w->kind == WAIT_SESSION)
-                        break;
-        if (!w)
-                return;
-        TAILQ_FOREACH(st, &s->streams, session_link)
-                if (!stream_idle(st))
-                        return;
-        /* What only this synchronize can report comes first and is consumed: the failure of a
-         * record whose stream was unknown, then that of a destroyed stream. A live stream's
-         * failure (the earliest task) is reported but stays recorded for the stream's own
-         * synchronize, which alone clears it (section 8 of docs/protocol.md). */
-        if (s->deferred.code) {
-                first = s->deferred;
-                s->deferred.code = 0;
-        } else {
-                struct stream *from = NULL;
-                TAILQ_FOREACH(st, &s->streams, session_link)
-                        if (st->error.code && (!from || (st->destroyed && !from->destroyed) ||
-                                               (st->destroyed == from->destroyed &&
-                                                st->error.seq < from->error.seq)))
-                                from = st;
-                if (from) {
-                        first = from->error;
-                        if (from->destroyed)
-                                from->error.code = 0;
-                }
-        }
-        for (w = TAILQ_FIRST(&s->waiters); w; w = next) {
-                next = TAILQ_NEXT(w, session_link);
-                if (w->kind == WAIT_SESSION) {
-                        waiter_finish(w, &first);
-                        if (s->closing) /* the reply could not be sent: waiters are gone */
-                                return;
-                }
-        }
-}
-
-static void stream_became_idle(struct npud *d, struct stream *st)
-{
-        /* The session's synchronize first: it reports the stream's failure, which the
-         * stream's own synchronize then clears. */
+        /* The owner's synchronize of everything first: it reports the stream's failure,
+         * which the stream's own synchronize then clears. */
         stream_ref(st);
-        if (st->session)
-                sched_check_session_waiters(d, st->session);
-        sched_check_stream_waiters(d, st);
+        if (st->session && x->obs.stream_idle)
+                x->obs.stream_idle(x->obs.data, st);
+        sched_check_stream_waiters(x, st);
         stream_unref(st);
 }
 
-static void event_fire(struct npud *d, struct npu_evt *e, struct task *t)
+static void event_fire(struct exec *x, struct npu_evt *e, struct task *t)
 {
         struct stream *st = t->stream, *b, *next;
         uint64_t ts = st->last_end_ns > t->enqueue_ns ? st->last_end_ns : t->enqueue_ns;
@@ -281,10 +215,10 @@ static void event_fire(struct npud *d, struct npu_evt *e, struct task *t)
                 if (head && head->kind == TASK_STREAM_WAIT && head->gen <= e->completed_gen) {
                         TAILQ_REMOVE(&e->blocked, b, blocked_link);
                         b->blocked_on = NULL;
-                        stream_touch(d, b);
+                        stream_touch(x, b);
                 }
         }
-        sched_check_event_waiters(d, e);
+        sched_check_event_waiters(x, e);
 }
 
 static struct task *stream_pop(struct stream *st)
@@ -297,14 +231,14 @@ static struct task *stream_pop(struct stream *st)
         return t;
 }
 
-void sched_stream_cancel(struct npud *d, struct stream *st)
+void sched_stream_cancel(struct exec *x, struct stream *st)
 {
         struct task *t;
 
         pd_queue_unready(&st->dev->pd, &st->q);
         /* stop running work too: a kernel may otherwise run for hours */
-        if (st->running && d->backend->ops->cancel)
-                d->backend->ops->cancel(d->backend, st->running);
+        if (st->running && x->backend->ops->cancel)
+                x->backend->ops->cancel(x->backend, st->running);
         if (st->blocked_on) {
                 TAILQ_REMOVE(&st->blocked_on->blocked, st, blocked_link);
                 st->blocked_on = NULL;
@@ -316,8 +250,8 @@ void sched_stream_cancel(struct npud *d, struct stream *st)
                                     : NULL;
         while ((t = stream_pop(st))) {
                 if (t->kind == TASK_EVENT_RECORD)
-                        event_fire(d, t->evt, t);
-                task_retire(t, t->kind == TASK_EXEC);
+                        event_fire(x, t->evt, t);
+                task_retire(x, t, t->kind == TASK_EXEC);
         }
         if (keep) {
                 keep->tile_failed = 1; /* no further tiles */
@@ -325,7 +259,7 @@ void sched_stream_cancel(struct npud *d, struct stream *st)
                 st->ntasks++;
         }
         if (stream_idle(st))
-                stream_became_idle(d, st);
+                stream_became_idle(x, st);
 }
 
 /* Estimated duration of task t on engine e of its device, calibrated by measurements. */
@@ -348,7 +282,7 @@ static uint64_t head_cost(struct stream *st, const struct task *t, int e)
 
 /* Run control tasks at the stream's head; make the stream a ready queue when its head is
  * work the device can start. */
-static void stream_settle(struct npud *d, struct stream *st)
+static void stream_settle(struct exec *x, struct stream *st)
 {
         struct task *t;
 
@@ -358,8 +292,8 @@ static void stream_settle(struct npud *d, struct stream *st)
                 switch (t->kind) {
                 case TASK_EVENT_RECORD:
                         stream_pop(st);
-                        event_fire(d, t->evt, t);
-                        task_retire(t, 0);
+                        event_fire(x, t->evt, t);
+                        task_retire(x, t, 0);
                         continue;
                 case TASK_STREAM_WAIT:
                         if (t->evt->completed_gen < t->gen) {
@@ -371,22 +305,22 @@ static void stream_settle(struct npud *d, struct stream *st)
                         uint64_t now = now_ns();
                         if (now > st->last_end_ns)
                                 st->last_end_ns = now;
-                        task_retire(t, 0);
+                        task_retire(x, t, 0);
                         continue;
                 case TASK_FREE:
                         stream_pop(st);
-                        task_retire(t, 0); /* drops the last reference the stream held */
+                        task_retire(x, t, 0); /* drops the last reference the stream held */
                         continue;
                 case TASK_FAIL:
                         stream_pop(st);
-                        if (!st->error.code && st->session)
-                                session_task_failed(st->session, st, t->seq, t->item.status, t->item.err);
-                        task_retire(t, 1);
+                        if (!st->error.code)
+                                sched_task_failed(x, st, t->seq, t->item.status, t->item.err);
+                        task_retire(x, t, 1);
                         continue;
                 case TASK_EXEC:
                         if (st->error.code || t->tile_failed) { /* work after a failure is cancelled */
                                 stream_pop(st);
-                                task_retire(t, 1);
+                                task_retire(x, t, 1);
                                 continue;
                         }
                         for (int e = 0; e < OPS_ENGINE_COUNT; e++) /* a tiled task stays on its engine */
@@ -396,7 +330,7 @@ static void stream_settle(struct npud *d, struct stream *st)
                         return;
                 }
         }
-        stream_became_idle(d, st);
+        stream_became_idle(x, st);
 }
 
 static void unit_fail_all(struct sched_unit *su, int code, const char *msg)
@@ -409,16 +343,16 @@ static void unit_fail_all(struct sched_unit *su, int code, const char *msg)
 
 /* Start the head of q's stream on engine e: one tile of a long task, or a chain of the
  * stream's next tasks that can run on e, of about one tile duration together. */
-static void stream_dispatch(struct npud *d, struct stream *st, int e)
+static void stream_dispatch(struct exec *x, struct stream *st, int e)
 {
         struct device *dev = st->dev;
         struct task *t = TAILQ_FIRST(&st->tasks);
         struct sched_unit *su = malloc(sizeof(*su));
-        uint64_t est = 0, raw = 0, tile_ns = d->tile_ns;
+        uint64_t est = 0, raw = 0, tile_ns = x->tile_ns;
 
         if (!su) {
                 pd_queue_unready(&dev->pd, &st->q);
-                stream_touch(d, st); /* try again on a later pass */
+                stream_touch(x, st); /* try again on a later pass */
                 return;
         }
         memset(su, 0, offsetof(struct sched_unit, items)); /* items are set as they are added */
@@ -480,14 +414,14 @@ static void stream_dispatch(struct npud *d, struct stream *st, int e)
                 if (!it->tiles_done && st->tenant) /* first dispatch: the task waited this long */
                         tenant_note_wait(st->tenant, dev->id, su->dispatch_ns - it->enqueue_ns);
         }
-        if (d->backend->ops->submit(d->backend, &su->u) < 0) {
+        if (x->backend->ops->submit(x->backend, &su->u) < 0) {
                 unit_fail_all(su, PROTO_E_DEVICE, "the device rejected the task");
                 su->u.start_ns = su->u.end_ns = now_ns();
-                sched_unit_complete(&su->u, d);
+                sched_unit_complete(&su->u, x);
         }
 }
 
-static void device_run(struct npud *d, struct device *dev)
+static void device_run(struct exec *x, struct device *dev)
 {
         struct pd_queue *q;
         int e;
@@ -495,33 +429,33 @@ static void device_run(struct npud *d, struct device *dev)
         while ((q = pd_pick(&dev->pd, now_ns(), &e))) {
                 struct stream *st = (struct stream *)((char *)q - offsetof(struct stream, q));
                 struct task *head = TAILQ_FIRST(&st->tasks);
-                if (d->graph_worker_cap && st->tenant && head && head->item.kind == EXEC_GRAPH &&
-                    st->tenant->graph_units >= (uint32_t)d->graph_worker_cap &&
+                if (x->graph_worker_cap && st->tenant && head && head->item.kind == EXEC_GRAPH &&
+                    st->tenant->graph_units >= (uint32_t)x->graph_worker_cap &&
                     park_stream(st) == 0) {
                         pd_queue_unready(&dev->pd, q);
                         continue;
                 }
-                stream_dispatch(d, st, e);
+                stream_dispatch(x, st, e);
         }
 }
 
-void sched_run(struct npud *d)
+void sched_run(struct exec *x)
 {
         struct stream *st;
 
-        while ((st = TAILQ_FIRST(&d->settle))) {
-                TAILQ_REMOVE(&d->settle, st, settle_link);
+        while ((st = TAILQ_FIRST(&x->settle))) {
+                TAILQ_REMOVE(&x->settle, st, settle_link);
                 st->settle_pending = 0;
-                stream_settle(d, st);
+                stream_settle(x, st);
                 stream_unref(st);
         }
-        for (int i = 0; i < d->devices.count; i++)
-                device_run(d, &d->devices.devices[i]);
+        for (int i = 0; i < x->devices.count; i++)
+                device_run(x, &x->devices.devices[i]);
 }
 
-static void calibrate(struct npud *d, struct device *dev, struct sched_unit *su, struct task *t)
+static void calibrate(struct exec *x, struct device *dev, struct sched_unit *su, struct task *t)
 {
-        if (!d->calibrate || su->u.nitems != 1 || su->u.items[0]->status || su->raw_ns < 20000)
+        if (!x->calibrate || su->u.nitems != 1 || su->u.items[0]->status || su->raw_ns < 20000)
                 return; /* chains of tiny tasks measure dispatch overhead, not the kernel */
         double *f = device_calib(dev, t->calib_slot, su->u.engine);
         double ratio = (double)(su->u.end_ns - su->u.start_ns) / (double)su->raw_ns;
@@ -532,7 +466,7 @@ static void calibrate(struct npud *d, struct device *dev, struct sched_unit *su,
         *f = *f * (1 - CALIB_ALPHA) + ratio * CALIB_ALPHA;
 }
 
-static void task_account(struct npud *d, struct stream *st, struct task *t, int status,
+static void task_account(struct exec *x, struct stream *st, struct task *t, int status,
                          uint64_t engine_ns, uint64_t end_ns)
 {
         struct device *dev = st->dev;
@@ -546,30 +480,22 @@ static void task_account(struct npud *d, struct stream *st, struct task *t, int 
                 td->tasks++;
                 td->failed += status != 0;
                 td->engine_ns += engine_ns;
-                metrics_task_done(d, st->tenant->pol.name, policy_class_name(st->tenant->pol.klass),
-                                  dev->id, status != 0, end_ns - t->enqueue_ns);
         }
+        if (x->obs.task_done)
+                x->obs.task_done(x->obs.data, st, status != 0, end_ns - t->enqueue_ns);
         if (status && status != PROTO_E_CANCELLED && !st->error.code) {
                 /* every recorded error names what failed: event records copy it on */
                 char msg[128];
                 if (!t->item.err[0])
                         snprintf(msg, sizeof(msg), "failed with '%s' (no detail from device %d)",
                                  proto_error_name(status), dev->id);
-                const char *why = t->item.err[0] ? t->item.err : msg;
-                if (st->session) {
-                        session_task_failed(st->session, st, t->seq, status, why);
-                } else { /* session gone: no notification, but the record is complete */
-                        st->error.code = status;
-                        st->error.seq = t->seq;
-                        snprintf(st->error.message, sizeof(st->error.message), "task %llu: %.200s",
-                                 (unsigned long long)t->seq, why);
-                }
+                sched_task_failed(x, st, t->seq, status, t->item.err[0] ? t->item.err : msg);
         }
 }
 
 void sched_unit_complete(struct exec_unit *u, void *userdata)
 {
-        struct npud *d = userdata;
+        struct exec *x = userdata;
         struct sched_unit *su = u->owner;
         struct stream *st = su->st;
         struct device *dev = st->dev;
@@ -578,7 +504,7 @@ void sched_unit_complete(struct exec_unit *u, void *userdata)
         TAILQ_REMOVE(&inflight, su, inflight_link);
         if (st->tenant && u->nitems && u->items[0]->kind == EXEC_GRAPH) {
                 st->tenant->graph_units--;
-                unpark_tenant(d, st->tenant);
+                unpark_tenant(x, st->tenant);
         }
         pd_finish(&dev->pd, st->q.tenant, u->engine, u->cores, su->est_ns, dur, u->end_ns);
         dev->busy_ns[u->engine] += dur * (uint64_t)u->cores;
@@ -588,18 +514,18 @@ void sched_unit_complete(struct exec_unit *u, void *userdata)
         if (su->tile_task) {
                 struct task *t = su->tile_task;
                 int status = su->tile.status;
-                calibrate(d, dev, su, t);
+                calibrate(x, dev, su, t);
                 t->tiles_done++;
                 if (status) {
                         snprintf(t->item.err, sizeof(t->item.err), "%s", su->tile.err);
                         t->tile_failed = 1;
                 }
                 if (status || t->tile_failed || t->tiles_done == t->tiles) {
-                        task_account(d, st, t, status ? status : t->tile_failed ? PROTO_E_CANCELLED : 0,
+                        task_account(x, st, t, status ? status : t->tile_failed ? PROTO_E_CANCELLED : 0,
                                      dur, u->end_ns);
                         if (TAILQ_FIRST(&st->tasks) == t)
                                 stream_pop(st);
-                        task_retire(t, status || t->tile_failed);
+                        task_retire(x, t, status || t->tile_failed);
                 } else if (st->tenant) {
                         st->tenant->dev[dev->id].engine_ns += dur;
                 }
@@ -607,13 +533,14 @@ void sched_unit_complete(struct exec_unit *u, void *userdata)
                 for (int i = 0; i < u->nitems; i++) {
                         struct task *t = task_of_item(u->items[i]);
                         if (i == 0)
-                                calibrate(d, dev, su, t);
-                        task_account(d, st, t, t->item.status, dur / (uint64_t)u->nitems, u->end_ns);
-                        task_retire(t, t->item.status);
+                                calibrate(x, dev, su, t);
+                        task_account(x, st, t, t->item.status, dur / (uint64_t)u->nitems, u->end_ns);
+                        task_retire(x, t, t->item.status);
                 }
         }
         free(su);
-        stream_touch(d, st);
+        stream_touch(x, st);
         stream_unref(st);
-        manage_device_poll(d, dev); /* a pending reset ends once the device is idle */
+        if (x->obs.unit_done) /* a pending reset ends once the device is idle */
+                x->obs.unit_done(x->obs.data, dev);
 }

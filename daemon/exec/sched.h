@@ -1,31 +1,35 @@
 /* Applying scheduling decisions: queued tasks become ready when their stream reaches them,
- * ready streams get engine cores on their device, chains of a stream's tasks go to the
- * backend as units, and completions advance streams, events and waiters. The foundation's
- * policy is strict stream priority, round robin within a priority, one core per unit. */
+ * ready streams become queues of their device's dispatch policy (policy/dispatch.h: classes
+ * first — latency-critical before normal before best-effort — then weighted fair shares of
+ * engine time between tenants, earliest deadline first within a tenant), each dispatch sends
+ * one tile of a long task or a chain of a stream's short tasks of about the tile duration to
+ * the backend as a unit, and completions advance streams, events and waiters. */
 #ifndef NPUD_SCHED_H
 #define NPUD_SCHED_H
 
 #include "daemon/backend/backend.h"
+#include "exec.h"
 #include "stream.h"
 
-struct npud;
-
 /* Append a prepared task to its stream (takes ownership). */
-void sched_enqueue(struct npud *d, struct task *t);
+void sched_enqueue(struct exec *x, struct task *t);
 /* Ask for a scheduling pass at the end of this loop iteration. */
-void sched_kick(struct npud *d);
+void sched_kick(struct exec *x);
 /* Run a scheduling pass now. */
-void sched_run(struct npud *d);
+void sched_run(struct exec *x);
 /* Backend completion callback. */
 void sched_unit_complete(struct exec_unit *unit, void *userdata);
 /* Cancel the units running at the backend on one device (NULL: every device); they come
  * back, failed as cancelled, through sched_unit_complete. */
-void sched_cancel_running(struct npud *d, const struct device *dev);
+void sched_cancel_running(struct exec *x, const struct device *dev);
 /* Drop the queued tasks of a stream, as cancelled, and cancel its running unit. */
-void sched_stream_cancel(struct npud *d, struct stream *st);
+void sched_stream_cancel(struct exec *x, struct stream *st);
 /* Reply now to waiters whose condition holds. */
-void sched_check_stream_waiters(struct npud *d, struct stream *st);
-void sched_check_event_waiters(struct npud *d, struct npu_evt *e);
-void sched_check_session_waiters(struct npud *d, struct session *s);
+void sched_check_stream_waiters(struct exec *x, struct stream *st);
+void sched_check_event_waiters(struct exec *x, struct npu_evt *e);
+/* Record a failure on a stream (the first since its last synchronize wins) and tell the
+ * observer; seq is the client's task number. */
+void sched_task_failed(struct exec *x, struct stream *st, uint64_t seq, int code,
+                       const char *message);
 
 #endif

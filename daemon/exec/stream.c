@@ -3,20 +3,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec.h"
 #include "graph-obj.h"
-#include "daemon/api/session.h"
 #include "stream.h"
 #include "tenant.h"
 
-struct stream *stream_new(struct session *s, struct device *dev, int priority,
-                          struct tenant *tenant)
+struct stream *stream_new(struct exec *x, struct session *owner, struct device *dev,
+                          int priority, struct tenant *tenant)
 {
         struct stream *st = calloc(1, sizeof(*st));
 
         if (!st)
                 return NULL;
         st->refs = 1;
-        st->session = s;
+        st->x = x;
+        st->session = owner;
         st->dev = dev;
         st->priority = priority;
         st->tenant = tenant_ref(tenant);
@@ -24,10 +25,7 @@ struct stream *stream_new(struct session *s, struct device *dev, int priority,
         st->q.priority = priority;
         TAILQ_INIT(&st->tasks);
         TAILQ_INIT(&st->waiters);
-        TAILQ_INSERT_TAIL(&s->streams, st, session_link);
         dev->streams++;
-        st->uu = s->uu;
-        st->uu->streams++;
         return st;
 }
 
@@ -41,11 +39,9 @@ void stream_unref(struct stream *st)
 {
         if (!st || --st->refs > 0)
                 return;
-        if (st->session)
-                TAILQ_REMOVE(&st->session->streams, st, session_link);
+        if (st->x->obs.stream_released)
+                st->x->obs.stream_released(st->x->obs.data, st);
         st->dev->streams--;
-        st->uu->streams--;
-        uid_usage_put(st->uu);
         tenant_unref(st->tenant);
         free(st);
 }

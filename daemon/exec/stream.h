@@ -12,8 +12,8 @@
 #include "daemon/backend/backend.h"
 #include "mem.h"
 
-struct session;
-struct npud;
+struct session; /* the owner: opaque to the execution layer (see exec.h) */
+struct exec;
 struct tenant;
 struct uid_usage;
 
@@ -67,9 +67,10 @@ struct stream_error {
 
 struct stream {
         int refs;
+        struct exec *x;
         uint32_t handle;
-        struct session *session; /* NULL once the session is gone */
-        TAILQ_ENTRY(stream) session_link;
+        struct session *session; /* owner; NULL once it is gone */
+        TAILQ_ENTRY(stream) session_link; /* the owner's list */
         struct device *dev;
         int priority;
         TAILQ_HEAD(, task) tasks; /* queued, not yet running */
@@ -78,7 +79,7 @@ struct stream {
         struct npu_evt *blocked_on; /* head is a wait not yet satisfied */
         TAILQ_ENTRY(stream) blocked_link;
         struct tenant *tenant;      /* reference; scheduling and accounting */
-        struct uid_usage *uu;       /* the creating uid's usage: counted until freed */
+        struct uid_usage *uu;       /* the owner's: the creating uid's usage, counted until freed */
         struct pd_queue q;          /* the dispatch policy's view of this stream */
         uint64_t deadline_ns;       /* relative deadline of each task, 0 = none */
         int settle_pending;
@@ -99,8 +100,10 @@ struct npu_evt {
         struct waiter_list waiters;
 };
 
-struct stream *stream_new(struct session *s, struct device *dev, int priority,
-                          struct tenant *tenant);
+/* A stream of owner on dev (the owner links it into its own bookkeeping; the observer's
+ * stream_released tells it when the last reference is gone). */
+struct stream *stream_new(struct exec *x, struct session *owner, struct device *dev,
+                          int priority, struct tenant *tenant);
 struct stream *stream_ref(struct stream *st);
 void stream_unref(struct stream *st);
 static inline int stream_idle(const struct stream *st)

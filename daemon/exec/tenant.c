@@ -5,7 +5,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "daemon/api/session.h"
 #include "tenant.h"
 
 struct ops_mem_budget tenant_ws_host = { .name = "npud (host memory)" };
@@ -163,14 +162,4 @@ uint64_t tenant_wait_quantile(const struct tenant *t, int device, double q)
                         return b == 0 ? 1 : 3ull << (b - 1); /* bucket midpoint: [2^b, 2^(b+1)) */
         }
         return 0;
-}
-
-const char *session_tenant_name(const struct session *s)
-{
-        return s->tenant ? s->tenant->pol.name : "default";
-}
-
-const char *session_tenant_class(const struct session *s)
-{
-        return policy_class_name(s->tenant ? s->tenant->pol.klass : POLICY_CLASS_NORMAL);
 }

@@ -72,7 +72,4 @@ void tenant_note_wait(struct tenant *t, int device, uint64_t wait_ns);
 /* Quantile (0..1) of the queue wait histogram of one device (-1 = all), in ns. */
 uint64_t tenant_wait_quantile(const struct tenant *t, int device, double q);
 
-const char *session_tenant_name(const struct session *s);
-const char *session_tenant_class(const struct session *s);
-
 #endif

@@ -31,11 +31,11 @@ static void fixture_start(struct fixture *f)
         ck_assert_ptr_nonnull(f->d.base);
         TAILQ_INIT(&f->d.sessions);
         f->d.started_ns = now_ns();
-        f->d.devices.count = 2;
-        f->d.devices.devices = calloc(2, sizeof(struct device));
+        f->d.ex.devices.count = 2;
+        f->d.ex.devices.devices = calloc(2, sizeof(struct device));
         for (int i = 0; i < 2; i++) {
-                f->d.devices.devices[i].id = i;
-                f->d.devices.devices[i].desc.mem_size = 64ull << 30;
+                f->d.ex.devices.devices[i].id = i;
+                f->d.ex.devices.devices[i].desc.mem_size = 64ull << 30;
         }
         snprintf(f->d.config.metrics_listen, sizeof(f->d.config.metrics_listen), "%s/m.sock",
                  f->dir);
@@ -51,7 +51,7 @@ static void fixture_stop(struct fixture *f)
         ck_assert_ptr_null(f->d.metrics);
         snprintf(path, sizeof(path), "%s/m.sock", f->dir);
         ck_assert_int_ne(access(path, F_OK), 0); /* the socket file is removed */
-        free(f->d.devices.devices);
+        free(f->d.ex.devices.devices);
         event_base_free(f->d.base);
         rmdir(f->dir);
 }

@@ -1,0 +1,30 @@
+/* Loaded graphs' lifetime (see graph-obj.h). */
+#include <stdlib.h>
+
+#include "graph/exec.h"
+#include "graph-obj.h"
+#include "mem.h"
+
+struct graph_obj *graph_obj_ref(struct graph_obj *o)
+{
+        o->refs++;
+        return o;
+}
+
+void graph_obj_unref(struct graph_obj *o)
+{
+        if (!o || --o->refs > 0)
+                return;
+        graph_free(o->g);
+        buffer_unref(o->weights);
+        free(o->est_shapes);
+        free(o);
+}
+
+void graph_bind_free(struct graph_bind *b)
+{
+        if (!b)
+                return;
+        graph_obj_unref(b->owner);
+        free(b);
+}

@@ -1,0 +1,360 @@
+/* Submission: one SUBMIT record of a client becomes a prepared task on its stream. Handles
+ * are resolved in the owner's table, every tensor is bound to a buffer of the stream's
+ * device and bounds-checked by one binder (launches and graph runs alike), operator calls are
+ * validated through the registry, and the model's cost estimate per capable engine is set.
+ * Nothing here replies or counts: the caller (the API layer) reports a failure in stream
+ * order and accounts the task. Loop thread only. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/exec.h"
+#include "policy/cost.h"
+#include "proto/errors.h"
+#include "proto/submit.h"
+#include "graph-obj.h"
+#include "handle.h"
+#include "submit.h"
+
+#define PCIE_BANDWIDTH 32e9 /* host <-> device copies in model mode */
+#define EST_WORDS (2 + OPS_MAX_DIMS) /* dtype, ndim, dims per input in the estimate cache */
+
+struct prep_error {
+        int code;
+        char *msg;
+        size_t msglen;
+};
+
+#define PREP_FAIL(pe, c, ...) \
+        do { \
+                (pe)->code = (c); \
+                snprintf((pe)->msg, (pe)->msglen, __VA_ARGS__); \
+                return NULL; \
+        } while (0)
+
+int task_hold_buffer(struct task *t, struct buffer *b)
+{
+        for (int i = 0; i < t->nbufs; i++)
+                if (t->bufs[i] == b)
+                        return 0;
+        if (t->nbufs >= TASK_MAX_REFS)
+                return -1;
+        t->bufs[t->nbufs++] = buffer_ref(b);
+        return 0;
+}
+
+/* Bind one tensor of a record to a buffer of the stream's device: the handle, write
+ * permission for outputs, the device, dtype, rank, element count, alignment and range, then
+ * hold the buffer for the task. what names the tensor in messages ("Add: input 0",
+ * "graph run: output 'y'"). Returns ot, or NULL with pe filled. */
+static struct ops_tensor *bind_tensor(struct handle_table *h, struct stream *st, struct task *t,
+                                      const struct proto_rec_tensor *rt, int output,
+                                      const char *what, struct ops_tensor *ot,
+                                      struct prep_error *pe)
+{
+        size_t esize = proto_dtype_size(rt->dtype);
+        struct buffer *b = handle_lookup(h, HANDLE_BUFFER, rt->buf);
+        int64_t numel;
+
+        if (!b)
+                PREP_FAIL(pe, PROTO_E_BAD_HANDLE, "%s: unknown buffer handle %u", what, rt->buf);
+        if (b->readonly && output)
+                PREP_FAIL(pe, PROTO_E_PERMISSION, "%s: buffer %u is a read-only import", what, rt->buf);
+        if (b->dev != st->dev)
+                PREP_FAIL(pe, PROTO_E_INVALID, "%s: buffer is on device %d but the stream on device %d",
+                          what, b->dev->id, st->dev->id);
+        if (!esize)
+                PREP_FAIL(pe, PROTO_E_UNSUPPORTED, "%s: unknown dtype %u", what, rt->dtype);
+        if (rt->ndim > OPS_MAX_DIMS)
+                PREP_FAIL(pe, PROTO_E_INVALID, "%s: %u dimensions (at most %d)", what, rt->ndim,
+                          OPS_MAX_DIMS);
+        ot->dtype = rt->dtype;
+        ot->ndim = rt->ndim;
+        memcpy(ot->dims, rt->dims, sizeof(ot->dims[0]) * rt->ndim);
+        numel = ops_tensor_numel(ot);
+        if (numel < 0 || (uint64_t)numel > UINT64_MAX / esize)
+                PREP_FAIL(pe, PROTO_E_SHAPE, "%s: negative or overflowing dimensions", what);
+        uint64_t nbytes = (uint64_t)numel * esize;
+        if (rt->offset % esize)
+                PREP_FAIL(pe, PROTO_E_INVALID, "%s: offset %" PRIu64 " is not a multiple of the element size",
+                          what, rt->offset);
+        if (!range_ok(rt->offset, nbytes, b->size))
+                PREP_FAIL(pe, PROTO_E_OUT_OF_RANGE,
+                          "%s: %" PRIu64 " bytes at offset %" PRIu64 " exceed buffer of %" PRIu64 " bytes",
+                          what, nbytes, rt->offset, b->size);
+        if (task_hold_buffer(t, b) < 0)
+                PREP_FAIL(pe, PROTO_E_INVALID, "%s: too many buffers", what);
+        ot->data = buffer_ptr(b) + rt->offset;
+        return ot;
+}
+
+/* Resolve one copy endpoint to a pointer, bounds-checked. */
+static void *copy_endpoint(struct handle_table *h, struct task *t, uint8_t kind, uint32_t handle,
+                           uint64_t off, uint64_t len, const char *which, struct prep_error *pe)
+{
+        if (kind == PROTO_MEM_BUFFER) {
+                struct buffer *b = handle_lookup(h, HANDLE_BUFFER, handle);
+                if (!b)
+                        PREP_FAIL(pe, PROTO_E_BAD_HANDLE, "copy %s: unknown buffer handle %u", which, handle);
+                if (b->readonly && which[0] == 'd')
+                        PREP_FAIL(pe, PROTO_E_PERMISSION, "copy destination: buffer %u is a read-only import", handle);
+                if (!range_ok(off, len, b->size))
+                        PREP_FAIL(pe, PROTO_E_OUT_OF_RANGE,
+                                  "copy %s: range %" PRIu64 "+%" PRIu64 " outside buffer of %" PRIu64 " bytes",
+                                  which, off, len, b->size);
+                task_hold_buffer(t, b);
+                return buffer_ptr(b) + off;
+        }
+        if (kind == PROTO_MEM_REGION) {
+                struct region *r = handle_lookup(h, HANDLE_REGION, handle);
+                if (!r)
+                        PREP_FAIL(pe, PROTO_E_BAD_HANDLE, "copy %s: unknown host region handle %u", which, handle);
+                if (!range_ok(off, len, r->size))
+                        PREP_FAIL(pe, PROTO_E_OUT_OF_RANGE,
+                                  "copy %s: range %" PRIu64 "+%" PRIu64 " outside host region of %" PRIu64 " bytes",
+                                  which, off, len, r->size);
+                if (t->region && t->region != r)
+                        PREP_FAIL(pe, PROTO_E_INVALID, "copy between two host regions");
+                if (!t->region)
+                        t->region = region_ref(r);
+                return (uint8_t *)r->map + off;
+        }
+        PREP_FAIL(pe, PROTO_E_INVALID, "copy %s: unknown memory kind %u", which, kind);
+}
+
+static struct task *prepare_copy(struct handle_table *h, struct stream *st, const struct proto_rec *r,
+                                 struct task *t, struct prep_error *pe)
+{
+        if (r->copy.dst_kind == PROTO_MEM_REGION && r->copy.src_kind == PROTO_MEM_REGION)
+                PREP_FAIL(pe, PROTO_E_INVALID, "copy between two host regions");
+        void *dst = copy_endpoint(h, t, r->copy.dst_kind, r->copy.dst, r->copy.dst_off,
+                                  r->copy.len, "destination", pe);
+        if (!dst)
+                return NULL;
+        void *src = copy_endpoint(h, t, r->copy.src_kind, r->copy.src, r->copy.src_off,
+                                  r->copy.len, "source", pe);
+        if (!src)
+                return NULL;
+        t->item.kind = EXEC_COPY;
+        t->item.dst = dst;
+        t->item.src = src;
+        t->item.len = r->copy.len;
+        t->cost[OPS_ENGINE_DMA] = cost_copy_ns(r->copy.len, t->region ? PCIE_BANDWIDTH
+                                                                      : st->dev->desc.mem_bandwidth / 2);
+        t->calib_slot = device_calib_slot_copy(st->dev);
+        return t;
+}
+
+static struct task *prepare_memset(struct handle_table *h, struct stream *st,
+                                   const struct proto_rec *r, struct task *t,
+                                   struct prep_error *pe)
+{
+        struct buffer *b = handle_lookup(h, HANDLE_BUFFER, r->memset.buf);
+
+        if (!b)
+                PREP_FAIL(pe, PROTO_E_BAD_HANDLE, "memset: unknown buffer handle %u", r->memset.buf);
+        if (b->readonly)
+                PREP_FAIL(pe, PROTO_E_PERMISSION, "memset: buffer %u is a read-only import", r->memset.buf);
+        if (!range_ok(r->memset.off, r->memset.len, b->size))
+                PREP_FAIL(pe, PROTO_E_OUT_OF_RANGE,
+                          "memset: range %" PRIu64 "+%" PRIu64 " outside buffer of %" PRIu64 " bytes",
+                          r->memset.off, r->memset.len, b->size);
+        task_hold_buffer(t, b);
+        t->item.kind = EXEC_MEMSET;
+        t->item.dst = buffer_ptr(b) + r->memset.off;
+        t->item.len = r->memset.len;
+        t->item.value = r->memset.value;
+        t->cost[OPS_ENGINE_DMA] = cost_copy_ns(r->memset.len, st->dev->desc.mem_bandwidth);
+        t->calib_slot = device_calib_slot_memset(st->dev);
+        return t;
+}
+
+static struct task *prepare_launch(struct handle_table *h, struct stream *st,
+                                   const struct proto_rec *r, struct task *t,
+                                   struct prep_error *pe)
+{
+        const struct ops_def *op = ops_lookup(r->launch.op);
+        struct ops_call *call = &t->item.call;
+        struct ops_call probe;
+        char err[192], what[64];
+        uint64_t flops = 0, bytes = 0;
+
+        if (!op)
+                PREP_FAIL(pe, PROTO_E_UNSUPPORTED, "unknown operator '%s'", r->launch.op);
+        if (r->launch.nin > OPS_MAX_INPUTS || r->launch.nout > OPS_MAX_OUTPUTS ||
+            r->launch.nattr > OPS_MAX_ATTRS)
+                PREP_FAIL(pe, PROTO_E_INVALID, "%s: too many inputs, outputs or attributes", op->name);
+        call->nin = r->launch.nin;
+        call->nout = r->launch.nout;
+        call->nattr = r->launch.nattr;
+        for (int i = 0; i < call->nin + call->nout; i++) {
+                int out = i >= call->nin;
+                snprintf(what, sizeof(what), "%s: %s %d", op->name, out ? "output" : "input",
+                         out ? i - call->nin : i);
+                if (!bind_tensor(h, st, t, &r->launch.t[i], out, what,
+                                 out ? &call->out[i - call->nin] : &call->in[i], pe))
+                        return NULL;
+        }
+        for (int i = 0; i < call->nattr; i++) {
+                const struct proto_rec_attr *ra = &r->launch.attr[i];
+                if (ra->type != OPS_ATTR_INT && ra->type != OPS_ATTR_FLOAT)
+                        PREP_FAIL(pe, PROTO_E_INVALID, "%s: attribute '%s' has unknown type %u",
+                                  op->name, ra->name, ra->type);
+                snprintf(call->attr[i].name, sizeof(call->attr[i].name), "%s", ra->name);
+                call->attr[i].type = ra->type;
+                call->attr[i].i = ra->i;
+                call->attr[i].f = ra->f;
+        }
+        probe = *call;
+        for (int i = 0; i < probe.nin; i++)
+                probe.in[i].data = NULL;
+        for (int i = 0; i < probe.nout; i++)
+                probe.out[i].data = NULL;
+        err[0] = 0;
+        if (op->check(&probe, err, sizeof(err)) < 0)
+                PREP_FAIL(pe, PROTO_E_SHAPE, "%s", err[0] ? err : "invalid operator call");
+        if (op->cost)
+                op->cost(&probe, &flops, &bytes);
+        /* Capable engines: the kernel's own kind, and the AI CPU, which runs every operator. */
+        int n = 0;
+        for (int e = 0; e < OPS_ENGINE_COUNT; e++) {
+                if ((e != (int)op->engine && e != OPS_ENGINE_AICPU) || st->dev->desc.cores[e] <= 0)
+                        continue;
+                t->cost[e] = cost_kernel_ns(flops, bytes, st->dev->desc.flops_per_core[e], 1,
+                                            st->dev->desc.mem_bandwidth);
+                n++;
+        }
+        if (!n)
+                PREP_FAIL(pe, PROTO_E_UNSUPPORTED, "%s: no engine of device %d can run it",
+                          op->name, st->dev->id);
+        t->calib_slot = (int)ops_index(op);
+        t->item.kind = EXEC_OP;
+        t->item.op = op;
+        return t;
+}
+
+static struct task *prepare_event(struct handle_table *h, const struct proto_rec *r, struct task *t,
+                                  struct prep_error *pe)
+{
+        struct npu_evt *e = handle_lookup(h, HANDLE_EVENT, r->event.event);
+
+        if (!e)
+                PREP_FAIL(pe, PROTO_E_BAD_HANDLE, "%s: unknown event handle %u",
+                          r->type == PROTO_REC_EVENT_RECORD ? "event record" : "stream wait",
+                          r->event.event);
+        t->evt = evt_ref(e);
+        if (r->type == PROTO_REC_EVENT_RECORD)
+                t->gen = ++e->recorded_gen;
+        else
+                t->gen = e->recorded_gen;
+        return t;
+}
+
+/* Estimated duration on one AI CPU core; the last estimate is reused while the input
+ * shapes stay the same (serving runs the same shapes again and again). */
+static uint64_t run_estimate(struct graph_obj *o, const struct graph_bind *b)
+{
+        const struct backend_device_desc *d = &o->dev->desc;
+        size_t words = (size_t)b->nin * EST_WORDS;
+        int64_t *key = calloc(words ? words : 1, sizeof(*key));
+
+        if (!key)
+                return (uint64_t)o->g->nnodes * COST_LAUNCH_NS;
+        for (int i = 0; i < b->nin; i++) {
+                key[i * EST_WORDS] = b->t[i].dtype;
+                key[i * EST_WORDS + 1] = b->t[i].ndim;
+                for (int k = 0; k < b->t[i].ndim && k < OPS_MAX_DIMS; k++)
+                        key[i * EST_WORDS + 2 + k] = b->t[i].dims[k];
+        }
+        if (o->est_valid && o->est_nin == b->nin && memcmp(key, o->est_shapes, words * sizeof(*key)) == 0) {
+                free(key);
+                return o->est_ns;
+        }
+        o->est_ns = graph_estimate_ns(o->g, b->nin, b->t, d->flops_per_core[OPS_ENGINE_AICPU],
+                                      d->mem_bandwidth, NULL);
+        free(o->est_shapes);
+        o->est_shapes = key;
+        o->est_nin = b->nin;
+        o->est_valid = 1;
+        return o->est_ns;
+}
+
+static struct task *prepare_graph_run(struct handle_table *h, struct stream *st,
+                                      const struct proto_rec *r, struct task *t,
+                                      struct prep_error *pe)
+{
+        struct graph_obj *o = handle_lookup(h, HANDLE_GRAPH, r->graph.graph);
+        const struct graph *g;
+        struct graph_bind *b;
+        int nin = r->graph.nin, nout = r->graph.nout, rc;
+        char err[512], what[160];
+
+        if (!o)
+                PREP_FAIL(pe, PROTO_E_BAD_HANDLE, "graph run: unknown graph handle %u", r->graph.graph);
+        g = o->g;
+        if (o->dev != st->dev)
+                PREP_FAIL(pe, PROTO_E_INVALID,
+                          "graph run: the graph is loaded on device %d but the stream is on device %d",
+                          o->dev->id, st->dev->id);
+        if (nin != g->ninputs || nout != g->noutputs)
+                PREP_FAIL(pe, PROTO_E_INVALID, "graph run: the graph has %d inputs and %d outputs, %d and %d bound",
+                          g->ninputs, g->noutputs, nin, nout);
+        b = calloc(1, sizeof(*b));
+        if (!b)
+                PREP_FAIL(pe, PROTO_E_LIMIT, "graph run: out of memory");
+        b->g = g;
+        b->owner = graph_obj_ref(o);
+        b->nin = nin;
+        b->nout = nout;
+        t->item.graph = b; /* released with the task, whatever happens next */
+        for (int i = 0; i < nin + nout; i++) {
+                int out = i >= nin;
+                /* names come from the model and may be cut: sanitized (graph_sanitize) */
+                snprintf(what, sizeof(what), "graph run: %s '%s'", out ? "output" : "input",
+                         g->values[out ? g->outputs[i - nin] : g->inputs[i]].name);
+                graph_sanitize(what);
+                if (!bind_tensor(h, st, t, &r->graph.t[i], out, what, &b->t[i], pe))
+                        return NULL;
+        }
+        rc = graph_check_inputs(g, nin, b->t, err, sizeof(err));
+        if (rc) {
+                pe->code = rc;
+                snprintf(pe->msg, pe->msglen, "graph run: %s", err);
+                graph_sanitize(pe->msg);
+                return NULL;
+        }
+        if (st->dev->desc.cores[OPS_ENGINE_AICPU] <= 0)
+                PREP_FAIL(pe, PROTO_E_UNSUPPORTED, "graph run: device %d has no AI CPU to run graphs",
+                          st->dev->id);
+        /* The executor runs every node on one host worker: the AI CPU is its engine. */
+        t->cost[OPS_ENGINE_AICPU] = run_estimate(o, b);
+        if (!t->cost[OPS_ENGINE_AICPU])
+                t->cost[OPS_ENGINE_AICPU] = 1;
+        t->calib_slot = device_calib_slot_graph(st->dev);
+        t->item.kind = EXEC_GRAPH;
+        return t;
+}
+
+int submit_prepare(struct handle_table *h, struct stream *st, const struct proto_rec *r,
+                   struct task *t, char *msg, size_t msglen)
+{
+        struct prep_error pe = { .code = 0, .msg = msg, .msglen = msglen };
+        struct task *ok;
+
+        msg[0] = 0;
+        switch (r->type) {
+        case PROTO_REC_COPY: ok = prepare_copy(h, st, r, t, &pe); break;
+        case PROTO_REC_MEMSET: ok = prepare_memset(h, st, r, t, &pe); break;
+        case PROTO_REC_LAUNCH: ok = prepare_launch(h, st, r, t, &pe); break;
+        case PROTO_REC_EVENT_RECORD:
+        case PROTO_REC_STREAM_WAIT: ok = prepare_event(h, r, t, &pe); break;
+        case PROTO_REC_GRAPH_RUN: ok = prepare_graph_run(h, st, r, t, &pe); break;
+        default:
+                ok = NULL;
+                pe.code = PROTO_E_INVALID;
+                snprintf(msg, msglen, "unknown record type %u", r->type);
+        }
+        return ok ? 0 : pe.code ? pe.code : PROTO_E_INVALID;
+}
