@@ -1,7 +1,7 @@
 /* Socket paths. npud listens by default on $NPU_SOCKET if set, /run/npud/npud.sock (the
  * system socket) as root, $XDG_RUNTIME_DIR/npud.sock or /tmp/npud-$UID/npud.sock for other
  * users. Clients of any user connect by default to $NPU_SOCKET if set, else the system socket
- * when it exists, else their per-user socket (DESIGN.md). */
+ * when it exists, else their per-user socket (README, "Configuration"). */
 #ifndef NPU_PROTO_SOCKET_PATH_H
 #define NPU_PROTO_SOCKET_PATH_H
 

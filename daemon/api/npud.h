@@ -19,7 +19,7 @@ struct device;
 struct npud;
 struct metrics;
 
-/* Observers of daemon state changes (D-Bus signals, metrics); any may be NULL. */
+/* Observers of daemon state changes (D-Bus signals); any may be NULL. */
 struct npud_hooks {
         void (*session_opened)(struct npud *d, struct session *s);
         void (*session_closed)(struct npud *d, struct session *s);

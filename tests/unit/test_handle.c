@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/api/handle.h"
+#include "daemon/exec/handle.h"
 
 #define SLOT_MASK ((1u << 20) - 1)
 
