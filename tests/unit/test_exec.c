@@ -130,6 +130,10 @@ static int fake_submit(struct backend *b, struct exec_unit *u)
                 if (i < 8)
                         s->seq[i] = w->seq;
         }
+        /* tasks of one stream run in order: never two of its units at the backend at once */
+        for (int i = 0; i < f->nsubs - 1; i++)
+                ck_assert_msg(!(f->subs[i].u && f->subs[i].st == s->st),
+                              "a second unit of a stream submitted while its first runs");
         return 0;
 }
 
@@ -599,6 +603,17 @@ START_TEST(test_stream_order)
         pass();
         ck_assert_int_eq(count_calls(C_TASK_RETIRED, a, 0), 9);
         ck_assert_int_eq(count_calls(C_STREAM_IDLE, a, -1), 2);
+
+        /* work queued while the stream runs waits for the running unit */
+        enqueue_memset(a, ba, 0, UNIT_LEN, 40);
+        pass();
+        s = pending(a);
+        enqueue_memset(a, ba, UNIT_LEN, UNIT_LEN, 41);
+        pass();
+        ck_assert_int_eq(npending(a), 1);
+        complete_ok(s, 1000);
+        pass();
+        ck_assert_uint_eq(pending(a)->seq[0], 41);
 }
 END_TEST
 
