@@ -415,15 +415,29 @@ static void note_work(uint8_t *lo, uint64_t len, uint64_t seq, struct stream *st
 }
 
 /* Prepare a record into a task of st and queue it, as the API's submit does. */
-static void enqueue_rec(struct stream *st, const struct proto_rec *r)
+static void enqueue_kind(struct stream *st, enum task_kind kind, const struct proto_rec *r)
 {
         char msg[256];
-        struct task *t = task_new(TASK_EXEC, st, r->seq);
+        struct task *t = task_new(kind, st, r->seq);
 
         ck_assert_ptr_nonnull(t);
         int rc = submit_prepare(&ht, st, r, t, msg, sizeof(msg));
         ck_assert_msg(rc == 0, "submit_prepare: %d %s", rc, msg);
         sched_enqueue(&x, t);
+}
+
+static void enqueue_rec(struct stream *st, const struct proto_rec *r)
+{
+        enqueue_kind(st, TASK_EXEC, r);
+}
+
+static void enqueue_event(struct stream *st, int record, uint32_t evt, uint64_t seq)
+{
+        struct proto_rec r = { .type = record ? PROTO_REC_EVENT_RECORD : PROTO_REC_STREAM_WAIT,
+                               .seq = seq };
+
+        r.event.event = evt;
+        enqueue_kind(st, record ? TASK_EVENT_RECORD : TASK_STREAM_WAIT, &r);
 }
 
 static void enqueue_memset(struct stream *st, uint32_t buf, uint64_t off, uint64_t len, uint64_t seq)
@@ -501,6 +515,8 @@ static void free_handle(enum handle_type type, void *obj, void *userdata)
 {
         if (type == HANDLE_BUFFER)
                 buffer_unref(obj);
+        else if (type == HANDLE_EVENT)
+                evt_unref(obj);
 }
 
 /* Whatever a test left: cancel and drain it, then check that every stream, task and buffer
@@ -1134,6 +1150,63 @@ START_TEST(test_failure)
 }
 END_TEST
 
+START_TEST(test_events)
+{
+        /* b waits for an event a records after its work; a waiter on the event is answered
+         * when the record runs, with the failure before it if there was one */
+        struct stream *a = new_stream(0, 0, "default"), *b = new_stream(0, 0, "default");
+        uint32_t buf = new_buffer(0, 4 * UNIT_LEN), h;
+        struct npu_evt *e = evt_new();
+
+        ck_assert_ptr_nonnull(e);
+        ck_assert_int_eq(handle_insert(&ht, HANDLE_EVENT, e, &h), 0);
+        enqueue_memset(a, buf, 0, UNIT_LEN, 1);
+        enqueue_event(a, 1, h, 2);
+        enqueue_event(b, 0, h, 3);
+        enqueue_memset(b, buf, UNIT_LEN, UNIT_LEN, 4);
+        pass();
+        ck_assert_int_eq(npending(a), 1);
+        ck_assert_int_eq(npending(b), 0); /* blocked on the event, with a DMA core free */
+        ck_assert(!evt_complete(e));
+
+        struct waiter *w = calloc(1, sizeof(*w));
+        ck_assert_ptr_nonnull(w);
+        w->kind = WAIT_EVENT;
+        w->target = evt_ref(e);
+        TAILQ_INSERT_TAIL(&e->waiters, w, obj_link);
+
+        complete_ok(pending(a), 1000);
+        pass();
+        ck_assert(evt_complete(e));
+        ck_assert_int_eq(count_calls(C_WAITER_DONE, NULL, -1), 1);
+        ck_assert_ptr_eq(last_call(C_WAITER_DONE)->ptr, w);
+        ck_assert_int_eq(last_call(C_WAITER_DONE)->code, 0);
+        ck_assert_int_eq(npending(b), 1);
+        ck_assert_uint_eq(pending(b)->seq[0], 4);
+        complete_ok(pending(b), 1000);
+        pass();
+
+        /* a failure before the record travels with the event */
+        enqueue_memset(a, buf, 0, UNIT_LEN, 5);
+        enqueue_event(a, 1, h, 6);
+        pass();
+        w = calloc(1, sizeof(*w));
+        ck_assert_ptr_nonnull(w);
+        w->kind = WAIT_EVENT;
+        w->target = evt_ref(e);
+        TAILQ_INSERT_TAIL(&e->waiters, w, obj_link);
+        complete_unit(pending(a), 0, PROTO_E_EXEC, "bad input", 1000);
+        pass();
+        ck_assert_int_eq(count_calls(C_WAITER_DONE, NULL, -1), 2);
+        ck_assert_int_eq(last_call(C_WAITER_DONE)->code, PROTO_E_EXEC);
+        ck_assert_uint_eq(last_call(C_WAITER_DONE)->seq, 5);
+        ck_assert_str_eq(last_call(C_WAITER_DONE)->msg, "task 5: bad input");
+        /* records retire as done even behind a failure; only the failed memset failed */
+        ck_assert_int_eq(count_calls(C_TASK_RETIRED, a, 0), 3);
+        ck_assert_int_eq(count_calls(C_TASK_RETIRED, a, 1), 1);
+}
+END_TEST
+
 START_TEST(test_submit_rejected)
 {
         /* a backend that refuses a unit fails its tasks as a device error, in order */
@@ -1168,6 +1241,7 @@ static Suite *exec_suite(void)
         tcase_add_test(tc, test_reclaim_idle);
         tcase_add_test(tc, test_failure);
         tcase_add_test(tc, test_submit_rejected);
+        tcase_add_test(tc, test_events);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("sched");
