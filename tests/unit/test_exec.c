@@ -808,6 +808,18 @@ START_TEST(test_tile_cancel)
         ck_assert_int_eq(count_calls(C_TASK_FAILED, st, -1), 0);
         ck_assert_int_eq(st->error.code, 0);
         ck_assert(stream_idle(st));
+
+        /* the tile finishes anyway (the cancel came too late): still no further tile */
+        enqueue_copy(st, dst, src, len, 2);
+        pass();
+        s = pending(st);
+        sched_stream_cancel(&x, st);
+        complete_ok(s, TILE_NS);
+        pass();
+        ck_assert_int_eq(npending(st), 0);
+        ck_assert_int_eq(count_calls(C_TASK_RETIRED, st, 1), 2);
+        ck_assert_int_eq(count_calls(C_TASK_DONE, st, 1), 2);
+        ck_assert_int_eq(count_calls(C_TASK_FAILED, st, -1), 0);
 }
 END_TEST
 
@@ -1204,6 +1216,36 @@ START_TEST(test_events)
         /* records retire as done even behind a failure; only the failed memset failed */
         ck_assert_int_eq(count_calls(C_TASK_RETIRED, a, 0), 3);
         ck_assert_int_eq(count_calls(C_TASK_RETIRED, a, 1), 1);
+
+        /* a cancelled stream still fires its queued records: streams waiting on them go on,
+         * and a stream cancelled while blocked leaves the event's list */
+        struct stream *c = new_stream(0, 0, "default");
+        pass();
+        wait_stream(a, 90);
+        sched_check_stream_waiters(&x, a); /* clears a's error */
+        enqueue_memset(a, buf, 0, UNIT_LEN, 7);
+        enqueue_event(a, 1, h, 8);
+        enqueue_event(b, 0, h, 9);
+        enqueue_memset(b, buf, UNIT_LEN, UNIT_LEN, 10);
+        enqueue_event(c, 0, h, 11);
+        enqueue_memset(c, buf, 2 * UNIT_LEN, UNIT_LEN, 12);
+        pass();
+        ck_assert_int_eq(npending(a), 1);
+        ck_assert_int_eq(npending(b) + npending(c), 0);
+        sched_stream_cancel(&x, c); /* blocked: its wait and memset go */
+        ck_assert_int_eq(count_calls(C_TASK_RETIRED, c, 1), 1);
+        ck_assert_int_eq(count_calls(C_TASK_RETIRED, c, 0), 1);
+        struct sub *sa = pending(a);
+        sched_stream_cancel(&x, a); /* the record fires now */
+        ck_assert(evt_complete(e));
+        pass();
+        ck_assert_int_eq(npending(b), 1);
+        ck_assert_uint_eq(pending(b)->seq[0], 10);
+        ck_assert_int_eq(npending(c), 0);
+        complete_cancelled(sa);
+        complete_ok(pending(b), 1000);
+        pass();
+        ck_assert_int_eq(npending(NULL), 0);
 }
 END_TEST
 
