@@ -535,7 +535,7 @@ void sched_unit_complete(struct exec_unit *u, void *userdata)
                         if (i == 0)
                                 calibrate(x, dev, su, t);
                         task_account(x, st, t, t->item.status, dur / (uint64_t)u->nitems, u->end_ns);
-                        task_retire(x, t, t->item.status);
+                        task_retire(x, t, t->item.status != 0);
                 }
         }
         free(su);
