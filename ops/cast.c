@@ -33,14 +33,14 @@ static int cast_dtype_ok(int dtype)
         return ew_type_of(dtype) >= 0;
 }
 
-static int cast_check(const struct ops_call *call, char *err, size_t errlen)
+static int cast_check(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
 {
         const struct ops_tensor *in = &call->in[0], *out = &call->out[0];
         const struct ops_attr *to;
         char b1[OPS_DTYPE_STR_MAX], b2[OPS_DTYPE_STR_MAX];
         int rc;
 
-        rc = ops_check_common(&ops_cast_def, call, cast_attrs, err, errlen);
+        rc = ops_check_common(def, call, cast_attrs, err, errlen);
         if (rc)
                 return rc;
         if (!cast_dtype_ok(in->dtype))
@@ -59,7 +59,7 @@ static int cast_check(const struct ops_call *call, char *err, size_t errlen)
                                 to->i >= INT32_MIN && to->i <= INT32_MAX ?
                                         ops_dtype_str((int)to->i, b1, sizeof(b1)) : "invalid",
                                 ops_dtype_str(out->dtype, b2, sizeof(b2)));
-        return ops_check_output(&ops_cast_def, call, out->dtype, in, err, errlen);
+        return ops_check_output(def, call, out->dtype, in, err, errlen);
 }
 
 #define CAST_LOAD(T, field, EXPR)                                                              \
@@ -336,13 +336,13 @@ static void cast_tensor(const struct ops_tensor *in, const struct ops_tensor *ou
         }
 }
 
-static int cast_run(const struct ops_call *call, char *err, size_t errlen)
+static int cast_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
 {
         cast_tensor(&call->in[0], &call->out[0]);
         return 0;
 }
 
-static void cast_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void cast_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
 {
         uint64_t n = (uint64_t)ops_tensor_numel(&call->in[0]);
 
@@ -394,13 +394,13 @@ static const struct ew_op castlike_op = {
         .attrs = castlike_attrs, .infer = castlike_infer_like,
 };
 
-static int cast_infer(struct ops_call *call, char *err, size_t errlen)
+static int cast_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
         /* The "like" input only lends its dtype; its shape is free. */
         return ew_infer(&cast_op, call, err, errlen);
 }
 
-static int castlike_infer(struct ops_call *call, char *err, size_t errlen)
+static int castlike_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
         struct ops_call probe = *call;
         int rc;
@@ -415,21 +415,23 @@ static int castlike_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int castlike_check(const struct ops_call *call, char *err, size_t errlen)
+static int castlike_check(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
 {
         struct ops_call probe = *call;
 
         probe.in[1].ndim = 0;
-        return ew_check(&castlike_op, &probe, err, errlen);
+        return ew_check(&castlike_op, def, &probe, err, errlen);
 }
 
 /* Cast-6 took 'to' as an int (Cast-1 as a string); later versions only added dtypes. */
 const struct ops_def ops_cast_def = {
-        "Cast", 1, 1, 1, OPS_ENGINE_AICPU, cast_check, cast_run, cast_cost, OPS_FLAG_ELEMENTWISE,
-        cast_infer, 6, NULL,
+        .name = "Cast", .min_inputs = 1, .max_inputs = 1, .outputs = 1, .engine = OPS_ENGINE_AICPU,
+        .check = cast_check, .run = cast_run, .cost = cast_cost, .flags = OPS_FLAG_ELEMENTWISE,
+        .infer = cast_infer, .since_version = 6,
 };
 
 const struct ops_def ops_castlike_def = {
-        "CastLike", 2, 2, 1, OPS_ENGINE_AICPU, castlike_check, cast_run, cast_cost,
-        OPS_FLAG_ELEMENTWISE, castlike_infer, 15, NULL,
+        .name = "CastLike", .min_inputs = 2, .max_inputs = 2, .outputs = 1,
+        .engine = OPS_ENGINE_AICPU, .check = castlike_check, .run = cast_run, .cost = cast_cost,
+        .flags = OPS_FLAG_ELEMENTWISE, .infer = castlike_infer, .since_version = 15,
 };

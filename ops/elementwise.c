@@ -286,28 +286,17 @@ static int ew_attr_known(const struct ew_op *op, const char *name)
         return 0;
 }
 
-int ew_check(const struct ew_op *op, const struct ops_call *call, char *err, size_t errlen)
+int ew_check(const struct ew_op *op, const struct ops_def *def, const struct ops_call *call,
+             char *err, size_t errlen)
 {
-        struct ops_def def;
-        struct ops_call probe;
         const struct ops_attr *a;
-        int i, j, rc;
+        int i, j;
 
-        memset(&def, 0, sizeof(def));
-        def.name = op->name;
-        def.min_inputs = op->min_in;
-        def.max_inputs = op->max_in;
-        def.outputs = 1;
         if (call->nattr < 0 || call->nattr > OPS_MAX_ATTRS)
                 return ops_fail(err, errlen, -EINVAL, "%s: invalid attribute count %d", op->name,
                                 call->nattr);
-        /* Counts and tensors by the common check; attributes here, as graphs also pass
-         * strings (BitShift's direction) that the wire's common check refuses. */
-        probe = *call;
-        probe.nattr = 0;
-        rc = ops_check_common(&def, &probe, NULL, err, errlen);
-        if (rc)
-                return rc;
+        /* Attribute names here (graphs also pass strings, BitShift's direction, that the
+         * wire's common check refuses); the rest is the registry's check through infer. */
         for (i = 0; i < call->nattr; i++) {
                 a = &call->attr[i];
                 if (!memchr(a->name, '\0', OPS_NAME_MAX))
@@ -322,12 +311,7 @@ int ew_check(const struct ew_op *op, const struct ops_call *call, char *err, siz
                                                 "%s: attribute '%s' given twice", op->name,
                                                 a->name);
         }
-        probe = *call;
-        memset(&probe.out[0], 0, sizeof(probe.out[0]));
-        rc = ew_infer(op, &probe, err, errlen);
-        if (rc)
-                return rc;
-        return ops_check_output(&def, call, probe.out[0].dtype, &probe.out[0], err, errlen);
+        return ops_check_by_infer(def, call, err, errlen);
 }
 
 /* ------------------------------------------------------------------------ run, cost */

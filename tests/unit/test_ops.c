@@ -118,10 +118,10 @@ static int invoke(const char *op, const struct ops_call *c, char *err, size_t er
         for (i = 0; i < OPS_MAX_OUTPUTS; i++)
                 nodata.out[i].data = NULL;
         err[0] = '\0';
-        rc = def->check(&nodata, err, errlen);
+        rc = ops_check(def, &nodata, err, errlen);
         if (rc)
                 return rc;
-        return def->run(c, err, errlen);
+        return ops_run(def, c, err, errlen);
 }
 
 static void invoke_ok(const char *op, const struct ops_call *c)
@@ -141,7 +141,7 @@ static void expect_reject(const char *op, const struct ops_call *c, const char *
         int rc;
 
         ck_assert_ptr_nonnull(def);
-        rc = def->check(c, err, sizeof(err));
+        rc = ops_check(def, c, err, sizeof(err));
         ck_assert_msg(rc == -EINVAL, "%s: check returned %d, wanted -EINVAL (want \"%s\")", op,
                       rc, want);
         ck_assert_msg(strncmp(err, op, n) == 0 && err[n] == ':', "message \"%s\" does not name %s",
@@ -182,7 +182,7 @@ START_TEST(test_registry)
                 d = ops_lookup(names[i]);
                 ck_assert_ptr_nonnull(d);
                 ck_assert_str_eq(d->name, names[i]);
-                ck_assert_ptr_nonnull(d->check);
+                ck_assert(d->check || d->infer); /* NULL: the default check through infer */
                 ck_assert_ptr_nonnull(d->run);
                 ck_assert_ptr_nonnull(d->cost);
                 ck_assert_int_eq(d->outputs, 1);
@@ -1288,7 +1288,7 @@ static void reject_common(const char *op, struct ops_call good)
         {
                 char err[256] = "";
 
-                ck_assert_msg(ops_lookup(op)->check(&good, err, sizeof(err)) == 0, "%s: %s", op,
+                ck_assert_msg(ops_check(ops_lookup(op), &good, err, sizeof(err)) == 0, "%s: %s", op,
                               err);
         }
         c = good;
@@ -1364,20 +1364,20 @@ START_TEST(test_check_binary)
 
                 c = call2(tensor(F32, NULL, SHP(2, 3)), tensor(I32, NULL, SHP(2, 3)),
                           tensor(F32, NULL, SHP(2, 3)));
-                ck_assert_int_eq(ops_lookup("Add")->check(&c, err, sizeof(err)), -EINVAL);
+                ck_assert_int_eq(ops_check(ops_lookup("Add"), &c, err, sizeof(err)), -EINVAL);
                 ck_assert_str_eq(err, "Add: input 1 dtype int32 does not match input 0 dtype float32");
                 c = call2(tensor(F32, NULL, SHP(2, 1)), tensor(F32, NULL, SHP(4)),
                           tensor(F32, NULL, SHP(2, 3)));
-                ck_assert_int_eq(ops_lookup("Add")->check(&c, err, sizeof(err)), -EINVAL);
+                ck_assert_int_eq(ops_check(ops_lookup("Add"), &c, err, sizeof(err)), -EINVAL);
                 ck_assert_str_eq(err, "Add: output shape [2,3] but expected [2,4]");
                 c = call2(tensor(F32, NULL, SHP(2, 3)), tensor(F32, NULL, SHP(4)),
                           tensor(F32, NULL, SHP(2, 3)));
-                ck_assert_int_eq(ops_lookup("Mul")->check(&c, err, sizeof(err)), -EINVAL);
+                ck_assert_int_eq(ops_check(ops_lookup("Mul"), &c, err, sizeof(err)), -EINVAL);
                 ck_assert_str_eq(err, "Mul: cannot broadcast shapes [2,3] and [4]");
                 /* scalar output from scalars passes */
                 c = call2(tensor(I64, NULL, SCALAR), tensor(I64, NULL, SCALAR),
                           tensor(I64, NULL, SCALAR));
-                ck_assert_int_eq(ops_lookup("Div")->check(&c, err, sizeof(err)), 0);
+                ck_assert_int_eq(ops_check(ops_lookup("Div"), &c, err, sizeof(err)), 0);
         }
 }
 END_TEST
@@ -1402,7 +1402,7 @@ START_TEST(test_check_unary)
                 expect_reject(ops[i], &c, "output shape [4,4] but expected [4,5]");
         }
         c = call1(tensor(I32, NULL, SHP(3)), tensor(I32, NULL, SHP(3)));
-        ck_assert_int_eq(ops_lookup("Relu")->check(&c, (char[64]){ 0 }, 64), 0);
+        ck_assert_int_eq(ops_check(ops_lookup("Relu"), &c, (char[64]){ 0 }, 64), 0);
         expect_reject("Sigmoid", &c, "unsupported dtype int32");
         expect_reject("Tanh", &c, "unsupported dtype int32");
 }
@@ -1430,7 +1430,7 @@ START_TEST(test_check_matmul)
         expect_reject("MatMul", &c, "scalar");
         c = call2(tensor(F32, NULL, SHP(2, 3)), tensor(F32, NULL, SHP(4, 5)),
                   tensor(F32, NULL, SHP(2, 5)));
-        ck_assert_int_eq(ops_lookup("MatMul")->check(&c, err, sizeof(err)), -EINVAL);
+        ck_assert_int_eq(ops_check(ops_lookup("MatMul"), &c, err, sizeof(err)), -EINVAL);
         ck_assert_str_eq(err, "MatMul: inner dimensions differ (3 vs 4)");
         c = call2(tensor(F32, NULL, SHP(3)), tensor(F32, NULL, SHP(4)), tensor(F32, NULL, SCALAR));
         expect_reject("MatMul", &c, "inner dimensions differ (3 vs 4)");
@@ -1463,7 +1463,7 @@ START_TEST(test_check_softmax)
         expect_reject("Softmax", &c, "axis -4 out of range");
         c = good;
         attr_int(&c, "axis", -3);
-        ck_assert_int_eq(ops_lookup("Softmax")->check(&c, (char[64]){ 0 }, 64), 0);
+        ck_assert_int_eq(ops_check(ops_lookup("Softmax"), &c, (char[64]){ 0 }, 64), 0);
         c = good;
         attr_float(&c, "axis", 1.0);
         expect_reject("Softmax", &c, "axis");
@@ -1507,25 +1507,25 @@ START_TEST(test_cost)
 
         c = call2(tensor(F32, NULL, SHP(2, 3, 4)), tensor(F32, NULL, SHP(4, 5)),
                   tensor(F32, NULL, SHP(2, 3, 5)));
-        ops_lookup("MatMul")->cost(&c, &flops, &bytes);
+        ops_cost(ops_lookup("MatMul"), &c, &flops, &bytes);
         ck_assert_uint_eq(flops, 2 * 3 * 5 * 4 * 2);
         ck_assert_uint_eq(bytes, (24 + 20 + 30) * 4);
         c = call2(tensor(F16, NULL, SHP(4)), tensor(F16, NULL, SHP(4)), tensor(F16, NULL, SCALAR));
-        ops_lookup("MatMul")->cost(&c, &flops, &bytes);
+        ops_cost(ops_lookup("MatMul"), &c, &flops, &bytes);
         ck_assert_uint_eq(flops, 8);
         c = call2(tensor(F32, NULL, SHP(2, 3)), tensor(F32, NULL, SHP(3)),
                   tensor(F32, NULL, SHP(2, 3)));
-        ops_lookup("Add")->cost(&c, &flops, &bytes);
+        ops_cost(ops_lookup("Add"), &c, &flops, &bytes);
         ck_assert_uint_eq(flops, 6);
         ck_assert_uint_eq(bytes, (6 + 3 + 6) * 4);
         c = call1(tensor(F16, NULL, SHP(10)), tensor(F16, NULL, SHP(10)));
-        ops_lookup("Relu")->cost(&c, &flops, &bytes);
+        ops_cost(ops_lookup("Relu"), &c, &flops, &bytes);
         ck_assert_uint_eq(flops, 10);
         ck_assert_uint_eq(bytes, 40);
-        ops_lookup("Softmax")->cost(&c, &flops, &bytes);
+        ops_cost(ops_lookup("Softmax"), &c, &flops, &bytes);
         ck_assert_uint_gt(flops, 10);
         c = call1(tensor(F16, NULL, SHP(10)), tensor(F64, NULL, SHP(10)));
-        ops_lookup("Cast")->cost(&c, &flops, &bytes);
+        ops_cost(ops_lookup("Cast"), &c, &flops, &bytes);
         ck_assert_uint_eq(bytes, 100);
 }
 END_TEST
