@@ -629,12 +629,14 @@ static int ctl_run(ctl_compute_fn compute, const char *op, const struct ops_call
         return rc;
 }
 
-static int ctl_check(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
+static int ctl_check(const struct ops_def *def, const struct ops_call *call, char *err,
+                     size_t errlen)
 {
         return ops_fail(err, errlen, -EINVAL, "control-flow operators run only inside graphs");
 }
 
-static void ctl_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void ctl_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                     uint64_t *ret_bytes)
 {
         uint64_t bytes = 0;
 
@@ -662,7 +664,8 @@ static int loop_infer(const struct ops_def *def, struct ops_call *call, char *er
         return ctl_infer(loop_compute, call, err, errlen);
 }
 
-static int loop_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
+static int loop_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                    size_t errlen)
 {
         return ctl_run(loop_compute, "Loop", call, err, errlen);
 }
@@ -672,7 +675,8 @@ static int scan_infer(const struct ops_def *def, struct ops_call *call, char *er
         return ctl_infer(scan_compute, call, err, errlen);
 }
 
-static int scan_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
+static int scan_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                    size_t errlen)
 {
         return ctl_run(scan_compute, "Scan", call, err, errlen);
 }

@@ -1,4 +1,4 @@
-/* The elementwise engine shared by elementwise.c, ew-*.c and cast.c, and nothing else.
+/* The elementwise engine shared by elementwise.c and ew-*.c, and nothing else.
  *
  * An elementwise operator is described by a struct ew_op (which input's dtype selects the
  * kernel, which dtypes it accepts, which inputs must share that dtype, the output dtype and
@@ -145,11 +145,6 @@ int ew_attr_int(const struct ew_op *op, const struct ops_call *call, const char 
 
 /* Any element of an integer tensor equal to zero (for the division checks). */
 int ew_has_zero(const struct ops_tensor *t);
-
-/* Chunked dtype conversion with Cast semantics (cast.c): n elements of src, read with an
- * element stride, written contiguously to dst. */
-void ew_convert(int ddtype, void *dst, int sdtype, const void *src, int64_t sstride,
-                size_t n);
 
 /* One ops_def per operator: check, infer, run and cost interpret the description `op`. */
 #define EW_DEFINE(sym, opname, op, nmin, nmax, eng, since)                                  \

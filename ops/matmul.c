@@ -115,7 +115,8 @@ static int mm_validate(const struct ops_call *call, struct mm_shape *s, char *er
         return 0;
 }
 
-static int mm_check(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
+static int mm_check(const struct ops_def *def, const struct ops_call *call, char *err,
+                    size_t errlen)
 {
         struct mm_shape s;
         int rc;
@@ -400,7 +401,8 @@ static int mm_run(const struct ops_def *def, const struct ops_call *call, char *
         }
 }
 
-static void mm_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void mm_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                    uint64_t *ret_bytes)
 {
         uint64_t esize = proto_dtype_size(call->in[0].dtype), n = 0;
         struct mm_shape s;
@@ -553,7 +555,8 @@ static void mmq_cost(const struct ops_call *call, int ai, int bi, uint64_t *ret_
                                          (uint64_t)s.count);
 }
 
-static void mmi_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void mmi_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                     uint64_t *ret_bytes)
 {
         mmq_cost(call, 0, 1, ret_flops, ret_bytes);
 }
@@ -590,7 +593,8 @@ static int qlmm_infer(const struct ops_def *def, struct ops_call *call, char *er
         return 0;
 }
 
-static int qlmm_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
+static int qlmm_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                    size_t errlen)
 {
         int64_t n = ops_tensor_numel(&call->out[0]), i;
         double *y, ys, yz;
@@ -622,7 +626,8 @@ static int qlmm_run(const struct ops_def *def, const struct ops_call *call, char
         return 0;
 }
 
-static void qlmm_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void qlmm_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                      uint64_t *ret_bytes)
 {
         mmq_cost(call, 0, 3, ret_flops, ret_bytes);
 }

@@ -305,7 +305,8 @@ static int conv_run_f64(const struct ops_call *call, const struct conv_shape *cs
         return rc;
 }
 
-static int conv_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
+static int conv_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                    size_t errlen)
 {
         struct nn_f32 x, w, b = { NULL, NULL }, y;
         struct conv_shape cs;
@@ -343,7 +344,8 @@ static int conv_run(const struct ops_def *def, const struct ops_call *call, char
         return rc;
 }
 
-static void conv_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void conv_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                      uint64_t *ret_bytes)
 {
         conv_cost_of(call, "Conv", 0, 1, 0, ret_flops, ret_bytes);
 }
@@ -406,7 +408,8 @@ static int convt_f32(const struct conv_shape *cs, const float *x, const float *w
         return 0;
 }
 
-static int convt_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
+static int convt_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                     size_t errlen)
 {
         struct nn_f32 x, w, b = { NULL, NULL }, y;
         struct conv_shape cs;
@@ -443,7 +446,8 @@ static int convt_run(const struct ops_def *def, const struct ops_call *call, cha
         return rc;
 }
 
-static void convt_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void convt_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                       uint64_t *ret_bytes)
 {
         conv_cost_of(call, "ConvTranspose", 0, 1, 1, ret_flops, ret_bytes);
 }
@@ -529,7 +533,8 @@ static int convi_infer(const struct ops_def *def, struct ops_call *call, char *e
         return 0;
 }
 
-static int convi_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
+static int convi_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                     size_t errlen)
 {
         int64_t n = ops_tensor_numel(&call->out[0]), i;
         struct conv_shape cs;
@@ -555,7 +560,8 @@ static int convi_run(const struct ops_def *def, const struct ops_call *call, cha
         return 0;
 }
 
-static void convi_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void convi_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                       uint64_t *ret_bytes)
 {
         conv_cost_of(call, "ConvInteger", 0, 1, 0, ret_flops, ret_bytes);
 }
@@ -596,7 +602,8 @@ static int qlconv_infer(const struct ops_def *def, struct ops_call *call, char *
         return 0;
 }
 
-static int qlconv_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
+static int qlconv_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                      size_t errlen)
 {
         int64_t n = ops_tensor_numel(&call->out[0]), i, j, p;
         struct conv_shape cs;
@@ -632,7 +639,8 @@ static int qlconv_run(const struct ops_def *def, const struct ops_call *call, ch
         return 0;
 }
 
-static void qlconv_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void qlconv_cost(const struct ops_def *def, const struct ops_call *call,
+                        uint64_t *ret_flops, uint64_t *ret_bytes)
 {
         conv_cost_of(call, "QLinearConv", 0, 3, 0, ret_flops, ret_bytes);
 }

@@ -121,7 +121,8 @@ static int gemm_infer(const struct ops_def *def, struct ops_call *call, char *er
 GEMM_RUN(gemm_f32, float, cblas_sgemm)
 GEMM_RUN(gemm_f64, double, cblas_dgemm)
 
-static int gemm_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
+static int gemm_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                    size_t errlen)
 {
         struct nn_f32 a, b, c = { NULL, NULL }, y;
         struct gemm_shape s;
@@ -154,7 +155,8 @@ static int gemm_run(const struct ops_def *def, const struct ops_call *call, char
         return rc;
 }
 
-static void gemm_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void gemm_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                      uint64_t *ret_bytes)
 {
         struct gemm_shape s;
 

@@ -436,7 +436,8 @@ out:
                   : 0;
 }
 
-static void ein_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void ein_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                     uint64_t *ret_bytes)
 {
         struct ein e;
         uint64_t f = 2;
@@ -522,7 +523,8 @@ static int det_run(const struct ops_def *def, const struct ops_call *call, char 
         return 0;
 }
 
-static void det_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void det_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                     uint64_t *ret_bytes)
 {
         const struct ops_tensor *x = &call->in[0];
         uint64_t m = x->ndim >= 2 ? (uint64_t)x->dims[x->ndim - 1] : 1;

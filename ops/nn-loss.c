@@ -122,7 +122,8 @@ static int nll_core(const struct ops_def *def, const struct ops_call *call,
         return 0;
 }
 
-static void loss_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void loss_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                      uint64_t *ret_bytes)
 {
         nn_cost_simple(call, 4, ret_flops, ret_bytes);
 }

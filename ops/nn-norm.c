@@ -168,7 +168,8 @@ static int bn_run(const struct ops_def *def, const struct ops_call *call, char *
         return 0;
 }
 
-static void bn_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void bn_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                    uint64_t *ret_bytes)
 {
         nn_cost_simple(call, bn_training(call) ? 6 : 2, ret_flops, ret_bytes);
 }
@@ -321,7 +322,8 @@ static int ln_run(const struct ops_def *def, const struct ops_call *call, char *
         return 0;
 }
 
-static void ln_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void ln_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                    uint64_t *ret_bytes)
 {
         nn_cost_simple(call, 8, ret_flops, ret_bytes);
 }
@@ -394,7 +396,8 @@ static int in_run(const struct ops_def *def, const struct ops_call *call, char *
         return 0;
 }
 
-static void in_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void in_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                    uint64_t *ret_bytes)
 {
         nn_cost_simple(call, 6, ret_flops, ret_bytes);
 }
@@ -475,7 +478,8 @@ static int lrn_run(const struct ops_def *def, const struct ops_call *call, char 
         return 0;
 }
 
-static void lrn_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void lrn_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                     uint64_t *ret_bytes)
 {
         nn_cost_simple(call, 2 * (uint64_t)ops_attr_int(call, "size", 1) + 10, ret_flops,
                        ret_bytes);
@@ -559,7 +563,8 @@ static int lpn_run(const struct ops_def *def, const struct ops_call *call, char 
         return 0;
 }
 
-static void lpn_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void lpn_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                     uint64_t *ret_bytes)
 {
         nn_cost_simple(call, 4, ret_flops, ret_bytes);
 }
@@ -676,7 +681,8 @@ static int mvn_run(const struct ops_def *def, const struct ops_call *call, char 
         return 0;
 }
 
-static void mvn_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void mvn_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                     uint64_t *ret_bytes)
 {
         nn_cost_simple(call, 6, ret_flops, ret_bytes);
 }

@@ -396,7 +396,8 @@ static int unpool_infer(const struct ops_def *def, struct ops_call *call, char *
         return 0;
 }
 
-static int unpool_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
+static int unpool_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                      size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0], *y = &call->out[0];
         const int64_t *idx = call->in[1].data;
@@ -440,7 +441,8 @@ static int unpool_run(const struct ops_def *def, const struct ops_call *call, ch
         return 0;
 }
 
-static void unpool_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void unpool_cost(const struct ops_def *def, const struct ops_call *call,
+                        uint64_t *ret_flops, uint64_t *ret_bytes)
 {
         nn_cost_simple(call, 1, ret_flops, ret_bytes);
 }

@@ -61,7 +61,8 @@ static int q_split_of(const struct ops_def *def, const struct ops_call *call,
         return 0;
 }
 
-static void q_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void q_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                   uint64_t *ret_bytes)
 {
         nn_cost_simple(call, 3, ret_flops, ret_bytes);
 }

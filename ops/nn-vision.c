@@ -182,7 +182,8 @@ static int nms_run(const struct ops_def *def, const struct ops_call *call, char 
         return 0;
 }
 
-static void nms_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void nms_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                     uint64_t *ret_bytes)
 {
         uint64_t s = call->in[0].ndim == 3 ? (uint64_t)call->in[0].dims[1] : 1;
 
@@ -370,7 +371,8 @@ static int roi_run_of(const struct ops_def *def, const char *default_ctm,
         return 0;
 }
 
-static void roi_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void roi_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                     uint64_t *ret_bytes)
 {
         int64_t sr = ops_attr_int(call, "sampling_ratio", 0);
 
@@ -390,7 +392,8 @@ const struct ops_def ops_roi_align_def = {
         .since_version = 16,
 };
 
-static int roi10_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
+static int roi10_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                     size_t errlen)
 {
         return roi_run_of(def, "output_half_pixel", call, err, errlen);
 }
@@ -614,7 +617,8 @@ static int gs_run(const struct ops_def *def, const struct ops_call *call, char *
         return 0;
 }
 
-static void gs_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void gs_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                    uint64_t *ret_bytes)
 {
         nn_cost_simple(call, 20, ret_flops, ret_bytes);
 }

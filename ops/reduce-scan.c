@@ -164,7 +164,8 @@ static int cs_run(const struct ops_def *def, const struct ops_call *call, char *
         return 0;
 }
 
-static void cs_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void cs_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                    uint64_t *ret_bytes)
 {
         shp_cost(call, 1, ret_flops, ret_bytes);
 }
@@ -324,7 +325,8 @@ static int topk_run_def(const struct ops_def *def, const struct ops_call *call, 
         return 0;
 }
 
-static void topk_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void topk_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                      uint64_t *ret_bytes)
 {
         /* A sort per line: about log2(n) comparisons per element, counted as 8. */
         shp_cost(call, 8, ret_flops, ret_bytes);

@@ -627,17 +627,20 @@ static int arg_run(const struct ops_def *def, const struct ops_call *call, int i
         return 0;
 }
 
-static int argmax_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
+static int argmax_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                      size_t errlen)
 {
         return arg_run(def, call, 1, err, errlen);
 }
 
-static int argmin_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
+static int argmin_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                      size_t errlen)
 {
         return arg_run(def, call, 0, err, errlen);
 }
 
-static void arg_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void arg_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                     uint64_t *ret_bytes)
 {
         shp_cost(call, 1, ret_flops, ret_bytes);
 }

@@ -22,7 +22,8 @@ static size_t esize(const struct ops_tensor *t)
         return proto_dtype_size(t->dtype);
 }
 
-static void index_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void index_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                       uint64_t *ret_bytes)
 {
         shp_cost(call, 1, ret_flops, ret_bytes);
 }
@@ -99,7 +100,8 @@ static int64_t *idx_load(const char *op, const struct ops_tensor *t, int64_t n, 
         return v;
 }
 
-static int gather_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
+static int gather_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                      size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0], *ix = &call->in[1], *y = &call->out[0];
         int64_t axis = ops_attr_int(call, "axis", 0), outer, n, inner, m, o, k, *idx;
@@ -638,7 +640,8 @@ static int onehot_infer(const struct ops_def *def, struct ops_call *call, char *
         return 0;
 }
 
-static int onehot_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
+static int onehot_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                      size_t errlen)
 {
         const struct ops_tensor *ix = &call->in[0], *y = &call->out[0];
         int64_t axis = ops_attr_int(call, "axis", -1), depth, outer, inner, o, j, v;
@@ -771,7 +774,8 @@ static int compress_params(const struct ops_call *call, int *ret_axis, int64_t *
         return 0;
 }
 
-static int compress_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
+static int compress_infer(const struct ops_def *def, struct ops_call *call, char *err,
+                          size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0];
         int64_t cnt, dims[OPS_MAX_DIMS];
@@ -798,7 +802,8 @@ static int compress_infer(const struct ops_def *def, struct ops_call *call, char
         return 0;
 }
 
-static int compress_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
+static int compress_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                        size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0], *c = &call->in[1];
         int64_t cnt, outer = 1, n, inner = 1, nc, o, r, k = 0;
@@ -1076,7 +1081,8 @@ static int uq_run(const struct ops_def *def, const struct ops_call *call, char *
         return 0;
 }
 
-static void uq_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void uq_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                    uint64_t *ret_bytes)
 {
         shp_cost(call, 16, ret_flops, ret_bytes);
 }

@@ -15,7 +15,8 @@
 
 #include "shape-common.h"
 
-static void move_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void move_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                      uint64_t *ret_bytes)
 {
         shp_cost(call, 0, ret_flops, ret_bytes);
 }
@@ -57,7 +58,8 @@ static int transpose_perm(const struct ops_call *call, int *perm, char *err, siz
         return 0;
 }
 
-static int transpose_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
+static int transpose_infer(const struct ops_def *def, struct ops_call *call, char *err,
+                           size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0];
         int64_t dims[OPS_MAX_DIMS];
@@ -74,7 +76,8 @@ static int transpose_infer(const struct ops_def *def, struct ops_call *call, cha
         return 0;
 }
 
-static int transpose_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
+static int transpose_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                         size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0], *y = &call->out[0];
         int64_t xs[OPS_MAX_DIMS], ss[OPS_MAX_DIMS], ys[OPS_MAX_DIMS];
@@ -153,7 +156,8 @@ static int concat_infer(const struct ops_def *def, struct ops_call *call, char *
         return 0;
 }
 
-static int concat_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
+static int concat_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                      size_t errlen)
 {
         const struct ops_tensor *y = &call->out[0];
         int64_t outer, n, inner, at = 0, dims[2], ds[2], ss[2];
@@ -480,7 +484,8 @@ static int expand_infer(const struct ops_def *def, struct ops_call *call, char *
         return 0;
 }
 
-static int expand_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
+static int expand_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                      size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0], *y = &call->out[0];
         int64_t ss[OPS_MAX_DIMS], ys[OPS_MAX_DIMS];
@@ -523,7 +528,8 @@ static int tile_infer(const struct ops_def *def, struct ops_call *call, char *er
         return 0;
 }
 
-static int tile_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
+static int tile_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                    size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0], *y = &call->out[0];
         int64_t dims[SHP_COPY_MAX_DIMS], ds[SHP_COPY_MAX_DIMS], ss[SHP_COPY_MAX_DIMS];
@@ -941,7 +947,8 @@ static int trilu_infer(const struct ops_def *def, struct ops_call *call, char *e
         return 0;
 }
 
-static int trilu_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
+static int trilu_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                     size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0], *y = &call->out[0];
         int64_t rows = x->dims[x->ndim - 2], cols = x->dims[x->ndim - 1], n, m, i, lo, hi, k = 0;

@@ -502,7 +502,8 @@ out:
         return rc;
 }
 
-static void rs_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void rs_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                    uint64_t *ret_bytes)
 {
         /* Up to 4 taps per axis of the separable passes. */
         shp_cost(call, 8, ret_flops, ret_bytes);

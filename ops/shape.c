@@ -25,18 +25,21 @@ static void shp_copy_in0(const struct ops_call *call)
                 memmove(call->out[0].data, x->data, (size_t)n * proto_dtype_size(x->dtype));
 }
 
-static int copy_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
+static int copy_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                    size_t errlen)
 {
         shp_copy_in0(call);
         return 0;
 }
 
-static void copy_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void copy_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                      uint64_t *ret_bytes)
 {
         shp_cost(call, 0, ret_flops, ret_bytes);
 }
 
-static void small_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void small_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                       uint64_t *ret_bytes)
 {
         shp_cost(call, 1, ret_flops, ret_bytes);
 }
@@ -278,7 +281,8 @@ const struct ops_def ops_unsqueeze1_def = {
 
 /* ---------------------------------------------------------------- Identity */
 
-static int identity_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
+static int identity_infer(const struct ops_def *def, struct ops_call *call, char *err,
+                          size_t errlen)
 {
         int rc = shp_infer_begin(def, call, err, errlen);
 
@@ -332,7 +336,8 @@ static int dropout_infer(const struct ops_def *def, struct ops_call *call, char 
         return 0;
 }
 
-static int dropout_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
+static int dropout_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                       size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0];
         int64_t n = ops_tensor_numel(x), i, done, m;
@@ -430,7 +435,8 @@ static int shape_infer(const struct ops_def *def, struct ops_call *call, char *e
         return 0;
 }
 
-static int shape_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
+static int shape_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                     size_t errlen)
 {
         int64_t s, e;
         int rc;
@@ -453,14 +459,16 @@ static int size_infer(const struct ops_def *def, struct ops_call *call, char *er
         return 0;
 }
 
-static int size_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
+static int size_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                    size_t errlen)
 {
         *(int64_t *)call->out[0].data = ops_tensor_numel(&call->in[0]);
         return 0;
 }
 
 /* Neither reads the input's data: only the output is moved. */
-static void meta_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void meta_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                      uint64_t *ret_bytes)
 {
         int64_t n = ops_tensor_numel(&call->out[0]);
 
@@ -526,7 +534,8 @@ static int constant_attr(const struct ops_call *call, const struct ops_attr **re
                                               "supported", a->name);
 }
 
-static int constant_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
+static int constant_infer(const struct ops_def *def, struct ops_call *call, char *err,
+                          size_t errlen)
 {
         const struct ops_attr *a;
         int64_t n;
@@ -548,7 +557,8 @@ static int constant_infer(const struct ops_def *def, struct ops_call *call, char
         return 0;
 }
 
-static int constant_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
+static int constant_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                        size_t errlen)
 {
         const struct ops_attr *a;
         void *y = call->out[0].data;
@@ -743,7 +753,8 @@ static int range_infer(const struct ops_def *def, struct ops_call *call, char *e
         return 0;
 }
 
-static int range_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
+static int range_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                     size_t errlen)
 {
         int dtype = call->in[0].dtype;
         int64_t n, i, done, m;

@@ -23,7 +23,8 @@ static const char *const sm_attrs[] = { "axis", NULL };
 
 #define SM_TYPES SHP_FLOATS
 
-static int sm_check(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
+static int sm_check(const struct ops_def *def, const struct ops_call *call, char *err,
+                    size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0];
         const struct ops_attr *a;
@@ -259,7 +260,8 @@ static int sm_infer_def(const struct ops_def *def, struct ops_call *call, char *
         return 0;
 }
 
-static void sm_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void sm_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                    uint64_t *ret_bytes)
 {
         uint64_t n = (uint64_t)ops_tensor_numel(&call->in[0]);
 

@@ -54,7 +54,8 @@ static int mul_run(const struct ops_def *def, const struct ops_call *c, char *er
         return 0;
 }
 
-static void cost_fn(const struct ops_def *def, const struct ops_call *c, uint64_t *flops, uint64_t *bytes)
+static void cost_fn(const struct ops_def *def, const struct ops_call *c, uint64_t *flops,
+                    uint64_t *bytes)
 {
         *flops = (uint64_t)ops_tensor_numel(&c->out[0]);
         *bytes = *flops * 8;
@@ -154,7 +155,8 @@ static int add_node(struct graph *g, const struct ops_def *def, const char *name
         return n;
 }
 
-static void set_io(struct graph *g, const char *const *ins, int nin, const char *const *outs, int nout)
+static void set_io(struct graph *g, const char *const *ins, int nin, const char *const *outs,
+                   int nout)
 {
         g->inputs = graph_alloc(g, sizeof(int) * (size_t)(nin + 1));
         g->outputs = graph_alloc(g, sizeof(int) * (size_t)(nout + 1));
@@ -488,7 +490,8 @@ static Onnx__ValueInfoProto *pvalue(const char *name, int dtype, int ndim)
         return vi;
 }
 
-static Onnx__GraphProto *pgraph(int nnode, Onnx__NodeProto **nodes, int nout, Onnx__ValueInfoProto **outs)
+static Onnx__GraphProto *pgraph(int nnode, Onnx__NodeProto **nodes, int nout,
+                                Onnx__ValueInfoProto **outs)
 {
         Onnx__GraphProto *g = K(sizeof(*g));
 
