@@ -251,7 +251,7 @@ static int run_node(struct frame *f, int n, char *err, size_t errlen)
         call.graph_run = subgraph_run;
         call.graph_ctx = f;
         msg[0] = 0;
-        if (def->infer(&call, msg, sizeof(msg)) < 0) {
+        if (ops_infer(def, &call, msg, sizeof(msg)) < 0) {
                 /* control-flow operators run their subgraphs here */
                 rc = fail(err, errlen, node_code(PROTO_E_SHAPE), "%s: %s", label,
                           msg[0] ? msg : "shape inference failed");
@@ -296,7 +296,7 @@ static int run_node(struct frame *f, int n, char *err, size_t errlen)
                 o->data = mem[j];
         }
         msg[0] = 0;
-        if (def->run(&call, msg, sizeof(msg)) < 0) {
+        if (ops_run(def, &call, msg, sizeof(msg)) < 0) {
                 rc = fail(err, errlen, node_code(PROTO_E_EXEC), "%s: %s", label,
                           msg[0] ? msg : "kernel failed");
                 goto out;
@@ -516,7 +516,7 @@ uint64_t graph_estimate_ns(const struct graph *g, int nin, const struct ops_tens
                 call.opset = g->opset;
                 call.graph_run = no_subgraph_run;
                 if (ok)
-                        ok = gn->def->infer(&call, msg, sizeof(msg)) == 0;
+                        ok = ops_infer(gn->def, &call, msg, sizeof(msg)) == 0;
                 ops_control_forget(); /* only shapes are wanted here */
                 for (int j = 0; ok && j < gn->nout; j++)
                         if (call.out[j].dtype && tensor_bytes(&call.out[j]) < 0)
@@ -531,7 +531,7 @@ uint64_t graph_estimate_ns(const struct graph *g, int nin, const struct ops_tens
                                 known[gn->out[j]].data = NULL;
                         }
                 if (gn->def->cost) {
-                        gn->def->cost(&call, &flops, &bytes);
+                        ops_cost(gn->def, &call, &flops, &bytes);
                 } else {
                         for (int i = 0; i < call.nin; i++)
                                 if (call.in[i].dtype)

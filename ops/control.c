@@ -629,12 +629,14 @@ static int ctl_run(ctl_compute_fn compute, const char *op, const struct ops_call
         return rc;
 }
 
-static int ctl_check(const struct ops_call *call, char *err, size_t errlen)
+static int ctl_check(const struct ops_def *def, const struct ops_call *call, char *err,
+                     size_t errlen)
 {
         return ops_fail(err, errlen, -EINVAL, "control-flow operators run only inside graphs");
 }
 
-static void ctl_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void ctl_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                     uint64_t *ret_bytes)
 {
         uint64_t bytes = 0;
 
@@ -647,47 +649,52 @@ static void ctl_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t 
         *ret_bytes = bytes;
 }
 
-static int if_infer(struct ops_call *call, char *err, size_t errlen)
+static int if_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
         return ctl_infer(if_compute, call, err, errlen);
 }
 
-static int if_run(const struct ops_call *call, char *err, size_t errlen)
+static int if_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
 {
         return ctl_run(if_compute, "If", call, err, errlen);
 }
 
-static int loop_infer(struct ops_call *call, char *err, size_t errlen)
+static int loop_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
         return ctl_infer(loop_compute, call, err, errlen);
 }
 
-static int loop_run(const struct ops_call *call, char *err, size_t errlen)
+static int loop_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                    size_t errlen)
 {
         return ctl_run(loop_compute, "Loop", call, err, errlen);
 }
 
-static int scan_infer(struct ops_call *call, char *err, size_t errlen)
+static int scan_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
         return ctl_infer(scan_compute, call, err, errlen);
 }
 
-static int scan_run(const struct ops_call *call, char *err, size_t errlen)
+static int scan_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                    size_t errlen)
 {
         return ctl_run(scan_compute, "Scan", call, err, errlen);
 }
 
 const struct ops_def ops_if_def = {
-        "If", 1, 1, OPS_MAX_OUTPUTS, OPS_ENGINE_AICPU, ctl_check, if_run, ctl_cost, 0, if_infer,
-        1, NULL,
+        .name = "If", .min_inputs = 1, .max_inputs = 1, .outputs = OPS_MAX_OUTPUTS,
+        .engine = OPS_ENGINE_AICPU, .check = ctl_check, .run = if_run, .cost = ctl_cost,
+        .infer = if_infer, .since_version = 1,
 };
 
 const struct ops_def ops_loop_def = {
-        "Loop", 2, OPS_MAX_INPUTS, OPS_MAX_OUTPUTS, OPS_ENGINE_AICPU, ctl_check, loop_run, ctl_cost,
-        0, loop_infer, 1, NULL,
+        .name = "Loop", .min_inputs = 2, .max_inputs = OPS_MAX_INPUTS, .outputs = OPS_MAX_OUTPUTS,
+        .engine = OPS_ENGINE_AICPU, .check = ctl_check, .run = loop_run, .cost = ctl_cost,
+        .infer = loop_infer, .since_version = 1,
 };
 
 const struct ops_def ops_scan_def = {
-        "Scan", 1, OPS_MAX_INPUTS, OPS_MAX_OUTPUTS, OPS_ENGINE_AICPU, ctl_check, scan_run, ctl_cost,
-        0, scan_infer, 9, NULL,
+        .name = "Scan", .min_inputs = 1, .max_inputs = OPS_MAX_INPUTS, .outputs = OPS_MAX_OUTPUTS,
+        .engine = OPS_ENGINE_AICPU, .check = ctl_check, .run = scan_run, .cost = ctl_cost,
+        .infer = scan_infer, .since_version = 9,
 };

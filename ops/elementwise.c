@@ -1,9 +1,10 @@
 /* The elementwise engine (see ew.h): dtype classes, the broadcast walk that hands kernels
- * runs of elements with one stride per input, the chunked conversions that let float16 and
- * bfloat16 (and Pow's mixed dtypes) run on float kernels, and the generic infer, check, run
- * and cost every elementwise operator's definition calls with its description. The
- * operators themselves live in ew-binary.c, ew-unary.c, ew-activation.c, ew-logic.c and
- * cast.c, registered in ops.c (the wire's core operators) and family-elementwise.c.
+ * runs of elements with one stride per input, the chunked conversions (convert.c) that let
+ * float16 and bfloat16 (and Pow's mixed dtypes) run on float kernels, and the generic
+ * infer, check, run and cost every elementwise operator's definition calls with its
+ * description. The
+ * operators themselves live in ew-binary.c, ew-unary.c, ew-activation.c and ew-logic.c,
+ * registered in ops.c (the wire's core operators) and family-elementwise.c.
  *
  * An output may alias an input exactly (same address, same shape): each element is read
  * before it is written and the contiguous restrict kernels are not used then. Partial
@@ -11,6 +12,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "convert.h"
 #include "ew.h"
 
 static const int ew_dtypes[EW_NTYPES] = {
@@ -88,14 +90,14 @@ static void ew_inner_conv(const struct ew_plan *pl, const struct ew_params *p, i
                                 continue;
                         }
                         /* A broadcast input converts its one element. */
-                        ew_convert(pl->ct[k], &buf[k], pl->in[k]->dtype, src, st[k],
+                        ops_convert(pl->ct[k], &buf[k], pl->in[k]->dtype, src, st[k],
                                    st[k] ? (size_t)m : 1);
                         q[k] = &buf[k];
                         qs[k] = st[k] ? 1 : 0;
                 }
                 if (pl->cto != odtype) {
                         pl->k(&obuf, q, qs, m, &pc);
-                        ew_convert(odtype, o + (size_t)off * eo, pl->cto, &obuf, 1, (size_t)m);
+                        ops_convert(odtype, o + (size_t)off * eo, pl->cto, &obuf, 1, (size_t)m);
                 } else {
                         pl->k(o + (size_t)off * eo, q, qs, m, &pc);
                 }
@@ -286,28 +288,17 @@ static int ew_attr_known(const struct ew_op *op, const char *name)
         return 0;
 }
 
-int ew_check(const struct ew_op *op, const struct ops_call *call, char *err, size_t errlen)
+int ew_check(const struct ew_op *op, const struct ops_def *def, const struct ops_call *call,
+             char *err, size_t errlen)
 {
-        struct ops_def def;
-        struct ops_call probe;
         const struct ops_attr *a;
-        int i, j, rc;
+        int i, j;
 
-        memset(&def, 0, sizeof(def));
-        def.name = op->name;
-        def.min_inputs = op->min_in;
-        def.max_inputs = op->max_in;
-        def.outputs = 1;
         if (call->nattr < 0 || call->nattr > OPS_MAX_ATTRS)
                 return ops_fail(err, errlen, -EINVAL, "%s: invalid attribute count %d", op->name,
                                 call->nattr);
-        /* Counts and tensors by the common check; attributes here, as graphs also pass
-         * strings (BitShift's direction) that the wire's common check refuses. */
-        probe = *call;
-        probe.nattr = 0;
-        rc = ops_check_common(&def, &probe, NULL, err, errlen);
-        if (rc)
-                return rc;
+        /* Attribute names here (graphs also pass strings, BitShift's direction, that the
+         * wire's common check refuses); the rest is the registry's check through infer. */
         for (i = 0; i < call->nattr; i++) {
                 a = &call->attr[i];
                 if (!memchr(a->name, '\0', OPS_NAME_MAX))
@@ -322,12 +313,7 @@ int ew_check(const struct ew_op *op, const struct ops_call *call, char *err, siz
                                                 "%s: attribute '%s' given twice", op->name,
                                                 a->name);
         }
-        probe = *call;
-        memset(&probe.out[0], 0, sizeof(probe.out[0]));
-        rc = ew_infer(op, &probe, err, errlen);
-        if (rc)
-                return rc;
-        return ops_check_output(&def, call, probe.out[0].dtype, &probe.out[0], err, errlen);
+        return ops_check_by_infer(def, call, err, errlen);
 }
 
 /* ------------------------------------------------------------------------ run, cost */
@@ -372,7 +358,7 @@ void ew_plan_scalar(struct ew_plan *pl, int k, int slot, int dtype, double v)
         memset(t, 0, sizeof(*t));
         t->dtype = dtype;
         t->data = &pl->tmpv[slot];
-        ew_convert(dtype, t->data, PROTO_DTYPE_FLOAT64, &v, 1, 1);
+        ops_convert(dtype, t->data, PROTO_DTYPE_FLOAT64, &v, 1, 1);
         pl->in[k] = t;
         pl->ct[k] = dtype;
         if (pl->nin <= k)

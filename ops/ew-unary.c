@@ -1,14 +1,17 @@
 /* Unary math elementwise operators: Abs, Neg, Sign, Exp, Log, Sqrt, Reciprocal, Floor,
  * Ceil, Round, the trigonometric and hyperbolic functions and their inverses, Erf, Tanh,
- * and the float predicates IsNaN and IsInf.
+ * the float predicates IsNaN and IsInf, and CastLike.
  *
  * Floats run in their own precision through <tgmath.h> (float32 calls expf, float64 exp);
  * float16 and bfloat16 through float32. Abs and Neg of the most negative integer wrap to
  * itself. Round rounds halves to even (the default rounding mode). Sign keeps NaN and the
  * sign of zero. */
+#include <errno.h>
 #include <math.h>
+#include <string.h>
 #include <tgmath.h>
 
+#include "convert.h"
 #include "ew.h"
 
 #define F_ABS(T, x) fabs(x)
@@ -133,3 +136,77 @@ static const struct ew_op isinf_op = {
 
 EW_DEFINE(ops_isnan_def, "IsNaN", isnan_op, 1, 1, OPS_ENGINE_VECTOR, 9)
 EW_DEFINE(ops_isinf_def, "IsInf", isinf_op, 1, 1, OPS_ENGINE_VECTOR, 10)
+
+/* ---------------------------------------------------------------- CastLike */
+
+/* CastLike: Cast to the dtype of input 1 (whose shape is free); the conversion is
+ * convert.c's. */
+static int castlike_infer_like(const struct ew_op *op, struct ops_call *call, char *err,
+                               size_t errlen)
+{
+        char buf[OPS_DTYPE_STR_MAX];
+
+        if (!ops_convert_dtype_ok(call->in[1].dtype))
+                return ops_fail(err, errlen, -EINVAL, "CastLike: input 1 has unsupported dtype %s",
+                                ops_dtype_str(call->in[1].dtype, buf, sizeof(buf)));
+        call->out[0].dtype = call->in[1].dtype;
+        return 0;
+}
+
+static const char *const castlike_attrs[] = { "saturate", NULL };
+
+/* Shapes only: the dtype rule is castlike_infer_like. */
+
+static const struct ew_op castlike_op = {
+        .name = "CastLike", .min_in = 2, .max_in = 2, .types = EW_ALL, .shape = EW_FIRST,
+        .attrs = castlike_attrs, .infer = castlike_infer_like,
+};
+
+static int castlike_infer(const struct ops_def *def, struct ops_call *call, char *err,
+                          size_t errlen)
+{
+        struct ops_call probe = *call;
+        int rc;
+
+        probe.in[1].ndim = 0;
+        rc = ew_infer(&castlike_op, &probe, err, errlen);
+        if (rc)
+                return rc;
+        call->out[0].dtype = probe.out[0].dtype;
+        call->out[0].ndim = probe.out[0].ndim;
+        memcpy(call->out[0].dims, probe.out[0].dims, sizeof(call->out[0].dims));
+        return 0;
+}
+
+static int castlike_check(const struct ops_def *def, const struct ops_call *call, char *err,
+                          size_t errlen)
+{
+        struct ops_call probe = *call;
+
+        probe.in[1].ndim = 0;
+        return ew_check(&castlike_op, def, &probe, err, errlen);
+}
+
+static int castlike_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                        size_t errlen)
+{
+        ops_convert_tensor(&call->in[0], &call->out[0]);
+        return 0;
+}
+
+static void castlike_cost(const struct ops_def *def, const struct ops_call *call,
+                          uint64_t *ret_flops, uint64_t *ret_bytes)
+{
+        uint64_t n = (uint64_t)ops_tensor_numel(&call->in[0]);
+
+        *ret_flops = n;
+        *ret_bytes = ops_mul_sat(n, proto_dtype_size(call->in[0].dtype) +
+                                            proto_dtype_size(call->out[0].dtype));
+}
+
+const struct ops_def ops_castlike_def = {
+        .name = "CastLike", .min_inputs = 2, .max_inputs = 2, .outputs = 1,
+        .engine = OPS_ENGINE_AICPU, .check = castlike_check, .run = castlike_run,
+        .cost = castlike_cost,
+        .flags = OPS_FLAG_ELEMENTWISE, .infer = castlike_infer, .since_version = 15,
+};

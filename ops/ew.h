@@ -1,4 +1,4 @@
-/* The elementwise engine shared by elementwise.c, ew-*.c and cast.c, and nothing else.
+/* The elementwise engine shared by elementwise.c and ew-*.c, and nothing else.
  *
  * An elementwise operator is described by a struct ew_op (which input's dtype selects the
  * kernel, which dtypes it accepts, which inputs must share that dtype, the output dtype and
@@ -116,7 +116,10 @@ int ew_type_of(int dtype);      /* enum ew_type, -1 for a dtype no kernel handle
 int ew_dtype_of(int type);      /* inverse */
 
 int ew_infer(const struct ew_op *op, struct ops_call *call, char *err, size_t errlen);
-int ew_check(const struct ew_op *op, const struct ops_call *call, char *err, size_t errlen);
+/* Attribute names against the description (its attrs and fnames, which the wire's common
+ * check does not know), then ops_check_by_infer. */
+int ew_check(const struct ew_op *op, const struct ops_def *def, const struct ops_call *call,
+             char *err, size_t errlen);
 int ew_run(const struct ew_op *op, const struct ops_call *call, char *err, size_t errlen);
 void ew_cost(const struct ew_op *op, const struct ops_call *call, uint64_t *ret_flops,
              uint64_t *ret_bytes);
@@ -143,32 +146,31 @@ int ew_attr_int(const struct ew_op *op, const struct ops_call *call, const char 
 /* Any element of an integer tensor equal to zero (for the division checks). */
 int ew_has_zero(const struct ops_tensor *t);
 
-/* Chunked dtype conversion with Cast semantics (cast.c): n elements of src, read with an
- * element stride, written contiguously to dst. */
-void ew_convert(int ddtype, void *dst, int sdtype, const void *src, int64_t sstride,
-                size_t n);
-
 /* One ops_def per operator: check, infer, run and cost interpret the description `op`. */
-#define EW_DEFINE(sym, opname, op, nmin, nmax, engine, since)                                  \
-        static int sym##_check(const struct ops_call *c, char *e, size_t l)                    \
+#define EW_DEFINE(sym, opname, op, nmin, nmax, eng, since)                                  \
+        static int sym##_check(const struct ops_def *d, const struct ops_call *c, char *e,     \
+                               size_t l)                                                       \
         {                                                                                      \
-                return ew_check(&op, c, e, l);                                                 \
+                return ew_check(&op, d, c, e, l);                                              \
         }                                                                                      \
-        static int sym##_infer(struct ops_call *c, char *e, size_t l)                          \
+        static int sym##_infer(const struct ops_def *d, struct ops_call *c, char *e, size_t l) \
         {                                                                                      \
                 return ew_infer(&op, c, e, l);                                                 \
         }                                                                                      \
-        static int sym##_run(const struct ops_call *c, char *e, size_t l)                      \
+        static int sym##_run(const struct ops_def *d, const struct ops_call *c, char *e,       \
+                             size_t l)                                                         \
         {                                                                                      \
                 return ew_run(&op, c, e, l);                                                   \
         }                                                                                      \
-        static void sym##_cost(const struct ops_call *c, uint64_t *f, uint64_t *b)             \
+        static void sym##_cost(const struct ops_def *d, const struct ops_call *c, uint64_t *f, \
+                               uint64_t *b)                                                    \
         {                                                                                      \
                 ew_cost(&op, c, f, b);                                                         \
         }                                                                                      \
         const struct ops_def sym = {                                                           \
-                opname, nmin, nmax, 1, engine, sym##_check, sym##_run, sym##_cost,             \
-                OPS_FLAG_ELEMENTWISE, sym##_infer, since, NULL,                                \
+                .name = opname, .min_inputs = nmin, .max_inputs = nmax, .outputs = 1,          \
+                .engine = eng,   .check = sym##_check, .run = sym##_run, .cost = sym##_cost,  \
+                .flags = OPS_FLAG_ELEMENTWISE, .infer = sym##_infer, .since_version = since,   \
         };
 
 /* The family's definitions (besides the core Add, Sub, Mul, Div, Relu, Sigmoid, Tanh and

@@ -115,26 +115,27 @@ static int mm_validate(const struct ops_call *call, struct mm_shape *s, char *er
         return 0;
 }
 
-static int mm_check(const struct ops_call *call, char *err, size_t errlen)
+static int mm_check(const struct ops_def *def, const struct ops_call *call, char *err,
+                    size_t errlen)
 {
         struct mm_shape s;
         int rc;
 
-        rc = ops_check_common(&ops_matmul_def, call, NULL, err, errlen);
+        rc = ops_check_common(def, call, NULL, err, errlen);
         if (rc)
                 return rc;
         rc = mm_validate(call, &s, err, errlen);
         if (rc)
                 return rc;
-        return ops_check_output(&ops_matmul_def, call, call->in[0].dtype, &s.out, err, errlen);
+        return ops_check_output(def, call, call->in[0].dtype, &s.out, err, errlen);
 }
 
-static int mm_infer(struct ops_call *call, char *err, size_t errlen)
+static int mm_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
         struct mm_shape s;
         int rc;
 
-        rc = nn_infer_begin(&ops_matmul_def, call, err, errlen);
+        rc = nn_infer_begin(def, call, err, errlen);
         if (rc)
                 return rc;
         rc = mm_validate(call, &s, err, errlen);
@@ -367,7 +368,7 @@ static int mm_f16(const struct mm_shape *s, const struct ops_call *call, char *e
 MM_INT_KERNEL(mm_i32, uint32_t)
 MM_INT_KERNEL(mm_i64, uint64_t)
 
-static int mm_run(const struct ops_call *call, char *err, size_t errlen)
+static int mm_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
 {
         struct mm_shape s;
         int rc;
@@ -400,7 +401,8 @@ static int mm_run(const struct ops_call *call, char *err, size_t errlen)
         }
 }
 
-static void mm_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void mm_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                    uint64_t *ret_bytes)
 {
         uint64_t esize = proto_dtype_size(call->in[0].dtype), n = 0;
         struct mm_shape s;
@@ -419,8 +421,9 @@ static void mm_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *
 }
 
 const struct ops_def ops_matmul_def = {
-        "MatMul", 2, 2, 1, OPS_ENGINE_CUBE, mm_check, mm_run, mm_cost, OPS_FLAG_ROW_SPLIT, mm_infer, 1,
-        NULL,
+        .name = "MatMul", .min_inputs = 2, .max_inputs = 2, .outputs = 1, .engine = OPS_ENGINE_CUBE,
+        .check = mm_check, .run = mm_run, .cost = mm_cost, .flags = OPS_FLAG_ROW_SPLIT,
+        .infer = mm_infer, .since_version = 1,
 };
 
 /* ---------------------------------------------------------------- MatMulInteger, QLinearMatMul
@@ -491,16 +494,16 @@ static int mmq_shape(const char *op, const struct ops_call *call, int ai, int bi
         return 0;
 }
 
-static int mmi_infer(struct ops_call *call, char *err, size_t errlen)
+static int mmi_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
         struct mm_shape s;
         int rc;
 
-        rc = nn_infer_begin(&ops_matmul_integer_def, call, err, errlen);
+        rc = nn_infer_begin(def, call, err, errlen);
         if (!rc)
-                rc = nn_want_dtype(&ops_matmul_integer_def, call, 0, mmq_types, err, errlen);
+                rc = nn_want_dtype(def, call, 0, mmq_types, err, errlen);
         if (!rc)
-                rc = nn_want_dtype(&ops_matmul_integer_def, call, 1, mmq_types, err, errlen);
+                rc = nn_want_dtype(def, call, 1, mmq_types, err, errlen);
         if (!rc)
                 rc = mmq_shape("MatMulInteger", call, 0, 1, &s, err, errlen);
         if (rc)
@@ -512,12 +515,7 @@ static int mmi_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int mmi_check(const struct ops_call *call, char *err, size_t errlen)
-{
-        return nn_check(&ops_matmul_integer_def, call, err, errlen);
-}
-
-static int mmi_run(const struct ops_call *call, char *err, size_t errlen)
+static int mmi_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
 {
         int64_t n = ops_tensor_numel(&call->out[0]), i;
         int32_t *out = call->out[0].data;
@@ -557,28 +555,30 @@ static void mmq_cost(const struct ops_call *call, int ai, int bi, uint64_t *ret_
                                          (uint64_t)s.count);
 }
 
-static void mmi_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void mmi_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                     uint64_t *ret_bytes)
 {
         mmq_cost(call, 0, 1, ret_flops, ret_bytes);
 }
 
 const struct ops_def ops_matmul_integer_def = {
-        "MatMulInteger", 2, 4, 1, OPS_ENGINE_CUBE, mmi_check, mmi_run, mmi_cost, 0, mmi_infer, 10,
-        NULL,
+        .name = "MatMulInteger", .min_inputs = 2, .max_inputs = 4, .outputs = 1,
+        .engine = OPS_ENGINE_CUBE, .run = mmi_run, .cost = mmi_cost, .infer = mmi_infer,
+        .since_version = 10,
 };
 
 /* QLinearMatMul inputs: a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale,
  * y_zero_point; y = saturate(round(acc * a_scale * b_scale / y_scale) + y_zero_point). */
-static int qlmm_infer(struct ops_call *call, char *err, size_t errlen)
+static int qlmm_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
         struct mm_shape s;
         int rc;
 
-        rc = nn_infer_begin(&ops_qlinear_matmul_def, call, err, errlen);
+        rc = nn_infer_begin(def, call, err, errlen);
         if (!rc)
-                rc = nn_want_dtype(&ops_qlinear_matmul_def, call, 0, mmq_types, err, errlen);
+                rc = nn_want_dtype(def, call, 0, mmq_types, err, errlen);
         if (!rc)
-                rc = nn_want_dtype(&ops_qlinear_matmul_def, call, 3, mmq_types, err, errlen);
+                rc = nn_want_dtype(def, call, 3, mmq_types, err, errlen);
         if (!rc)
                 rc = mmq_shape("QLinearMatMul", call, 0, 3, &s, err, errlen);
         if (rc)
@@ -593,12 +593,8 @@ static int qlmm_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int qlmm_check(const struct ops_call *call, char *err, size_t errlen)
-{
-        return nn_check(&ops_qlinear_matmul_def, call, err, errlen);
-}
-
-static int qlmm_run(const struct ops_call *call, char *err, size_t errlen)
+static int qlmm_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                    size_t errlen)
 {
         int64_t n = ops_tensor_numel(&call->out[0]), i;
         double *y, ys, yz;
@@ -630,12 +626,14 @@ static int qlmm_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static void qlmm_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void qlmm_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                      uint64_t *ret_bytes)
 {
         mmq_cost(call, 0, 3, ret_flops, ret_bytes);
 }
 
 const struct ops_def ops_qlinear_matmul_def = {
-        "QLinearMatMul", 8, 8, 1, OPS_ENGINE_CUBE, qlmm_check, qlmm_run, qlmm_cost, 0, qlmm_infer,
-        10, NULL,
+        .name = "QLinearMatMul", .min_inputs = 8, .max_inputs = 8, .outputs = 1,
+        .engine = OPS_ENGINE_CUBE, .run = qlmm_run, .cost = qlmm_cost, .infer = qlmm_infer,
+        .since_version = 10,
 };

@@ -399,41 +399,6 @@ int nn_want_dtype(const struct ops_def *def, const struct ops_call *call, int i,
                         i, ops_dtype_str(call->in[i].dtype, b, sizeof(b)));
 }
 
-int nn_check(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
-{
-        char a[OPS_SHAPE_STR_MAX], b[OPS_SHAPE_STR_MAX], da[OPS_DTYPE_STR_MAX],
-                db[OPS_DTYPE_STR_MAX];
-        struct ops_call probe;
-        int i, rc;
-
-        if (call->nout < 1 || call->nout > def->outputs || call->nout > OPS_MAX_OUTPUTS ||
-            call->nin > OPS_MAX_INPUTS)
-                return ops_fail(err, errlen, -EINVAL, "%s: %d outputs, expected 1 to %d",
-                                def->name, call->nout, def->outputs);
-        probe = *call;
-        for (i = 0; i < probe.nin; i++)
-                probe.in[i].data = NULL;
-        for (i = 0; i < probe.nout; i++)
-                memset(&probe.out[i], 0, sizeof(probe.out[i]));
-        rc = def->infer(&probe, err, errlen);
-        if (rc < 0)
-                return rc;
-        for (i = 0; i < call->nout; i++) {
-                const struct ops_tensor *o = &call->out[i], *w = &probe.out[i];
-
-                if (!o->dtype && i > 0)
-                        continue;
-                if (o->dtype != w->dtype || !ops_shape_equal(o, w))
-                        return ops_fail(err, errlen, -EINVAL,
-                                        "%s: output %d is %s %s but must be %s %s", def->name, i,
-                                        ops_dtype_str(o->dtype, da, sizeof(da)),
-                                        ops_shape_str(o, a, sizeof(a)),
-                                        ops_dtype_str(w->dtype, db, sizeof(db)),
-                                        ops_shape_str(w, b, sizeof(b)));
-        }
-        return 0;
-}
-
 void nn_cost_simple(const struct ops_call *call, uint64_t flops_per_elem, uint64_t *ret_flops,
                     uint64_t *ret_bytes)
 {

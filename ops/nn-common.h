@@ -129,10 +129,6 @@ int nn_infer_begin(const struct ops_def *def, const struct ops_call *call, char 
 /* Input i must have one of the dtypes of the 0-terminated list. */
 int nn_want_dtype(const struct ops_def *def, const struct ops_call *call, int i,
                   const int *dtypes, char *err, size_t errlen);
-/* Checks through infer like ops_check_by_infer, but accepts 1 to def->outputs outputs and
- * skips outputs given with dtype 0 (omitted optional outputs). */
-int nn_check(const struct ops_def *def, const struct ops_call *call, char *err,
-             size_t errlen);
 /* Cost from element counts: flops_per_elem times the largest tensor, bytes of every
  * tensor. */
 void nn_cost_simple(const struct ops_call *call, uint64_t flops_per_elem,

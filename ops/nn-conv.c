@@ -248,14 +248,14 @@ static void conv_cost_of(const struct ops_call *call, const char *op, int xi, in
 
 /* ---------------------------------------------------------------- Conv */
 
-static int conv_infer(struct ops_call *call, char *err, size_t errlen)
+static int conv_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
         struct conv_shape cs;
         int rc;
 
-        rc = nn_infer_begin(&ops_conv_def, call, err, errlen);
+        rc = nn_infer_begin(def, call, err, errlen);
         if (!rc)
-                rc = nn_want_dtype(&ops_conv_def, call, 0, nn_float_types, err, errlen);
+                rc = nn_want_dtype(def, call, 0, nn_float_types, err, errlen);
         if (rc)
                 return rc;
         if (call->in[1].dtype != call->in[0].dtype ||
@@ -268,11 +268,6 @@ static int conv_infer(struct ops_call *call, char *err, size_t errlen)
                 return ops_fail(err, errlen, -EINVAL, "Conv: bias must be [%lld]", (long long)cs.m);
         nn_set_out(call, 0, call->in[0].dtype, cs.ndim, cs.ydims);
         return 0;
-}
-
-static int conv_check(const struct ops_call *call, char *err, size_t errlen)
-{
-        return nn_check(&ops_conv_def, call, err, errlen);
 }
 
 /* Adds bias[m] to every position of channel m. */
@@ -310,7 +305,8 @@ static int conv_run_f64(const struct ops_call *call, const struct conv_shape *cs
         return rc;
 }
 
-static int conv_run(const struct ops_call *call, char *err, size_t errlen)
+static int conv_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                    size_t errlen)
 {
         struct nn_f32 x, w, b = { NULL, NULL }, y;
         struct conv_shape cs;
@@ -348,25 +344,27 @@ static int conv_run(const struct ops_call *call, char *err, size_t errlen)
         return rc;
 }
 
-static void conv_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void conv_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                      uint64_t *ret_bytes)
 {
         conv_cost_of(call, "Conv", 0, 1, 0, ret_flops, ret_bytes);
 }
 
 const struct ops_def ops_conv_def = {
-        "Conv", 2, 3, 1, OPS_ENGINE_CUBE, conv_check, conv_run, conv_cost, 0, conv_infer, 1, NULL,
+        .name = "Conv", .min_inputs = 2, .max_inputs = 3, .outputs = 1, .engine = OPS_ENGINE_CUBE,
+        .run = conv_run, .cost = conv_cost, .infer = conv_infer, .since_version = 1,
 };
 
 /* ---------------------------------------------------------------- ConvTranspose */
 
-static int convt_infer(struct ops_call *call, char *err, size_t errlen)
+static int convt_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
         struct conv_shape cs;
         int rc;
 
-        rc = nn_infer_begin(&ops_conv_transpose_def, call, err, errlen);
+        rc = nn_infer_begin(def, call, err, errlen);
         if (!rc)
-                rc = nn_want_dtype(&ops_conv_transpose_def, call, 0, nn_float_types, err, errlen);
+                rc = nn_want_dtype(def, call, 0, nn_float_types, err, errlen);
         if (rc)
                 return rc;
         if (call->in[1].dtype != call->in[0].dtype ||
@@ -380,11 +378,6 @@ static int convt_infer(struct ops_call *call, char *err, size_t errlen)
                                 (long long)cs.m);
         nn_set_out(call, 0, call->in[0].dtype, cs.ndim, cs.ydims);
         return 0;
-}
-
-static int convt_check(const struct ops_call *call, char *err, size_t errlen)
-{
-        return nn_check(&ops_conv_transpose_def, call, err, errlen);
 }
 
 /* Per (image, group): col[Mg * k, in positions] = W_g^T X_g, then col2im into Y. In the
@@ -415,7 +408,8 @@ static int convt_f32(const struct conv_shape *cs, const float *x, const float *w
         return 0;
 }
 
-static int convt_run(const struct ops_call *call, char *err, size_t errlen)
+static int convt_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                     size_t errlen)
 {
         struct nn_f32 x, w, b = { NULL, NULL }, y;
         struct conv_shape cs;
@@ -452,14 +446,16 @@ static int convt_run(const struct ops_call *call, char *err, size_t errlen)
         return rc;
 }
 
-static void convt_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void convt_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                       uint64_t *ret_bytes)
 {
         conv_cost_of(call, "ConvTranspose", 0, 1, 1, ret_flops, ret_bytes);
 }
 
 const struct ops_def ops_conv_transpose_def = {
-        "ConvTranspose", 2, 3, 1, OPS_ENGINE_CUBE, convt_check, convt_run, convt_cost, 0,
-        convt_infer, 1, NULL,
+        .name = "ConvTranspose", .min_inputs = 2, .max_inputs = 3, .outputs = 1,
+        .engine = OPS_ENGINE_CUBE, .run = convt_run, .cost = convt_cost, .infer = convt_infer,
+        .since_version = 1,
 };
 
 /* ---------------------------------------------------------------- ConvInteger, QLinearConv */
@@ -514,16 +510,16 @@ static int qconv_core(const struct ops_call *call, const struct conv_shape *cs, 
         return rc;
 }
 
-static int convi_infer(struct ops_call *call, char *err, size_t errlen)
+static int convi_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
         struct conv_shape cs;
         int rc;
 
-        rc = nn_infer_begin(&ops_conv_integer_def, call, err, errlen);
+        rc = nn_infer_begin(def, call, err, errlen);
         if (!rc)
-                rc = nn_want_dtype(&ops_conv_integer_def, call, 0, q8_types, err, errlen);
+                rc = nn_want_dtype(def, call, 0, q8_types, err, errlen);
         if (!rc)
-                rc = nn_want_dtype(&ops_conv_integer_def, call, 1, q8_types, err, errlen);
+                rc = nn_want_dtype(def, call, 1, q8_types, err, errlen);
         if (rc)
                 return rc;
         rc = conv_shape_of(call, "ConvInteger", 0, 1, 0, &cs, err, errlen);
@@ -537,12 +533,8 @@ static int convi_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int convi_check(const struct ops_call *call, char *err, size_t errlen)
-{
-        return nn_check(&ops_conv_integer_def, call, err, errlen);
-}
-
-static int convi_run(const struct ops_call *call, char *err, size_t errlen)
+static int convi_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                     size_t errlen)
 {
         int64_t n = ops_tensor_numel(&call->out[0]), i;
         struct conv_shape cs;
@@ -568,28 +560,30 @@ static int convi_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static void convi_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void convi_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                       uint64_t *ret_bytes)
 {
         conv_cost_of(call, "ConvInteger", 0, 1, 0, ret_flops, ret_bytes);
 }
 
 const struct ops_def ops_conv_integer_def = {
-        "ConvInteger", 2, 4, 1, OPS_ENGINE_CUBE, convi_check, convi_run, convi_cost, 0,
-        convi_infer, 10, NULL,
+        .name = "ConvInteger", .min_inputs = 2, .max_inputs = 4, .outputs = 1,
+        .engine = OPS_ENGINE_CUBE, .run = convi_run, .cost = convi_cost, .infer = convi_infer,
+        .since_version = 10,
 };
 
 /* QLinearConv inputs: x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale,
  * y_zero_point, B. */
-static int qlconv_infer(struct ops_call *call, char *err, size_t errlen)
+static int qlconv_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
         struct conv_shape cs;
         int rc;
 
-        rc = nn_infer_begin(&ops_qlinear_conv_def, call, err, errlen);
+        rc = nn_infer_begin(def, call, err, errlen);
         if (!rc)
-                rc = nn_want_dtype(&ops_qlinear_conv_def, call, 0, q8_types, err, errlen);
+                rc = nn_want_dtype(def, call, 0, q8_types, err, errlen);
         if (!rc)
-                rc = nn_want_dtype(&ops_qlinear_conv_def, call, 3, q8_types, err, errlen);
+                rc = nn_want_dtype(def, call, 3, q8_types, err, errlen);
         if (rc)
                 return rc;
         rc = conv_shape_of(call, "QLinearConv", 0, 3, 0, &cs, err, errlen);
@@ -608,12 +602,8 @@ static int qlconv_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int qlconv_check(const struct ops_call *call, char *err, size_t errlen)
-{
-        return nn_check(&ops_qlinear_conv_def, call, err, errlen);
-}
-
-static int qlconv_run(const struct ops_call *call, char *err, size_t errlen)
+static int qlconv_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                      size_t errlen)
 {
         int64_t n = ops_tensor_numel(&call->out[0]), i, j, p;
         struct conv_shape cs;
@@ -649,12 +639,14 @@ static int qlconv_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static void qlconv_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void qlconv_cost(const struct ops_def *def, const struct ops_call *call,
+                        uint64_t *ret_flops, uint64_t *ret_bytes)
 {
         conv_cost_of(call, "QLinearConv", 0, 3, 0, ret_flops, ret_bytes);
 }
 
 const struct ops_def ops_qlinear_conv_def = {
-        "QLinearConv", 8, 9, 1, OPS_ENGINE_CUBE, qlconv_check, qlconv_run, qlconv_cost, 0,
-        qlconv_infer, 10, NULL,
+        .name = "QLinearConv", .min_inputs = 8, .max_inputs = 9, .outputs = 1,
+        .engine = OPS_ENGINE_CUBE, .run = qlconv_run, .cost = qlconv_cost, .infer = qlconv_infer,
+        .since_version = 10,
 };

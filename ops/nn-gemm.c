@@ -56,15 +56,15 @@ static int gemm_shape_of(const struct ops_call *call, struct gemm_shape *s, char
         return 0;
 }
 
-static int gemm_infer(struct ops_call *call, char *err, size_t errlen)
+static int gemm_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
         struct gemm_shape s;
         int64_t dims[2];
         int rc;
 
-        rc = nn_infer_begin(&ops_gemm_def, call, err, errlen);
+        rc = nn_infer_begin(def, call, err, errlen);
         if (!rc)
-                rc = nn_want_dtype(&ops_gemm_def, call, 0, nn_float_types, err, errlen);
+                rc = nn_want_dtype(def, call, 0, nn_float_types, err, errlen);
         if (rc)
                 return rc;
         if (call->in[1].dtype != call->in[0].dtype ||
@@ -77,11 +77,6 @@ static int gemm_infer(struct ops_call *call, char *err, size_t errlen)
         dims[1] = s.n;
         nn_set_out(call, 0, call->in[0].dtype, 2, dims);
         return 0;
-}
-
-static int gemm_check(const struct ops_call *call, char *err, size_t errlen)
-{
-        return nn_check(&ops_gemm_def, call, err, errlen);
 }
 
 /* One body per element type: bias fill, then the BLAS call accumulating into it, in row
@@ -126,7 +121,8 @@ static int gemm_check(const struct ops_call *call, char *err, size_t errlen)
 GEMM_RUN(gemm_f32, float, cblas_sgemm)
 GEMM_RUN(gemm_f64, double, cblas_dgemm)
 
-static int gemm_run(const struct ops_call *call, char *err, size_t errlen)
+static int gemm_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                    size_t errlen)
 {
         struct nn_f32 a, b, c = { NULL, NULL }, y;
         struct gemm_shape s;
@@ -159,7 +155,8 @@ static int gemm_run(const struct ops_call *call, char *err, size_t errlen)
         return rc;
 }
 
-static void gemm_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void gemm_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                      uint64_t *ret_bytes)
 {
         struct gemm_shape s;
 
@@ -170,5 +167,6 @@ static void gemm_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t
 }
 
 const struct ops_def ops_gemm_def = {
-        "Gemm", 2, 3, 1, OPS_ENGINE_CUBE, gemm_check, gemm_run, gemm_cost, 0, gemm_infer, 1, NULL,
+        .name = "Gemm", .min_inputs = 2, .max_inputs = 3, .outputs = 1, .engine = OPS_ENGINE_CUBE,
+        .run = gemm_run, .cost = gemm_cost, .infer = gemm_infer, .since_version = 1,
 };

@@ -180,15 +180,15 @@ static int ein_parse(const struct ops_call *call, struct ein *e, char *err, size
         return 0;
 }
 
-static int ein_infer(struct ops_call *call, char *err, size_t errlen)
+static int ein_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
         int64_t dims[OPS_MAX_DIMS];
         struct ein e;
         int rc, i;
 
-        rc = nn_infer_begin(&ops_einsum_def, call, err, errlen);
+        rc = nn_infer_begin(def, call, err, errlen);
         for (i = 0; !rc && i < call->nin; i++) {
-                rc = nn_want_dtype(&ops_einsum_def, call, i, ein_types, err, errlen);
+                rc = nn_want_dtype(def, call, i, ein_types, err, errlen);
                 if (!rc && call->in[i].dtype != call->in[0].dtype)
                         rc = ops_fail(err, errlen, -EINVAL, "Einsum: inputs of different dtypes");
         }
@@ -200,11 +200,6 @@ static int ein_infer(struct ops_call *call, char *err, size_t errlen)
                 dims[i] = e.ext[e.out[i]];
         nn_set_out(call, 0, call->in[0].dtype, e.nout, dims);
         return 0;
-}
-
-static int ein_check(const struct ops_call *call, char *err, size_t errlen)
-{
-        return nn_check(&ops_einsum_def, call, err, errlen);
 }
 
 /* The view of operand i: repeated labels fold into one with summed strides (the
@@ -383,7 +378,7 @@ static int ein_pair(const struct ein *e, const struct ein_view *a, const struct 
         return 0;
 }
 
-static int ein_run(const struct ops_call *call, char *err, size_t errlen)
+static int ein_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
 {
         double *in[EIN_MAX_OPS] = { NULL }, *cur = NULL, *res = NULL;
         int64_t n = ops_tensor_numel(&call->out[0]), i;
@@ -441,7 +436,8 @@ out:
                   : 0;
 }
 
-static void ein_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void ein_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                     uint64_t *ret_bytes)
 {
         struct ein e;
         uint64_t f = 2;
@@ -458,20 +454,21 @@ static void ein_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t 
 }
 
 const struct ops_def ops_einsum_def = {
-        "Einsum", 1, EIN_MAX_OPS, 1, OPS_ENGINE_CUBE, ein_check, ein_run, ein_cost, 0, ein_infer,
-        12, NULL,
+        .name = "Einsum", .min_inputs = 1, .max_inputs = EIN_MAX_OPS, .outputs = 1,
+        .engine = OPS_ENGINE_CUBE, .run = ein_run, .cost = ein_cost, .infer = ein_infer,
+        .since_version = 12,
 };
 
 /* ---------------------------------------------------------------- Det */
 
-static int det_infer(struct ops_call *call, char *err, size_t errlen)
+static int det_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0];
         int rc;
 
-        rc = nn_infer_begin(&ops_det_def, call, err, errlen);
+        rc = nn_infer_begin(def, call, err, errlen);
         if (!rc)
-                rc = nn_want_dtype(&ops_det_def, call, 0, nn_float_types, err, errlen);
+                rc = nn_want_dtype(def, call, 0, nn_float_types, err, errlen);
         if (rc)
                 return rc;
         if (x->ndim < 2 || x->dims[x->ndim - 1] != x->dims[x->ndim - 2])
@@ -480,12 +477,7 @@ static int det_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int det_check(const struct ops_call *call, char *err, size_t errlen)
-{
-        return nn_check(&ops_det_def, call, err, errlen);
-}
-
-static int det_run(const struct ops_call *call, char *err, size_t errlen)
+static int det_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0];
         int64_t m = x->dims[x->ndim - 1], count = ops_tensor_numel(&call->out[0]), b, i, j, k;
@@ -531,7 +523,8 @@ static int det_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static void det_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void det_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                     uint64_t *ret_bytes)
 {
         const struct ops_tensor *x = &call->in[0];
         uint64_t m = x->ndim >= 2 ? (uint64_t)x->dims[x->ndim - 1] : 1;
@@ -542,5 +535,6 @@ static void det_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t 
 }
 
 const struct ops_def ops_det_def = {
-        "Det", 1, 1, 1, OPS_ENGINE_AICPU, det_check, det_run, det_cost, 0, det_infer, 11, NULL,
+        .name = "Det", .min_inputs = 1, .max_inputs = 1, .outputs = 1, .engine = OPS_ENGINE_AICPU,
+        .run = det_run, .cost = det_cost, .infer = det_infer, .since_version = 11,
 };

@@ -122,55 +122,37 @@ static int nll_core(const struct ops_def *def, const struct ops_call *call,
         return 0;
 }
 
-static void loss_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void loss_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                      uint64_t *ret_bytes)
 {
         nn_cost_simple(call, 4, ret_flops, ret_bytes);
 }
 
 /* ---------------------------------------------------------------- NegativeLogLikelihoodLoss */
 
-static int nll_infer(struct ops_call *call, char *err, size_t errlen)
-{
-        return loss_infer(&ops_nll_loss_def, call, err, errlen);
-}
-
-static int nll_check(const struct ops_call *call, char *err, size_t errlen)
-{
-        return nn_check(&ops_nll_loss_def, call, err, errlen);
-}
-
-static int nll_run(const struct ops_call *call, char *err, size_t errlen)
+static int nll_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
 {
         struct loss_shape s;
         struct nn_f32 x;
         int rc;
 
-        rc = loss_shape_of(&ops_nll_loss_def, call, &s, err, errlen);
+        rc = loss_shape_of(def, call, &s, err, errlen);
         if (rc)
                 return rc;
         if (nn_f32_in(&call->in[0], &x))
                 return ops_fail(err, errlen, -ENOMEM, "NegativeLogLikelihoodLoss: out of memory");
-        rc = nll_core(&ops_nll_loss_def, call, &s, x.p, err, errlen);
+        rc = nll_core(def, call, &s, x.p, err, errlen);
         nn_f32_done(&x);
         return rc;
 }
 
 const struct ops_def ops_nll_loss_def = {
-        "NegativeLogLikelihoodLoss", 2, 3, 1, OPS_ENGINE_VECTOR, nll_check, nll_run, loss_cost, 0,
-        nll_infer, 12, NULL,
+        .name = "NegativeLogLikelihoodLoss", .min_inputs = 2, .max_inputs = 3, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = nll_run, .cost = loss_cost, .infer = loss_infer,
+        .since_version = 12,
 };
 
 /* ---------------------------------------------------------------- SoftmaxCrossEntropyLoss */
-
-static int sce_infer(struct ops_call *call, char *err, size_t errlen)
-{
-        return loss_infer(&ops_sce_loss_def, call, err, errlen);
-}
-
-static int sce_check(const struct ops_call *call, char *err, size_t errlen)
-{
-        return nn_check(&ops_sce_loss_def, call, err, errlen);
-}
 
 /* lp[n, :, d] = x - max - log(sum(exp(x - max))) over the C axis, a row of D at a time. */
 static void log_softmax_c(const struct loss_shape *s, const float *x, float *lp, double *acc,
@@ -200,7 +182,7 @@ static void log_softmax_c(const struct loss_shape *s, const float *x, float *lp,
         }
 }
 
-static int sce_run(const struct ops_call *call, char *err, size_t errlen)
+static int sce_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
 {
         struct nn_f32 x, lp = { NULL, NULL };
         struct loss_shape s;
@@ -208,7 +190,7 @@ static int sce_run(const struct ops_call *call, char *err, size_t errlen)
         float *mx, *scratch = NULL;
         int rc;
 
-        rc = loss_shape_of(&ops_sce_loss_def, call, &s, err, errlen);
+        rc = loss_shape_of(def, call, &s, err, errlen);
         if (rc)
                 return rc;
         acc = ops_buf_alloc((size_t)(s.d ? s.d : 1) * sizeof(double), NULL, 0);
@@ -233,7 +215,7 @@ static int sce_run(const struct ops_call *call, char *err, size_t errlen)
                 return ops_fail(err, errlen, -ENOMEM, "SoftmaxCrossEntropyLoss: out of memory");
         }
         log_softmax_c(&s, x.p, lp.p, acc, mx);
-        rc = nll_core(&ops_sce_loss_def, call, &s, lp.p, err, errlen);
+        rc = nll_core(def, call, &s, lp.p, err, errlen);
         if (!rc && nn_want_out(call, 1))
                 nn_f32_commit(&call->out[1], &lp);
         if (!scratch)
@@ -246,6 +228,7 @@ static int sce_run(const struct ops_call *call, char *err, size_t errlen)
 }
 
 const struct ops_def ops_sce_loss_def = {
-        "SoftmaxCrossEntropyLoss", 2, 3, 2, OPS_ENGINE_VECTOR, sce_check, sce_run, loss_cost, 0,
-        sce_infer, 12, NULL,
+        .name = "SoftmaxCrossEntropyLoss", .min_inputs = 2, .max_inputs = 3, .outputs = 2,
+        .engine = OPS_ENGINE_VECTOR, .run = sce_run, .cost = loss_cost, .infer = loss_infer,
+        .since_version = 12,
 };

@@ -62,15 +62,15 @@ static int bn_training(const struct ops_call *call)
                !ops_attr_int(call, "is_test", 0);
 }
 
-static int bn_infer(struct ops_call *call, char *err, size_t errlen)
+static int bn_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0];
         int64_t c;
         int rc, i;
 
-        rc = nn_infer_begin(&ops_batch_norm_def, call, err, errlen);
+        rc = nn_infer_begin(def, call, err, errlen);
         if (!rc)
-                rc = nn_want_dtype(&ops_batch_norm_def, call, 0, nn_float_types, err, errlen);
+                rc = nn_want_dtype(def, call, 0, nn_float_types, err, errlen);
         if (rc)
                 return rc;
         if (x->ndim < 1)
@@ -86,12 +86,7 @@ static int bn_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int bn_check(const struct ops_call *call, char *err, size_t errlen)
-{
-        return nn_check(&ops_batch_norm_def, call, err, errlen);
-}
-
-static int bn_run(const struct ops_call *call, char *err, size_t errlen)
+static int bn_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
 {
         static const int which[] = { 0, 1, 2, 3, 4 };
         const struct ops_tensor *x = &call->in[0];
@@ -173,14 +168,16 @@ static int bn_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static void bn_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void bn_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                    uint64_t *ret_bytes)
 {
         nn_cost_simple(call, bn_training(call) ? 6 : 2, ret_flops, ret_bytes);
 }
 
 const struct ops_def ops_batch_norm_def = {
-        "BatchNormalization", 5, 5, 5, OPS_ENGINE_VECTOR, bn_check, bn_run, bn_cost, 0, bn_infer,
-        1, NULL,
+        .name = "BatchNormalization", .min_inputs = 5, .max_inputs = 5, .outputs = 5,
+        .engine = OPS_ENGINE_VECTOR, .run = bn_run, .cost = bn_cost, .infer = bn_infer,
+        .since_version = 1,
 };
 
 /* ---------------------------------------------------------------- LayerNormalization */
@@ -213,15 +210,15 @@ static int ln_param_ok(const struct ops_tensor *x, int axis, const struct ops_te
         return 1;
 }
 
-static int ln_infer(struct ops_call *call, char *err, size_t errlen)
+static int ln_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0];
         int64_t sdims[OPS_MAX_DIMS];
         int rc, axis, d, stash = (int)ops_attr_int(call, "stash_type", 1);
 
-        rc = nn_infer_begin(&ops_layer_norm_def, call, err, errlen);
+        rc = nn_infer_begin(def, call, err, errlen);
         if (!rc)
-                rc = nn_want_dtype(&ops_layer_norm_def, call, 0, nn_float_types, err, errlen);
+                rc = nn_want_dtype(def, call, 0, nn_float_types, err, errlen);
         if (rc)
                 return rc;
         if (ln_axis(call, x->ndim, &axis))
@@ -239,11 +236,6 @@ static int ln_infer(struct ops_call *call, char *err, size_t errlen)
         nn_set_out(call, 1, stash, x->ndim, sdims);
         nn_set_out(call, 2, stash, x->ndim, sdims);
         return 0;
-}
-
-static int ln_check(const struct ops_call *call, char *err, size_t errlen)
-{
-        return nn_check(&ops_layer_norm_def, call, err, errlen);
 }
 
 /* Element offsets of a parameter broadcast over the normalized shape, one per inner
@@ -271,7 +263,7 @@ static void ln_param_map(const struct ops_tensor *x, int axis, const struct ops_
         }
 }
 
-static int ln_run(const struct ops_call *call, char *err, size_t errlen)
+static int ln_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
 {
         static const int which[] = { 0, 1, 2 };
         const struct ops_tensor *x = &call->in[0];
@@ -330,26 +322,28 @@ static int ln_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static void ln_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void ln_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                    uint64_t *ret_bytes)
 {
         nn_cost_simple(call, 8, ret_flops, ret_bytes);
 }
 
 const struct ops_def ops_layer_norm_def = {
-        "LayerNormalization", 2, 3, 3, OPS_ENGINE_VECTOR, ln_check, ln_run, ln_cost, 0, ln_infer,
-        17, NULL,
+        .name = "LayerNormalization", .min_inputs = 2, .max_inputs = 3, .outputs = 3,
+        .engine = OPS_ENGINE_VECTOR, .run = ln_run, .cost = ln_cost, .infer = ln_infer,
+        .since_version = 17,
 };
 
 /* ---------------------------------------------------------------- InstanceNormalization */
 
-static int in_infer(struct ops_call *call, char *err, size_t errlen)
+static int in_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0];
         int rc;
 
-        rc = nn_infer_begin(&ops_instance_norm_def, call, err, errlen);
+        rc = nn_infer_begin(def, call, err, errlen);
         if (!rc)
-                rc = nn_want_dtype(&ops_instance_norm_def, call, 0, nn_float_types, err, errlen);
+                rc = nn_want_dtype(def, call, 0, nn_float_types, err, errlen);
         if (rc)
                 return rc;
         if (x->ndim < 3)
@@ -363,12 +357,7 @@ static int in_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int in_check(const struct ops_call *call, char *err, size_t errlen)
-{
-        return nn_check(&ops_instance_norm_def, call, err, errlen);
-}
-
-static int in_run(const struct ops_call *call, char *err, size_t errlen)
+static int in_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
 {
         static const int which[] = { 0, 1, 2 };
         const struct ops_tensor *x = &call->in[0];
@@ -407,26 +396,28 @@ static int in_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static void in_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void in_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                    uint64_t *ret_bytes)
 {
         nn_cost_simple(call, 6, ret_flops, ret_bytes);
 }
 
 const struct ops_def ops_instance_norm_def = {
-        "InstanceNormalization", 3, 3, 1, OPS_ENGINE_VECTOR, in_check, in_run, in_cost, 0,
-        in_infer, 1, NULL,
+        .name = "InstanceNormalization", .min_inputs = 3, .max_inputs = 3, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = in_run, .cost = in_cost, .infer = in_infer,
+        .since_version = 1,
 };
 
 /* ---------------------------------------------------------------- LRN */
 
-static int lrn_infer(struct ops_call *call, char *err, size_t errlen)
+static int lrn_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0];
         int rc;
 
-        rc = nn_infer_begin(&ops_lrn_def, call, err, errlen);
+        rc = nn_infer_begin(def, call, err, errlen);
         if (!rc)
-                rc = nn_want_dtype(&ops_lrn_def, call, 0, nn_float_types, err, errlen);
+                rc = nn_want_dtype(def, call, 0, nn_float_types, err, errlen);
         if (rc)
                 return rc;
         if (x->ndim < 2)
@@ -437,14 +428,9 @@ static int lrn_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int lrn_check(const struct ops_call *call, char *err, size_t errlen)
-{
-        return nn_check(&ops_lrn_def, call, err, errlen);
-}
-
 /* Channel c sums squares over [c - (size-1)/2, c + ceil((size-1)/2)]: a sliding window over
  * the channels of each image, per spatial position, kept as running row sums. */
-static int lrn_run(const struct ops_call *call, char *err, size_t errlen)
+static int lrn_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0];
         double alpha = ops_attr_float(call, "alpha", 1e-4), beta = ops_attr_float(call, "beta", 0.75);
@@ -492,27 +478,29 @@ static int lrn_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static void lrn_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void lrn_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                     uint64_t *ret_bytes)
 {
         nn_cost_simple(call, 2 * (uint64_t)ops_attr_int(call, "size", 1) + 10, ret_flops,
                        ret_bytes);
 }
 
 const struct ops_def ops_lrn_def = {
-        "LRN", 1, 1, 1, OPS_ENGINE_VECTOR, lrn_check, lrn_run, lrn_cost, 0, lrn_infer, 1, NULL,
+        .name = "LRN", .min_inputs = 1, .max_inputs = 1, .outputs = 1, .engine = OPS_ENGINE_VECTOR,
+        .run = lrn_run, .cost = lrn_cost, .infer = lrn_infer, .since_version = 1,
 };
 
 /* ---------------------------------------------------------------- LpNormalization */
 
-static int lpn_infer(struct ops_call *call, char *err, size_t errlen)
+static int lpn_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0];
         int64_t axis = ops_attr_int(call, "axis", -1), p = ops_attr_int(call, "p", 2);
         int rc;
 
-        rc = nn_infer_begin(&ops_lp_norm_def, call, err, errlen);
+        rc = nn_infer_begin(def, call, err, errlen);
         if (!rc)
-                rc = nn_want_dtype(&ops_lp_norm_def, call, 0, nn_float_types, err, errlen);
+                rc = nn_want_dtype(def, call, 0, nn_float_types, err, errlen);
         if (rc)
                 return rc;
         if (x->ndim < 1 || axis < -x->ndim || axis >= x->ndim)
@@ -524,12 +512,7 @@ static int lpn_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int lpn_check(const struct ops_call *call, char *err, size_t errlen)
-{
-        return nn_check(&ops_lp_norm_def, call, err, errlen);
-}
-
-static int lpn_run(const struct ops_call *call, char *err, size_t errlen)
+static int lpn_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0];
         int64_t axis = ops_attr_int(call, "axis", -1), p = ops_attr_int(call, "p", 2);
@@ -580,14 +563,16 @@ static int lpn_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static void lpn_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void lpn_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                     uint64_t *ret_bytes)
 {
         nn_cost_simple(call, 4, ret_flops, ret_bytes);
 }
 
 const struct ops_def ops_lp_norm_def = {
-        "LpNormalization", 1, 1, 1, OPS_ENGINE_VECTOR, lpn_check, lpn_run, lpn_cost, 0, lpn_infer,
-        1, NULL,
+        .name = "LpNormalization", .min_inputs = 1, .max_inputs = 1, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = lpn_run, .cost = lpn_cost, .infer = lpn_infer,
+        .since_version = 1,
 };
 
 /* ---------------------------------------------------------------- MeanVarianceNormalization */
@@ -613,14 +598,14 @@ static int mvn_axes(const struct ops_call *call, int rank, int *mask)
         return 0;
 }
 
-static int mvn_infer(struct ops_call *call, char *err, size_t errlen)
+static int mvn_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0];
         int mask[OPS_MAX_DIMS], rc;
 
-        rc = nn_infer_begin(&ops_mvn_def, call, err, errlen);
+        rc = nn_infer_begin(def, call, err, errlen);
         if (!rc)
-                rc = nn_want_dtype(&ops_mvn_def, call, 0, nn_float_types, err, errlen);
+                rc = nn_want_dtype(def, call, 0, nn_float_types, err, errlen);
         if (rc)
                 return rc;
         if (mvn_axes(call, x->ndim, mask))
@@ -630,14 +615,9 @@ static int mvn_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int mvn_check(const struct ops_call *call, char *err, size_t errlen)
-{
-        return nn_check(&ops_mvn_def, call, err, errlen);
-}
-
 /* Statistics per kept index: each element's kept index is walked with an odometer over the
  * dims, the reduced dims contributing nothing to it. */
-static int mvn_run(const struct ops_call *call, char *err, size_t errlen)
+static int mvn_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0];
         int64_t total = ops_tensor_numel(x), kst[OPS_MAX_DIMS], idx[OPS_MAX_DIMS] = { 0 };
@@ -701,12 +681,14 @@ static int mvn_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static void mvn_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void mvn_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                     uint64_t *ret_bytes)
 {
         nn_cost_simple(call, 6, ret_flops, ret_bytes);
 }
 
 const struct ops_def ops_mvn_def = {
-        "MeanVarianceNormalization", 1, 1, 1, OPS_ENGINE_VECTOR, mvn_check, mvn_run, mvn_cost, 0,
-        mvn_infer, 9, NULL,
+        .name = "MeanVarianceNormalization", .min_inputs = 1, .max_inputs = 1, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = mvn_run, .cost = mvn_cost, .infer = mvn_infer,
+        .since_version = 9,
 };

@@ -294,26 +294,26 @@ static void pool_cost(const struct ops_def *def, enum pool_kind kind, int global
 }
 
 /* The entry points of each pool operator. */
-#define POOL_DEF(var, sym, opname, kind, global, maxin, nout, engine, since)                   \
-        static int sym##_infer(struct ops_call *call, char *err, size_t errlen)                \
+#define POOL_DEF(var, sym, opname, kind, global, maxin, nout, eng, since)                   \
+        static int sym##_infer(const struct ops_def *def, struct ops_call *call, char *err,    \
+                               size_t errlen)                                                  \
         {                                                                                      \
-                return pool_infer(&var, kind, global, call, err, errlen);                      \
+                return pool_infer(def, kind, global, call, err, errlen);                       \
         }                                                                                      \
-        static int sym##_check(const struct ops_call *call, char *err, size_t errlen)          \
+        static int sym##_run(const struct ops_def *def, const struct ops_call *call, char *err,\
+                             size_t errlen)                                                    \
         {                                                                                      \
-                return nn_check(&var, call, err, errlen);                                      \
+                return pool_run(def, kind, global, call, err, errlen);                         \
         }                                                                                      \
-        static int sym##_run(const struct ops_call *call, char *err, size_t errlen)            \
+        static void sym##_cost(const struct ops_def *def, const struct ops_call *call,         \
+                               uint64_t *f, uint64_t *b)                                       \
         {                                                                                      \
-                return pool_run(&var, kind, global, call, err, errlen);                        \
-        }                                                                                      \
-        static void sym##_cost(const struct ops_call *call, uint64_t *f, uint64_t *b)          \
-        {                                                                                      \
-                pool_cost(&var, kind, global, call, f, b);                                     \
+                pool_cost(def, kind, global, call, f, b);                                      \
         }                                                                                      \
         const struct ops_def var = {                                                           \
-                opname, 1, maxin, nout, engine, sym##_check, sym##_run, sym##_cost, 0,         \
-                sym##_infer, since, NULL,                                                      \
+                .name = opname, .min_inputs = 1, .max_inputs = maxin, .outputs = nout,         \
+                .engine = eng,   .run = sym##_run, .cost = sym##_cost, .infer = sym##_infer,  \
+                .since_version = since,                                                        \
         };
 
 POOL_DEF(ops_max_pool_def, maxpool, "MaxPool", POOL_MAX, 0, 1, 2, OPS_ENGINE_VECTOR, 1)
@@ -380,14 +380,14 @@ static int unpool_shape(const struct ops_call *call, int64_t *ydims, int64_t *de
         return 0;
 }
 
-static int unpool_infer(struct ops_call *call, char *err, size_t errlen)
+static int unpool_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
         int64_t ydims[OPS_MAX_DIMS], defdims[OPS_MAX_DIMS];
         int rc, ndim = 0;
 
-        rc = nn_infer_begin(&ops_max_unpool_def, call, err, errlen);
+        rc = nn_infer_begin(def, call, err, errlen);
         if (!rc)
-                rc = nn_want_dtype(&ops_max_unpool_def, call, 0, pool_max_types, err, errlen);
+                rc = nn_want_dtype(def, call, 0, pool_max_types, err, errlen);
         if (!rc)
                 rc = unpool_shape(call, ydims, defdims, &ndim, err, errlen);
         if (rc)
@@ -396,12 +396,8 @@ static int unpool_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int unpool_check(const struct ops_call *call, char *err, size_t errlen)
-{
-        return nn_check(&ops_max_unpool_def, call, err, errlen);
-}
-
-static int unpool_run(const struct ops_call *call, char *err, size_t errlen)
+static int unpool_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                      size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0], *y = &call->out[0];
         const int64_t *idx = call->in[1].data;
@@ -445,12 +441,14 @@ static int unpool_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static void unpool_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void unpool_cost(const struct ops_def *def, const struct ops_call *call,
+                        uint64_t *ret_flops, uint64_t *ret_bytes)
 {
         nn_cost_simple(call, 1, ret_flops, ret_bytes);
 }
 
 const struct ops_def ops_max_unpool_def = {
-        "MaxUnpool", 2, 3, 1, OPS_ENGINE_VECTOR, unpool_check, unpool_run, unpool_cost, 0,
-        unpool_infer, 9, NULL,
+        .name = "MaxUnpool", .min_inputs = 2, .max_inputs = 3, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = unpool_run, .cost = unpool_cost, .infer = unpool_infer,
+        .since_version = 9,
 };

@@ -61,37 +61,33 @@ static int q_split_of(const struct ops_def *def, const struct ops_call *call,
         return 0;
 }
 
-static void q_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void q_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                   uint64_t *ret_bytes)
 {
         nn_cost_simple(call, 3, ret_flops, ret_bytes);
 }
 
 /* ---------------------------------------------------------------- QuantizeLinear */
 
-static int ql_infer(struct ops_call *call, char *err, size_t errlen)
+static int ql_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
         struct q_split q;
         int rc, ot = nn_has_in(call, 2) ? call->in[2].dtype : PROTO_DTYPE_UINT8;
 
-        rc = nn_infer_begin(&ops_quantize_linear_def, call, err, errlen);
+        rc = nn_infer_begin(def, call, err, errlen);
         if (!rc)
-                rc = nn_want_dtype(&ops_quantize_linear_def, call, 0, q_in_types, err, errlen);
+                rc = nn_want_dtype(def, call, 0, q_in_types, err, errlen);
         if (!rc && nn_has_in(call, 2))
-                rc = nn_want_dtype(&ops_quantize_linear_def, call, 2, q_out_types, err, errlen);
+                rc = nn_want_dtype(def, call, 2, q_out_types, err, errlen);
         if (!rc)
-                rc = q_split_of(&ops_quantize_linear_def, call, &q, err, errlen);
+                rc = q_split_of(def, call, &q, err, errlen);
         if (rc)
                 return rc;
         nn_set_out(call, 0, ot, call->in[0].ndim, call->in[0].dims);
         return 0;
 }
 
-static int ql_check(const struct ops_call *call, char *err, size_t errlen)
-{
-        return nn_check(&ops_quantize_linear_def, call, err, errlen);
-}
-
-static int ql_run(const struct ops_call *call, char *err, size_t errlen)
+static int ql_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0], *y = &call->out[0];
         int64_t o, c, i, base = 0;
@@ -100,7 +96,7 @@ static int ql_run(const struct ops_call *call, char *err, size_t errlen)
         struct nn_f32 xv;
         int rc;
 
-        rc = q_split_of(&ops_quantize_linear_def, call, &q, err, errlen);
+        rc = q_split_of(def, call, &q, err, errlen);
         if (rc)
                 return rc;
         /* int32 inputs are converted exactly enough: |x| of 2^24 and more saturate anyway
@@ -129,22 +125,23 @@ static int ql_run(const struct ops_call *call, char *err, size_t errlen)
 }
 
 const struct ops_def ops_quantize_linear_def = {
-        "QuantizeLinear", 2, 3, 1, OPS_ENGINE_VECTOR, ql_check, ql_run, q_cost, 0, ql_infer, 10,
-        NULL,
+        .name = "QuantizeLinear", .min_inputs = 2, .max_inputs = 3, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = ql_run, .cost = q_cost, .infer = ql_infer,
+        .since_version = 10,
 };
 
 /* ---------------------------------------------------------------- DequantizeLinear */
 
-static int dql_infer(struct ops_call *call, char *err, size_t errlen)
+static int dql_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
         struct q_split q;
         int rc;
 
-        rc = nn_infer_begin(&ops_dequantize_linear_def, call, err, errlen);
+        rc = nn_infer_begin(def, call, err, errlen);
         if (!rc)
-                rc = nn_want_dtype(&ops_dequantize_linear_def, call, 0, dq_in_types, err, errlen);
+                rc = nn_want_dtype(def, call, 0, dq_in_types, err, errlen);
         if (!rc)
-                rc = q_split_of(&ops_dequantize_linear_def, call, &q, err, errlen);
+                rc = q_split_of(def, call, &q, err, errlen);
         if (rc)
                 return rc;
         if (nn_has_in(call, 2) && call->in[2].dtype != call->in[0].dtype)
@@ -154,12 +151,7 @@ static int dql_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int dql_check(const struct ops_call *call, char *err, size_t errlen)
-{
-        return nn_check(&ops_dequantize_linear_def, call, err, errlen);
-}
-
-static int dql_run(const struct ops_call *call, char *err, size_t errlen)
+static int dql_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0];
         int64_t o, c, i, base = 0;
@@ -167,7 +159,7 @@ static int dql_run(const struct ops_call *call, char *err, size_t errlen)
         struct nn_f32 y;
         int rc;
 
-        rc = q_split_of(&ops_dequantize_linear_def, call, &q, err, errlen);
+        rc = q_split_of(def, call, &q, err, errlen);
         if (rc)
                 return rc;
         if (nn_f32_out(&call->out[0], &y))
@@ -186,17 +178,18 @@ static int dql_run(const struct ops_call *call, char *err, size_t errlen)
 }
 
 const struct ops_def ops_dequantize_linear_def = {
-        "DequantizeLinear", 2, 3, 1, OPS_ENGINE_VECTOR, dql_check, dql_run, q_cost, 0, dql_infer,
-        10, NULL,
+        .name = "DequantizeLinear", .min_inputs = 2, .max_inputs = 3, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = dql_run, .cost = q_cost, .infer = dql_infer,
+        .since_version = 10,
 };
 
 /* ---------------------------------------------------------------- DynamicQuantizeLinear */
 
-static int dyq_infer(struct ops_call *call, char *err, size_t errlen)
+static int dyq_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
         int rc;
 
-        rc = nn_infer_begin(&ops_dynamic_quantize_linear_def, call, err, errlen);
+        rc = nn_infer_begin(def, call, err, errlen);
         if (rc)
                 return rc;
         if (call->in[0].dtype != PROTO_DTYPE_FLOAT32)
@@ -207,12 +200,7 @@ static int dyq_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int dyq_check(const struct ops_call *call, char *err, size_t errlen)
-{
-        return nn_check(&ops_dynamic_quantize_linear_def, call, err, errlen);
-}
-
-static int dyq_run(const struct ops_call *call, char *err, size_t errlen)
+static int dyq_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
 {
         const float *x = call->in[0].data;
         int64_t n = ops_tensor_numel(&call->in[0]), i;
@@ -242,6 +230,7 @@ static int dyq_run(const struct ops_call *call, char *err, size_t errlen)
 }
 
 const struct ops_def ops_dynamic_quantize_linear_def = {
-        "DynamicQuantizeLinear", 1, 1, 3, OPS_ENGINE_VECTOR, dyq_check, dyq_run, q_cost, 0,
-        dyq_infer, 11, NULL,
+        .name = "DynamicQuantizeLinear", .min_inputs = 1, .max_inputs = 1, .outputs = 3,
+        .engine = OPS_ENGINE_VECTOR, .run = dyq_run, .cost = q_cost, .infer = dyq_infer,
+        .since_version = 11,
 };

@@ -518,25 +518,25 @@ static void rnn_cost(const struct ops_def *def, enum rnn_kind kind, const struct
 }
 
 #define RNN_DEF(var, sym, opname, kind, maxin, nout)                                           \
-        static int sym##_infer(struct ops_call *call, char *err, size_t errlen)                \
+        static int sym##_infer(const struct ops_def *def, struct ops_call *call, char *err,    \
+                               size_t errlen)                                                  \
         {                                                                                      \
-                return rnn_infer(&var, kind, call, err, errlen);                               \
+                return rnn_infer(def, kind, call, err, errlen);                                \
         }                                                                                      \
-        static int sym##_check(const struct ops_call *call, char *err, size_t errlen)          \
+        static int sym##_run(const struct ops_def *def, const struct ops_call *call, char *err,\
+                             size_t errlen)                                                    \
         {                                                                                      \
-                return nn_check(&var, call, err, errlen);                                      \
+                return rnn_run(def, kind, call, err, errlen);                                  \
         }                                                                                      \
-        static int sym##_run(const struct ops_call *call, char *err, size_t errlen)            \
+        static void sym##_cost(const struct ops_def *def, const struct ops_call *call,         \
+                               uint64_t *f, uint64_t *b)                                       \
         {                                                                                      \
-                return rnn_run(&var, kind, call, err, errlen);                                 \
-        }                                                                                      \
-        static void sym##_cost(const struct ops_call *call, uint64_t *f, uint64_t *b)          \
-        {                                                                                      \
-                rnn_cost(&var, kind, call, f, b);                                              \
+                rnn_cost(def, kind, call, f, b);                                               \
         }                                                                                      \
         const struct ops_def var = {                                                           \
-                opname, 3, maxin, nout, OPS_ENGINE_CUBE, sym##_check, sym##_run, sym##_cost,   \
-                0, sym##_infer, 1, NULL,                                                       \
+                .name = opname, .min_inputs = 3, .max_inputs = maxin, .outputs = nout,         \
+                .engine = OPS_ENGINE_CUBE, .run = sym##_run, .cost = sym##_cost,               \
+                .infer = sym##_infer, .since_version = 1,                                      \
         };
 
 RNN_DEF(ops_rnn_def, simple_rnn, "RNN", RNN_SIMPLE, 6, 2)

@@ -142,12 +142,12 @@ static int64_t nms_select(const struct ops_call *call, int64_t *out)
         return count;
 }
 
-static int nms_infer(struct ops_call *call, char *err, size_t errlen)
+static int nms_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
         int64_t dims[2];
         int rc, i;
 
-        rc = nn_infer_begin(&ops_nms_def, call, err, errlen);
+        rc = nn_infer_begin(def, call, err, errlen);
         if (!rc)
                 rc = nms_shapes(call, err, errlen);
         if (rc)
@@ -164,12 +164,7 @@ static int nms_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int nms_check(const struct ops_call *call, char *err, size_t errlen)
-{
-        return nn_check(&ops_nms_def, call, err, errlen);
-}
-
-static int nms_run(const struct ops_call *call, char *err, size_t errlen)
+static int nms_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
 {
         int64_t n = nms_select(call, NULL), *tmp;
 
@@ -187,7 +182,8 @@ static int nms_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static void nms_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void nms_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                     uint64_t *ret_bytes)
 {
         uint64_t s = call->in[0].ndim == 3 ? (uint64_t)call->in[0].dims[1] : 1;
 
@@ -197,8 +193,9 @@ static void nms_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t 
 }
 
 const struct ops_def ops_nms_def = {
-        "NonMaxSuppression", 2, 5, 1, OPS_ENGINE_AICPU, nms_check, nms_run, nms_cost, 0, nms_infer,
-        10, NULL,
+        .name = "NonMaxSuppression", .min_inputs = 2, .max_inputs = 5, .outputs = 1,
+        .engine = OPS_ENGINE_AICPU, .run = nms_run, .cost = nms_cost, .infer = nms_infer,
+        .since_version = 10,
 };
 
 /* ---------------------------------------------------------------- RoiAlign */
@@ -374,7 +371,8 @@ static int roi_run_of(const struct ops_def *def, const char *default_ctm,
         return 0;
 }
 
-static void roi_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void roi_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                     uint64_t *ret_bytes)
 {
         int64_t sr = ops_attr_int(call, "sampling_ratio", 0);
 
@@ -383,44 +381,27 @@ static void roi_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t 
                                  (uint64_t)(sr > 0 ? sr * sr * 10 : 40));
 }
 
-static int roi_infer(struct ops_call *call, char *err, size_t errlen)
+static int roi_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
 {
-        return roi_infer_of(&ops_roi_align_def, call, err, errlen);
-}
-
-static int roi_check(const struct ops_call *call, char *err, size_t errlen)
-{
-        return nn_check(&ops_roi_align_def, call, err, errlen);
-}
-
-static int roi_run(const struct ops_call *call, char *err, size_t errlen)
-{
-        return roi_run_of(&ops_roi_align_def, "half_pixel", call, err, errlen);
+        return roi_run_of(def, "half_pixel", call, err, errlen);
 }
 
 const struct ops_def ops_roi_align_def = {
-        "RoiAlign", 3, 3, 1, OPS_ENGINE_AICPU, roi_check, roi_run, roi_cost, 0, roi_infer, 16,
-        NULL,
+        .name = "RoiAlign", .min_inputs = 3, .max_inputs = 3, .outputs = 1,
+        .engine = OPS_ENGINE_AICPU, .run = roi_run, .cost = roi_cost, .infer = roi_infer_of,
+        .since_version = 16,
 };
 
-static int roi10_infer(struct ops_call *call, char *err, size_t errlen)
+static int roi10_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                     size_t errlen)
 {
-        return roi_infer_of(&ops_roi_align10_def, call, err, errlen);
-}
-
-static int roi10_check(const struct ops_call *call, char *err, size_t errlen)
-{
-        return nn_check(&ops_roi_align10_def, call, err, errlen);
-}
-
-static int roi10_run(const struct ops_call *call, char *err, size_t errlen)
-{
-        return roi_run_of(&ops_roi_align10_def, "output_half_pixel", call, err, errlen);
+        return roi_run_of(def, "output_half_pixel", call, err, errlen);
 }
 
 const struct ops_def ops_roi_align10_def = {
-        "RoiAlign", 3, 3, 1, OPS_ENGINE_AICPU, roi10_check, roi10_run, roi_cost, 0, roi10_infer,
-        10, NULL,
+        .name = "RoiAlign", .min_inputs = 3, .max_inputs = 3, .outputs = 1,
+        .engine = OPS_ENGINE_AICPU, .run = roi10_run, .cost = roi_cost, .infer = roi_infer_of,
+        .since_version = 10,
 };
 
 /* ---------------------------------------------------------------- GridSample */
@@ -452,7 +433,7 @@ static int gs_modes(const struct ops_call *call, enum gs_mode *mode, enum gs_pad
         return 0;
 }
 
-static int gs_infer(struct ops_call *call, char *err, size_t errlen)
+static int gs_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0], *g = &call->in[1];
         enum gs_mode mode;
@@ -460,11 +441,11 @@ static int gs_infer(struct ops_call *call, char *err, size_t errlen)
         int64_t dims[4];
         int rc;
 
-        rc = nn_infer_begin(&ops_grid_sample_def, call, err, errlen);
+        rc = nn_infer_begin(def, call, err, errlen);
         if (!rc)
-                rc = nn_want_dtype(&ops_grid_sample_def, call, 0, nn_float_types, err, errlen);
+                rc = nn_want_dtype(def, call, 0, nn_float_types, err, errlen);
         if (!rc)
-                rc = nn_want_dtype(&ops_grid_sample_def, call, 1, nn_float_types, err, errlen);
+                rc = nn_want_dtype(def, call, 1, nn_float_types, err, errlen);
         if (rc)
                 return rc;
         if (x->ndim != 4 || g->ndim != 4 || g->dims[0] != x->dims[0] || g->dims[3] != 2)
@@ -478,11 +459,6 @@ static int gs_infer(struct ops_call *call, char *err, size_t errlen)
         dims[3] = g->dims[2];
         nn_set_out(call, 0, x->dtype, 4, dims);
         return 0;
-}
-
-static int gs_check(const struct ops_call *call, char *err, size_t errlen)
-{
-        return nn_check(&ops_grid_sample_def, call, err, errlen);
 }
 
 /* Reflects x into [lo, hi] by the nearer border until it is inside. */
@@ -590,7 +566,7 @@ static float gs_sample(const struct gs_plane *pl, enum gs_mode mode, int align, 
         }
 }
 
-static int gs_run(const struct ops_call *call, char *err, size_t errlen)
+static int gs_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0], *g = &call->in[1];
         int64_t N = x->dims[0], C = x->dims[1], Ho = g->dims[1], Wo = g->dims[2], n, c, i;
@@ -641,11 +617,14 @@ static int gs_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static void gs_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void gs_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                    uint64_t *ret_bytes)
 {
         nn_cost_simple(call, 20, ret_flops, ret_bytes);
 }
 
 const struct ops_def ops_grid_sample_def = {
-        "GridSample", 2, 2, 1, OPS_ENGINE_AICPU, gs_check, gs_run, gs_cost, 0, gs_infer, 16, NULL,
+        .name = "GridSample", .min_inputs = 2, .max_inputs = 2, .outputs = 1,
+        .engine = OPS_ENGINE_AICPU, .run = gs_run, .cost = gs_cost, .infer = gs_infer,
+        .since_version = 16,
 };

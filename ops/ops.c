@@ -4,13 +4,16 @@
  * validation every operator's check starts with, and the thread limit handed to OpenBLAS. */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cblas.h>
 
 #include "ops-internal.h"
+#include "util/siphash.h"
 
 static const struct ops_def *const ops_core[] = {
         &ops_add_def,  &ops_sub_def,    &ops_mul_def,     &ops_div_def,
@@ -27,94 +30,321 @@ static const struct ops_def *const *const ops_families[] = {
 
 #define NFAMILIES (sizeof(ops_families) / sizeof(ops_families[0]))
 
-const struct ops_def *ops_get(size_t i)
+/* The index, built once by registry_build (pthread_once) and read-only afterwards, so
+ * lookups from any thread need no lock:
+ * - defs: the flat registry, a definition's position being its id;
+ * - by_ptr: open addressing from a definition's address to its id (definitions stay const,
+ *   so the id cannot be stored in them);
+ * - names: one entry per (domain, name), found through by_name, open addressing on a keyed
+ *   hash of the name (names come from clients: a keyed hash keeps adversarial names from
+ *   piling into one probe run), each entry holding its definitions in chain[] sorted by
+ *   since_version, newest first, so an opset lookup walks a list of one to three. */
+struct reg_name {
+        const char *domain; /* "" for the default domain */
+        const char *name;
+        uint16_t first;     /* id of the first definition in registry order (ops_lookup) */
+        uint16_t start, n;  /* its definitions: chain[start .. start + n) */
+};
+
+static struct {
+        const struct ops_def **defs;
+        size_t n;
+        uint16_t *by_ptr;   /* id + 1, 0 = empty; by_ptr_mask + 1 slots */
+        size_t by_ptr_mask;
+        struct reg_name *names;
+        size_t nnames;
+        uint16_t *by_name;  /* names index + 1, 0 = empty */
+        size_t by_name_mask;
+        uint16_t *chain;
+} reg;
+
+static pthread_once_t reg_once = PTHREAD_ONCE_INIT;
+
+static const char *norm_domain(const char *d)
 {
+        return !d || !*d || strcmp(d, "ai.onnx") == 0 ? "" : d;
+}
+
+static size_t ptr_slot(const struct ops_def *def)
+{
+        /* Fibonacci hashing of the address; definitions are a few dozen bytes apart. */
+        return (size_t)(((uint64_t)(uintptr_t)def * 0x9e3779b97f4a7c15ULL) >> 32) &
+               reg.by_ptr_mask;
+}
+
+static size_t table_size(size_t n)
+{
+        size_t size = 16;
+
+        while (size < 2 * n)
+                size *= 2;
+        return size;
+}
+
+/* The names entry of (domain, name), domain normalised; NULL when none. */
+static const struct reg_name *name_find(const char *domain, const char *name)
+{
+        size_t i = (size_t)util_hash_str(name) & reg.by_name_mask;
+
+        for (; reg.by_name[i]; i = (i + 1) & reg.by_name_mask) {
+                const struct reg_name *e = &reg.names[reg.by_name[i] - 1];
+
+                if (strcmp(e->name, name) == 0 && strcmp(e->domain, domain) == 0)
+                        return e;
+        }
+        return NULL;
+}
+
+static void oom(void)
+{
+        /* At start-up, before any client: nothing sensible to run without the registry. */
+        fprintf(stderr, "ops: out of memory building the operator registry\n");
+        abort();
+}
+
+static void registry_build(void)
+{
+        size_t n = 0, i, j, k;
+        uint16_t *fill;
+
         for (size_t f = 0; f < NFAMILIES; f++)
                 for (const struct ops_def *const *d = ops_families[f]; *d; d++)
-                        if (i-- == 0)
-                                return *d;
-        return NULL;
+                        n++;
+        /* Ids travel as uint16_t; a registry this large would be a build error. */
+        if (n >= UINT16_MAX) {
+                fprintf(stderr, "ops: %zu operator definitions do not fit 16-bit ids\n", n);
+                abort();
+        }
+        reg.n = n;
+        reg.defs = calloc(n ? n : 1, sizeof(*reg.defs));
+        reg.by_ptr_mask = table_size(n) - 1;
+        reg.by_ptr = calloc(reg.by_ptr_mask + 1, sizeof(*reg.by_ptr));
+        reg.names = calloc(n ? n : 1, sizeof(*reg.names));
+        reg.by_name_mask = table_size(n) - 1;
+        reg.by_name = calloc(reg.by_name_mask + 1, sizeof(*reg.by_name));
+        reg.chain = calloc(n ? n : 1, sizeof(*reg.chain));
+        fill = calloc(n ? n : 1, sizeof(*fill));
+        if (!reg.defs || !reg.by_ptr || !reg.names || !reg.by_name || !reg.chain || !fill)
+                oom();
+        n = 0;
+        for (size_t f = 0; f < NFAMILIES; f++)
+                for (const struct ops_def *const *d = ops_families[f]; *d; d++)
+                        reg.defs[n++] = *d;
+        for (i = 0; i < n; i++) {
+                const struct ops_def *def = reg.defs[i];
+                const char *domain = norm_domain(def->domain);
+                struct reg_name *e = (struct reg_name *)name_find(domain, def->name);
+
+                for (j = ptr_slot(def); reg.by_ptr[j]; j = (j + 1) & reg.by_ptr_mask)
+                        ;
+                reg.by_ptr[j] = (uint16_t)(i + 1);
+                if (!e) {
+                        e = &reg.names[reg.nnames++];
+                        e->domain = domain;
+                        e->name = def->name;
+                        e->first = (uint16_t)i;
+                        for (j = (size_t)util_hash_str(def->name) & reg.by_name_mask;
+                             reg.by_name[j]; j = (j + 1) & reg.by_name_mask)
+                                ;
+                        reg.by_name[j] = (uint16_t)reg.nnames;
+                }
+                e->n++;
+        }
+        for (i = 0, k = 0; i < reg.nnames; i++) {
+                reg.names[i].start = (uint16_t)k;
+                k += reg.names[i].n;
+        }
+        /* Registry order within each name, then a stable insertion sort by since_version,
+         * newest first: ties keep registry order, as the linear search they replace did. */
+        for (i = 0; i < n; i++) {
+                const struct reg_name *e =
+                        name_find(norm_domain(reg.defs[i]->domain), reg.defs[i]->name);
+                size_t at = (size_t)(e - reg.names);
+
+                reg.chain[e->start + fill[at]++] = (uint16_t)i;
+        }
+        for (i = 0; i < reg.nnames; i++) {
+                uint16_t *c = reg.chain + reg.names[i].start;
+
+                for (j = 1; j < reg.names[i].n; j++) {
+                        uint16_t v = c[j];
+
+                        for (k = j; k > 0 && reg.defs[c[k - 1]]->since_version <
+                                                     reg.defs[v]->since_version; k--)
+                                c[k] = c[k - 1];
+                        c[k] = v;
+                }
+        }
+        free(fill);
+}
+
+void ops_registry_init(void)
+{
+        pthread_once(&reg_once, registry_build);
 }
 
 size_t ops_count(void)
 {
-        static size_t n;
-        if (!n)
-                while (ops_get(n))
-                        n++;
-        return n;
+        ops_registry_init();
+        return reg.n;
+}
+
+const struct ops_def *ops_by_id(size_t id)
+{
+        ops_registry_init();
+        return id < reg.n ? reg.defs[id] : NULL;
+}
+
+const struct ops_def *ops_get(size_t i)
+{
+        return ops_by_id(i);
+}
+
+size_t ops_id(const struct ops_def *def)
+{
+        size_t i;
+
+        ops_registry_init();
+        for (i = ptr_slot(def); reg.by_ptr[i]; i = (i + 1) & reg.by_ptr_mask)
+                if (reg.defs[reg.by_ptr[i] - 1] == def)
+                        return reg.by_ptr[i] - 1u;
+        return reg.n;
 }
 
 size_t ops_index(const struct ops_def *def)
 {
-        size_t i = 0;
-        for (const struct ops_def *d; (d = ops_get(i)); i++)
-                if (d == def)
-                        return i;
-        return i;
+        return ops_id(def);
 }
 
 const struct ops_def *ops_lookup(const char *name)
 {
+        const struct reg_name *e;
+
         if (!name)
                 return NULL;
-        for (size_t f = 0; f < NFAMILIES; f++)
-                for (const struct ops_def *const *d = ops_families[f]; *d; d++)
-                        if (!(*d)->domain && strcmp((*d)->name, name) == 0)
-                                return *d;
-        return NULL;
-}
-
-static int default_domain(const char *d)
-{
-        return !d || !*d || strcmp(d, "ai.onnx") == 0;
+        ops_registry_init();
+        e = name_find("", name);
+        return e ? reg.defs[e->first] : NULL;
 }
 
 const struct ops_def *ops_lookup_onnx(const char *domain, const char *name, int opset)
 {
-        const struct ops_def *best = NULL;
+        const struct reg_name *e;
 
         if (!name)
                 return NULL;
-        for (size_t f = 0; f < NFAMILIES; f++)
-                for (const struct ops_def *const *d = ops_families[f]; *d; d++) {
-                        const struct ops_def *o = *d;
-                        int same_domain = default_domain(domain) ? default_domain(o->domain)
-                                                                 : o->domain && strcmp(o->domain, domain) == 0;
-                        if (!same_domain || strcmp(o->name, name) != 0 || !o->infer ||
-                            o->since_version > opset)
-                                continue;
-                        if (!best || o->since_version > best->since_version)
-                                best = o;
-                }
-        return best;
+        ops_registry_init();
+        e = name_find(norm_domain(domain), name);
+        if (!e)
+                return NULL;
+        for (size_t i = 0; i < e->n; i++) {
+                const struct ops_def *o = reg.defs[reg.chain[e->start + i]];
+
+                if (o->infer && o->since_version <= opset)
+                        return o;
+        }
+        return NULL;
 }
 
 int ops_check_by_infer(const struct ops_def *def, const struct ops_call *call, char *err,
                        size_t errlen)
 {
-        struct ops_call probe = *call;
         char a[OPS_SHAPE_STR_MAX], b[OPS_SHAPE_STR_MAX];
-        int e;
+        const struct ops_attr *at;
+        struct ops_call probe;
+        int i, j, rc;
 
-        if (call->nin < def->min_inputs || call->nin > def->max_inputs || call->nout != def->outputs)
-                return ops_fail(err, errlen, -EINVAL, "%s: %d inputs and %d outputs, expected %d-%d and %d",
-                                def->name, call->nin, call->nout, def->min_inputs, def->max_inputs,
-                                def->outputs);
+        if (call->nin < def->min_inputs || call->nin > def->max_inputs ||
+            call->nin > OPS_MAX_INPUTS) {
+                if (def->min_inputs == def->max_inputs)
+                        return ops_fail(err, errlen, -EINVAL, "%s: expected %d input%s, got %d",
+                                        def->name, def->min_inputs,
+                                        def->min_inputs == 1 ? "" : "s", call->nin);
+                return ops_fail(err, errlen, -EINVAL, "%s: expected %d to %d inputs, got %d",
+                                def->name, def->min_inputs, def->max_inputs, call->nin);
+        }
+        /* Trailing outputs are optional (ONNX): 1 to def->outputs of them. */
+        if (call->nout < 1 || call->nout > def->outputs || call->nout > OPS_MAX_OUTPUTS) {
+                if (def->outputs == 1)
+                        return ops_fail(err, errlen, -EINVAL, "%s: expected 1 output, got %d",
+                                        def->name, call->nout);
+                return ops_fail(err, errlen, -EINVAL, "%s: expected 1 to %d outputs, got %d",
+                                def->name, def->outputs, call->nout);
+        }
         if (!def->infer)
-                return ops_fail(err, errlen, -EINVAL, "%s: cannot be launched on its own", def->name);
-        for (int i = 0; i < probe.nout; i++)
+                return ops_fail(err, errlen, -EINVAL, "%s: cannot be launched on its own",
+                                def->name);
+        if (call->nattr < 0 || call->nattr > OPS_MAX_ATTRS)
+                return ops_fail(err, errlen, -EINVAL, "%s: invalid attribute count %d",
+                                def->name, call->nattr);
+        /* Without a list of names, infer is the one that knows the attributes. */
+        for (i = 0; def->attrs && i < call->nattr; i++) {
+                at = &call->attr[i];
+                if (!memchr(at->name, '\0', OPS_NAME_MAX))
+                        return ops_fail(err, errlen, -EINVAL,
+                                        "%s: attribute %d has an unterminated name", def->name,
+                                        i);
+                for (j = 0; def->attrs[j]; j++)
+                        if (strcmp(def->attrs[j], at->name) == 0)
+                                break;
+                if (!def->attrs[j])
+                        return ops_fail(err, errlen, -EINVAL, "%s: unknown attribute '%s'",
+                                        def->name, at->name);
+                if (at->type < OPS_ATTR_INT || at->type > OPS_ATTR_STRINGS)
+                        return ops_fail(err, errlen, -EINVAL,
+                                        "%s: attribute '%s' has invalid type %d", def->name,
+                                        at->name, at->type);
+                for (j = 0; j < i; j++)
+                        if (strcmp(call->attr[j].name, at->name) == 0)
+                                return ops_fail(err, errlen, -EINVAL,
+                                                "%s: attribute '%s' given twice", def->name,
+                                                at->name);
+        }
+        for (i = 0; i < call->nin; i++) {
+                rc = ops_check_tensor(def, "input", i, &call->in[i], err, errlen);
+                if (rc)
+                        return rc;
+        }
+        for (i = 0; i < call->nout; i++) {
+                if (!call->out[i].dtype && i > 0)
+                        continue;
+                rc = ops_check_tensor(def, "output", i, &call->out[i], err, errlen);
+                if (rc)
+                        return rc;
+        }
+        probe = *call;
+        for (i = 0; i < probe.nout; i++)
                 memset(&probe.out[i], 0, sizeof(probe.out[i]));
-        e = def->infer(&probe, err, errlen);
-        if (e < 0)
-                return e;
-        for (int i = 0; i < call->nout; i++) {
-                if (probe.out[i].dtype != call->out[i].dtype || !ops_shape_equal(&probe.out[i], &call->out[i]))
-                        return ops_fail(err, errlen, -EINVAL, "%s: output %d is %s %s but must be %s %s",
-                                        def->name, i, proto_dtype_name(call->out[i].dtype) ? proto_dtype_name(call->out[i].dtype) : "?",
-                                        ops_shape_str(&call->out[i], a, sizeof(a)),
-                                        proto_dtype_name(probe.out[i].dtype) ? proto_dtype_name(probe.out[i].dtype) : "?",
-                                        ops_shape_str(&probe.out[i], b, sizeof(b)));
+        rc = def->infer(def, &probe, err, errlen);
+        if (rc < 0)
+                return rc;
+        for (i = 0; i < call->nout; i++) {
+                const struct ops_tensor *o = &call->out[i], *w = &probe.out[i];
+
+                if (!o->dtype && i > 0)
+                        continue;
+                if (o->dtype != w->dtype) {
+                        if (i == 0)
+                                return ops_fail(err, errlen, -EINVAL,
+                                                "%s: output dtype %s but expected %s", def->name,
+                                                ops_dtype_str(o->dtype, a, sizeof(a)),
+                                                ops_dtype_str(w->dtype, b, sizeof(b)));
+                        return ops_fail(err, errlen, -EINVAL,
+                                        "%s: output %d dtype %s but expected %s", def->name, i,
+                                        ops_dtype_str(o->dtype, a, sizeof(a)),
+                                        ops_dtype_str(w->dtype, b, sizeof(b)));
+                }
+                if (!ops_shape_equal(o, w)) {
+                        if (i == 0)
+                                return ops_fail(err, errlen, -EINVAL,
+                                                "%s: output shape %s but expected %s", def->name,
+                                                ops_shape_str(o, a, sizeof(a)),
+                                                ops_shape_str(w, b, sizeof(b)));
+                        return ops_fail(err, errlen, -EINVAL,
+                                        "%s: output %d shape %s but expected %s", def->name, i,
+                                        ops_shape_str(o, a, sizeof(a)),
+                                        ops_shape_str(w, b, sizeof(b)));
+                }
         }
         return 0;
 }

@@ -79,22 +79,32 @@ struct ops_call {
 struct ops_def {
         const char *name;         /* "Add", "MatMul", ... (ONNX op type) */
         int min_inputs, max_inputs;
-        int outputs;
+        int outputs;              /* most outputs; trailing optional ones may be absent */
         enum ops_engine engine;   /* the engine kind its kernel targets */
+        /* Every hook receives its own definition first, so that one function can serve
+         * several definitions (opset versions, operator families). */
         /* Validate dtypes, shapes and attributes of a call whose data pointers are NULL.
-         * Returns 0, or -EINVAL with a message naming what is wrong written to err. */
-        int (*check)(const struct ops_call *call, char *err, size_t errlen);
+         * Returns 0, or -EINVAL with a message naming what is wrong written to err. NULL:
+         * ops_check_by_infer (see ops_check()). */
+        int (*check)(const struct ops_def *def, const struct ops_call *call, char *err,
+                     size_t errlen);
         /* Compute. Called only for calls that passed check. 0 or -errno with a message. */
-        int (*run)(const struct ops_call *call, char *err, size_t errlen);
+        int (*run)(const struct ops_def *def, const struct ops_call *call, char *err,
+                   size_t errlen);
         /* Work estimate for the cost model: floating/integer operations and bytes moved. */
-        void (*cost)(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes);
+        void (*cost)(const struct ops_def *def, const struct ops_call *call,
+                     uint64_t *ret_flops, uint64_t *ret_bytes);
         unsigned flags; /* enum ops_flags */
         /* Output dtypes and shapes from the inputs (whose data is readable) and attributes;
          * data-dependent shapes (Reshape, NonZero, ...) read the inputs. 0 or -errno with a
          * message naming the op. NULL: the op cannot be used in graphs. */
-        int (*infer)(struct ops_call *call, char *err, size_t errlen);
+        int (*infer)(const struct ops_def *def, struct ops_call *call, char *err,
+                     size_t errlen);
         int since_version; /* first ONNX opset this definition implements (0 = any) */
         const char *domain; /* NULL = the default ONNX domain ("" / "ai.onnx") */
+        /* Attribute names the default check accepts (NULL-terminated); NULL: it leaves
+         * attribute names to infer. */
+        const char *const *attrs;
 };
 
 enum ops_flags {
@@ -105,21 +115,61 @@ enum ops_flags {
         OPS_FLAG_ROW_SPLIT = 1 << 1,
 };
 
-/* Position of a definition in the registry (for per-operator tables). */
-size_t ops_index(const struct ops_def *def);
+/* The registry: every definition of the families below, in a fixed order, indexed once
+ * (ops_registry_init, run by pthread_once; every function here calls it, so explicit calls
+ * are optional). A definition's registry id is its position: stable for the lifetime of the
+ * process (not across builds), below ops_count() and below 65536, so it fits the uint16_t
+ * that wire launches carry to name an operator without a string lookup. */
+void ops_registry_init(void);
 size_t ops_count(void);
+/* The definition with registry id id; NULL past the end. O(1). */
+const struct ops_def *ops_by_id(size_t id);
+/* The registry id of def; ops_count() for a definition not in the registry. O(1). */
+size_t ops_id(const struct ops_def *def);
+/* Same as ops_id (the name per-operator tables use). */
+size_t ops_index(const struct ops_def *def);
+/* Iterate the registry: the i-th operator or NULL past the end (same as ops_by_id). */
+const struct ops_def *ops_get(size_t i);
 
-/* Registry lookup by exact name; NULL when unknown. */
+/* Lookup by exact name in the default domain (wire launches): the newest definition of the
+ * name; NULL when unknown. O(1) on average. */
 const struct ops_def *ops_lookup(const char *name);
-/* ONNX lookup: the definition of (domain, name) with the highest since_version <= opset.
- * domain NULL or "" or "ai.onnx" is the default domain. */
+/* ONNX lookup: the definition of (domain, name) with the highest since_version <= opset that
+ * has an infer. domain NULL or "" or "ai.onnx" is the default domain. O(1) on average. */
 const struct ops_def *ops_lookup_onnx(const char *domain, const char *name, int opset);
-/* A check implemented with infer: infer on a copy of the call (data NULL, so data-dependent
- * operators fail here) and compare every output's dtype and shape with the given ones. */
+
+/* The one check through infer, used for every definition whose check is NULL: input and
+ * output counts (trailing outputs may be absent, dtype 0), attribute names against
+ * def->attrs when set, every tensor's rank, dims and size, then infer on a copy of the call
+ * and every output given compared with what infer gives. */
 int ops_check_by_infer(const struct ops_def *def, const struct ops_call *call, char *err,
                        size_t errlen);
-/* Iterate the registry: returns the i-th operator or NULL past the end. */
-const struct ops_def *ops_get(size_t i);
+
+/* Calling a definition's hooks: check falls back to ops_check_by_infer. */
+static inline int ops_check(const struct ops_def *def, const struct ops_call *call, char *err,
+                            size_t errlen)
+{
+        return def->check ? def->check(def, call, err, errlen)
+                          : ops_check_by_infer(def, call, err, errlen);
+}
+
+static inline int ops_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                          size_t errlen)
+{
+        return def->run(def, call, err, errlen);
+}
+
+static inline int ops_infer(const struct ops_def *def, struct ops_call *call, char *err,
+                            size_t errlen)
+{
+        return def->infer(def, call, err, errlen);
+}
+
+static inline void ops_cost(const struct ops_def *def, const struct ops_call *call,
+                            uint64_t *ret_flops, uint64_t *ret_bytes)
+{
+        def->cost(def, call, ret_flops, ret_bytes);
+}
 
 /* Attribute lookup helpers; return the default when the attribute is absent. */
 int64_t ops_attr_int(const struct ops_call *call, const char *name, int64_t def);

@@ -33,9 +33,8 @@ static int cs_axis(const struct ops_call *call, int *ret, char *err, size_t errl
         return shp_axis(&ops_cumsum_def, v, call->in[0].ndim, ret, err, errlen);
 }
 
-static int cs_infer(struct ops_call *call, char *err, size_t errlen)
+static int cs_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
-        const struct ops_def *def = &ops_cumsum_def;
         const struct ops_tensor *x = &call->in[0];
         int64_t v;
         int ax, rc;
@@ -102,7 +101,7 @@ static void cs_lines(const struct ops_tensor *x, const struct ops_tensor *y, int
         }
 }
 
-static int cs_run(const struct ops_call *call, char *err, size_t errlen)
+static int cs_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0], *y = &call->out[0];
         int excl = ops_attr_int(call, "exclusive", 0) != 0;
@@ -165,15 +164,16 @@ static int cs_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-SHP_CHECK_FN(cs_check, ops_cumsum_def, cs_attrs)
-
-static void cs_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void cs_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                    uint64_t *ret_bytes)
 {
         shp_cost(call, 1, ret_flops, ret_bytes);
 }
 
 const struct ops_def ops_cumsum_def = {
-        "CumSum", 2, 2, 1, OPS_ENGINE_VECTOR, cs_check, cs_run, cs_cost, 0, cs_infer, 11, NULL,
+        .name = "CumSum", .min_inputs = 2, .max_inputs = 2, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = cs_run, .cost = cs_cost, .infer = cs_infer,
+        .since_version = 11, .attrs = cs_attrs,
 };
 
 /* ---------------------------------------------------------------- TopK */
@@ -325,41 +325,21 @@ static int topk_run_def(const struct ops_def *def, const struct ops_call *call, 
         return 0;
 }
 
-static int topk_infer(struct ops_call *call, char *err, size_t errlen)
-{
-        return topk_infer_def(&ops_topk_def, call, err, errlen);
-}
-
-static int topk1_infer(struct ops_call *call, char *err, size_t errlen)
-{
-        return topk_infer_def(&ops_topk1_def, call, err, errlen);
-}
-
-static int topk_run(const struct ops_call *call, char *err, size_t errlen)
-{
-        return topk_run_def(&ops_topk_def, call, err, errlen);
-}
-
-static int topk1_run(const struct ops_call *call, char *err, size_t errlen)
-{
-        return topk_run_def(&ops_topk1_def, call, err, errlen);
-}
-
-SHP_CHECK_FN(topk_check, ops_topk_def, topk_attrs)
-SHP_CHECK_FN(topk1_check, ops_topk1_def, topk1_attrs)
-
-static void topk_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void topk_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                      uint64_t *ret_bytes)
 {
         /* A sort per line: about log2(n) comparisons per element, counted as 8. */
         shp_cost(call, 8, ret_flops, ret_bytes);
 }
 
 const struct ops_def ops_topk_def = {
-        "TopK", 2, 2, 2, OPS_ENGINE_AICPU, topk_check, topk_run, topk_cost, 0, topk_infer, 10,
-        NULL,
+        .name = "TopK", .min_inputs = 2, .max_inputs = 2, .outputs = 2, .engine = OPS_ENGINE_AICPU,
+        .run = topk_run_def, .cost = topk_cost, .infer = topk_infer_def, .since_version = 10,
+        .attrs = topk_attrs,
 };
 
 const struct ops_def ops_topk1_def = {
-        "TopK", 1, 1, 2, OPS_ENGINE_AICPU, topk1_check, topk1_run, topk_cost, 0, topk1_infer, 1,
-        NULL,
+        .name = "TopK", .min_inputs = 1, .max_inputs = 1, .outputs = 2, .engine = OPS_ENGINE_AICPU,
+        .run = topk_run_def, .cost = topk_cost, .infer = topk_infer_def, .since_version = 1,
+        .attrs = topk1_attrs,
 };

@@ -408,35 +408,44 @@ static int red_run(const struct ops_def *def, enum red_kind kind, int axes_input
         return red_run_i64(def->name, &p, kind, call, err, errlen);
 }
 
-static void red_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void red_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                     uint64_t *ret_bytes)
 {
         shp_cost(call, 2, ret_flops, ret_bytes);
 }
 
 /* One definition per (operator, axes as input or attribute). */
-#define RED_DEFS(var, name, kind, since)                                                       \
-        static int var##_infer(struct ops_call *call, char *err, size_t errlen)                \
+#define RED_DEFS(var, opname, kind, since)                                                       \
+        static int var##_infer(const struct ops_def *def, struct ops_call *call, char *err,    \
+                               size_t errlen)                                                  \
         {                                                                                      \
-                return red_infer(&var##_def, kind, 1, call, err, errlen);                      \
+                return red_infer(def, kind, 1, call, err, errlen);                             \
         }                                                                                      \
-        static int var##_run(const struct ops_call *call, char *err, size_t errlen)            \
+        static int var##_run(const struct ops_def *def, const struct ops_call *call, char *err,\
+                             size_t errlen)                                                    \
         {                                                                                      \
-                return red_run(&var##_def, kind, 1, call, err, errlen);                        \
+                return red_run(def, kind, 1, call, err, errlen);                               \
         }                                                                                      \
-        SHP_CHECK_FN(var##_check, var##_def, red_attrs)                                        \
-        static int var##1_infer(struct ops_call *call, char *err, size_t errlen)               \
+        static int var##1_infer(const struct ops_def *def, struct ops_call *call, char *err,   \
+                                size_t errlen)                                                 \
         {                                                                                      \
-                return red_infer(&var##1_def, kind, 0, call, err, errlen);                     \
+                return red_infer(def, kind, 0, call, err, errlen);                             \
         }                                                                                      \
-        static int var##1_run(const struct ops_call *call, char *err, size_t errlen)           \
+        static int var##1_run(const struct ops_def *def, const struct ops_call *call, char *err,\
+                              size_t errlen)                                                   \
         {                                                                                      \
-                return red_run(&var##1_def, kind, 0, call, err, errlen);                       \
+                return red_run(def, kind, 0, call, err, errlen);                               \
         }                                                                                      \
-        SHP_CHECK_FN(var##1_check, var##1_def, red_attrs)                                      \
-        const struct ops_def var##_def = { name, 1, 2, 1, OPS_ENGINE_VECTOR, var##_check,      \
-                                           var##_run, red_cost, 0, var##_infer, since, NULL }; \
-        const struct ops_def var##1_def = { name, 1, 1, 1, OPS_ENGINE_VECTOR, var##1_check,    \
-                                            var##1_run, red_cost, 0, var##1_infer, 1, NULL };
+        const struct ops_def var##_def = {                                                     \
+                .name = opname, .min_inputs = 1, .max_inputs = 2, .outputs = 1,                  \
+                .engine = OPS_ENGINE_VECTOR, .run = var##_run, .cost = red_cost,               \
+                .infer = var##_infer, .since_version = since, .attrs = red_attrs,              \
+        };                                                                                     \
+        const struct ops_def var##1_def = {                                                    \
+                .name = opname, .min_inputs = 1, .max_inputs = 1, .outputs = 1,                  \
+                .engine = OPS_ENGINE_VECTOR, .run = var##1_run, .cost = red_cost,              \
+                .infer = var##1_infer, .since_version = 1, .attrs = red_attrs,                 \
+        };
 
 RED_DEFS(ops_reduce_sum, "ReduceSum", RED_SUM, 13)
 RED_DEFS(ops_reduce_mean, "ReduceMean", RED_MEAN, 18)
@@ -618,40 +627,32 @@ static int arg_run(const struct ops_def *def, const struct ops_call *call, int i
         return 0;
 }
 
-static int argmax_infer(struct ops_call *call, char *err, size_t errlen)
+static int argmax_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                      size_t errlen)
 {
-        return arg_infer(&ops_argmax_def, call, err, errlen);
+        return arg_run(def, call, 1, err, errlen);
 }
 
-static int argmin_infer(struct ops_call *call, char *err, size_t errlen)
+static int argmin_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                      size_t errlen)
 {
-        return arg_infer(&ops_argmin_def, call, err, errlen);
+        return arg_run(def, call, 0, err, errlen);
 }
 
-static int argmax_run(const struct ops_call *call, char *err, size_t errlen)
-{
-        return arg_run(&ops_argmax_def, call, 1, err, errlen);
-}
-
-static int argmin_run(const struct ops_call *call, char *err, size_t errlen)
-{
-        return arg_run(&ops_argmin_def, call, 0, err, errlen);
-}
-
-SHP_CHECK_FN(argmax_check, ops_argmax_def, arg_attrs)
-SHP_CHECK_FN(argmin_check, ops_argmin_def, arg_attrs)
-
-static void arg_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void arg_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                     uint64_t *ret_bytes)
 {
         shp_cost(call, 1, ret_flops, ret_bytes);
 }
 
 const struct ops_def ops_argmax_def = {
-        "ArgMax", 1, 1, 1, OPS_ENGINE_VECTOR, argmax_check, argmax_run, arg_cost, 0,
-        argmax_infer, 1, NULL,
+        .name = "ArgMax", .min_inputs = 1, .max_inputs = 1, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = argmax_run, .cost = arg_cost, .infer = arg_infer,
+        .since_version = 1, .attrs = arg_attrs,
 };
 
 const struct ops_def ops_argmin_def = {
-        "ArgMin", 1, 1, 1, OPS_ENGINE_VECTOR, argmin_check, argmin_run, arg_cost, 0,
-        argmin_infer, 1, NULL,
+        .name = "ArgMin", .min_inputs = 1, .max_inputs = 1, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = argmin_run, .cost = arg_cost, .infer = arg_infer,
+        .since_version = 1, .attrs = arg_attrs,
 };

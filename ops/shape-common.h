@@ -142,20 +142,8 @@ void shp_copy_mapped(size_t esize, int ndim, const int64_t *dims, void *dst, con
 /* n copies of the element at value into dst. */
 void shp_fill(void *dst, int64_t n, const void *value, size_t esize);
 
-/* A check through infer: counts, attribute names against attrs (NULL-terminated), every
- * tensor's rank, dims and size, then every output given (dtype not 0) against what infer
- * gives. Accepts 1 to def->outputs outputs. */
-int shp_check(const struct ops_def *def, const struct ops_call *call,
-              const char *const *attrs, char *err, size_t errlen);
 /* Cost: flops_per_elem per element of the largest tensor, bytes of every tensor. */
 void shp_cost(const struct ops_call *call, uint64_t flops_per_elem, uint64_t *ret_flops,
               uint64_t *ret_bytes);
-
-/* A check function for a definition and its attribute names. */
-#define SHP_CHECK_FN(fn, def, attrs)                                                           \
-        static int fn(const struct ops_call *call, char *err, size_t errlen)                   \
-        {                                                                                      \
-                return shp_check(&(def), call, (attrs), err, errlen);                          \
-        }
 
 #endif

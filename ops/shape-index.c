@@ -22,7 +22,8 @@ static size_t esize(const struct ops_tensor *t)
         return proto_dtype_size(t->dtype);
 }
 
-static void index_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void index_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                       uint64_t *ret_bytes)
 {
         shp_cost(call, 1, ret_flops, ret_bytes);
 }
@@ -45,9 +46,8 @@ static int idx_fail(const char *op, int64_t v, int64_t n, char *err, size_t errl
 
 static const char *const gather_attrs[] = { "axis", NULL };
 
-static int gather_infer(struct ops_call *call, char *err, size_t errlen)
+static int gather_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
-        const struct ops_def *def = &ops_gather_def;
         const struct ops_tensor *x = &call->in[0], *ix = &call->in[1];
         int64_t axis, dims[OPS_MAX_DIMS];
         int ax, d, k = 0, rc;
@@ -100,7 +100,8 @@ static int64_t *idx_load(const char *op, const struct ops_tensor *t, int64_t n, 
         return v;
 }
 
-static int gather_run(const struct ops_call *call, char *err, size_t errlen)
+static int gather_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                      size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0], *ix = &call->in[1], *y = &call->out[0];
         int64_t axis = ops_attr_int(call, "axis", 0), outer, n, inner, m, o, k, *idx;
@@ -136,18 +137,16 @@ static int gather_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-SHP_CHECK_FN(gather_check, ops_gather_def, gather_attrs)
-
 const struct ops_def ops_gather_def = {
-        "Gather", 2, 2, 1, OPS_ENGINE_AICPU, gather_check, gather_run, index_cost, 0,
-        gather_infer, 1, NULL,
+        .name = "Gather", .min_inputs = 2, .max_inputs = 2, .outputs = 1,
+        .engine = OPS_ENGINE_AICPU, .run = gather_run, .cost = index_cost, .infer = gather_infer,
+        .since_version = 1, .attrs = gather_attrs,
 };
 
 /* ---------------------------------------------------------------- GatherElements */
 
-static int ge_infer(struct ops_call *call, char *err, size_t errlen)
+static int ge_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
-        const struct ops_def *def = &ops_gather_elements_def;
         const struct ops_tensor *x = &call->in[0], *ix = &call->in[1];
         int64_t axis;
         int ax, d, rc;
@@ -226,7 +225,7 @@ static int ge_visit(void *vctx, int64_t k, int64_t base)
         return 0;
 }
 
-static int ge_run(const struct ops_call *call, char *err, size_t errlen)
+static int ge_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0];
         int64_t axis = ops_attr_int(call, "axis", 0), xs[OPS_MAX_DIMS];
@@ -238,20 +237,18 @@ static int ge_run(const struct ops_call *call, char *err, size_t errlen)
         return elem_walk(x, &call->in[1], ax, ge_visit, &c);
 }
 
-SHP_CHECK_FN(ge_check, ops_gather_elements_def, gather_attrs)
-
 const struct ops_def ops_gather_elements_def = {
-        "GatherElements", 2, 2, 1, OPS_ENGINE_AICPU, ge_check, ge_run, index_cost, 0, ge_infer,
-        11, NULL,
+        .name = "GatherElements", .min_inputs = 2, .max_inputs = 2, .outputs = 1,
+        .engine = OPS_ENGINE_AICPU, .run = ge_run, .cost = index_cost, .infer = ge_infer,
+        .since_version = 11, .attrs = gather_attrs,
 };
 
 /* ---------------------------------------------------------------- GatherND */
 
 static const char *const gnd_attrs[] = { "batch_dims", NULL };
 
-static int gnd_infer(struct ops_call *call, char *err, size_t errlen)
+static int gnd_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
-        const struct ops_def *def = &ops_gather_nd_def;
         const struct ops_tensor *x = &call->in[0], *ix = &call->in[1];
         int64_t b, last, dims[OPS_MAX_DIMS];
         int r = x->ndim, q = ix->ndim, d, k = 0, rc;
@@ -289,7 +286,7 @@ static int gnd_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int gnd_run(const struct ops_call *call, char *err, size_t errlen)
+static int gnd_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0], *ix = &call->in[1], *y = &call->out[0];
         int64_t b = ops_attr_int(call, "batch_dims", 0), last = ix->dims[ix->ndim - 1];
@@ -327,11 +324,10 @@ static int gnd_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-SHP_CHECK_FN(gnd_check, ops_gather_nd_def, gnd_attrs)
-
 const struct ops_def ops_gather_nd_def = {
-        "GatherND", 2, 2, 1, OPS_ENGINE_AICPU, gnd_check, gnd_run, index_cost, 0, gnd_infer, 11,
-        NULL,
+        .name = "GatherND", .min_inputs = 2, .max_inputs = 2, .outputs = 1,
+        .engine = OPS_ENGINE_AICPU, .run = gnd_run, .cost = index_cost, .infer = gnd_infer,
+        .since_version = 11, .attrs = gnd_attrs,
 };
 
 /* ---------------------------------------------------------------- scatter reductions */
@@ -495,46 +491,24 @@ static int se_run_def(const struct ops_def *def, const struct ops_call *call, ch
         return elem_walk(x, &call->in[1], ax, se_visit, &c);
 }
 
-static int se_infer(struct ops_call *call, char *err, size_t errlen)
-{
-        return se_infer_def(&ops_scatter_elements_def, call, err, errlen);
-}
-
-static int scatter_infer(struct ops_call *call, char *err, size_t errlen)
-{
-        return se_infer_def(&ops_scatter_def, call, err, errlen);
-}
-
-static int se_run(const struct ops_call *call, char *err, size_t errlen)
-{
-        return se_run_def(&ops_scatter_elements_def, call, err, errlen);
-}
-
-static int scatter_run(const struct ops_call *call, char *err, size_t errlen)
-{
-        return se_run_def(&ops_scatter_def, call, err, errlen);
-}
-
-SHP_CHECK_FN(se_check, ops_scatter_elements_def, se_attrs)
-SHP_CHECK_FN(scatter_check, ops_scatter_def, scatter_attrs)
-
 const struct ops_def ops_scatter_elements_def = {
-        "ScatterElements", 3, 3, 1, OPS_ENGINE_AICPU, se_check, se_run, index_cost, 0, se_infer,
-        11, NULL,
+        .name = "ScatterElements", .min_inputs = 3, .max_inputs = 3, .outputs = 1,
+        .engine = OPS_ENGINE_AICPU, .run = se_run_def, .cost = index_cost, .infer = se_infer_def,
+        .since_version = 11, .attrs = se_attrs,
 };
 
 const struct ops_def ops_scatter_def = {
-        "Scatter", 3, 3, 1, OPS_ENGINE_AICPU, scatter_check, scatter_run, index_cost, 0,
-        scatter_infer, 9, NULL,
+        .name = "Scatter", .min_inputs = 3, .max_inputs = 3, .outputs = 1,
+        .engine = OPS_ENGINE_AICPU, .run = se_run_def, .cost = index_cost, .infer = se_infer_def,
+        .since_version = 9, .attrs = scatter_attrs,
 };
 
 /* ---------------------------------------------------------------- ScatterND */
 
 static const char *const snd_attrs[] = { "reduction", NULL };
 
-static int snd_infer(struct ops_call *call, char *err, size_t errlen)
+static int snd_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
-        const struct ops_def *def = &ops_scatter_nd_def;
         const struct ops_tensor *x = &call->in[0], *ix = &call->in[1], *u = &call->in[2];
         struct ops_tensor want;
         int64_t k;
@@ -575,14 +549,14 @@ static int snd_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int snd_run(const struct ops_call *call, char *err, size_t errlen)
+static int snd_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0], *ix = &call->in[1];
         int64_t k = ix->dims[ix->ndim - 1], xs[OPS_MAX_DIMS], g, slice = 1, gi, j, off, v,
                 tup[OPS_MAX_DIMS];
         int d, red, rc;
 
-        rc = sc_reduction(&ops_scatter_nd_def, call, &red, err, errlen);
+        rc = sc_reduction(def, call, &red, err, errlen);
         if (rc)
                 return rc;
         sc_copy_data(call);
@@ -606,11 +580,10 @@ static int snd_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-SHP_CHECK_FN(snd_check, ops_scatter_nd_def, snd_attrs)
-
 const struct ops_def ops_scatter_nd_def = {
-        "ScatterND", 3, 3, 1, OPS_ENGINE_AICPU, snd_check, snd_run, index_cost, 0, snd_infer, 11,
-        NULL,
+        .name = "ScatterND", .min_inputs = 3, .max_inputs = 3, .outputs = 1,
+        .engine = OPS_ENGINE_AICPU, .run = snd_run, .cost = index_cost, .infer = snd_infer,
+        .since_version = 11, .attrs = snd_attrs,
 };
 
 /* ---------------------------------------------------------------- OneHot */
@@ -637,9 +610,8 @@ static int onehot_depth(const struct ops_call *call, int64_t *ret, char *err, si
         return 0;
 }
 
-static int onehot_infer(struct ops_call *call, char *err, size_t errlen)
+static int onehot_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
-        const struct ops_def *def = &ops_one_hot_def;
         const struct ops_tensor *ix = &call->in[0], *v = &call->in[2];
         int64_t axis, depth, dims[OPS_MAX_DIMS];
         int r = ix->ndim, ax, d, k = 0, rc;
@@ -668,7 +640,8 @@ static int onehot_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int onehot_run(const struct ops_call *call, char *err, size_t errlen)
+static int onehot_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                      size_t errlen)
 {
         const struct ops_tensor *ix = &call->in[0], *y = &call->out[0];
         int64_t axis = ops_attr_int(call, "axis", -1), depth, outer, inner, o, j, v;
@@ -705,18 +678,16 @@ static int onehot_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-SHP_CHECK_FN(onehot_check, ops_one_hot_def, onehot_attrs)
-
 const struct ops_def ops_one_hot_def = {
-        "OneHot", 3, 3, 1, OPS_ENGINE_AICPU, onehot_check, onehot_run, index_cost, 0,
-        onehot_infer, 9, NULL,
+        .name = "OneHot", .min_inputs = 3, .max_inputs = 3, .outputs = 1,
+        .engine = OPS_ENGINE_AICPU, .run = onehot_run, .cost = index_cost, .infer = onehot_infer,
+        .since_version = 9, .attrs = onehot_attrs,
 };
 
 /* ---------------------------------------------------------------- NonZero */
 
-static int nz_infer(struct ops_call *call, char *err, size_t errlen)
+static int nz_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
-        const struct ops_def *def = &ops_non_zero_def;
         const struct ops_tensor *x = &call->in[0];
         int64_t dims[2], n = ops_tensor_numel(x), i, cnt = 0;
         int rc;
@@ -737,7 +708,7 @@ static int nz_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int nz_run(const struct ops_call *call, char *err, size_t errlen)
+static int nz_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0];
         int64_t n = ops_tensor_numel(x), cnt = call->out[0].dims[1], idx[OPS_MAX_DIMS] = { 0 };
@@ -764,10 +735,10 @@ static int nz_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-SHP_CHECK_FN(nz_check, ops_non_zero_def, NULL)
-
 const struct ops_def ops_non_zero_def = {
-        "NonZero", 1, 1, 1, OPS_ENGINE_AICPU, nz_check, nz_run, index_cost, 0, nz_infer, 9, NULL,
+        .name = "NonZero", .min_inputs = 1, .max_inputs = 1, .outputs = 1,
+        .engine = OPS_ENGINE_AICPU, .run = nz_run, .cost = index_cost, .infer = nz_infer,
+        .since_version = 9, .attrs = NULL,
 };
 
 /* ---------------------------------------------------------------- Compress */
@@ -803,9 +774,9 @@ static int compress_params(const struct ops_call *call, int *ret_axis, int64_t *
         return 0;
 }
 
-static int compress_infer(struct ops_call *call, char *err, size_t errlen)
+static int compress_infer(const struct ops_def *def, struct ops_call *call, char *err,
+                          size_t errlen)
 {
-        const struct ops_def *def = &ops_compress_def;
         const struct ops_tensor *x = &call->in[0];
         int64_t cnt, dims[OPS_MAX_DIMS];
         int ax, rc;
@@ -831,7 +802,8 @@ static int compress_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int compress_run(const struct ops_call *call, char *err, size_t errlen)
+static int compress_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                        size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0], *c = &call->in[1];
         int64_t cnt, outer = 1, n, inner = 1, nc, o, r, k = 0;
@@ -860,11 +832,10 @@ static int compress_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-SHP_CHECK_FN(compress_check, ops_compress_def, compress_attrs)
-
 const struct ops_def ops_compress_def = {
-        "Compress", 2, 2, 1, OPS_ENGINE_AICPU, compress_check, compress_run, index_cost, 0,
-        compress_infer, 9, NULL,
+        .name = "Compress", .min_inputs = 2, .max_inputs = 2, .outputs = 1,
+        .engine = OPS_ENGINE_AICPU, .run = compress_run, .cost = index_cost,
+        .infer = compress_infer, .since_version = 9, .attrs = compress_attrs,
 };
 
 /* ---------------------------------------------------------------- Unique */
@@ -1041,9 +1012,8 @@ static int uq_params(const struct ops_call *call, int *ret_axis, int *ret_sorted
         return rc;
 }
 
-static int uq_infer(struct ops_call *call, char *err, size_t errlen)
+static int uq_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
-        const struct ops_def *def = &ops_unique_def;
         const struct ops_tensor *x = &call->in[0];
         struct uq_result r;
         int64_t dims[OPS_MAX_DIMS];
@@ -1074,7 +1044,7 @@ static int uq_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int uq_run(const struct ops_call *call, char *err, size_t errlen)
+static int uq_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0];
         int64_t outer = 1, m, inner = 1, o, u;
@@ -1111,13 +1081,14 @@ static int uq_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-SHP_CHECK_FN(uq_check, ops_unique_def, unique_attrs)
-
-static void uq_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void uq_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                    uint64_t *ret_bytes)
 {
         shp_cost(call, 16, ret_flops, ret_bytes);
 }
 
 const struct ops_def ops_unique_def = {
-        "Unique", 1, 1, 4, OPS_ENGINE_AICPU, uq_check, uq_run, uq_cost, 0, uq_infer, 11, NULL,
+        .name = "Unique", .min_inputs = 1, .max_inputs = 1, .outputs = 4,
+        .engine = OPS_ENGINE_AICPU, .run = uq_run, .cost = uq_cost, .infer = uq_infer,
+        .since_version = 11, .attrs = unique_attrs,
 };

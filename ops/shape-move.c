@@ -15,7 +15,8 @@
 
 #include "shape-common.h"
 
-static void move_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void move_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                      uint64_t *ret_bytes)
 {
         shp_cost(call, 0, ret_flops, ret_bytes);
 }
@@ -57,13 +58,14 @@ static int transpose_perm(const struct ops_call *call, int *perm, char *err, siz
         return 0;
 }
 
-static int transpose_infer(struct ops_call *call, char *err, size_t errlen)
+static int transpose_infer(const struct ops_def *def, struct ops_call *call, char *err,
+                           size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0];
         int64_t dims[OPS_MAX_DIMS];
         int perm[OPS_MAX_DIMS], d, rc;
 
-        rc = shp_infer_begin(&ops_transpose_def, call, err, errlen);
+        rc = shp_infer_begin(def, call, err, errlen);
         if (!rc)
                 rc = transpose_perm(call, perm, err, errlen);
         if (rc)
@@ -74,7 +76,8 @@ static int transpose_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int transpose_run(const struct ops_call *call, char *err, size_t errlen)
+static int transpose_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                         size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0], *y = &call->out[0];
         int64_t xs[OPS_MAX_DIMS], ss[OPS_MAX_DIMS], ys[OPS_MAX_DIMS];
@@ -91,11 +94,10 @@ static int transpose_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-SHP_CHECK_FN(transpose_check, ops_transpose_def, transpose_attrs)
-
 const struct ops_def ops_transpose_def = {
-        "Transpose", 1, 1, 1, OPS_ENGINE_VECTOR, transpose_check, transpose_run, move_cost, 0,
-        transpose_infer, 1, NULL,
+        .name = "Transpose", .min_inputs = 1, .max_inputs = 1, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = transpose_run, .cost = move_cost,
+        .infer = transpose_infer, .since_version = 1, .attrs = transpose_attrs,
 };
 
 /* ---------------------------------------------------------------- Concat */
@@ -114,14 +116,14 @@ static int concat_axis(const struct ops_call *call, int *ret, char *err, size_t 
         return shp_axis(&ops_concat_def, axis, call->in[0].ndim, ret, err, errlen);
 }
 
-static int concat_infer(struct ops_call *call, char *err, size_t errlen)
+static int concat_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0];
         char a[OPS_SHAPE_STR_MAX], b[OPS_SHAPE_STR_MAX];
         int64_t dims[OPS_MAX_DIMS];
         int i, d, ax, rc;
 
-        rc = shp_infer_begin(&ops_concat_def, call, err, errlen);
+        rc = shp_infer_begin(def, call, err, errlen);
         if (rc)
                 return rc;
         if (x->ndim < 1)
@@ -154,7 +156,8 @@ static int concat_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int concat_run(const struct ops_call *call, char *err, size_t errlen)
+static int concat_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                      size_t errlen)
 {
         const struct ops_tensor *y = &call->out[0];
         int64_t outer, n, inner, at = 0, dims[2], ds[2], ss[2];
@@ -183,11 +186,10 @@ static int concat_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-SHP_CHECK_FN(concat_check, ops_concat_def, concat_attrs)
-
 const struct ops_def ops_concat_def = {
-        "Concat", 1, OPS_MAX_INPUTS, 1, OPS_ENGINE_VECTOR, concat_check, concat_run, move_cost, 0,
-        concat_infer, 1, NULL,
+        .name = "Concat", .min_inputs = 1, .max_inputs = OPS_MAX_INPUTS, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = concat_run, .cost = move_cost, .infer = concat_infer,
+        .since_version = 1, .attrs = concat_attrs,
 };
 
 /* ---------------------------------------------------------------- Split */
@@ -309,34 +311,22 @@ static int split_run_def(const struct ops_def *def, const struct ops_call *call,
         return 0;
 }
 
-#define SPLIT_FNS(var)                                                                         \
-        static int var##_infer(struct ops_call *call, char *err, size_t errlen)                \
-        {                                                                                      \
-                return split_infer_def(&ops_##var##_def, call, err, errlen);                   \
-        }                                                                                      \
-        static int var##_run(const struct ops_call *call, char *err, size_t errlen)            \
-        {                                                                                      \
-                return split_run_def(&ops_##var##_def, call, err, errlen);                     \
-        }                                                                                      \
-        SHP_CHECK_FN(var##_check, ops_##var##_def, var##_attrs)
-
-SPLIT_FNS(split)
-SPLIT_FNS(split13)
-SPLIT_FNS(split2)
-
 const struct ops_def ops_split_def = {
-        "Split", 1, 2, OPS_MAX_OUTPUTS, OPS_ENGINE_VECTOR, split_check, split_run, move_cost, 0,
-        split_infer, 18, NULL,
+        .name = "Split", .min_inputs = 1, .max_inputs = 2, .outputs = OPS_MAX_OUTPUTS,
+        .engine = OPS_ENGINE_VECTOR, .run = split_run_def, .cost = move_cost,
+        .infer = split_infer_def, .since_version = 18, .attrs = split_attrs,
 };
 
 const struct ops_def ops_split13_def = {
-        "Split", 1, 2, OPS_MAX_OUTPUTS, OPS_ENGINE_VECTOR, split13_check, split13_run, move_cost,
-        0, split13_infer, 13, NULL,
+        .name = "Split", .min_inputs = 1, .max_inputs = 2, .outputs = OPS_MAX_OUTPUTS,
+        .engine = OPS_ENGINE_VECTOR, .run = split_run_def, .cost = move_cost,
+        .infer = split_infer_def, .since_version = 13, .attrs = split13_attrs,
 };
 
 const struct ops_def ops_split2_def = {
-        "Split", 1, 2, OPS_MAX_OUTPUTS, OPS_ENGINE_VECTOR, split2_check, split2_run, move_cost, 0,
-        split2_infer, 1, NULL,
+        .name = "Split", .min_inputs = 1, .max_inputs = 2, .outputs = OPS_MAX_OUTPUTS,
+        .engine = OPS_ENGINE_VECTOR, .run = split_run_def, .cost = move_cost,
+        .infer = split_infer_def, .since_version = 1, .attrs = split2_attrs,
 };
 
 /* ---------------------------------------------------------------- Slice */
@@ -458,44 +448,22 @@ static int slice_run_def(const struct ops_def *def, const struct ops_call *call,
         return 0;
 }
 
-static int slice_infer(struct ops_call *call, char *err, size_t errlen)
-{
-        return slice_infer_def(&ops_slice_def, call, err, errlen);
-}
-
-static int slice1_infer(struct ops_call *call, char *err, size_t errlen)
-{
-        return slice_infer_def(&ops_slice1_def, call, err, errlen);
-}
-
-static int slice_run(const struct ops_call *call, char *err, size_t errlen)
-{
-        return slice_run_def(&ops_slice_def, call, err, errlen);
-}
-
-static int slice1_run(const struct ops_call *call, char *err, size_t errlen)
-{
-        return slice_run_def(&ops_slice1_def, call, err, errlen);
-}
-
-SHP_CHECK_FN(slice_check, ops_slice_def, slice_attrs)
-SHP_CHECK_FN(slice1_check, ops_slice1_def, slice1_attrs)
-
 const struct ops_def ops_slice_def = {
-        "Slice", 3, 5, 1, OPS_ENGINE_VECTOR, slice_check, slice_run, move_cost, 0, slice_infer,
-        10, NULL,
+        .name = "Slice", .min_inputs = 3, .max_inputs = 5, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = slice_run_def, .cost = move_cost,
+        .infer = slice_infer_def, .since_version = 10, .attrs = slice_attrs,
 };
 
 const struct ops_def ops_slice1_def = {
-        "Slice", 1, 1, 1, OPS_ENGINE_VECTOR, slice1_check, slice1_run, move_cost, 0,
-        slice1_infer, 1, NULL,
+        .name = "Slice", .min_inputs = 1, .max_inputs = 1, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = slice_run_def, .cost = move_cost,
+        .infer = slice_infer_def, .since_version = 1, .attrs = slice1_attrs,
 };
 
 /* ---------------------------------------------------------------- Expand */
 
-static int expand_infer(struct ops_call *call, char *err, size_t errlen)
+static int expand_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
-        const struct ops_def *def = &ops_expand_def;
         struct ops_tensor s, o;
         char msg[160];
         int n, rc;
@@ -516,7 +484,8 @@ static int expand_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int expand_run(const struct ops_call *call, char *err, size_t errlen)
+static int expand_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                      size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0], *y = &call->out[0];
         int64_t ss[OPS_MAX_DIMS], ys[OPS_MAX_DIMS];
@@ -529,18 +498,16 @@ static int expand_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-SHP_CHECK_FN(expand_check, ops_expand_def, NULL)
-
 const struct ops_def ops_expand_def = {
-        "Expand", 2, 2, 1, OPS_ENGINE_VECTOR, expand_check, expand_run, move_cost, 0,
-        expand_infer, 8, NULL,
+        .name = "Expand", .min_inputs = 2, .max_inputs = 2, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = expand_run, .cost = move_cost, .infer = expand_infer,
+        .since_version = 8, .attrs = NULL,
 };
 
 /* ---------------------------------------------------------------- Tile */
 
-static int tile_infer(struct ops_call *call, char *err, size_t errlen)
+static int tile_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
-        const struct ops_def *def = &ops_tile_def;
         const struct ops_tensor *x = &call->in[0];
         int64_t rep[OPS_MAX_DIMS], dims[OPS_MAX_DIMS];
         int n, d, rc;
@@ -561,7 +528,8 @@ static int tile_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int tile_run(const struct ops_call *call, char *err, size_t errlen)
+static int tile_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                    size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0], *y = &call->out[0];
         int64_t dims[SHP_COPY_MAX_DIMS], ds[SHP_COPY_MAX_DIMS], ss[SHP_COPY_MAX_DIMS];
@@ -585,11 +553,9 @@ static int tile_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-SHP_CHECK_FN(tile_check, ops_tile_def, NULL)
-
 const struct ops_def ops_tile_def = {
-        "Tile", 2, 2, 1, OPS_ENGINE_VECTOR, tile_check, tile_run, move_cost, 0, tile_infer, 6,
-        NULL,
+        .name = "Tile", .min_inputs = 2, .max_inputs = 2, .outputs = 1, .engine = OPS_ENGINE_VECTOR,
+        .run = tile_run, .cost = move_cost, .infer = tile_infer, .since_version = 6, .attrs = NULL,
 };
 
 /* ---------------------------------------------------------------- Pad */
@@ -775,33 +741,22 @@ static int pad_run_def(const struct ops_def *def, const struct ops_call *call, c
         return 0;
 }
 
-#define PAD_FNS(var, attrs)                                                                    \
-        static int var##_infer(struct ops_call *call, char *err, size_t errlen)                \
-        {                                                                                      \
-                return pad_infer_def(&ops_##var##_def, call, err, errlen);                     \
-        }                                                                                      \
-        static int var##_run(const struct ops_call *call, char *err, size_t errlen)            \
-        {                                                                                      \
-                return pad_run_def(&ops_##var##_def, call, err, errlen);                       \
-        }                                                                                      \
-        SHP_CHECK_FN(var##_check, ops_##var##_def, attrs)
-
-PAD_FNS(pad, pad_attrs)
-PAD_FNS(pad11, pad_attrs)
-PAD_FNS(pad2, pad2_attrs)
-
 const struct ops_def ops_pad_def = {
-        "Pad", 2, 4, 1, OPS_ENGINE_VECTOR, pad_check, pad_run, move_cost, 0, pad_infer, 18, NULL,
+        .name = "Pad", .min_inputs = 2, .max_inputs = 4, .outputs = 1, .engine = OPS_ENGINE_VECTOR,
+        .run = pad_run_def, .cost = move_cost, .infer = pad_infer_def,
+        .since_version = 18, .attrs = pad_attrs,
 };
 
 const struct ops_def ops_pad11_def = {
-        "Pad", 2, 3, 1, OPS_ENGINE_VECTOR, pad11_check, pad11_run, move_cost, 0, pad11_infer, 11,
-        NULL,
+        .name = "Pad", .min_inputs = 2, .max_inputs = 3, .outputs = 1, .engine = OPS_ENGINE_VECTOR,
+        .run = pad_run_def, .cost = move_cost, .infer = pad_infer_def,
+        .since_version = 11, .attrs = pad_attrs,
 };
 
 const struct ops_def ops_pad2_def = {
-        "Pad", 1, 1, 1, OPS_ENGINE_VECTOR, pad2_check, pad2_run, move_cost, 0, pad2_infer, 1,
-        NULL,
+        .name = "Pad", .min_inputs = 1, .max_inputs = 1, .outputs = 1, .engine = OPS_ENGINE_VECTOR,
+        .run = pad_run_def, .cost = move_cost, .infer = pad_infer_def,
+        .since_version = 1, .attrs = pad2_attrs,
 };
 
 /* ---------------------------------------------------------------- DepthToSpace, SpaceToDepth */
@@ -838,9 +793,8 @@ static int d2s_params(const struct ops_def *def, const struct ops_call *call, in
         return 0;
 }
 
-static int d2s_infer(struct ops_call *call, char *err, size_t errlen)
+static int d2s_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
-        const struct ops_def *def = &ops_depth_to_space_def;
         const struct ops_tensor *x = &call->in[0];
         int64_t b, dims[4];
         int crd, rc;
@@ -863,13 +817,13 @@ static int d2s_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int d2s_run(const struct ops_call *call, char *err, size_t errlen)
+static int d2s_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0], *y = &call->out[0];
         int64_t b, c, h, w, dims[6], ds[6], ss[6];
         int crd, rc;
 
-        rc = d2s_params(&ops_depth_to_space_def, call, &b, &crd, err, errlen);
+        rc = d2s_params(def, call, &b, &crd, err, errlen);
         if (rc)
                 return rc;
         c = y->dims[1];
@@ -900,9 +854,8 @@ static int d2s_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int s2d_infer(struct ops_call *call, char *err, size_t errlen)
+static int s2d_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
-        const struct ops_def *def = &ops_space_to_depth_def;
         const struct ops_tensor *x = &call->in[0];
         int64_t b, dims[4];
         int crd, rc;
@@ -926,13 +879,13 @@ static int s2d_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int s2d_run(const struct ops_call *call, char *err, size_t errlen)
+static int s2d_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0], *y = &call->out[0];
         int64_t b, c, h, w, dims[6], ds[6], ss[6];
         int crd, rc;
 
-        rc = d2s_params(&ops_space_to_depth_def, call, &b, &crd, err, errlen);
+        rc = d2s_params(def, call, &b, &crd, err, errlen);
         if (rc)
                 return rc;
         c = x->dims[1];
@@ -956,26 +909,24 @@ static int s2d_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-SHP_CHECK_FN(d2s_check, ops_depth_to_space_def, d2s_attrs)
-SHP_CHECK_FN(s2d_check, ops_space_to_depth_def, s2d_attrs)
-
 const struct ops_def ops_depth_to_space_def = {
-        "DepthToSpace", 1, 1, 1, OPS_ENGINE_VECTOR, d2s_check, d2s_run, move_cost, 0, d2s_infer,
-        1, NULL,
+        .name = "DepthToSpace", .min_inputs = 1, .max_inputs = 1, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = d2s_run, .cost = move_cost, .infer = d2s_infer,
+        .since_version = 1, .attrs = d2s_attrs,
 };
 
 const struct ops_def ops_space_to_depth_def = {
-        "SpaceToDepth", 1, 1, 1, OPS_ENGINE_VECTOR, s2d_check, s2d_run, move_cost, 0, s2d_infer,
-        1, NULL,
+        .name = "SpaceToDepth", .min_inputs = 1, .max_inputs = 1, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = s2d_run, .cost = move_cost, .infer = s2d_infer,
+        .since_version = 1, .attrs = s2d_attrs,
 };
 
 /* ---------------------------------------------------------------- Trilu */
 
 static const char *const trilu_attrs[] = { "upper", NULL };
 
-static int trilu_infer(struct ops_call *call, char *err, size_t errlen)
+static int trilu_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
-        const struct ops_def *def = &ops_trilu_def;
         const struct ops_tensor *x = &call->in[0];
         int64_t upper;
         int rc;
@@ -996,7 +947,8 @@ static int trilu_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int trilu_run(const struct ops_call *call, char *err, size_t errlen)
+static int trilu_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                     size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0], *y = &call->out[0];
         int64_t rows = x->dims[x->ndim - 2], cols = x->dims[x->ndim - 1], n, m, i, lo, hi, k = 0;
@@ -1034,11 +986,10 @@ static int trilu_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-SHP_CHECK_FN(trilu_check, ops_trilu_def, trilu_attrs)
-
 const struct ops_def ops_trilu_def = {
-        "Trilu", 1, 2, 1, OPS_ENGINE_VECTOR, trilu_check, trilu_run, move_cost, 0, trilu_infer, 14,
-        NULL,
+        .name = "Trilu", .min_inputs = 1, .max_inputs = 2, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = trilu_run, .cost = move_cost, .infer = trilu_infer,
+        .since_version = 14, .attrs = trilu_attrs,
 };
 
 /* ---------------------------------------------------------------- ReverseSequence */
@@ -1067,9 +1018,8 @@ static int rs_axes(const struct ops_call *call, int *ret_b, int *ret_t, char *er
         return 0;
 }
 
-static int rs_infer(struct ops_call *call, char *err, size_t errlen)
+static int rs_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
-        const struct ops_def *def = &ops_reverse_sequence_def;
         const struct ops_tensor *x = &call->in[0], *l = &call->in[1];
         int b, t, rc;
 
@@ -1093,7 +1043,7 @@ static int rs_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int rs_run(const struct ops_call *call, char *err, size_t errlen)
+static int rs_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0], *y = &call->out[0];
         int64_t xs[OPS_MAX_DIMS], dims[OPS_MAX_DIMS], ss[OPS_MAX_DIMS], len, i, j, src;
@@ -1145,9 +1095,8 @@ static int rs_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-SHP_CHECK_FN(rs_check, ops_reverse_sequence_def, rs_attrs)
-
 const struct ops_def ops_reverse_sequence_def = {
-        "ReverseSequence", 2, 2, 1, OPS_ENGINE_VECTOR, rs_check, rs_run, move_cost, 0, rs_infer,
-        10, NULL,
+        .name = "ReverseSequence", .min_inputs = 2, .max_inputs = 2, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = rs_run, .cost = move_cost, .infer = rs_infer,
+        .since_version = 10, .attrs = rs_attrs,
 };

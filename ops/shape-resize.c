@@ -502,44 +502,33 @@ out:
         return rc;
 }
 
-#define RS_FNS(var, attrs)                                                                     \
-        static int var##_infer(struct ops_call *call, char *err, size_t errlen)                \
-        {                                                                                      \
-                return rs_infer_def(&ops_##var##_def, call, err, errlen);                      \
-        }                                                                                      \
-        static int var##_run(const struct ops_call *call, char *err, size_t errlen)            \
-        {                                                                                      \
-                return rs_run_def(&ops_##var##_def, call, err, errlen);                        \
-        }                                                                                      \
-        SHP_CHECK_FN(var##_check, ops_##var##_def, attrs)
-
-RS_FNS(resize, resize_attrs)
-RS_FNS(resize11, resize_attrs)
-RS_FNS(resize10, resize10_attrs)
-RS_FNS(upsample, upsample_attrs)
-
-static void rs_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void rs_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                    uint64_t *ret_bytes)
 {
         /* Up to 4 taps per axis of the separable passes. */
         shp_cost(call, 8, ret_flops, ret_bytes);
 }
 
 const struct ops_def ops_resize_def = {
-        "Resize", 1, 4, 1, OPS_ENGINE_VECTOR, resize_check, resize_run, rs_cost, 0, resize_infer,
-        13, NULL,
+        .name = "Resize", .min_inputs = 1, .max_inputs = 4, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = rs_run_def, .cost = rs_cost,
+        .infer = rs_infer_def, .since_version = 13, .attrs = resize_attrs,
 };
 
 const struct ops_def ops_resize11_def = {
-        "Resize", 3, 4, 1, OPS_ENGINE_VECTOR, resize11_check, resize11_run, rs_cost, 0,
-        resize11_infer, 11, NULL,
+        .name = "Resize", .min_inputs = 3, .max_inputs = 4, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = rs_run_def, .cost = rs_cost,
+        .infer = rs_infer_def, .since_version = 11, .attrs = resize_attrs,
 };
 
 const struct ops_def ops_resize10_def = {
-        "Resize", 2, 2, 1, OPS_ENGINE_VECTOR, resize10_check, resize10_run, rs_cost, 0,
-        resize10_infer, 10, NULL,
+        .name = "Resize", .min_inputs = 2, .max_inputs = 2, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = rs_run_def, .cost = rs_cost,
+        .infer = rs_infer_def, .since_version = 10, .attrs = resize10_attrs,
 };
 
 const struct ops_def ops_upsample_def = {
-        "Upsample", 1, 2, 1, OPS_ENGINE_VECTOR, upsample_check, upsample_run, rs_cost, 0,
-        upsample_infer, 7, NULL,
+        .name = "Upsample", .min_inputs = 1, .max_inputs = 2, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = rs_run_def, .cost = rs_cost,
+        .infer = rs_infer_def, .since_version = 7, .attrs = upsample_attrs,
 };

@@ -25,18 +25,21 @@ static void shp_copy_in0(const struct ops_call *call)
                 memmove(call->out[0].data, x->data, (size_t)n * proto_dtype_size(x->dtype));
 }
 
-static int copy_run(const struct ops_call *call, char *err, size_t errlen)
+static int copy_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                    size_t errlen)
 {
         shp_copy_in0(call);
         return 0;
 }
 
-static void copy_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void copy_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                      uint64_t *ret_bytes)
 {
         shp_cost(call, 0, ret_flops, ret_bytes);
 }
 
-static void small_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void small_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                       uint64_t *ret_bytes)
 {
         shp_cost(call, 1, ret_flops, ret_bytes);
 }
@@ -126,36 +129,24 @@ static int reshape_infer_def(const struct ops_def *def, struct ops_call *call, c
         return 0;
 }
 
-static int reshape_infer(struct ops_call *call, char *err, size_t errlen)
-{
-        return reshape_infer_def(&ops_reshape_def, call, err, errlen);
-}
-
-static int reshape1_infer(struct ops_call *call, char *err, size_t errlen)
-{
-        return reshape_infer_def(&ops_reshape1_def, call, err, errlen);
-}
-
-SHP_CHECK_FN(reshape_check, ops_reshape_def, reshape_attrs)
-SHP_CHECK_FN(reshape1_check, ops_reshape1_def, reshape1_attrs)
-
 const struct ops_def ops_reshape_def = {
-        "Reshape", 2, 2, 1, OPS_ENGINE_VECTOR, reshape_check, copy_run, copy_cost, 0,
-        reshape_infer, 5, NULL,
+        .name = "Reshape", .min_inputs = 2, .max_inputs = 2, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = copy_run, .cost = copy_cost, .infer = reshape_infer_def,
+        .since_version = 5, .attrs = reshape_attrs,
 };
 
 const struct ops_def ops_reshape1_def = {
-        "Reshape", 1, 1, 1, OPS_ENGINE_VECTOR, reshape1_check, copy_run, copy_cost, 0,
-        reshape1_infer, 1, NULL,
+        .name = "Reshape", .min_inputs = 1, .max_inputs = 1, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = copy_run, .cost = copy_cost, .infer = reshape_infer_def,
+        .since_version = 1, .attrs = reshape1_attrs,
 };
 
 /* ---------------------------------------------------------------- Flatten */
 
 static const char *const flatten_attrs[] = { "axis", NULL };
 
-static int flatten_infer(struct ops_call *call, char *err, size_t errlen)
+static int flatten_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
-        const struct ops_def *def = &ops_flatten_def;
         const struct ops_tensor *x = &call->in[0];
         int64_t axis, dims[2] = { 1, 1 };
         int d, rc;
@@ -176,11 +167,10 @@ static int flatten_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-SHP_CHECK_FN(flatten_check, ops_flatten_def, flatten_attrs)
-
 const struct ops_def ops_flatten_def = {
-        "Flatten", 1, 1, 1, OPS_ENGINE_VECTOR, flatten_check, copy_run, copy_cost, 0,
-        flatten_infer, 1, NULL,
+        .name = "Flatten", .min_inputs = 1, .max_inputs = 1, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = copy_run, .cost = copy_cost, .infer = flatten_infer,
+        .since_version = 1, .attrs = flatten_attrs,
 };
 
 /* ---------------------------------------------------------------- Squeeze, Unsqueeze */
@@ -265,56 +255,36 @@ static int unsqueeze_infer_def(const struct ops_def *def, struct ops_call *call,
         return 0;
 }
 
-static int squeeze_infer(struct ops_call *call, char *err, size_t errlen)
-{
-        return squeeze_infer_def(&ops_squeeze_def, call, err, errlen);
-}
-
-static int squeeze1_infer(struct ops_call *call, char *err, size_t errlen)
-{
-        return squeeze_infer_def(&ops_squeeze1_def, call, err, errlen);
-}
-
-static int unsqueeze_infer(struct ops_call *call, char *err, size_t errlen)
-{
-        return unsqueeze_infer_def(&ops_unsqueeze_def, call, err, errlen);
-}
-
-static int unsqueeze1_infer(struct ops_call *call, char *err, size_t errlen)
-{
-        return unsqueeze_infer_def(&ops_unsqueeze1_def, call, err, errlen);
-}
-
-SHP_CHECK_FN(squeeze_check, ops_squeeze_def, NULL)
-SHP_CHECK_FN(squeeze1_check, ops_squeeze1_def, axes_attrs)
-SHP_CHECK_FN(unsqueeze_check, ops_unsqueeze_def, NULL)
-SHP_CHECK_FN(unsqueeze1_check, ops_unsqueeze1_def, axes_attrs)
-
 const struct ops_def ops_squeeze_def = {
-        "Squeeze", 1, 2, 1, OPS_ENGINE_VECTOR, squeeze_check, copy_run, copy_cost, 0,
-        squeeze_infer, 13, NULL,
+        .name = "Squeeze", .min_inputs = 1, .max_inputs = 2, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = copy_run, .cost = copy_cost, .infer = squeeze_infer_def,
+        .since_version = 13, .attrs = NULL,
 };
 
 const struct ops_def ops_squeeze1_def = {
-        "Squeeze", 1, 1, 1, OPS_ENGINE_VECTOR, squeeze1_check, copy_run, copy_cost, 0,
-        squeeze1_infer, 1, NULL,
+        .name = "Squeeze", .min_inputs = 1, .max_inputs = 1, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = copy_run, .cost = copy_cost, .infer = squeeze_infer_def,
+        .since_version = 1, .attrs = axes_attrs,
 };
 
 const struct ops_def ops_unsqueeze_def = {
-        "Unsqueeze", 2, 2, 1, OPS_ENGINE_VECTOR, unsqueeze_check, copy_run, copy_cost, 0,
-        unsqueeze_infer, 13, NULL,
+        .name = "Unsqueeze", .min_inputs = 2, .max_inputs = 2, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = copy_run, .cost = copy_cost,
+        .infer = unsqueeze_infer_def, .since_version = 13, .attrs = NULL,
 };
 
 const struct ops_def ops_unsqueeze1_def = {
-        "Unsqueeze", 1, 1, 1, OPS_ENGINE_VECTOR, unsqueeze1_check, copy_run, copy_cost, 0,
-        unsqueeze1_infer, 1, NULL,
+        .name = "Unsqueeze", .min_inputs = 1, .max_inputs = 1, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = copy_run, .cost = copy_cost,
+        .infer = unsqueeze_infer_def, .since_version = 1, .attrs = axes_attrs,
 };
 
 /* ---------------------------------------------------------------- Identity */
 
-static int identity_infer(struct ops_call *call, char *err, size_t errlen)
+static int identity_infer(const struct ops_def *def, struct ops_call *call, char *err,
+                          size_t errlen)
 {
-        int rc = shp_infer_begin(&ops_identity_def, call, err, errlen);
+        int rc = shp_infer_begin(def, call, err, errlen);
 
         if (rc)
                 return rc;
@@ -322,11 +292,10 @@ static int identity_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-SHP_CHECK_FN(identity_check, ops_identity_def, NULL)
-
 const struct ops_def ops_identity_def = {
-        "Identity", 1, 1, 1, OPS_ENGINE_VECTOR, identity_check, copy_run, copy_cost, 0,
-        identity_infer, 1, NULL,
+        .name = "Identity", .min_inputs = 1, .max_inputs = 1, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = copy_run, .cost = copy_cost, .infer = identity_infer,
+        .since_version = 1, .attrs = NULL,
 };
 
 /* ---------------------------------------------------------------- Dropout */
@@ -340,9 +309,8 @@ static int dropout_mask_dtype(const struct ops_call *call)
         return call->opset > 0 && call->opset < 10 ? call->in[0].dtype : PROTO_DTYPE_BOOL;
 }
 
-static int dropout_infer(struct ops_call *call, char *err, size_t errlen)
+static int dropout_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
-        const struct ops_def *def = &ops_dropout_def;
         const struct ops_tensor *x = &call->in[0];
         double ratio;
         int rc;
@@ -368,7 +336,8 @@ static int dropout_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int dropout_run(const struct ops_call *call, char *err, size_t errlen)
+static int dropout_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                       size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0];
         int64_t n = ops_tensor_numel(x), i, done, m;
@@ -418,11 +387,10 @@ static int dropout_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-SHP_CHECK_FN(dropout_check, ops_dropout_def, dropout_attrs)
-
 const struct ops_def ops_dropout_def = {
-        "Dropout", 1, 3, 2, OPS_ENGINE_VECTOR, dropout_check, dropout_run, copy_cost, 0,
-        dropout_infer, 1, NULL,
+        .name = "Dropout", .min_inputs = 1, .max_inputs = 3, .outputs = 2,
+        .engine = OPS_ENGINE_VECTOR, .run = dropout_run, .cost = copy_cost, .infer = dropout_infer,
+        .since_version = 1, .attrs = dropout_attrs,
 };
 
 /* ---------------------------------------------------------------- Shape, Size */
@@ -452,12 +420,12 @@ static int shape_range(const struct ops_call *call, int64_t *ret_start, int64_t 
         return 0;
 }
 
-static int shape_infer(struct ops_call *call, char *err, size_t errlen)
+static int shape_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
         int64_t s, e, n;
         int rc;
 
-        rc = shp_infer_begin(&ops_shape_def, call, err, errlen);
+        rc = shp_infer_begin(def, call, err, errlen);
         if (!rc)
                 rc = shape_range(call, &s, &e, err, errlen);
         if (rc)
@@ -467,7 +435,8 @@ static int shape_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int shape_run(const struct ops_call *call, char *err, size_t errlen)
+static int shape_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                     size_t errlen)
 {
         int64_t s, e;
         int rc;
@@ -480,9 +449,9 @@ static int shape_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int size_infer(struct ops_call *call, char *err, size_t errlen)
+static int size_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
-        int rc = shp_infer_begin(&ops_size_def, call, err, errlen);
+        int rc = shp_infer_begin(def, call, err, errlen);
 
         if (rc)
                 return rc;
@@ -490,14 +459,16 @@ static int size_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int size_run(const struct ops_call *call, char *err, size_t errlen)
+static int size_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                    size_t errlen)
 {
         *(int64_t *)call->out[0].data = ops_tensor_numel(&call->in[0]);
         return 0;
 }
 
 /* Neither reads the input's data: only the output is moved. */
-static void meta_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void meta_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                      uint64_t *ret_bytes)
 {
         int64_t n = ops_tensor_numel(&call->out[0]);
 
@@ -505,17 +476,15 @@ static void meta_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t
         *ret_bytes = n > 0 ? (uint64_t)n * 8 : 0;
 }
 
-SHP_CHECK_FN(shape_check, ops_shape_def, shape_attrs)
-SHP_CHECK_FN(size_check, ops_size_def, NULL)
-
 const struct ops_def ops_shape_def = {
-        "Shape", 1, 1, 1, OPS_ENGINE_AICPU, shape_check, shape_run, meta_cost, 0, shape_infer, 1,
-        NULL,
+        .name = "Shape", .min_inputs = 1, .max_inputs = 1, .outputs = 1, .engine = OPS_ENGINE_AICPU,
+        .run = shape_run, .cost = meta_cost, .infer = shape_infer, .since_version = 1,
+        .attrs = shape_attrs,
 };
 
 const struct ops_def ops_size_def = {
-        "Size", 1, 1, 1, OPS_ENGINE_AICPU, size_check, size_run, meta_cost, 0, size_infer, 1,
-        NULL,
+        .name = "Size", .min_inputs = 1, .max_inputs = 1, .outputs = 1, .engine = OPS_ENGINE_AICPU,
+        .run = size_run, .cost = meta_cost, .infer = size_infer, .since_version = 1, .attrs = NULL,
 };
 
 /* ---------------------------------------------------------------- Constant */
@@ -565,13 +534,14 @@ static int constant_attr(const struct ops_call *call, const struct ops_attr **re
                                               "supported", a->name);
 }
 
-static int constant_infer(struct ops_call *call, char *err, size_t errlen)
+static int constant_infer(const struct ops_def *def, struct ops_call *call, char *err,
+                          size_t errlen)
 {
         const struct ops_attr *a;
         int64_t n;
         int rc;
 
-        rc = shp_infer_begin(&ops_constant_def, call, err, errlen);
+        rc = shp_infer_begin(def, call, err, errlen);
         if (!rc)
                 rc = constant_attr(call, &a, err, errlen);
         if (rc)
@@ -587,7 +557,8 @@ static int constant_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int constant_run(const struct ops_call *call, char *err, size_t errlen)
+static int constant_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                        size_t errlen)
 {
         const struct ops_attr *a;
         void *y = call->out[0].data;
@@ -620,11 +591,10 @@ static int constant_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-SHP_CHECK_FN(constant_check, ops_constant_def, constant_attrs)
-
 const struct ops_def ops_constant_def = {
-        "Constant", 0, 0, 1, OPS_ENGINE_AICPU, constant_check, constant_run, copy_cost, 0,
-        constant_infer, 1, NULL,
+        .name = "Constant", .min_inputs = 0, .max_inputs = 0, .outputs = 1,
+        .engine = OPS_ENGINE_AICPU, .run = constant_run, .cost = copy_cost, .infer = constant_infer,
+        .since_version = 1, .attrs = constant_attrs,
 };
 
 /* ---------------------------------------------------------------- ConstantOfShape */
@@ -666,9 +636,8 @@ static int cos_value(const struct ops_call *call, int *ret_dtype, unsigned char 
         }
 }
 
-static int cos_infer(struct ops_call *call, char *err, size_t errlen)
+static int cos_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
-        const struct ops_def *def = &ops_constant_of_shape_def;
         int64_t dims[OPS_MAX_DIMS + 1], total = 1;
         unsigned char v[8];
         int n, d, dtype, rc;
@@ -693,7 +662,7 @@ static int cos_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int cos_run(const struct ops_call *call, char *err, size_t errlen)
+static int cos_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
 {
         unsigned char v[8];
         int dtype, rc;
@@ -705,11 +674,10 @@ static int cos_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-SHP_CHECK_FN(cos_check, ops_constant_of_shape_def, cos_attrs)
-
 const struct ops_def ops_constant_of_shape_def = {
-        "ConstantOfShape", 1, 1, 1, OPS_ENGINE_VECTOR, cos_check, cos_run, copy_cost, 0,
-        cos_infer, 9, NULL,
+        .name = "ConstantOfShape", .min_inputs = 1, .max_inputs = 1, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = cos_run, .cost = copy_cost, .infer = cos_infer,
+        .since_version = 9, .attrs = cos_attrs,
 };
 
 /* ---------------------------------------------------------------- Range */
@@ -758,9 +726,8 @@ static int range_count(const struct ops_call *call, int64_t *ret_n, char *err, s
         return 0;
 }
 
-static int range_infer(struct ops_call *call, char *err, size_t errlen)
+static int range_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
-        const struct ops_def *def = &ops_range_def;
         int64_t n;
         int i, rc;
 
@@ -786,7 +753,8 @@ static int range_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int range_run(const struct ops_call *call, char *err, size_t errlen)
+static int range_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                     size_t errlen)
 {
         int dtype = call->in[0].dtype;
         int64_t n, i, done, m;
@@ -824,20 +792,18 @@ static int range_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-SHP_CHECK_FN(range_check, ops_range_def, NULL)
-
 const struct ops_def ops_range_def = {
-        "Range", 3, 3, 1, OPS_ENGINE_AICPU, range_check, range_run, small_cost, 0, range_infer,
-        11, NULL,
+        .name = "Range", .min_inputs = 3, .max_inputs = 3, .outputs = 1, .engine = OPS_ENGINE_AICPU,
+        .run = range_run, .cost = small_cost, .infer = range_infer, .since_version = 11,
+        .attrs = NULL,
 };
 
 /* ---------------------------------------------------------------- EyeLike */
 
 static const char *const eye_attrs[] = { "dtype", "k", NULL };
 
-static int eye_infer(struct ops_call *call, char *err, size_t errlen)
+static int eye_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
 {
-        const struct ops_def *def = &ops_eye_like_def;
         const struct ops_tensor *x = &call->in[0];
         int64_t dtype, k;
         int rc;
@@ -861,7 +827,7 @@ static int eye_infer(struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-static int eye_run(const struct ops_call *call, char *err, size_t errlen)
+static int eye_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
 {
         const struct ops_tensor *y = &call->out[0];
         int64_t rows = y->dims[0], cols = y->dims[1], k = ops_attr_int(call, "k", 0), i, j;
@@ -885,9 +851,8 @@ static int eye_run(const struct ops_call *call, char *err, size_t errlen)
         return 0;
 }
 
-SHP_CHECK_FN(eye_check, ops_eye_like_def, eye_attrs)
-
 const struct ops_def ops_eye_like_def = {
-        "EyeLike", 1, 1, 1, OPS_ENGINE_VECTOR, eye_check, eye_run, copy_cost, 0, eye_infer, 9,
-        NULL,
+        .name = "EyeLike", .min_inputs = 1, .max_inputs = 1, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = eye_run, .cost = copy_cost, .infer = eye_infer,
+        .since_version = 9, .attrs = eye_attrs,
 };

@@ -23,14 +23,15 @@ static const char *const sm_attrs[] = { "axis", NULL };
 
 #define SM_TYPES SHP_FLOATS
 
-static int sm_check(const struct ops_call *call, char *err, size_t errlen)
+static int sm_check(const struct ops_def *def, const struct ops_call *call, char *err,
+                    size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0];
         const struct ops_attr *a;
         char buf[OPS_DTYPE_STR_MAX];
         int rc;
 
-        rc = ops_check_common(&ops_softmax_def, call, sm_attrs, err, errlen);
+        rc = ops_check_common(def, call, sm_attrs, err, errlen);
         if (rc)
                 return rc;
         if (x->dtype <= 0 || x->dtype >= 32 || !(SM_TYPES & SHP_T(x->dtype)))
@@ -47,7 +48,7 @@ static int sm_check(const struct ops_call *call, char *err, size_t errlen)
                 return ops_fail(err, errlen, -EINVAL,
                                 "Softmax: axis %lld out of range for rank %d",
                                 (long long)a->i, x->ndim);
-        return ops_check_output(&ops_softmax_def, call, x->dtype, x, err, errlen);
+        return ops_check_output(def, call, x->dtype, x, err, errlen);
 }
 
 /* The [outer, n, inner] split of the input for either semantics. */
@@ -259,7 +260,8 @@ static int sm_infer_def(const struct ops_def *def, struct ops_call *call, char *
         return 0;
 }
 
-static void sm_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *ret_bytes)
+static void sm_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                    uint64_t *ret_bytes)
 {
         uint64_t n = (uint64_t)ops_tensor_numel(&call->in[0]);
 
@@ -268,15 +270,12 @@ static void sm_cost(const struct ops_call *call, uint64_t *ret_flops, uint64_t *
         *ret_bytes = ops_mul_sat(2 * n, proto_dtype_size(call->in[0].dtype));
 }
 
-/* infer, run and (but for the core Softmax) check of one definition. */
+/* run of one definition (infer is sm_infer_def for every one). */
 #define SM_FNS(var, kind)                                                                      \
-        static int var##_infer(struct ops_call *call, char *err, size_t errlen)                \
+        static int var##_run(const struct ops_def *def, const struct ops_call *call, char *err,\
+                             size_t errlen)                                                    \
         {                                                                                      \
-                return sm_infer_def(&var##_def, call, err, errlen);                            \
-        }                                                                                      \
-        static int var##_run(const struct ops_call *call, char *err, size_t errlen)            \
-        {                                                                                      \
-                return sm_compute(&var##_def, call, kind, err, errlen);                        \
+                return sm_compute(def, call, kind, err, errlen);                               \
         }
 
 SM_FNS(ops_softmax, SM_SOFTMAX)
@@ -285,38 +284,39 @@ SM_FNS(ops_log_softmax, SM_LOG)
 SM_FNS(ops_log_softmax1, SM_LOG)
 SM_FNS(ops_hardmax, SM_HARD)
 SM_FNS(ops_hardmax1, SM_HARD)
-SHP_CHECK_FN(ops_softmax1_check, ops_softmax1_def, sm_attrs)
-SHP_CHECK_FN(ops_log_softmax_check, ops_log_softmax_def, sm_attrs)
-SHP_CHECK_FN(ops_log_softmax1_check, ops_log_softmax1_def, sm_attrs)
-SHP_CHECK_FN(ops_hardmax_check, ops_hardmax_def, sm_attrs)
-SHP_CHECK_FN(ops_hardmax1_check, ops_hardmax1_def, sm_attrs)
 
 const struct ops_def ops_softmax_def = {
-        "Softmax", 1, 1, 1, OPS_ENGINE_AICPU, sm_check, ops_softmax_run, sm_cost, 0,
-        ops_softmax_infer, 13, NULL,
+        .name = "Softmax", .min_inputs = 1, .max_inputs = 1, .outputs = 1,
+        .engine = OPS_ENGINE_AICPU, .check = sm_check, .run = ops_softmax_run, .cost = sm_cost,
+        .infer = sm_infer_def, .since_version = 13,
 };
 
 const struct ops_def ops_softmax1_def = {
-        "Softmax", 1, 1, 1, OPS_ENGINE_AICPU, ops_softmax1_check, ops_softmax1_run, sm_cost, 0,
-        ops_softmax1_infer, 1, NULL,
+        .name = "Softmax", .min_inputs = 1, .max_inputs = 1, .outputs = 1,
+        .engine = OPS_ENGINE_AICPU, .run = ops_softmax1_run, .cost = sm_cost,
+        .infer = sm_infer_def, .since_version = 1, .attrs = sm_attrs,
 };
 
 const struct ops_def ops_log_softmax_def = {
-        "LogSoftmax", 1, 1, 1, OPS_ENGINE_AICPU, ops_log_softmax_check, ops_log_softmax_run,
-        sm_cost, 0, ops_log_softmax_infer, 13, NULL,
+        .name = "LogSoftmax", .min_inputs = 1, .max_inputs = 1, .outputs = 1,
+        .engine = OPS_ENGINE_AICPU, .run = ops_log_softmax_run, .cost = sm_cost,
+        .infer = sm_infer_def, .since_version = 13, .attrs = sm_attrs,
 };
 
 const struct ops_def ops_log_softmax1_def = {
-        "LogSoftmax", 1, 1, 1, OPS_ENGINE_AICPU, ops_log_softmax1_check, ops_log_softmax1_run,
-        sm_cost, 0, ops_log_softmax1_infer, 1, NULL,
+        .name = "LogSoftmax", .min_inputs = 1, .max_inputs = 1, .outputs = 1,
+        .engine = OPS_ENGINE_AICPU, .run = ops_log_softmax1_run, .cost = sm_cost,
+        .infer = sm_infer_def, .since_version = 1, .attrs = sm_attrs,
 };
 
 const struct ops_def ops_hardmax_def = {
-        "Hardmax", 1, 1, 1, OPS_ENGINE_AICPU, ops_hardmax_check, ops_hardmax_run, sm_cost, 0,
-        ops_hardmax_infer, 13, NULL,
+        .name = "Hardmax", .min_inputs = 1, .max_inputs = 1, .outputs = 1,
+        .engine = OPS_ENGINE_AICPU, .run = ops_hardmax_run, .cost = sm_cost,
+        .infer = sm_infer_def, .since_version = 13, .attrs = sm_attrs,
 };
 
 const struct ops_def ops_hardmax1_def = {
-        "Hardmax", 1, 1, 1, OPS_ENGINE_AICPU, ops_hardmax1_check, ops_hardmax1_run, sm_cost, 0,
-        ops_hardmax1_infer, 1, NULL,
+        .name = "Hardmax", .min_inputs = 1, .max_inputs = 1, .outputs = 1,
+        .engine = OPS_ENGINE_AICPU, .run = ops_hardmax1_run, .cost = sm_cost,
+        .infer = sm_infer_def, .since_version = 1, .attrs = sm_attrs,
 };

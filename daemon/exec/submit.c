@@ -213,10 +213,10 @@ static struct task *prepare_launch(struct handle_table *h, struct stream *st,
         for (int i = 0; i < probe.nout; i++)
                 probe.out[i].data = NULL;
         err[0] = 0;
-        if (op->check(&probe, err, sizeof(err)) < 0)
+        if (ops_check(op, &probe, err, sizeof(err)) < 0)
                 PREP_FAIL(pe, PROTO_E_SHAPE, "%s", err[0] ? err : "invalid operator call");
         if (op->cost)
-                op->cost(&probe, &flops, &bytes);
+                ops_cost(op, &probe, &flops, &bytes);
         /* Capable engines: the kernel's own kind, and the AI CPU, which runs every operator. */
         int n = 0;
         for (int e = 0; e < OPS_ENGINE_COUNT; e++) {

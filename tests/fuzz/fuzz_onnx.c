@@ -17,7 +17,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* Any operator: outputs shaped like the first input (a float scalar without inputs). */
-static int any_infer(struct ops_call *c, char *err, size_t errlen)
+static int any_infer(const struct ops_def *def, struct ops_call *c, char *err, size_t errlen)
 {
         for (int j = 0; j < c->nout; j++) {
                 struct ops_tensor t = { .dtype = 1 };

@@ -202,7 +202,7 @@ static __attribute__((unused)) int run_at(const char *op, int opset, struct ops_
         c->opset = opset;
         for (i = 0; i < c->nout; i++)
                 memset(&c->out[i], 0, sizeof(c->out[i]));
-        rc = d->infer(c, err, errlen);
+        rc = ops_infer(d, c, err, errlen);
         if (rc)
                 return rc;
         for (i = 0; i < c->nout; i++) {
@@ -211,9 +211,9 @@ static __attribute__((unused)) int run_at(const char *op, int opset, struct ops_
                 ck_assert_int_ne(c->out[i].dtype, 0);
                 c->out[i].data = calloc((size_t)(n ? n : 1), 8);
         }
-        rc = d->check(c, err, errlen);
+        rc = ops_check(d, c, err, errlen);
         ck_assert_msg(rc == 0, "%s: check of an inferred call failed: %s", op, err);
-        return d->run(c, err, errlen);
+        return ops_run(d, c, err, errlen);
 }
 
 static __attribute__((unused)) void run_ok(const char *op, int opset, struct ops_call *c)
@@ -253,7 +253,7 @@ static __attribute__((unused)) void expect_check_fail(const char *op, int opset,
                               const char *want)
 {
         char err[256] = "";
-        int rc = def_at(op, opset)->check(c, err, sizeof(err));
+        int rc = ops_check(def_at(op, opset), c, err, sizeof(err));
 
         ck_assert_msg(rc == -EINVAL, "%s: check returned %d (\"%s\")", op, rc, want);
         ck_assert_msg(strstr(err, want), "message \"%s\" lacks \"%s\"", err, want);

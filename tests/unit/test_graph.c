@@ -23,7 +23,7 @@
 
 /* ---- test operators ---- */
 
-static int same_infer(struct ops_call *c, char *err, size_t errlen)
+static int same_infer(const struct ops_def *def, struct ops_call *c, char *err, size_t errlen)
 {
         c->out[0] = c->in[0];
         c->out[0].data = NULL;
@@ -31,7 +31,7 @@ static int same_infer(struct ops_call *c, char *err, size_t errlen)
 }
 
 /* Inc: y = x + 1 (float32). */
-static int inc_run(const struct ops_call *c, char *err, size_t errlen)
+static int inc_run(const struct ops_def *def, const struct ops_call *c, char *err, size_t errlen)
 {
         int64_t n = ops_tensor_numel(&c->in[0]);
         const float *x = c->in[0].data;
@@ -43,7 +43,7 @@ static int inc_run(const struct ops_call *c, char *err, size_t errlen)
 }
 
 /* Mul2: y = a * b elementwise, same shapes. */
-static int mul_run(const struct ops_call *c, char *err, size_t errlen)
+static int mul_run(const struct ops_def *def, const struct ops_call *c, char *err, size_t errlen)
 {
         int64_t n = ops_tensor_numel(&c->in[0]);
         const float *a = c->in[0].data, *b = c->in[1].data;
@@ -54,14 +54,15 @@ static int mul_run(const struct ops_call *c, char *err, size_t errlen)
         return 0;
 }
 
-static void cost_fn(const struct ops_call *c, uint64_t *flops, uint64_t *bytes)
+static void cost_fn(const struct ops_def *def, const struct ops_call *c, uint64_t *flops,
+                    uint64_t *bytes)
 {
         *flops = (uint64_t)ops_tensor_numel(&c->out[0]);
         *bytes = *flops * 8;
 }
 
 /* Fails while running. */
-static int fail_run(const struct ops_call *c, char *err, size_t errlen)
+static int fail_run(const struct ops_def *def, const struct ops_call *c, char *err, size_t errlen)
 {
         snprintf(err, errlen, "deliberate failure");
         return -EIO;
@@ -79,7 +80,7 @@ static const void *pick_branch(const struct ops_call *c)
         return NULL;
 }
 
-static int pick_infer(struct ops_call *c, char *err, size_t errlen)
+static int pick_infer(const struct ops_def *def, struct ops_call *c, char *err, size_t errlen)
 {
         struct ops_tensor out[2];
         int n = 0, rc;
@@ -98,7 +99,7 @@ static int pick_infer(struct ops_call *c, char *err, size_t errlen)
         return 0;
 }
 
-static int pick_run(const struct ops_call *c, char *err, size_t errlen)
+static int pick_run(const struct ops_def *def, const struct ops_call *c, char *err, size_t errlen)
 {
         struct ops_tensor out[2];
         int n = 0, rc;
@@ -154,7 +155,8 @@ static int add_node(struct graph *g, const struct ops_def *def, const char *name
         return n;
 }
 
-static void set_io(struct graph *g, const char *const *ins, int nin, const char *const *outs, int nout)
+static void set_io(struct graph *g, const char *const *ins, int nin, const char *const *outs,
+                   int nout)
 {
         g->inputs = graph_alloc(g, sizeof(int) * (size_t)(nin + 1));
         g->outputs = graph_alloc(g, sizeof(int) * (size_t)(nout + 1));
@@ -488,7 +490,8 @@ static Onnx__ValueInfoProto *pvalue(const char *name, int dtype, int ndim)
         return vi;
 }
 
-static Onnx__GraphProto *pgraph(int nnode, Onnx__NodeProto **nodes, int nout, Onnx__ValueInfoProto **outs)
+static Onnx__GraphProto *pgraph(int nnode, Onnx__NodeProto **nodes, int nout,
+                                Onnx__ValueInfoProto **outs)
 {
         Onnx__GraphProto *g = K(sizeof(*g));
 

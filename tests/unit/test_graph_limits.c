@@ -529,16 +529,16 @@ START_TEST(test_lstm_sequence_lens)
         c.out[0] = f32v(4, (int64_t[]){ 2, 1, 1, 1 }, y);
         c.out[1] = f32v(3, (int64_t[]){ 1, 1, 1 }, yh);
         c.opset = 14;
-        ck_assert_int_eq(def->run(&c, err, sizeof(err)), -EINVAL);
+        ck_assert_int_eq(ops_run(def, &c, err, sizeof(err)), -EINVAL);
         /* the value quoted is the one given (it was read from freed memory) */
         ck_assert_msg(strstr(err, "sequence_lens") && strstr(err, "is 5"), "%s", err);
         lens[0] = -1;
-        ck_assert_int_eq(def->run(&c, err, sizeof(err)), -EINVAL);
+        ck_assert_int_eq(ops_run(def, &c, err, sizeof(err)), -EINVAL);
         ck_assert_msg(strstr(err, "is -1"), "%s", err);
         lens[0] = 2;
-        ck_assert_msg(def->run(&c, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_msg(ops_run(def, &c, err, sizeof(err)) == 0, "%s", err);
         lens[0] = 1;
-        ck_assert_msg(def->run(&c, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_msg(ops_run(def, &c, err, sizeof(err)) == 0, "%s", err);
 }
 END_TEST
 
@@ -602,7 +602,7 @@ START_TEST(test_kernel_cancel)
         call.in[1] = f32v(2, (int64_t[]){ K, N }, b);
         call.out[0] = f32v(2, (int64_t[]){ M, N }, c);
         ops_runctx_set(&ctx);
-        ck_assert_int_lt(mm->run(&call, err, sizeof(err)), 0);
+        ck_assert_int_lt(ops_run(mm, &call, err, sizeof(err)), 0);
         ck_assert_msg(strstr(err, "MatMul") && strstr(err, "cancelled"), "%s", err);
         ck_assert_int_eq(ctx.code, PROTO_E_CANCELLED);
         ck_assert(c[0] == (float)K);                   /* the first block ran */
@@ -613,7 +613,7 @@ START_TEST(test_kernel_cancel)
         call.in[0] = f32v(1, (int64_t[]){ E }, a);
         call.in[1] = f32v(1, (int64_t[]){ E }, a + 1);
         call.out[0] = f32v(1, (int64_t[]){ E }, c);
-        ck_assert_int_lt(add->run(&call, err, sizeof(err)), 0);
+        ck_assert_int_lt(ops_run(add, &call, err, sizeof(err)), 0);
         ck_assert_int_eq(ctx.code, PROTO_E_CANCELLED);
         ck_assert(c[0] == 2 && c[E - 1] == -1);
 
@@ -622,7 +622,7 @@ START_TEST(test_kernel_cancel)
         call.in[0] = f32v(1, (int64_t[]){ 1024 }, a);
         call.in[1] = (struct ops_tensor){ .dtype = I64, .ndim = 1, .dims = { 1 }, .data = reps };
         call.out[0] = f32v(1, (int64_t[]){ E }, c);
-        (void)tile->run(&call, err, sizeof(err)); /* stops quietly: the code tells */
+        (void)ops_run(tile, &call, err, sizeof(err)); /* stops quietly: the code tells */
         ck_assert_int_eq(ctx.code, PROTO_E_CANCELLED);
         ck_assert(c[0] == 1 && c[E - 1] == -1);
         /* MaxPool, whose work is the output times the kernel's extent */
@@ -641,7 +641,7 @@ START_TEST(test_kernel_cancel)
                 call.attr[0].type = OPS_ATTR_INTS;
                 call.attr[0].n = 2;
                 call.attr[0].ints = ks;
-                ck_assert_int_eq(pool->run(&call, err, sizeof(err)), -ECANCELED);
+                ck_assert_int_eq(ops_run(pool, &call, err, sizeof(err)), -ECANCELED);
                 ck_assert_msg(strstr(err, "MaxPool") && strstr(err, "cancelled"), "%s", err);
                 ck_assert_int_eq(ctx.code, PROTO_E_CANCELLED);
         }
@@ -655,7 +655,7 @@ START_TEST(test_kernel_cancel)
         call.in[1] = (struct ops_tensor){ .dtype = I64, .ndim = 1, .dims = { 1 }, .data = reps };
         call.out[0] = f32v(1, (int64_t[]){ E }, c);
         fill(c, E, -1);
-        ck_assert_msg(tile->run(&call, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_msg(ops_run(tile, &call, err, sizeof(err)) == 0, "%s", err);
         ck_assert(c[E - 1] == 1);
         free(a);
         free(b);

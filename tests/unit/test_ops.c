@@ -6,6 +6,7 @@
 #include <check.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,10 +119,10 @@ static int invoke(const char *op, const struct ops_call *c, char *err, size_t er
         for (i = 0; i < OPS_MAX_OUTPUTS; i++)
                 nodata.out[i].data = NULL;
         err[0] = '\0';
-        rc = def->check(&nodata, err, errlen);
+        rc = ops_check(def, &nodata, err, errlen);
         if (rc)
                 return rc;
-        return def->run(c, err, errlen);
+        return ops_run(def, c, err, errlen);
 }
 
 static void invoke_ok(const char *op, const struct ops_call *c)
@@ -141,7 +142,7 @@ static void expect_reject(const char *op, const struct ops_call *c, const char *
         int rc;
 
         ck_assert_ptr_nonnull(def);
-        rc = def->check(c, err, sizeof(err));
+        rc = ops_check(def, c, err, sizeof(err));
         ck_assert_msg(rc == -EINVAL, "%s: check returned %d, wanted -EINVAL (want \"%s\")", op,
                       rc, want);
         ck_assert_msg(strncmp(err, op, n) == 0 && err[n] == ':', "message \"%s\" does not name %s",
@@ -182,7 +183,7 @@ START_TEST(test_registry)
                 d = ops_lookup(names[i]);
                 ck_assert_ptr_nonnull(d);
                 ck_assert_str_eq(d->name, names[i]);
-                ck_assert_ptr_nonnull(d->check);
+                ck_assert(d->check || d->infer); /* NULL: the default check through infer */
                 ck_assert_ptr_nonnull(d->run);
                 ck_assert_ptr_nonnull(d->cost);
                 ck_assert_int_eq(d->outputs, 1);
@@ -1288,7 +1289,7 @@ static void reject_common(const char *op, struct ops_call good)
         {
                 char err[256] = "";
 
-                ck_assert_msg(ops_lookup(op)->check(&good, err, sizeof(err)) == 0, "%s: %s", op,
+                ck_assert_msg(ops_check(ops_lookup(op), &good, err, sizeof(err)) == 0, "%s: %s", op,
                               err);
         }
         c = good;
@@ -1364,20 +1365,20 @@ START_TEST(test_check_binary)
 
                 c = call2(tensor(F32, NULL, SHP(2, 3)), tensor(I32, NULL, SHP(2, 3)),
                           tensor(F32, NULL, SHP(2, 3)));
-                ck_assert_int_eq(ops_lookup("Add")->check(&c, err, sizeof(err)), -EINVAL);
+                ck_assert_int_eq(ops_check(ops_lookup("Add"), &c, err, sizeof(err)), -EINVAL);
                 ck_assert_str_eq(err, "Add: input 1 dtype int32 does not match input 0 dtype float32");
                 c = call2(tensor(F32, NULL, SHP(2, 1)), tensor(F32, NULL, SHP(4)),
                           tensor(F32, NULL, SHP(2, 3)));
-                ck_assert_int_eq(ops_lookup("Add")->check(&c, err, sizeof(err)), -EINVAL);
+                ck_assert_int_eq(ops_check(ops_lookup("Add"), &c, err, sizeof(err)), -EINVAL);
                 ck_assert_str_eq(err, "Add: output shape [2,3] but expected [2,4]");
                 c = call2(tensor(F32, NULL, SHP(2, 3)), tensor(F32, NULL, SHP(4)),
                           tensor(F32, NULL, SHP(2, 3)));
-                ck_assert_int_eq(ops_lookup("Mul")->check(&c, err, sizeof(err)), -EINVAL);
+                ck_assert_int_eq(ops_check(ops_lookup("Mul"), &c, err, sizeof(err)), -EINVAL);
                 ck_assert_str_eq(err, "Mul: cannot broadcast shapes [2,3] and [4]");
                 /* scalar output from scalars passes */
                 c = call2(tensor(I64, NULL, SCALAR), tensor(I64, NULL, SCALAR),
                           tensor(I64, NULL, SCALAR));
-                ck_assert_int_eq(ops_lookup("Div")->check(&c, err, sizeof(err)), 0);
+                ck_assert_int_eq(ops_check(ops_lookup("Div"), &c, err, sizeof(err)), 0);
         }
 }
 END_TEST
@@ -1402,7 +1403,7 @@ START_TEST(test_check_unary)
                 expect_reject(ops[i], &c, "output shape [4,4] but expected [4,5]");
         }
         c = call1(tensor(I32, NULL, SHP(3)), tensor(I32, NULL, SHP(3)));
-        ck_assert_int_eq(ops_lookup("Relu")->check(&c, (char[64]){ 0 }, 64), 0);
+        ck_assert_int_eq(ops_check(ops_lookup("Relu"), &c, (char[64]){ 0 }, 64), 0);
         expect_reject("Sigmoid", &c, "unsupported dtype int32");
         expect_reject("Tanh", &c, "unsupported dtype int32");
 }
@@ -1430,7 +1431,7 @@ START_TEST(test_check_matmul)
         expect_reject("MatMul", &c, "scalar");
         c = call2(tensor(F32, NULL, SHP(2, 3)), tensor(F32, NULL, SHP(4, 5)),
                   tensor(F32, NULL, SHP(2, 5)));
-        ck_assert_int_eq(ops_lookup("MatMul")->check(&c, err, sizeof(err)), -EINVAL);
+        ck_assert_int_eq(ops_check(ops_lookup("MatMul"), &c, err, sizeof(err)), -EINVAL);
         ck_assert_str_eq(err, "MatMul: inner dimensions differ (3 vs 4)");
         c = call2(tensor(F32, NULL, SHP(3)), tensor(F32, NULL, SHP(4)), tensor(F32, NULL, SCALAR));
         expect_reject("MatMul", &c, "inner dimensions differ (3 vs 4)");
@@ -1463,7 +1464,7 @@ START_TEST(test_check_softmax)
         expect_reject("Softmax", &c, "axis -4 out of range");
         c = good;
         attr_int(&c, "axis", -3);
-        ck_assert_int_eq(ops_lookup("Softmax")->check(&c, (char[64]){ 0 }, 64), 0);
+        ck_assert_int_eq(ops_check(ops_lookup("Softmax"), &c, (char[64]){ 0 }, 64), 0);
         c = good;
         attr_float(&c, "axis", 1.0);
         expect_reject("Softmax", &c, "axis");
@@ -1507,26 +1508,163 @@ START_TEST(test_cost)
 
         c = call2(tensor(F32, NULL, SHP(2, 3, 4)), tensor(F32, NULL, SHP(4, 5)),
                   tensor(F32, NULL, SHP(2, 3, 5)));
-        ops_lookup("MatMul")->cost(&c, &flops, &bytes);
+        ops_cost(ops_lookup("MatMul"), &c, &flops, &bytes);
         ck_assert_uint_eq(flops, 2 * 3 * 5 * 4 * 2);
         ck_assert_uint_eq(bytes, (24 + 20 + 30) * 4);
         c = call2(tensor(F16, NULL, SHP(4)), tensor(F16, NULL, SHP(4)), tensor(F16, NULL, SCALAR));
-        ops_lookup("MatMul")->cost(&c, &flops, &bytes);
+        ops_cost(ops_lookup("MatMul"), &c, &flops, &bytes);
         ck_assert_uint_eq(flops, 8);
         c = call2(tensor(F32, NULL, SHP(2, 3)), tensor(F32, NULL, SHP(3)),
                   tensor(F32, NULL, SHP(2, 3)));
-        ops_lookup("Add")->cost(&c, &flops, &bytes);
+        ops_cost(ops_lookup("Add"), &c, &flops, &bytes);
         ck_assert_uint_eq(flops, 6);
         ck_assert_uint_eq(bytes, (6 + 3 + 6) * 4);
         c = call1(tensor(F16, NULL, SHP(10)), tensor(F16, NULL, SHP(10)));
-        ops_lookup("Relu")->cost(&c, &flops, &bytes);
+        ops_cost(ops_lookup("Relu"), &c, &flops, &bytes);
         ck_assert_uint_eq(flops, 10);
         ck_assert_uint_eq(bytes, 40);
-        ops_lookup("Softmax")->cost(&c, &flops, &bytes);
+        ops_cost(ops_lookup("Softmax"), &c, &flops, &bytes);
         ck_assert_uint_gt(flops, 10);
         c = call1(tensor(F16, NULL, SHP(10)), tensor(F64, NULL, SHP(10)));
-        ops_lookup("Cast")->cost(&c, &flops, &bytes);
+        ops_cost(ops_lookup("Cast"), &c, &flops, &bytes);
         ck_assert_uint_eq(bytes, 100);
+}
+END_TEST
+
+
+/* The reference for the index: the linear search the registry did before, over ops_get. */
+static const struct ops_def *linear_lookup_onnx(const char *domain, const char *name, int opset)
+{
+        const struct ops_def *d, *best = NULL;
+        size_t i;
+
+        for (i = 0; (d = ops_get(i)); i++) {
+                int dflt = !domain || !*domain || strcmp(domain, "ai.onnx") == 0;
+                int same = dflt ? !d->domain || !*d->domain || strcmp(d->domain, "ai.onnx") == 0
+                                : d->domain && strcmp(d->domain, domain) == 0;
+
+                if (!same || strcmp(d->name, name) != 0 || !d->infer || d->since_version > opset)
+                        continue;
+                if (!best || d->since_version > best->since_version)
+                        best = d;
+        }
+        return best;
+}
+
+START_TEST(test_registry_ids_and_index)
+{
+        static const struct ops_def unregistered = { .name = "Add", .since_version = 1 };
+        const struct ops_def *d;
+        size_t id, n = ops_count();
+        int opset;
+
+        ck_assert_uint_gt(n, 0);
+        /* Ids travel in wire launches as uint16_t. */
+        ck_assert_uint_le(n, UINT16_MAX);
+        for (id = 0; id < n; id++) {
+                d = ops_by_id(id);
+                ck_assert_ptr_nonnull(d);
+                ck_assert_ptr_eq(ops_get(id), d);
+                ck_assert_uint_eq(ops_id(d), id);
+                ck_assert_uint_eq(ops_index(d), id);
+                if (!d->infer)
+                        continue;
+                /* Found by (domain, name, opset) from its since_version on, in every spelling
+                 * of the default domain, and the choice is the linear search's. */
+                ck_assert_ptr_eq(ops_lookup_onnx(d->domain, d->name, d->since_version), d);
+                if (!d->domain) {
+                        ck_assert_ptr_eq(ops_lookup_onnx("", d->name, d->since_version), d);
+                        ck_assert_ptr_eq(ops_lookup_onnx("ai.onnx", d->name, d->since_version),
+                                         d);
+                        ck_assert_ptr_nonnull(ops_lookup(d->name));
+                }
+                for (opset = 0; opset <= 22; opset++)
+                        ck_assert_ptr_eq(ops_lookup_onnx(d->domain, d->name, opset),
+                                         linear_lookup_onnx(d->domain, d->name, opset));
+        }
+        ck_assert_ptr_null(ops_by_id(n));
+        ck_assert_ptr_null(ops_by_id((size_t)-1));
+        ck_assert_uint_eq(ops_id(&unregistered), n);
+        ck_assert_uint_eq(ops_id(NULL), n);
+
+        /* Unknown names, another domain, an opset before the first definition. */
+        ck_assert_ptr_null(ops_lookup_onnx(NULL, "NoSuchOp", 17));
+        ck_assert_ptr_null(ops_lookup_onnx(NULL, "conv", 17));
+        ck_assert_ptr_null(ops_lookup_onnx(NULL, "", 17));
+        ck_assert_ptr_null(ops_lookup_onnx(NULL, NULL, 17));
+        ck_assert_ptr_null(ops_lookup_onnx("com.example", "Conv", 17));
+        ck_assert_ptr_null(ops_lookup_onnx("ai.onnx.ml", "Add", 17));
+        d = ops_lookup_onnx(NULL, "LayerNormalization", 17);
+        ck_assert_ptr_nonnull(d);
+        ck_assert_int_eq(d->since_version, 17);
+        ck_assert_ptr_null(ops_lookup_onnx(NULL, "LayerNormalization", 16));
+        ck_assert_ptr_null(ops_lookup_onnx(NULL, "Mish", 17));
+        /* Several definitions: the newest at or below the opset. */
+        ck_assert_int_eq(ops_lookup_onnx(NULL, "Softmax", 12)->since_version, 1);
+        ck_assert_int_eq(ops_lookup_onnx(NULL, "Softmax", 13)->since_version, 13);
+        ck_assert_int_eq(ops_lookup_onnx(NULL, "Softmax", 21)->since_version, 13);
+}
+END_TEST
+
+static void *lookup_thread(void *arg)
+{
+        const struct ops_def *d = ops_lookup_onnx(NULL, "Conv", 17);
+
+        *(size_t *)arg = d ? ops_id(d) : (size_t)-1;
+        return NULL;
+}
+
+/* The first lookups race to build the index; pthread_once lets one build it. Only a fresh
+ * process shows that, hence the fork of check's default mode (other tests may run first in
+ * CK_FORK=no, where this is a plain concurrent lookup). */
+START_TEST(test_registry_concurrent_init)
+{
+        pthread_t t[4];
+        size_t ids[4];
+        int i;
+
+        for (i = 0; i < 4; i++)
+                ck_assert_int_eq(pthread_create(&t[i], NULL, lookup_thread, &ids[i]), 0);
+        for (i = 0; i < 4; i++) {
+                ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+                ck_assert_ptr_eq(ops_by_id(ids[i]), ops_lookup_onnx(NULL, "Conv", 17));
+        }
+}
+END_TEST
+
+/* A definition without a check gets the registry's check through infer. */
+START_TEST(test_default_check)
+{
+        const struct ops_def *d = ops_lookup_onnx(NULL, "Transpose", 13);
+        struct ops_call c;
+        char err[256];
+
+        ck_assert_ptr_nonnull(d);
+        ck_assert_ptr_null(d->check);
+        memset(&c, 0, sizeof(c));
+        c.nin = c.nout = 1;
+        c.in[0].dtype = c.out[0].dtype = PROTO_DTYPE_FLOAT32;
+        c.in[0].ndim = c.out[0].ndim = 2;
+        c.in[0].dims[0] = 2;
+        c.in[0].dims[1] = 3;
+        c.out[0].dims[0] = 3;
+        c.out[0].dims[1] = 2;
+        ck_assert_msg(ops_check(d, &c, err, sizeof(err)) == 0, "%s", err);
+        c.out[0].dims[0] = 2;
+        c.out[0].dims[1] = 3;
+        ck_assert_int_eq(ops_check(d, &c, err, sizeof(err)), -EINVAL);
+        ck_assert_str_eq(err, "Transpose: output shape [2,3] but expected [3,2]");
+        ck_assert_int_eq(ops_check_by_infer(d, &c, err, sizeof(err)), -EINVAL);
+        /* Counts and attribute names come first, named the same way. */
+        c.nout = 2;
+        ck_assert_int_eq(ops_check(d, &c, err, sizeof(err)), -EINVAL);
+        ck_assert_str_eq(err, "Transpose: expected 1 output, got 2");
+        c.nout = 1;
+        c.nattr = 1;
+        strcpy(c.attr[0].name, "axis");
+        c.attr[0].type = OPS_ATTR_INT;
+        ck_assert_int_eq(ops_check(d, &c, err, sizeof(err)), -EINVAL);
+        ck_assert_str_eq(err, "Transpose: unknown attribute 'axis'");
 }
 END_TEST
 
@@ -1537,6 +1675,9 @@ static Suite *ops_suite(void)
 
         tc = tcase_create("registry");
         tcase_add_test(tc, test_registry);
+        tcase_add_test(tc, test_registry_ids_and_index);
+        tcase_add_test(tc, test_registry_concurrent_init);
+        tcase_add_test(tc, test_default_check);
         tcase_add_test(tc, test_attrs);
         tcase_add_test(tc, test_cost);
         suite_add_tcase(s, tc);

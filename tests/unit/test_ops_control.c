@@ -96,7 +96,7 @@ static void call_init(struct ops_call *c, int opset)
 /* infer, allocate the outputs, run: what the executor does. Returns run's result. */
 static int exec_call(const struct ops_def *def, struct ops_call *c, char *err, size_t errlen)
 {
-        int rc = def->infer(c, err, errlen);
+        int rc = ops_infer(def, c, err, errlen);
 
         if (rc)
                 return rc;
@@ -105,7 +105,7 @@ static int exec_call(const struct ops_def *def, struct ops_call *c, char *err, s
                 ck_assert_int_ge(n, 0);
                 c->out[j].data = ops_buf_alloc0((uint64_t)n * 8, NULL, 0);
         }
-        return def->run(c, err, errlen);
+        return ops_run(def, c, err, errlen);
 }
 
 static void call_free(struct ops_call *c)
@@ -179,11 +179,11 @@ START_TEST(test_if_run_without_infer)
         graph_attr(&c, "then_branch", &tg);
         graph_attr(&c, "else_branch", &eg);
         c.out[0] = f32(1, (int64_t[]){ 3 }, NULL);
-        ck_assert_msg(def->run(&c, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_msg(ops_run(def, &c, err, sizeof(err)) == 0, "%s", err);
         ck_assert(((float *)c.out[0].data)[2] == 3);
         /* a wrong output shape is named */
         c.out[0].dims[0] = 4;
-        ck_assert_int_eq(def->run(&c, err, sizeof(err)), -EINVAL);
+        ck_assert_int_eq(ops_run(def, &c, err, sizeof(err)), -EINVAL);
         ck_assert_ptr_nonnull(strstr(err, "If: output 0"));
         call_free(&c);
 }
@@ -201,16 +201,16 @@ START_TEST(test_if_errors)
         c.in[0] = scalar(BOOL, 0);
         c.nout = 1;
         graph_attr(&c, "then_branch", &tg);
-        ck_assert_int_eq(def->infer(&c, err, sizeof(err)), -EINVAL);
+        ck_assert_int_eq(ops_infer(def, &c, err, sizeof(err)), -EINVAL);
         ck_assert_ptr_nonnull(strstr(err, "else_branch"));
         /* outside graphs (wire launches, estimates without data) */
         c.graph_run = NULL;
-        ck_assert_int_eq(def->infer(&c, err, sizeof(err)), -EINVAL);
-        ck_assert_int_lt(def->check(&c, err, sizeof(err)), 0);
+        ck_assert_int_eq(ops_infer(def, &c, err, sizeof(err)), -EINVAL);
+        ck_assert_int_lt(ops_check(def, &c, err, sizeof(err)), 0);
         ops_buf_free(c.in[0].data);
         c.in[0].data = NULL;
         c.graph_run = fake_run;
-        ck_assert_int_eq(def->infer(&c, err, sizeof(err)), -EINVAL);
+        ck_assert_int_eq(ops_infer(def, &c, err, sizeof(err)), -EINVAL);
         ck_assert_ptr_nonnull(strstr(err, "condition"));
 }
 END_TEST
@@ -307,7 +307,7 @@ START_TEST(test_loop_zero_iterations)
         c.in[2] = f32(1, (int64_t[]){ 2 }, (float[]){ 1, 10 });
         c.nout = 2;
         graph_attr(&c, "body", &body);
-        ck_assert_int_eq(def->infer(&c, err, sizeof(err)), -ENOTSUP);
+        ck_assert_int_eq(ops_infer(def, &c, err, sizeof(err)), -ENOTSUP);
         ck_assert_ptr_nonnull(strstr(err, "scan output 0"));
         call_free(&c);
 }
@@ -394,10 +394,10 @@ START_TEST(test_scan_errors)
         c.nout = 1;
         graph_attr(&c, "body", &body);
         ints_attr(&c, "num_scan_inputs", 0, (const int64_t[]){ 2 });
-        ck_assert_int_eq(def->infer(&c, err, sizeof(err)), -EINVAL);
+        ck_assert_int_eq(ops_infer(def, &c, err, sizeof(err)), -EINVAL);
         ck_assert_ptr_nonnull(strstr(err, "steps"));
         c.attr[1].i = 5;
-        ck_assert_int_eq(def->infer(&c, err, sizeof(err)), -EINVAL);
+        ck_assert_int_eq(ops_infer(def, &c, err, sizeof(err)), -EINVAL);
         ck_assert_ptr_nonnull(strstr(err, "num_scan_inputs"));
         ck_assert_int_eq(body.runs, 0);
         call_free(&c);
@@ -420,7 +420,7 @@ START_TEST(test_zero_iterations_without_data)
         c.in[2] = (struct ops_tensor){ .dtype = F32, .ndim = 1, .dims = { 2 } }; /* no data */
         c.nout = 1;
         graph_attr(&c, "body", &body);
-        ck_assert_int_eq(loop->infer(&c, err, sizeof(err)), -EINVAL);
+        ck_assert_int_eq(ops_infer(loop, &c, err, sizeof(err)), -EINVAL);
         ck_assert_ptr_nonnull(strstr(err, "needs the value"));
         ck_assert_int_eq(body.runs, 0);
         ops_buf_free(c.in[0].data);
@@ -433,7 +433,7 @@ START_TEST(test_zero_iterations_without_data)
         c.nout = 1;
         graph_attr(&c, "body", &sbody);
         ints_attr(&c, "num_scan_inputs", 0, (const int64_t[]){ 1 });
-        ck_assert_int_eq(scan->infer(&c, err, sizeof(err)), -EINVAL);
+        ck_assert_int_eq(ops_infer(scan, &c, err, sizeof(err)), -EINVAL);
         ck_assert_ptr_nonnull(strstr(err, "needs the value"));
         ck_assert_int_eq(sbody.runs, 0);
 
@@ -466,7 +466,7 @@ START_TEST(test_trip_cap)
         c.in[2] = f32(1, (int64_t[]){ 2 }, (float[]){ 1, 10 });
         c.nout = 1;
         graph_attr(&c, "body", &body);
-        ck_assert_int_lt(loop->infer(&c, err, sizeof(err)), 0);
+        ck_assert_int_lt(ops_infer(loop, &c, err, sizeof(err)), 0);
         ck_assert_ptr_nonnull(strstr(err, "cap"));
         ck_assert_int_eq(body.runs, 0);
         ck_assert_int_eq(ctx.code, PROTO_E_LIMIT);
@@ -475,7 +475,7 @@ START_TEST(test_trip_cap)
         ctx.code = 0;
         ops_buf_free(c.in[0].data);
         c.in[0] = (struct ops_tensor){ 0 };
-        ck_assert_int_lt(loop->infer(&c, err, sizeof(err)), 0);
+        ck_assert_int_lt(ops_infer(loop, &c, err, sizeof(err)), 0);
         ck_assert_ptr_nonnull(strstr(err, "after 2 iterations"));
         ck_assert_int_eq(body.runs, 2);
         ck_assert_int_eq(ctx.code, PROTO_E_LIMIT);
@@ -497,7 +497,7 @@ START_TEST(test_trip_cap)
         c.nout = 1;
         graph_attr(&c, "body", &sbody);
         ints_attr(&c, "num_scan_inputs", 0, (const int64_t[]){ 1 });
-        ck_assert_int_lt(scan->infer(&c, err, sizeof(err)), 0);
+        ck_assert_int_lt(ops_infer(scan, &c, err, sizeof(err)), 0);
         ck_assert_ptr_nonnull(strstr(err, "4 iterations exceed"));
         ck_assert_int_eq(sbody.runs, 0);
         ck_assert_int_eq(ctx.code, PROTO_E_LIMIT);
