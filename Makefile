@@ -132,7 +132,7 @@ $(NPUCTL): $(call obj,$(CTL_SRC)) $(LIBNPU)
 	  -Wl,-rpath,'$$ORIGIN/../lib' $(shell pkg-config --libs jansson)
 
 # npusim: the dispatch policy in virtual time; the policy objects and jansson, nothing else.
-$(NPUSIM): $(call obj,policy/npusim/npusim.c) $(POLICY_OBJ)
+$(NPUSIM): $(call obj,policy/npusim/npusim.c util/err.c) $(POLICY_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(shell pkg-config --libs jansson) -lm
 

@@ -21,6 +21,7 @@
 #include "ops/control.h"
 #include "ops/runctx.h"
 #include "exec.h"
+#include "util/err.h"
 
 struct slot {
         struct ops_tensor t; /* dtype 0 while the value is not available */
@@ -35,20 +36,6 @@ struct frame {
         const struct ops_tensor *bound; /* the caller's outputs (the model's graph only) */
         int nbound;
 };
-
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-        __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-        va_list ap;
-
-        if (err && errlen) {
-                va_start(ap, fmt);
-                vsnprintf(err, errlen, fmt, ap);
-                va_end(ap);
-        }
-        return code;
-}
 
 /* "[2,?,3]" ('?' for an undeclared extent), "[]" for a scalar, "[...]" for an unknown rank. */
 static const char *shape_str(int ndim, const int64_t *dims, char *buf, size_t len)
@@ -112,7 +99,7 @@ static int check_bound(const char *name, const struct ops_tensor *got,
 
         if (same_shape(got, bound))
                 return 0;
-        return fail(err, errlen, PROTO_E_SHAPE, "output '%s' is %s %s but bound as %s %s", name,
+        return err_set(err, errlen, PROTO_E_SHAPE, "output '%s' is %s %s but bound as %s %s", name,
                     dtype_str(got->dtype, d1, sizeof(d1)), shape_str(got->ndim, got->dims, s1, sizeof(s1)),
                     dtype_str(bound->dtype, d2, sizeof(d2)),
                     shape_str(bound->ndim, bound->dims, s2, sizeof(s2)));
@@ -124,7 +111,7 @@ int graph_check_inputs(const struct graph *g, int nin, const struct ops_tensor *
         char d1[24], d2[24], s1[192], s2[192];
 
         if (nin != g->ninputs)
-                return fail(err, errlen, PROTO_E_INVALID, "the graph has %d input%s, %d bound",
+                return err_set(err, errlen, PROTO_E_INVALID, "the graph has %d input%s, %d bound",
                             g->ninputs, g->ninputs == 1 ? "" : "s", nin);
         for (int i = 0; i < nin; i++) {
                 const struct graph_value *v = &g->values[g->inputs[i]];
@@ -132,7 +119,7 @@ int graph_check_inputs(const struct graph *g, int nin, const struct ops_tensor *
                 int ok = t->ndim >= 0 && t->ndim <= OPS_MAX_DIMS;
 
                 if (v->dtype && t->dtype != v->dtype)
-                        return fail(err, errlen, PROTO_E_SHAPE, "input '%s' is %s but bound as %s",
+                        return err_set(err, errlen, PROTO_E_SHAPE, "input '%s' is %s but bound as %s",
                                     v->name, dtype_str(v->dtype, d1, sizeof(d1)),
                                     dtype_str(t->dtype, d2, sizeof(d2)));
                 if (ok && v->ndim >= 0)
@@ -140,7 +127,7 @@ int graph_check_inputs(const struct graph *g, int nin, const struct ops_tensor *
                 for (int d = 0; ok && v->ndim >= 0 && d < v->ndim; d++)
                         ok = v->dims[d] < 0 || v->dims[d] == t->dims[d];
                 if (!ok)
-                        return fail(err, errlen, PROTO_E_SHAPE, "input '%s' has shape %s but is bound as %s",
+                        return err_set(err, errlen, PROTO_E_SHAPE, "input '%s' has shape %s but is bound as %s",
                                     v->name, shape_str(v->ndim, v->dims, s1, sizeof(s1)),
                                     shape_str(t->ndim, t->dims, s2, sizeof(s2)));
         }
@@ -166,7 +153,7 @@ static int frame_init(struct frame *f, const struct graph *g, const struct frame
         f->parent = parent;
         f->slots = calloc((size_t)(g->nvalues ? g->nvalues : 1), sizeof(*f->slots));
         if (!f->slots)
-                return fail(err, errlen, PROTO_E_EXEC, "out of memory for a graph run");
+                return err_set(err, errlen, PROTO_E_EXEC, "out of memory for a graph run");
         for (int v = 0; v < g->nvalues; v++) {
                 const struct graph_value *gv = &g->values[v];
                 struct slot *s = &f->slots[v];
@@ -176,7 +163,7 @@ static int frame_init(struct frame *f, const struct graph *g, const struct frame
                 else if (gv->kind == GRAPH_VALUE_OUTER) {
                         if (!parent || !parent->slots[gv->outer].t.dtype) {
                                 frame_release(f);
-                                return fail(err, errlen, PROTO_E_EXEC,
+                                return err_set(err, errlen, PROTO_E_EXEC,
                                             "value '%s' of the enclosing graph is not available", gv->name);
                         }
                         s->t = parent->slots[gv->outer].t;
@@ -232,14 +219,14 @@ static int run_node(struct frame *f, int n, char *err, size_t errlen)
         msg[0] = 0;
         rc = ops_runctx_check(msg, sizeof(msg));
         if (rc)
-                return fail(err, errlen, rc, "%s: %s", label, msg);
+                return err_set(err, errlen, rc, "%s: %s", label, msg);
         call.nin = gn->nin;
         for (int i = 0; i < gn->nin; i++) {
                 int v = gn->in[i];
                 if (v < 0)
                         continue; /* omitted optional input: dtype 0 */
                 if (!f->slots[v].t.dtype || (!f->slots[v].t.data && tensor_bytes(&f->slots[v].t) > 0))
-                        return fail(err, errlen, PROTO_E_EXEC, "%s: input '%s' is not available",
+                        return err_set(err, errlen, PROTO_E_EXEC, "%s: input '%s' is not available",
                                     label, g->values[v].name);
                 call.in[i] = f->slots[v].t;
         }
@@ -253,7 +240,7 @@ static int run_node(struct frame *f, int n, char *err, size_t errlen)
         msg[0] = 0;
         if (ops_infer(def, &call, msg, sizeof(msg)) < 0) {
                 /* control-flow operators run their subgraphs here */
-                rc = fail(err, errlen, node_code(PROTO_E_SHAPE), "%s: %s", label,
+                rc = err_set(err, errlen, node_code(PROTO_E_SHAPE), "%s: %s", label,
                           msg[0] ? msg : "shape inference failed");
                 goto out;
         }
@@ -265,14 +252,14 @@ static int run_node(struct frame *f, int n, char *err, size_t errlen)
                 if (!o->dtype) {
                         if (v < 0)
                                 continue;
-                        rc = fail(err, errlen, PROTO_E_EXEC, "%s: output '%s' was not inferred",
+                        rc = err_set(err, errlen, PROTO_E_EXEC, "%s: output '%s' was not inferred",
                                   label, g->values[v].name);
                         goto out;
                 }
                 bytes = tensor_bytes(o);
                 if (bytes < 0) {
                         char d[24], s[192];
-                        rc = fail(err, errlen, PROTO_E_SHAPE, "%s: output %d is %s %s, not a valid tensor",
+                        rc = err_set(err, errlen, PROTO_E_SHAPE, "%s: output %d is %s %s, not a valid tensor",
                                   label, j, dtype_str(o->dtype, d, sizeof(d)),
                                   shape_str(o->ndim, o->dims, s, sizeof(s)));
                         goto out;
@@ -289,7 +276,7 @@ static int run_node(struct frame *f, int n, char *err, size_t errlen)
                 msg[0] = 0;
                 mem[j] = ops_buf_alloc((uint64_t)bytes, msg, sizeof(msg));
                 if (!mem[j]) {
-                        rc = fail(err, errlen, node_code(PROTO_E_EXEC), "%s: output '%s': %s", label,
+                        rc = err_set(err, errlen, node_code(PROTO_E_EXEC), "%s: output '%s': %s", label,
                                   v >= 0 ? g->values[v].name : "(unused)", msg);
                         goto out;
                 }
@@ -297,7 +284,7 @@ static int run_node(struct frame *f, int n, char *err, size_t errlen)
         }
         msg[0] = 0;
         if (ops_run(def, &call, msg, sizeof(msg)) < 0) {
-                rc = fail(err, errlen, node_code(PROTO_E_EXEC), "%s: %s", label,
+                rc = err_set(err, errlen, node_code(PROTO_E_EXEC), "%s: %s", label,
                           msg[0] ? msg : "kernel failed");
                 goto out;
         }
@@ -305,7 +292,7 @@ static int run_node(struct frame *f, int n, char *err, size_t errlen)
          * cancelled or past its deadline; the stop code they recorded fails the node. */
         rc = ops_runctx_code();
         if (rc) {
-                rc = fail(err, errlen, rc, "%s: %s", label,
+                rc = err_set(err, errlen, rc, "%s: %s", label,
                           rc == PROTO_E_CANCELLED ? "cancelled while running"
                           : rc == PROTO_E_QUOTA   ? "intermediates over the memory budget"
                                                   : "run exceeded its time limit (tenant max_run_ms)");
@@ -356,7 +343,7 @@ int graph_exec(const struct graph *g, int nin, const struct ops_tensor *in, int 
         if (rc)
                 return rc;
         if (nout != g->noutputs)
-                return fail(err, errlen, PROTO_E_INVALID, "the graph has %d output%s, %d bound",
+                return err_set(err, errlen, PROTO_E_INVALID, "the graph has %d output%s, %d bound",
                             g->noutputs, g->noutputs == 1 ? "" : "s", nout);
         rc = frame_init(&f, g, NULL, nin, in, err, errlen);
         if (rc)
@@ -370,7 +357,7 @@ int graph_exec(const struct graph *g, int nin, const struct ops_tensor *in, int 
                 const struct slot *s = &f.slots[g->outputs[k]];
                 int64_t bytes = tensor_bytes(&s->t);
                 if (!s->t.dtype) {
-                        rc = fail(err, errlen, PROTO_E_EXEC, "output '%s' was not computed",
+                        rc = err_set(err, errlen, PROTO_E_EXEC, "output '%s' was not computed",
                                   g->values[g->outputs[k]].name);
                         break;
                 }
@@ -408,19 +395,19 @@ static int subgraph_run(void *graph_ctx, const void *graph, int nin,
 
         *ret_nout = 0;
         if (!parent || !g)
-                return fail(err, errlen, -EINVAL, "no subgraph to run");
+                return err_set(err, errlen, -EINVAL, "no subgraph to run");
         if (nin != g->ninputs)
-                return fail(err, errlen, -EINVAL, "subgraph has %d input%s, %d given", g->ninputs,
+                return err_set(err, errlen, -EINVAL, "subgraph has %d input%s, %d given", g->ninputs,
                             g->ninputs == 1 ? "" : "s", nin);
         if (g->noutputs > max_out)
-                return fail(err, errlen, -EINVAL, "subgraph has %d outputs, room for %d",
+                return err_set(err, errlen, -EINVAL, "subgraph has %d outputs, room for %d",
                             g->noutputs, max_out);
         /* Subgraph inputs often leave shapes open (loop-carried values change shape), so only
          * declared element types are held to. */
         for (int i = 0; i < nin; i++) {
                 const struct graph_value *v = &g->values[g->inputs[i]];
                 if (v->dtype && in[i].dtype != v->dtype)
-                        return fail(err, errlen, -EINVAL, "subgraph input '%s' is %s but given %s",
+                        return err_set(err, errlen, -EINVAL, "subgraph input '%s' is %s but given %s",
                                     v->name, dtype_str(v->dtype, d1, sizeof(d1)),
                                     dtype_str(in[i].dtype, d2, sizeof(d2)));
         }
@@ -435,7 +422,7 @@ static int subgraph_run(void *graph_ctx, const void *graph, int nin,
                 struct slot *s = &f.slots[g->outputs[k]];
                 int64_t bytes = tensor_bytes(&s->t);
                 if (!s->t.dtype || bytes < 0) {
-                        rc = fail(err, errlen, -EINVAL, "subgraph output '%s' was not computed",
+                        rc = err_set(err, errlen, -EINVAL, "subgraph output '%s' was not computed",
                                   g->values[g->outputs[k]].name);
                         break;
                 }
@@ -447,7 +434,7 @@ static int subgraph_run(void *graph_ctx, const void *graph, int nin,
                 }
                 out[k].data = ops_buf_alloc((uint64_t)bytes, d1, sizeof(d1));
                 if (!out[k].data) {
-                        rc = fail(err, errlen, -ENOMEM, "subgraph output '%s': no memory or over budget",
+                        rc = err_set(err, errlen, -ENOMEM, "subgraph output '%s': no memory or over budget",
                                   g->values[g->outputs[k]].name);
                         break;
                 }
@@ -472,7 +459,7 @@ static int no_subgraph_run(void *graph_ctx, const void *graph, int nin,
                            int max_out, char *err, size_t errlen)
 {
         *ret_nout = 0;
-        return fail(err, errlen, -ENOTSUP, "subgraphs are not run while estimating");
+        return err_set(err, errlen, -ENOTSUP, "subgraphs are not run while estimating");
 }
 
 uint64_t graph_estimate_ns(const struct graph *g, int nin, const struct ops_tensor *in,

@@ -22,6 +22,7 @@
 #include "proto/dtype.h"
 #include "proto/errors.h"
 #include "onnx-import.h"
+#include "util/err.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "raw_data is little-endian and is copied as is: port the tensor decoding first"
@@ -54,11 +55,9 @@ static int imp_fail(struct imp *im, int code, const char *fmt, ...)
 {
         va_list ap;
 
-        if (im->errlen) {
-                va_start(ap, fmt);
-                vsnprintf(im->err, im->errlen, fmt, ap);
-                va_end(ap);
-        }
+        va_start(ap, fmt);
+        err_vset(im->err, im->errlen, code, fmt, ap);
+        va_end(ap);
         return code;
 }
 

@@ -13,6 +13,7 @@
 #include <cblas.h>
 
 #include "ops-internal.h"
+#include "util/err.h"
 #include "util/siphash.h"
 
 static const struct ops_def *const ops_core[] = {
@@ -415,11 +416,9 @@ int ops_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
 {
         va_list ap;
 
-        if (err && errlen) {
-                va_start(ap, fmt);
-                vsnprintf(err, errlen, fmt, ap);
-                va_end(ap);
-        }
+        va_start(ap, fmt);
+        err_vset(err, errlen, rc, fmt, ap);
+        va_end(ap);
         return rc;
 }
 

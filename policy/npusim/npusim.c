@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "policy/dispatch.h"
+#include "util/err.h"
 #include "policy/policy.h"
 
 #define MAX_CORES 4096            /* per engine kind */
@@ -93,16 +94,6 @@ static void trace_free(struct trace *tr)
         memset(tr, 0, sizeof(*tr));
 }
 
-static __attribute__((format(printf, 3, 4))) int bad(char *err, size_t errlen, const char *fmt,
-                                                       ...)
-{
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-        return -EINVAL;
-}
-
 static int check_keys(json_t *obj, const char *path, const char *const *keys, char *err,
                       size_t errlen)
 {
@@ -110,13 +101,13 @@ static int check_keys(json_t *obj, const char *path, const char *const *keys, ch
         json_t *v;
 
         if (!json_is_object(obj))
-                return bad(err, errlen, "%s: must be an object", path);
+                return err_set(err, errlen, -EINVAL, "%s: must be an object", path);
         json_object_foreach(obj, key, v) {
                 int ok = 0;
                 for (const char *const *k = keys; *k; k++)
                         ok |= strcmp(*k, key) == 0;
                 if (!ok)
-                        return bad(err, errlen, "%s%s%s: unknown key", path, *path ? "." : "",
+                        return err_set(err, errlen, -EINVAL, "%s%s%s: unknown key", path, *path ? "." : "",
                                    key);
         }
         return 0;
@@ -131,12 +122,12 @@ static int get_int(json_t *obj, const char *key, const char *path, long long lo,
 
         if (!v) {
                 if (dflt < 0)
-                        return bad(err, errlen, "%s%s%s: missing", path, dot, key);
+                        return err_set(err, errlen, -EINVAL, "%s%s%s: missing", path, dot, key);
                 *ret = dflt;
                 return 0;
         }
         if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
-                return bad(err, errlen, "%s%s%s: must be an integer from %lld to %lld", path, dot,
+                return err_set(err, errlen, -EINVAL, "%s%s%s: must be an integer from %lld to %lld", path, dot,
                            key, lo, hi);
         *ret = json_integer_value(v);
         return 0;
@@ -148,7 +139,7 @@ static int parse_device(struct trace *tr, json_t *dev, char *err, size_t errlen)
         int e, any = 0;
 
         if (!dev)
-                return bad(err, errlen, "device: missing");
+                return err_set(err, errlen, -EINVAL, "device: missing");
         if ((e = check_keys(dev, "device", keys, err, errlen)))
                 return e;
         for (int k = 0; k < PD_ENGINES; k++) {
@@ -159,7 +150,7 @@ static int parse_device(struct trace *tr, json_t *dev, char *err, size_t errlen)
                 any |= n > 0;
         }
         if (!any)
-                return bad(err, errlen, "device: needs cores of at least one engine kind");
+                return err_set(err, errlen, -EINVAL, "device: needs cores of at least one engine kind");
         return 0;
 }
 
@@ -173,7 +164,7 @@ static int parse_tenants(struct trace *tr, json_t *tenants, char *err, size_t er
         int e;
 
         if (!json_is_array(tenants) || json_array_size(tenants) == 0)
-                return bad(err, errlen, "tenants: must be a non-empty array");
+                return err_set(err, errlen, -EINVAL, "tenants: must be a non-empty array");
         cfg = xcalloc(1, sizeof(*cfg));
         policy_config_init(cfg);
         if ((e = policy_config_parse(cfg, tenants, NULL, err, errlen))) {
@@ -202,7 +193,7 @@ static int parse_streams(struct trace *tr, json_t *streams, char *err, size_t er
 
         if (!json_is_array(streams) || json_array_size(streams) == 0 ||
             json_array_size(streams) > MAX_STREAMS)
-                return bad(err, errlen, "streams: must be an array of 1 to %d streams",
+                return err_set(err, errlen, -EINVAL, "streams: must be an array of 1 to %d streams",
                            MAX_STREAMS);
         tr->nstreams = (int)json_array_size(streams);
         tr->streams = xcalloc((size_t)tr->nstreams, sizeof(*tr->streams));
@@ -223,7 +214,7 @@ static int parse_streams(struct trace *tr, json_t *streams, char *err, size_t er
                         if (strcmp(tr->tenants[k].name, json_string_value(t)) == 0)
                                 tr->streams[i].tenant = k;
                 if (tr->streams[i].tenant < 0)
-                        return bad(err, errlen,
+                        return err_set(err, errlen, -EINVAL,
                                    "%s.tenant: must name a tenant of the trace (or be its index)",
                                    path);
                 if ((e = get_int(s, "priority", path, 0, 7, 0, &prio, err, errlen)))
@@ -260,7 +251,7 @@ static int parse_task(struct trace *tr, struct sim_task *t, json_t *obj, size_t 
         snprintf(cpath, sizeof(cpath), "%s.cost_us", path);
         cost = json_object_get(obj, "cost_us");
         if (!cost)
-                return bad(err, errlen, "%s: missing", cpath);
+                return err_set(err, errlen, -EINVAL, "%s: missing", cpath);
         if ((e = check_keys(cost, cpath, ekeys, err, errlen)))
                 return e;
         json_object_foreach(cost, key, c) {
@@ -269,13 +260,13 @@ static int parse_task(struct trace *tr, struct sim_task *t, json_t *obj, size_t 
                         k++;
                 if (!json_is_integer(c) || json_integer_value(c) < 1 ||
                     (uint64_t)json_integer_value(c) > MAX_COST_US)
-                        return bad(err, errlen, "%s.%s: must be an integer from 1 to %llu",
+                        return err_set(err, errlen, -EINVAL, "%s.%s: must be an integer from 1 to %llu",
                                    cpath, key, MAX_COST_US);
                 t->cost[k] = (uint64_t)json_integer_value(c) * 1000;
                 runnable |= tr->cores[k] > 0;
         }
         if (!runnable)
-                return bad(err, errlen, "%s: names no engine the device has cores of", cpath);
+                return err_set(err, errlen, -EINVAL, "%s: names no engine the device has cores of", cpath);
         t->order = (int)i;
         return 0;
 }
@@ -300,12 +291,12 @@ static int trace_from_json(struct trace *tr, json_t *doc, char *err, size_t errl
 
         memset(tr, 0, sizeof(*tr));
         if (!json_is_object(doc))
-                return bad(err, errlen, "trace: must be a JSON object");
+                return err_set(err, errlen, -EINVAL, "trace: must be a JSON object");
         if ((e = check_keys(doc, "", keys, err, errlen)))
                 return e;
         if ((v = json_object_get(doc, "name"))) {
                 if (!json_is_string(v))
-                        return bad(err, errlen, "name: must be a string");
+                        return err_set(err, errlen, -EINVAL, "name: must be a string");
                 snprintf(tr->name, sizeof(tr->name), "%s", json_string_value(v));
         }
         if ((e = parse_device(tr, json_object_get(doc, "device"), err, errlen)))
@@ -313,7 +304,7 @@ static int trace_from_json(struct trace *tr, json_t *doc, char *err, size_t errl
         tr->min_share = 0.05;
         if ((v = json_object_get(doc, "min_share"))) {
                 if (!json_is_number(v) || json_number_value(v) < 0 || json_number_value(v) > 0.5)
-                        return bad(err, errlen, "min_share: must be a number from 0 to 0.5");
+                        return err_set(err, errlen, -EINVAL, "min_share: must be a number from 0 to 0.5");
                 tr->min_share = json_number_value(v);
         }
         if ((e = get_int(doc, "tile_us", "", 10, 1000000, 1000, &tile, err, errlen)))
@@ -324,7 +315,7 @@ static int trace_from_json(struct trace *tr, json_t *doc, char *err, size_t errl
                 return e;
         tasks = json_object_get(doc, "tasks");
         if (!json_is_array(tasks) || json_array_size(tasks) > MAX_TASKS)
-                return bad(err, errlen, "tasks: must be an array of at most %d tasks", MAX_TASKS);
+                return err_set(err, errlen, -EINVAL, "tasks: must be an array of at most %d tasks", MAX_TASKS);
         tr->ntasks = (int)json_array_size(tasks);
         tr->tasks = xcalloc((size_t)tr->ntasks, sizeof(*tr->tasks));
         json_array_foreach(tasks, i, v)
