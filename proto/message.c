@@ -105,10 +105,186 @@ json_t *proto_notify_new(const char *event, json_t *data)
         return json_pack("{s:s, s:o}", "event", event, "data", data ? data : json_object());
 }
 
+/* A parser for the common case, building the same tree json_loadb(JSON_REJECT_DUPLICATES)
+ * builds: objects, arrays, integers of up to 18 digits, true, false, null, and strings of
+ * printable ASCII without escapes. json_loadb costs about a microsecond even for
+ * {"method":"ping","params":{}} (the lexer saves each token in a growing buffer, strings
+ * are copied twice); npud parses every request with it and libnpu every reply. Anything
+ * else — escapes, bytes beyond ASCII, reals, long integers, deep nesting, and every error —
+ * returns NULL, and the caller parses the body with json_loadb, so results and error
+ * messages do not change. */
+struct jscan {
+        const char *p, *end;
+};
+
+#define JPARSE_MAX_DEPTH 64
+
+static void jskip_ws(struct jscan *c)
+{
+        while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r'))
+                c->p++;
+}
+
+/* At a '"': the string's bytes without the quotes. 0 or -1 (fallback). */
+static int jscan_string(struct jscan *c, const char **ret, size_t *ret_len)
+{
+        const char *q = ++c->p;
+
+        while (q < c->end && *q != '"') {
+                unsigned char b = (unsigned char)*q;
+                if (b < 0x20 || b >= 0x80 || b == '\\')
+                        return -1;
+                q++;
+        }
+        if (q >= c->end)
+                return -1;
+        *ret = c->p;
+        *ret_len = (size_t)(q - c->p);
+        c->p = q + 1;
+        return 0;
+}
+
+static json_t *jparse_value(struct jscan *c, int depth)
+{
+        const char *s;
+        size_t n;
+        json_t *v;
+
+        if (depth > JPARSE_MAX_DEPTH || c->p >= c->end)
+                goto fallback;
+        switch (*c->p) {
+        case '{':
+                if (!(v = json_object()))
+                        goto fallback;
+                c->p++;
+                jskip_ws(c);
+                if (c->p < c->end && *c->p == '}') {
+                        c->p++;
+                        return v;
+                }
+                for (;;) {
+                        json_t *m;
+                        if (c->p >= c->end || *c->p != '"' || jscan_string(c, &s, &n) < 0)
+                                break;
+                        jskip_ws(c);
+                        if (c->p >= c->end || *c->p != ':')
+                                break;
+                        c->p++;
+                        jskip_ws(c);
+                        if (json_object_getn(v, s, n) || !(m = jparse_value(c, depth + 1)))
+                                break;
+                        if (json_object_setn_new_nocheck(v, s, n, m) < 0)
+                                break;
+                        jskip_ws(c);
+                        if (c->p < c->end && *c->p == '}') {
+                                c->p++;
+                                return v;
+                        }
+                        if (c->p >= c->end || *c->p != ',')
+                                break;
+                        c->p++;
+                        jskip_ws(c);
+                }
+                json_decref(v);
+                goto fallback;
+        case '[':
+                if (!(v = json_array()))
+                        goto fallback;
+                c->p++;
+                jskip_ws(c);
+                if (c->p < c->end && *c->p == ']') {
+                        c->p++;
+                        return v;
+                }
+                for (;;) {
+                        json_t *m = jparse_value(c, depth + 1);
+                        if (!m || json_array_append_new(v, m) < 0)
+                                break;
+                        jskip_ws(c);
+                        if (c->p < c->end && *c->p == ']') {
+                                c->p++;
+                                return v;
+                        }
+                        if (c->p >= c->end || *c->p != ',')
+                                break;
+                        c->p++;
+                        jskip_ws(c);
+                }
+                json_decref(v);
+                goto fallback;
+        case '"':
+                if (jscan_string(c, &s, &n) < 0 || !(v = json_stringn_nocheck(s, n)))
+                        goto fallback;
+                return v;
+        case 't':
+        case 'f':
+        case 'n': {
+                static const char *const words[] = { "true", "false", "null" };
+                int w = *c->p == 't' ? 0 : *c->p == 'f' ? 1 : 2;
+                size_t wl = strlen(words[w]);
+                if ((size_t)(c->end - c->p) < wl || memcmp(c->p, words[w], wl) != 0)
+                        goto fallback;
+                c->p += wl;
+                /* jansson lexes a run of letters as one word: "truex" is an error */
+                if (c->p < c->end && ((*c->p >= 'a' && *c->p <= 'z') || (*c->p >= 'A' && *c->p <= 'Z')))
+                        goto fallback;
+                return w == 0 ? json_true() : w == 1 ? json_false() : json_null();
+        }
+        default: {
+                const char *q = c->p;
+                int neg = 0, digits = 0;
+                unsigned long long u = 0; /* 19 digits still fit */
+                if (*q == '-') {
+                        neg = 1;
+                        q++;
+                }
+                while (q < c->end && *q >= '0' && *q <= '9' && digits <= 18) {
+                        u = u * 10 + (unsigned)(*q - '0');
+                        q++;
+                        digits++;
+                }
+                /* no digit, a leading zero, 19+ digits (possible overflow) or a real */
+                if (!digits || digits > 18 || (digits > 1 && c->p[neg] == '0') ||
+                    (q < c->end && (*q == '.' || *q == 'e' || *q == 'E')))
+                        goto fallback;
+                c->p = q;
+                if (!(v = json_integer(neg ? -(json_int_t)u : (json_int_t)u)))
+                        goto fallback;
+                return v;
+        }
+        }
+fallback:
+        return NULL;
+}
+
+/* The whole body as one object or array (json_loadb without JSON_DECODE_ANY). */
+static json_t *jparse(const char *body, size_t len)
+{
+        struct jscan c = { .p = body, .end = body + len };
+        json_t *v;
+
+        jskip_ws(&c);
+        if (c.p >= c.end || (*c.p != '{' && *c.p != '['))
+                return NULL;
+        v = jparse_value(&c, 0);
+        if (!v)
+                return NULL;
+        jskip_ws(&c);
+        if (c.p != c.end) {
+                json_decref(v);
+                return NULL;
+        }
+        return v;
+}
+
 json_t *proto_json_parse(const void *body, size_t len, char *err, size_t errlen)
 {
         json_error_t jerr;
-        json_t *v = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+        json_t *v = body ? jparse(body, len) : NULL;
+
+        if (v)
+                return v;
+        v = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
 
         if (!v)
                 snprintf(err, errlen, "body is not valid JSON: %s at offset %d", jerr.text,
