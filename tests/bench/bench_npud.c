@@ -9,7 +9,8 @@
  * Starts its own npud (NPUD_BIN) unless --socket PATH names a running one; then --pid N names
  * that npud for the CPU and RSS figures (unavailable without it).
  * NPUBENCH_ONLY=ping|tiny|matmul|copy runs one section (for profiling), and NPUBENCH_ITERS=N
- * overrides the iteration count of the ping and tiny sections (a longer loop to attach to). */
+ * overrides the iteration count of the ping and tiny sections (a longer loop to attach to);
+ * NPUBENCH_NOPIN=1 leaves the ping section unpinned (see pin_together). */
 #include <cblas.h>
 #include <sched.h>
 #include <signal.h>
