@@ -107,9 +107,11 @@ int main(int argc, char **argv)
         signal(SIGPIPE, SIG_IGN);
         ops_set_threads((int)sysconf(_SC_NPROCESSORS_ONLN));
 
-        /* Precise timers: model-mode devices complete work on sub-millisecond timers. */
+        /* Precise timers where they matter: model-mode devices complete work on
+         * sub-millisecond timers. In compute mode timers are coarse (timeouts, the slow
+         * fault) and a precise timer costs a timerfd_settime on every loop pass. */
         struct event_config *ecfg = event_config_new();
-        if (ecfg)
+        if (ecfg && d.config.sim_mode == SIM_MODE_MODEL)
                 event_config_set_flag(ecfg, EVENT_BASE_FLAG_PRECISE_TIMER);
         d.base = ecfg ? event_base_new_with_config(ecfg) : NULL;
         if (ecfg)
