@@ -40,8 +40,17 @@ struct region_ent {
         uint64_t size;
 };
 
+/* An operator name resolved to its registry id (op_resolve), so that launches carry the id. */
+struct op_ent {
+        uint32_t hash;         /* 0: empty slot */
+        int32_t id;            /* registry id; -1: unknown to npud, launched by name */
+        uint8_t len;
+        char name[PROTO_REC_OP_NAME];
+};
+
 struct npu_context {
         int fd;
+        int version;                /* the session protocol version hello negotiated */
         pthread_mutex_t mu;
         pthread_cond_t cv;
         int reader_active;
@@ -64,6 +73,8 @@ struct npu_context {
         uint32_t stage_region;
         pthread_mutex_t stage_mu;   /* the staging region; each synchronous operation whole */
         struct graph_desc *graphs;  /* descriptions of the loaded graphs (mu) */
+        struct op_ent *ops;         /* operator name -> id, open addressing (mu) */
+        size_t ops_cap, ops_count;
 };
 
 static void graph_descs_free(npu_context_t *ctx);
@@ -332,8 +343,8 @@ NPU_EXPORT npu_status_t npu_connect_with(const npu_connect_options_t *options, n
                 npu_disconnect(ctx);
                 return st;
         }
-        json_t *hello = json_pack("{s:i, s:i, s:s, s:s}", "min_version", PROTO_VERSION_MIN,
-                                  "max_version", PROTO_VERSION, "client", "libnpu 0.1.0",
+        json_t *hello = json_pack("{s:i, s:i, s:s, s:s}", "min_version", PROTO_SESSION_VERSION_MIN,
+                                  "max_version", PROTO_SESSION_VERSION, "client", "libnpu 0.1.0",
                                   "backpressure",
                                   options->backpressure == NPU_BACKPRESSURE_ERROR ? "error" : "block");
         if (hello && options->tenant)
@@ -341,6 +352,9 @@ NPU_EXPORT npu_status_t npu_connect_with(const npu_connect_options_t *options, n
         st = call(ctx, "hello", hello, &res);
         if (st == NPU_OK) {
                 json_t *n = json_object_get(res, "devices"), *tn = json_object_get(res, "tenant");
+                json_t *v = json_object_get(res, "version");
+                /* An npud from before version 2 answers 1: launches then carry names. */
+                ctx->version = json_is_integer(v) ? (int)json_integer_value(v) : PROTO_SESSION_VERSION_MIN;
                 snprintf(ctx->tenant, sizeof(ctx->tenant), "%s", json_is_string(tn) ? json_string_value(tn) : "");
                 ctx->ndevices = json_is_integer(n) ? (int)json_integer_value(n) : 0;
                 json_decref(res);
@@ -371,6 +385,7 @@ NPU_EXPORT void npu_disconnect(npu_context_t *ctx)
         free(ctx->buf_device);
         free(ctx->stream_device);
         graph_descs_free(ctx);
+        free(ctx->ops);
         pthread_mutex_destroy(&ctx->mu);
         pthread_cond_destroy(&ctx->cv);
         pthread_mutex_destroy(&ctx->stage_mu);
@@ -670,6 +685,22 @@ NPU_EXPORT npu_status_t npu_host_free(npu_context_t *ctx, npu_region_t region)
 
 /* ---- asynchronous submission ---- */
 
+/* Room for size more bytes in the batch; 0 or -ENOMEM. */
+static int batch_reserve_locked(npu_context_t *ctx, size_t size)
+{
+        if (ctx->batch_len + size > ctx->batch_cap) {
+                size_t cap = ctx->batch_cap ? ctx->batch_cap : 64 << 10;
+                while (cap < ctx->batch_len + size)
+                        cap *= 2;
+                uint8_t *nb = realloc(ctx->batch, cap);
+                if (!nb)
+                        return -ENOMEM;
+                ctx->batch = nb;
+                ctx->batch_cap = cap;
+        }
+        return 0;
+}
+
 static npu_status_t submit(npu_context_t *ctx, struct proto_rec *rec, uint64_t *ret_task)
 {
         size_t size = proto_rec_size(rec);
@@ -681,17 +712,9 @@ static npu_status_t submit(npu_context_t *ctx, struct proto_rec *rec, uint64_t *
                 pthread_mutex_unlock(&ctx->mu);
                 return fail(NPU_ERR_CONNECTION, "connection to npud lost");
         }
-        if (ctx->batch_len + size > ctx->batch_cap) {
-                size_t cap = ctx->batch_cap ? ctx->batch_cap : 64 << 10;
-                while (cap < ctx->batch_len + size)
-                        cap *= 2;
-                uint8_t *nb = realloc(ctx->batch, cap);
-                if (!nb) {
-                        pthread_mutex_unlock(&ctx->mu);
-                        return fail(NPU_ERR_SYSTEM, "out of memory");
-                }
-                ctx->batch = nb;
-                ctx->batch_cap = cap;
+        if (batch_reserve_locked(ctx, size) < 0) {
+                pthread_mutex_unlock(&ctx->mu);
+                return fail(NPU_ERR_SYSTEM, "out of memory");
         }
         rec->seq = ++ctx->next_seq;
         proto_rec_encode(rec, ctx->batch + ctx->batch_len);
@@ -717,7 +740,10 @@ static npu_status_t copy_async(npu_context_t *ctx, npu_stream_t stream, uint8_t 
                                uint64_t doff, uint8_t skind, uint32_t src, uint64_t soff,
                                uint64_t size, uint64_t *ret_task)
 {
-        struct proto_rec rec = { .type = PROTO_REC_COPY, .stream = stream.id };
+        struct proto_rec rec; /* only the members of the type are read: no 5 KB clear */
+
+        rec.type = PROTO_REC_COPY;
+        rec.stream = stream.id;
 
         if (!ctx)
                 return fail(NPU_ERR_INVALID, "copy: NULL context");
@@ -758,7 +784,10 @@ NPU_EXPORT npu_status_t npu_memcpy_d2d_async(npu_context_t *ctx, npu_stream_t st
 NPU_EXPORT npu_status_t npu_memset_async(npu_context_t *ctx, npu_stream_t stream, npu_buffer_t buf,
                                          uint64_t offset, int value, uint64_t size, uint64_t *ret_task)
 {
-        struct proto_rec rec = { .type = PROTO_REC_MEMSET, .stream = stream.id };
+        struct proto_rec rec; /* only the members of the type are read: no 5 KB clear */
+
+        rec.type = PROTO_REC_MEMSET;
+        rec.stream = stream.id;
 
         if (!ctx)
                 return fail(NPU_ERR_INVALID, "npu_memset_async: NULL context");
@@ -772,7 +801,10 @@ NPU_EXPORT npu_status_t npu_memset_async(npu_context_t *ctx, npu_stream_t stream
 NPU_EXPORT npu_status_t npu_free_async(npu_context_t *ctx, npu_stream_t stream, npu_buffer_t buf,
                                        uint64_t *ret_task)
 {
-        struct proto_rec rec = { .type = PROTO_REC_FREE, .stream = stream.id };
+        struct proto_rec rec; /* only the members of the type are read: no 5 KB clear */
+
+        rec.type = PROTO_REC_FREE;
+        rec.stream = stream.id;
 
         if (!ctx)
                 return fail(NPU_ERR_INVALID, "npu_free_async: NULL context");
@@ -780,46 +812,163 @@ NPU_EXPORT npu_status_t npu_free_async(npu_context_t *ctx, npu_stream_t stream, 
         return submit(ctx, &rec, ret_task);
 }
 
+#define OP_CACHE_MAX 4096 /* names beyond it (a client inventing names) go by name */
+#define OP_ABSENT (-2)
+
+/* FNV-1a, never 0 (0 marks an empty slot). The names are the caller's own: no need for a
+ * keyed hash. */
+static uint32_t op_hash(const char *name, size_t len)
+{
+        uint32_t h = 2166136261u;
+        for (size_t i = 0; i < len; i++)
+                h = (h ^ (uint8_t)name[i]) * 16777619u;
+        return h ? h : 1;
+}
+
+static struct op_ent *op_slot_locked(npu_context_t *ctx, const char *name, size_t len, uint32_t hash)
+{
+        size_t mask = ctx->ops_cap - 1;
+        for (size_t i = hash & mask;; i = (i + 1) & mask) {
+                struct op_ent *e = &ctx->ops[i];
+                if (!e->hash || (e->hash == hash && e->len == len && memcmp(e->name, name, len) == 0))
+                        return e;
+        }
+}
+
+/* The cached id, -1 for a name npud does not know, OP_ABSENT when not resolved yet. */
+static int op_find_locked(npu_context_t *ctx, const char *name, size_t len, uint32_t hash)
+{
+        if (!ctx->ops_cap)
+                return OP_ABSENT;
+        struct op_ent *e = op_slot_locked(ctx, name, len, hash);
+        return e->hash ? e->id : OP_ABSENT;
+}
+
+/* Best effort: when the table cannot grow the name is simply resolved again next time. */
+static void op_store_locked(npu_context_t *ctx, const char *name, size_t len, uint32_t hash, int id)
+{
+        if (ctx->ops_count >= OP_CACHE_MAX)
+                return;
+        if (2 * (ctx->ops_count + 1) > ctx->ops_cap) {
+                size_t cap = ctx->ops_cap ? 2 * ctx->ops_cap : 64;
+                struct op_ent *old = ctx->ops, *nt = calloc(cap, sizeof(*nt));
+                size_t oldcap = ctx->ops_cap;
+                if (!nt)
+                        return;
+                ctx->ops = nt;
+                ctx->ops_cap = cap;
+                for (size_t i = 0; i < oldcap; i++)
+                        if (old[i].hash)
+                                *op_slot_locked(ctx, old[i].name, old[i].len, old[i].hash) = old[i];
+                free(old);
+        }
+        struct op_ent *e = op_slot_locked(ctx, name, len, hash);
+        if (e->hash)
+                return; /* another thread resolved it meanwhile */
+        e->hash = hash;
+        e->id = id;
+        e->len = (uint8_t)len;
+        memcpy(e->name, name, len);
+        ctx->ops_count++;
+}
+
+/* Ask npud for the id of an operator (once per name and context). Returns the id, -1 when
+ * npud does not know the name (launches keep naming it, so they fail as they always have),
+ * or OP_ABSENT when the answer could not be had (the launch then goes by name and the
+ * next one asks again). The caller does not hold mu. */
+static int op_resolve(npu_context_t *ctx, const char *name, size_t len, uint32_t hash)
+{
+        json_t *res = NULL, *ent, *id;
+        int ret = OP_ABSENT;
+
+        if (call(ctx, "op_resolve", json_pack("{s:[s]}", "names", name), &res) != NPU_OK)
+                return OP_ABSENT;
+        ent = json_array_get(json_object_get(res, "ops"), 0);
+        id = json_object_get(ent, "id");
+        if (json_is_null(id))
+                ret = -1;
+        else if (json_is_integer(id) && json_integer_value(id) >= 0 &&
+                 json_integer_value(id) <= UINT16_MAX)
+                ret = (int)json_integer_value(id);
+        json_decref(res);
+        if (ret != OP_ABSENT) {
+                pthread_mutex_lock(&ctx->mu);
+                op_store_locked(ctx, name, len, hash, ret);
+                pthread_mutex_unlock(&ctx->mu);
+        }
+        return ret;
+}
+
+/* The record is written straight into the batch (no struct proto_rec, which is sized for a
+ * graph run's 64 tensors), and carries the operator's registry id once the name has been
+ * resolved: npud then indexes its registry instead of searching it by name. */
 NPU_EXPORT npu_status_t npu_launch(npu_context_t *ctx, npu_stream_t stream, const char *op,
                                    const npu_tensor_t *inputs, int ninputs,
                                    const npu_tensor_t *outputs, int noutputs,
                                    const npu_attr_t *attrs, int nattrs, uint64_t *ret_task)
 {
-        struct proto_rec rec = { .type = PROTO_REC_LAUNCH, .stream = stream.id };
+        size_t oplen, size;
+        uint32_t hash = 0;
+        int id = -1;
+        uint8_t *p;
 
         if (!ctx || !op)
                 return fail(NPU_ERR_INVALID, "npu_launch: NULL argument");
-        if (strlen(op) == 0 || strlen(op) >= PROTO_REC_OP_NAME)
+        oplen = strnlen(op, PROTO_REC_OP_NAME);
+        if (oplen == 0 || oplen >= PROTO_REC_OP_NAME)
                 return fail(NPU_ERR_INVALID, "npu_launch: operator name must be 1 to %d characters",
                             PROTO_REC_OP_NAME - 1);
         if (ninputs < 0 || noutputs < 0 || nattrs < 0 || ninputs + noutputs > PROTO_REC_MAX_TENSORS ||
             nattrs > PROTO_REC_MAX_ATTRS || (ninputs && !inputs) || (noutputs && !outputs) ||
             (nattrs && !attrs))
                 return fail(NPU_ERR_INVALID, "npu_launch: %s: bad number of inputs, outputs or attributes", op);
-        snprintf(rec.launch.op, sizeof(rec.launch.op), "%s", op);
-        rec.launch.nin = (uint8_t)ninputs;
-        rec.launch.nout = (uint8_t)noutputs;
-        rec.launch.nattr = (uint8_t)nattrs;
+        /* Everything is checked before the record is started: nothing fails half-written. */
         for (int i = 0; i < ninputs + noutputs; i++) {
                 const npu_tensor_t *t = i < ninputs ? &inputs[i] : &outputs[i - ninputs];
                 if (t->ndim < 0 || t->ndim > NPU_MAX_DIMS)
                         return fail(NPU_ERR_INVALID, "npu_launch: %s: tensor %d has %d dimensions", op, i, t->ndim);
-                rec.launch.t[i].buf = t->buf.id;
-                rec.launch.t[i].dtype = (uint8_t)t->dtype;
-                rec.launch.t[i].ndim = (uint8_t)t->ndim;
-                rec.launch.t[i].offset = t->offset;
-                for (int d = 0; d < t->ndim; d++)
-                        rec.launch.t[i].dims[d] = t->dims[d];
         }
-        for (int i = 0; i < nattrs; i++) {
-                if (!attrs[i].name || !*attrs[i].name || strlen(attrs[i].name) >= PROTO_REC_OP_NAME)
+        for (int i = 0; i < nattrs; i++)
+                if (!attrs[i].name || !*attrs[i].name || strnlen(attrs[i].name, PROTO_REC_OP_NAME) >= PROTO_REC_OP_NAME)
                         return fail(NPU_ERR_INVALID, "npu_launch: %s: attribute %d has a bad name", op, i);
-                snprintf(rec.launch.attr[i].name, PROTO_REC_OP_NAME, "%s", attrs[i].name);
-                rec.launch.attr[i].type = attrs[i].is_float ? 2 : 1;
-                rec.launch.attr[i].i = attrs[i].i;
-                rec.launch.attr[i].f = attrs[i].f;
+        if (ctx->version >= PROTO_VERSION_OP_ID)
+                hash = op_hash(op, oplen);
+        pthread_mutex_lock(&ctx->mu);
+        if (hash) {
+                id = op_find_locked(ctx, op, oplen, hash);
+                if (id == OP_ABSENT) {
+                        pthread_mutex_unlock(&ctx->mu);
+                        id = op_resolve(ctx, op, oplen, hash);
+                        pthread_mutex_lock(&ctx->mu);
+                }
         }
-        return submit(ctx, &rec, ret_task);
+        size = proto_launch_size(id >= 0, (unsigned)(ninputs + noutputs), (unsigned)nattrs);
+        if (ctx->broken) {
+                pthread_mutex_unlock(&ctx->mu);
+                return fail(NPU_ERR_CONNECTION, "connection to npud lost");
+        }
+        if (batch_reserve_locked(ctx, size) < 0) {
+                pthread_mutex_unlock(&ctx->mu);
+                return fail(NPU_ERR_SYSTEM, "out of memory");
+        }
+        uint64_t seq = ++ctx->next_seq;
+        p = proto_launch_begin(ctx->batch + ctx->batch_len, size, seq, stream.id, id >= 0 ? NULL : op,
+                               id >= 0 ? (uint16_t)id : 0, (uint8_t)ninputs, (uint8_t)noutputs,
+                               (uint8_t)nattrs);
+        for (int i = 0; i < ninputs + noutputs; i++) {
+                const npu_tensor_t *t = i < ninputs ? &inputs[i] : &outputs[i - ninputs];
+                p = proto_launch_put_tensor(p, t->buf.id, (uint8_t)t->dtype, (uint8_t)t->ndim,
+                                            t->offset, t->dims);
+        }
+        for (int i = 0; i < nattrs; i++)
+                p = proto_launch_put_attr(p, attrs[i].name, attrs[i].is_float ? 2 : 1, attrs[i].i,
+                                          attrs[i].f);
+        ctx->batch_len += size;
+        if (ret_task)
+                *ret_task = seq;
+        int e = ctx->batch_len >= BATCH_FLUSH_BYTES ? flush_locked(ctx) : 0;
+        pthread_mutex_unlock(&ctx->mu);
+        return e < 0 ? fail(NPU_ERR_CONNECTION, "connection to npud lost") : NPU_OK;
 }
 
 /* ---- streams and events ---- */
@@ -910,7 +1059,10 @@ NPU_EXPORT npu_status_t npu_event_destroy(npu_context_t *ctx, npu_event_t event)
 
 static npu_status_t event_task(npu_context_t *ctx, int type, npu_event_t event, npu_stream_t stream)
 {
-        struct proto_rec rec = { .type = (uint16_t)type, .stream = stream.id };
+        struct proto_rec rec; /* only the members of the type are read: no 5 KB clear */
+
+        rec.type = (uint16_t)type;
+        rec.stream = stream.id;
 
         if (!ctx)
                 return fail(NPU_ERR_INVALID, "event: NULL context");

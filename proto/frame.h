@@ -9,8 +9,13 @@
 #include <stdint.h>
 
 #define PROTO_MAGIC 0x3155504eu /* "NPU1" as little-endian bytes */
-#define PROTO_VERSION 1         /* highest protocol version this build speaks */
+#define PROTO_VERSION 1         /* frame format version: every header carries it */
 #define PROTO_VERSION_MIN 1
+/* Session protocol versions, negotiated by hello (docs/protocol.md section 4). They are
+ * separate from the frame version, which version 2 did not change. */
+#define PROTO_SESSION_VERSION 2
+#define PROTO_SESSION_VERSION_MIN 1
+#define PROTO_VERSION_OP_ID 2 /* op_resolve and LAUNCH_ID records */
 #define PROTO_HEADER_SIZE 24
 #define PROTO_MAX_BODY (16u << 20)     /* any frame */
 #define PROTO_MAX_JSON_BODY (1u << 20) /* JSON frames are parsed only below this */

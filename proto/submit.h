@@ -17,6 +17,8 @@
  *                   char name[32], u8 type (1 int, 2 float), u8[7] 0, i64 or f64 value
  *   GRAPH_RUN   : u32 graph, u16 nin, u16 nout, u32 0, u32 0, then nin+nout tensors in the
  *                 LAUNCH layout (inputs first), nin+nout <= 64       (16 + 80 per tensor)
+ *   LAUNCH_ID   : u16 op_id (registry id from op_resolve), u8 nin, u8 nout, u8 nattr, u8[3] 0,
+ *                 then tensors and attributes as in LAUNCH (session protocol version 2)
  * Kinds for COPY endpoints: 0 = device buffer, 1 = host region. */
 #ifndef NPU_PROTO_SUBMIT_H
 #define NPU_PROTO_SUBMIT_H
@@ -39,6 +41,7 @@ enum proto_rec_type {
         PROTO_REC_LAUNCH = 5,
         PROTO_REC_FREE = 6,
         PROTO_REC_GRAPH_RUN = 7,
+        PROTO_REC_LAUNCH_ID = 8,
 };
 
 enum proto_mem_kind { PROTO_MEM_BUFFER = 0, PROTO_MEM_REGION = 1 };
@@ -79,8 +82,11 @@ struct proto_rec {
                 struct {
                         uint32_t buf;
                 } free;
+                /* LAUNCH and LAUNCH_ID: op names the operator of a LAUNCH (NUL terminated
+                         * after decode; "" for LAUNCH_ID), op_id that of a LAUNCH_ID. */
                 struct {
-                        char op[PROTO_REC_OP_NAME]; /* always NUL terminated after decode */
+                        char op[PROTO_REC_OP_NAME];
+                        uint16_t op_id;
                         uint8_t nin, nout, nattr;
                         struct proto_rec_tensor t[PROTO_REC_MAX_TENSORS];
                         struct proto_rec_attr attr[PROTO_REC_MAX_ATTRS];
@@ -99,8 +105,26 @@ size_t proto_rec_size(const struct proto_rec *rec);
 size_t proto_rec_encode(const struct proto_rec *rec, uint8_t *out);
 /* Decode the record at buf[*pos]; advances *pos. 1 = decoded, 0 = end of buffer,
  * -EBADMSG with a message in err for a malformed record (the rest of the body is then
- * unusable). */
+ * unusable, and *ret partly written). Only the members the record holds are written: the
+ * header, its type's fields and, for launches and graph runs, the first nin+nout tensors
+ * and nattr attributes; the rest of *ret is left as it was. */
 int proto_rec_decode(const uint8_t *buf, size_t len, size_t *pos, struct proto_rec *ret,
                      char *err, size_t errlen);
+
+/* Direct encoding of a launch record, for a client that builds it from its own structures
+ * rather than a zero-filled struct proto_rec (several KB) per launch. Write the header and
+ * fixed part with proto_launch_begin() into proto_launch_size() bytes, then the nin+nout
+ * tensors and the nattr attributes in order; each helper returns where the next item goes.
+ * op is the name of a LAUNCH record, or NULL for a LAUNCH_ID record carrying op_id. The
+ * caller checks the limits (counts, name lengths, ndim <= PROTO_REC_MAX_DIMS) beforehand. */
+size_t proto_launch_size(int by_id, unsigned ntensors, unsigned nattr);
+uint8_t *proto_launch_begin(uint8_t *out, size_t size, uint64_t seq, uint32_t stream,
+                            const char *op, uint16_t op_id, uint8_t nin, uint8_t nout,
+                            uint8_t nattr);
+/* dims holds ndim extents; the record's remaining extents are written as 0. */
+uint8_t *proto_launch_put_tensor(uint8_t *p, uint32_t buf, uint8_t dtype, uint8_t ndim,
+                                 uint64_t offset, const int64_t *dims);
+/* type 1 integer (i), 2 float (f). */
+uint8_t *proto_launch_put_attr(uint8_t *p, const char *name, uint8_t type, int64_t i, double f);
 
 #endif

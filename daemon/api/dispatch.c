@@ -9,6 +9,7 @@
 
 #include "policy/cost.h"
 #include "proto/errors.h"
+#include "proto/frame.h"
 #include "proto/submit.h"
 #include "dispatch.h"
 #include "daemon/exec/submit.h"
@@ -185,8 +186,14 @@ void dispatch_submit_record(struct session *s, const struct proto_rec *r)
                 t = NULL;
                 goto failed;
         }
-        pe.code = r->type == PROTO_REC_FREE ? prepare_free(s, r, t, pe.msg, sizeof(pe.msg))
-                                            : submit_prepare(&s->handles, st, r, t, pe.msg, sizeof(pe.msg));
+        if (r->type == PROTO_REC_LAUNCH_ID && s->version < PROTO_VERSION_OP_ID) {
+                pe.code = PROTO_E_INVALID;
+                snprintf(pe.msg, sizeof(pe.msg), "launch by id: operator id %u needs protocol version %d",
+                         r->launch.op_id, PROTO_VERSION_OP_ID);
+        } else {
+                pe.code = r->type == PROTO_REC_FREE ? prepare_free(s, r, t, pe.msg, sizeof(pe.msg))
+                                                    : submit_prepare(&s->handles, st, r, t, pe.msg, sizeof(pe.msg));
+        }
         if (pe.code) {
 failed:
                 task_free(t); /* NULL-safe */

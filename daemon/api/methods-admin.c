@@ -104,7 +104,8 @@ static void method_version(struct request *req)
 {
         session_reply_result(req->session, req->id,
                              json_pack("{s:s, s:i, s:i, s:s}", "version", NPUD_VERSION,
-                                       "protocol", PROTO_VERSION, "protocol_min", PROTO_VERSION_MIN,
+                                       "protocol", PROTO_SESSION_VERSION, "protocol_min",
+                                       PROTO_SESSION_VERSION_MIN,
                                        "backend", req->session->npud->ex.backend->ops->name));
 }
 

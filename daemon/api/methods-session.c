@@ -1,10 +1,13 @@
-/* Session methods: hello (version negotiation) and ping. */
+/* Session methods: hello (version negotiation), ping, and op_resolve (operator names to the
+ * registry ids that LAUNCH_ID records carry). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "proto/errors.h"
+#include "ops/ops.h"
 #include "proto/frame.h"
+#include "proto/submit.h"
 #include "dispatch.h"
 #include "npud.h"
 #include "session.h"
@@ -59,12 +62,12 @@ static void method_hello(struct request *req)
                 }
         }
         s->backpressure_error = bp && strcmp(json_string_value(bp), "error") == 0;
-        uint64_t v = hi < PROTO_VERSION ? hi : PROTO_VERSION;
-        if (lo > hi || v < lo || v < PROTO_VERSION_MIN) {
+        uint64_t v = hi < PROTO_SESSION_VERSION ? hi : PROTO_SESSION_VERSION;
+        if (lo > hi || v < lo || v < PROTO_SESSION_VERSION_MIN) {
                 session_reply_error(s, req->id, PROTO_E_VERSION,
                                     "hello: client speaks versions %llu-%llu, npud %d-%d",
                                     (unsigned long long)lo, (unsigned long long)hi,
-                                    PROTO_VERSION_MIN, PROTO_VERSION);
+                                    PROTO_SESSION_VERSION_MIN, PROTO_SESSION_VERSION);
                 return;
         }
         s->version = (int)v;
@@ -83,7 +86,67 @@ static void method_ping(struct request *req)
         session_reply_result(req->session, req->id, NULL);
 }
 
+#define OP_RESOLVE_MAX_NAMES 256
+
+/* Names to registry ids, once per name and connection: LAUNCH_ID records then carry the id
+ * and the daemon indexes the registry instead of searching it by name for every launch. An
+ * unknown name is not an error here: its id is null and the client keeps sending its name,
+ * so that the launch fails exactly as a LAUNCH record naming it always has. */
+static void method_op_resolve(struct request *req)
+{
+        static const char *const keys[] = { "names", NULL };
+        struct session *s = req->session;
+        json_t *names = json_object_get(req->params, "names"), *ops, *name;
+        size_t i;
+
+        if (s->version < PROTO_VERSION_OP_ID) {
+                session_reply_error(s, req->id, PROTO_E_PROTOCOL,
+                                    "op_resolve: needs protocol version %d, the session negotiated %d",
+                                    PROTO_VERSION_OP_ID, s->version);
+                return;
+        }
+        if (params_only(req, keys) < 0)
+                return;
+        if (!json_is_array(names) || json_array_size(names) == 0 ||
+            json_array_size(names) > OP_RESOLVE_MAX_NAMES) {
+                session_reply_error(s, req->id, PROTO_E_INVALID,
+                                    "op_resolve: parameter 'names' must be an array of 1 to %d strings",
+                                    OP_RESOLVE_MAX_NAMES);
+                return;
+        }
+        json_array_foreach(names, i, name) {
+                const char *n = json_string_value(name);
+                if (!n || !*n || strlen(n) >= PROTO_REC_OP_NAME) {
+                        session_reply_error(s, req->id, PROTO_E_INVALID,
+                                            "op_resolve: name %zu must be a string of 1 to %d characters",
+                                            i, PROTO_REC_OP_NAME - 1);
+                        return;
+                }
+        }
+        ops = json_array();
+        json_array_foreach(names, i, name) {
+                const struct ops_def *def = ops_lookup(json_string_value(name));
+                size_t id = def ? ops_id(def) : 0;
+                json_t *e;
+
+                /* ids fit the record's u16; a registry that outgrew it resolves by name */
+                if (def && id <= UINT16_MAX)
+                        e = json_pack("{s:O, s:I, s:i, s:i, s:i}", "name", name, "id", (json_int_t)id,
+                                      "min_inputs", def->min_inputs, "max_inputs", def->max_inputs,
+                                      "outputs", def->outputs);
+                else
+                        e = json_pack("{s:O, s:n}", "name", name, "id");
+                if (!ops || !e || json_array_append_new(ops, e) < 0) {
+                        json_decref(ops);
+                        session_reply_error(s, req->id, PROTO_E_SYSTEM, "op_resolve: out of memory");
+                        return;
+                }
+        }
+        session_reply_result(s, req->id, json_pack("{s:o}", "ops", ops));
+}
+
 const struct method methods_session[] = {
+        { "op_resolve", method_op_resolve, 0 },
         { "hello", method_hello, METHOD_BEFORE_HELLO },
         { "ping", method_ping, METHOD_BEFORE_HELLO },
         { NULL, NULL, 0 },

@@ -175,12 +175,17 @@ static struct task *prepare_launch(struct handle_table *h, struct stream *st,
                                    const struct proto_rec *r, struct task *t,
                                    struct prep_error *pe)
 {
-        const struct ops_def *op = ops_lookup(r->launch.op);
+        const struct ops_def *op = r->type == PROTO_REC_LAUNCH_ID ? ops_by_id(r->launch.op_id)
+                                                                 : ops_lookup(r->launch.op);
         struct ops_call *call = &t->item.call;
         struct ops_call probe;
         char err[192], what[64];
         uint64_t flops = 0, bytes = 0;
 
+        /* only ids op_resolve gives: default-domain operators, as launches by name reach */
+        if (r->type == PROTO_REC_LAUNCH_ID && (!op || op->domain))
+                PREP_FAIL(pe, PROTO_E_INVALID, "launch by id: operator id %u is not an id op_resolve gives",
+                          r->launch.op_id);
         if (!op)
                 PREP_FAIL(pe, PROTO_E_UNSUPPORTED, "unknown operator '%s'", r->launch.op);
         if (r->launch.nin > OPS_MAX_INPUTS || r->launch.nout > OPS_MAX_OUTPUTS ||
@@ -347,7 +352,8 @@ int submit_prepare(struct handle_table *h, struct stream *st, const struct proto
         switch (r->type) {
         case PROTO_REC_COPY: ok = prepare_copy(h, st, r, t, &pe); break;
         case PROTO_REC_MEMSET: ok = prepare_memset(h, st, r, t, &pe); break;
-        case PROTO_REC_LAUNCH: ok = prepare_launch(h, st, r, t, &pe); break;
+        case PROTO_REC_LAUNCH:
+        case PROTO_REC_LAUNCH_ID: ok = prepare_launch(h, st, r, t, &pe); break;
         case PROTO_REC_EVENT_RECORD:
         case PROTO_REC_STREAM_WAIT: ok = prepare_event(h, r, t, &pe); break;
         case PROTO_REC_GRAPH_RUN: ok = prepare_graph_run(h, st, r, t, &pe); break;

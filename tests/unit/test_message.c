@@ -730,6 +730,172 @@ START_TEST(test_rec_launch_extremes)
 }
 END_TEST
 
+/* LAUNCH_ID: the registry id instead of the name, the rest as LAUNCH. */
+START_TEST(test_rec_launch_id)
+{
+        struct proto_rec r = mk_launch(2, 1, 3), d;
+        size_t size;
+        uint8_t *b;
+        const uint8_t *p;
+
+        r.type = PROTO_REC_LAUNCH_ID;
+        r.launch.op_id = 0xbeef;
+        r.launch.op[0] = 0;
+        b = rec_encode(&r, &size);
+        p = b + PROTO_REC_HEADER_SIZE;
+        ck_assert_uint_eq(size, 24 + 8 + 3 * 80 + 3 * 48);
+        ck_assert_uint_eq(size, proto_launch_size(1, 3, 3));
+        ck_assert_uint_eq(rd16(b), PROTO_REC_LAUNCH_ID);
+        ck_assert_uint_eq(rd16(p), 0xbeef);
+        ck_assert_uint_eq(p[2], 2);
+        ck_assert_uint_eq(p[3], 1);
+        ck_assert_uint_eq(p[4], 3);
+        ck_assert_uint_eq(p[5] | p[6] | p[7], 0);
+        ck_assert_uint_eq(rd32(p + 8 + 80), r.launch.t[1].buf); /* tensors follow at 8 */
+        ck_assert_str_eq((const char *)(p + 8 + 3 * 80 + 48), "attr_1");
+
+        /* whatever *ret held before, the decoded record says what the bytes say */
+        memset(&d, 0x5a, sizeof(d));
+        rec_decode_one(b, size, &d);
+        assert_launch_eq(&r, &d);
+        ck_assert_uint_eq(d.launch.op_id, 0xbeef);
+        ck_assert(d.launch.attr[1].f == 0.25);
+        ck_assert(d.launch.attr[1].i == 0);
+        ck_assert(d.launch.attr[0].f == 0);
+        free(b);
+
+        /* the largest id, no tensors or attributes */
+        r = mk_launch(0, 0, 0);
+        r.type = PROTO_REC_LAUNCH_ID;
+        r.launch.op_id = UINT16_MAX;
+        b = rec_encode(&r, &size);
+        ck_assert_uint_eq(size, 32);
+        rec_decode_one(b, size, &d);
+        ck_assert_uint_eq(d.launch.op_id, UINT16_MAX);
+        ck_assert_str_eq(d.launch.op, "");
+        free(b);
+}
+END_TEST
+
+/* The direct encoder (libnpu's launch path) writes what proto_rec_encode writes. */
+START_TEST(test_rec_launch_direct)
+{
+        for (int by_id = 0; by_id <= 1; by_id++) {
+                struct proto_rec r = mk_launch(3, 2, 2);
+                size_t size, dsize = proto_launch_size(by_id, 5, 2);
+                uint8_t *b, *direct = malloc(dsize), *q;
+
+                ck_assert_ptr_nonnull(direct);
+                memset(direct, 0xcc, dsize);
+                r.launch.t[0].dims[7] = 0; /* the direct encoder writes ndim extents only */
+                if (by_id) {
+                        r.type = PROTO_REC_LAUNCH_ID;
+                        r.launch.op_id = 42;
+                }
+                b = rec_encode(&r, &size);
+                ck_assert_uint_eq(size, dsize);
+                q = proto_launch_begin(direct, dsize, r.seq, r.stream, by_id ? NULL : r.launch.op,
+                                       r.launch.op_id, 3, 2, 2);
+                for (int i = 0; i < 5; i++) {
+                        const struct proto_rec_tensor *t = &r.launch.t[i];
+                        q = proto_launch_put_tensor(q, t->buf, t->dtype, t->ndim, t->offset, t->dims);
+                }
+                for (int i = 0; i < 2; i++) {
+                        const struct proto_rec_attr *a = &r.launch.attr[i];
+                        q = proto_launch_put_attr(q, a->name, a->type, a->i, a->f);
+                }
+                ck_assert_uint_eq((size_t)(q - direct), dsize);
+                ck_assert_msg(memcmp(b, direct, dsize) == 0, "by_id %d: bytes differ", by_id);
+                free(b);
+                free(direct);
+        }
+        ck_assert_uint_eq(proto_launch_size(1, PROTO_REC_MAX_TENSORS + 1, 0), 0);
+        ck_assert_uint_eq(proto_launch_size(0, 0, PROTO_REC_MAX_ATTRS + 1), 0);
+}
+END_TEST
+
+START_TEST(test_rec_launch_id_malformed)
+{
+        struct proto_rec r = mk_launch(1, 1, 1), d;
+        char err[256];
+        size_t size, pos;
+        uint8_t *b;
+
+        r.type = PROTO_REC_LAUNCH_ID;
+        r.seq = 4242;
+        r.launch.op_id = 3;
+        b = rec_encode(&r, &size);
+        /* reserved bytes after nattr */
+        for (int i = 5; i < 8; i++) {
+                b[PROTO_REC_HEADER_SIZE + i] = 1;
+                pos = 0;
+                ck_assert_int_eq(proto_rec_decode(b, size, &pos, &d, err, sizeof(err)), -EBADMSG);
+                ck_assert_msg(strstr(err, "record 4242") && strstr(err, "reserved"), "%s", err);
+                b[PROTO_REC_HEADER_SIZE + i] = 0;
+        }
+        /* counts that disagree with the length */
+        b[PROTO_REC_HEADER_SIZE + 2] = 2;
+        pos = 0;
+        ck_assert_int_eq(proto_rec_decode(b, size, &pos, &d, err, sizeof(err)), -EBADMSG);
+        ck_assert_msg(strstr(err, "record 4242") && strstr(err, "type 8"), "%s", err);
+        ck_assert_uint_eq(pos, 0);
+        b[PROTO_REC_HEADER_SIZE + 2] = 1;
+        /* too many tensors, whatever the length */
+        b[PROTO_REC_HEADER_SIZE + 2] = 7;
+        b[PROTO_REC_HEADER_SIZE + 3] = 6;
+        rec_expect_bad(b, size, "13 tensors by id");
+        b[PROTO_REC_HEADER_SIZE + 2] = 1;
+        b[PROTO_REC_HEADER_SIZE + 3] = 1;
+        /* shorter than its fixed part */
+        wr32(b + 4, PROTO_REC_HEADER_SIZE + 4);
+        pos = 0;
+        ck_assert_int_eq(proto_rec_decode(b, size, &pos, &d, err, sizeof(err)), -EBADMSG);
+        ck_assert_msg(strstr(err, "record 4242") && strstr(err, "too short"), "%s", err);
+        wr32(b + 4, (uint32_t)size);
+        /* a tensor's reserved bytes */
+        b[PROTO_REC_HEADER_SIZE + 8 + 6] = 1;
+        rec_expect_bad(b, size, "tensor reserved by id");
+        b[PROTO_REC_HEADER_SIZE + 8 + 6] = 0;
+        /* an attribute name */
+        b[PROTO_REC_HEADER_SIZE + 8 + 2 * 80] = ' ';
+        rec_expect_bad(b, size, "attribute name by id");
+        b[PROTO_REC_HEADER_SIZE + 8 + 2 * 80] = 'a';
+        pos = 0;
+        ck_assert_int_eq(proto_rec_decode(b, size, &pos, &d, err, sizeof(err)), 1);
+        free(b);
+}
+END_TEST
+
+/* A small record costs what it holds: decoding writes nothing past its members (the union
+ * is sized for a graph run's 64 tensors). */
+START_TEST(test_rec_decode_writes_only_members)
+{
+        static struct proto_rec d;
+        struct proto_rec r = mk_copy();
+        size_t size;
+        uint8_t *b = rec_encode(&r, &size);
+        const uint8_t *tail = (const uint8_t *)&d.launch.t[0];
+
+        memset(&d, 0xa5, sizeof(d));
+        rec_decode_one(b, size, &d);
+        ck_assert_uint_eq(d.copy.len, r.copy.len);
+        for (size_t i = 0; i < sizeof(d) - (size_t)(tail - (const uint8_t *)&d); i++)
+                ck_assert_uint_eq(tail[i], 0xa5);
+        free(b);
+
+        /* a launch with one tensor leaves the second and the attributes alone */
+        r = mk_launch(1, 0, 0);
+        r.type = PROTO_REC_LAUNCH_ID;
+        b = rec_encode(&r, &size);
+        memset(&d, 0xa5, sizeof(d));
+        rec_decode_one(b, size, &d);
+        tail = (const uint8_t *)&d.launch.t[1];
+        for (size_t i = 0; i < sizeof(d.launch.t[1]); i++)
+                ck_assert_uint_eq(tail[i], 0xa5);
+        free(b);
+}
+END_TEST
+
 START_TEST(test_rec_size_rejects)
 {
         struct proto_rec r;
@@ -740,7 +906,7 @@ START_TEST(test_rec_size_rejects)
         ck_assert_uint_eq(proto_rec_size(&r), 0);
         ck_assert_uint_eq(proto_rec_encode(&r, out), 0);
         ck_assert_uint_eq(out[0], 0x5a); /* nothing written */
-        r.type = 8; /* first unassigned record type */
+        r.type = 9; /* first unassigned record type */
         ck_assert_uint_eq(proto_rec_size(&r), 0);
         r = mk_launch(6, 6, PROTO_REC_MAX_ATTRS);
         ck_assert_uint_gt(proto_rec_size(&r), 0);
@@ -841,8 +1007,8 @@ START_TEST(test_rec_decode_length_mismatch)
         wr32(buf + 4, 64);
         wr16(buf, 0);
         rec_expect_bad(buf, sizeof(buf), "type 0");
-        wr16(buf, 8);
-        rec_expect_bad(buf, sizeof(buf), "type 8");
+        wr16(buf, 9);
+        rec_expect_bad(buf, sizeof(buf), "type 9");
         wr16(buf, 0xffff);
         rec_expect_bad(buf, sizeof(buf), "type 0xffff");
 
@@ -1105,6 +1271,10 @@ static Suite *message_suite(void)
         tcase_add_test(tc, test_rec_launch);
         tcase_add_test(tc, test_rec_launch_extremes);
         tcase_add_test(tc, test_rec_size_rejects);
+        tcase_add_test(tc, test_rec_launch_id);
+        tcase_add_test(tc, test_rec_launch_direct);
+        tcase_add_test(tc, test_rec_launch_id_malformed);
+        tcase_add_test(tc, test_rec_decode_writes_only_members);
         tcase_add_test(tc, test_rec_decode_truncated);
         tcase_add_test(tc, test_rec_decode_length_mismatch);
         tcase_add_test(tc, test_rec_decode_too_many);
