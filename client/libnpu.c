@@ -188,11 +188,14 @@ static void wait_reply_locked(npu_context_t *ctx, struct pending *p)
                 }
                 ctx->reader_active = 1;
                 pthread_mutex_unlock(&ctx->mu);
-                struct pollfd pfd = { .fd = ctx->fd, .events = POLLIN };
                 ssize_t n;
-                do {
-                        n = poll(&pfd, 1, -1) < 0 && errno != EINTR ? -errno
-                                                                    : proto_reader_fill(&ctx->reader, ctx->fd);
+                do { /* the socket is blocking; poll only if something made it not */
+                        n = proto_reader_fill_wait(&ctx->reader, ctx->fd);
+                        if (n == -EAGAIN) {
+                                struct pollfd pfd = { .fd = ctx->fd, .events = POLLIN };
+                                if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+                                        n = -errno;
+                        }
                 } while (n == -EAGAIN || n == -EINTR);
                 pthread_mutex_lock(&ctx->mu);
                 if (n <= 0)

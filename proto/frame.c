@@ -141,7 +141,7 @@ int proto_reader_feed(struct proto_reader *r, const void *data, size_t len)
         return 0;
 }
 
-ssize_t proto_reader_fill(struct proto_reader *r, int sock)
+static ssize_t reader_fill(struct proto_reader *r, int sock, int flags)
 {
         union {
                 char buf[CMSG_SPACE(sizeof(int) * PROTO_MAX_FDS)];
@@ -171,7 +171,7 @@ ssize_t proto_reader_fill(struct proto_reader *r, int sock)
         msg.msg_iovlen = 1;
         msg.msg_control = ctl.buf;
         msg.msg_controllen = sizeof(ctl.buf);
-        n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        n = recvmsg(sock, &msg, flags | MSG_CMSG_CLOEXEC);
         if (n < 0)
                 return errno == EAGAIN || errno == EWOULDBLOCK ? -EAGAIN : -errno;
 
@@ -205,6 +205,16 @@ ssize_t proto_reader_fill(struct proto_reader *r, int sock)
         r->len += (size_t)n;
         r->received += (uint64_t)n;
         return n;
+}
+
+ssize_t proto_reader_fill(struct proto_reader *r, int sock)
+{
+        return reader_fill(r, sock, MSG_DONTWAIT);
+}
+
+ssize_t proto_reader_fill_wait(struct proto_reader *r, int sock)
+{
+        return reader_fill(r, sock, 0);
 }
 
 int proto_reader_has_frame(const struct proto_reader *r)
