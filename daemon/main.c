@@ -185,6 +185,7 @@ out:
         if (d.ex.backend)
                 d.ex.backend->ops->destroy(d.ex.backend);
         export_free_all(&d.exports);
+        sched_pool_drain();
         task_pool_drain();
         device_registry_deinit(&d.ex.devices);
         tenant_registry_deinit(&d.tenants);

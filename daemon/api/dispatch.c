@@ -135,7 +135,9 @@ static int prepare_free(struct session *s, const struct proto_rec *r, struct tas
                 return PROTO_E_BAD_HANDLE;
         }
         session_buffer_released(s, b);
-        t->bufs[t->nbufs++] = b; /* the handle's reference, dropped when the stream gets here */
+        /* the handle's reference, dropped when the stream gets here; a fresh task holds
+         * nothing yet, so adding the first buffer (inline) cannot fail */
+        task_add_buffer(t, b);
         return 0;
 }
 

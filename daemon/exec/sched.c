@@ -20,7 +20,9 @@
 
 #define task_of_item(it) ((struct task *)((char *)(it) - offsetof(struct task, item)))
 
-/* The daemon's side of a unit sent to the backend. */
+/* The daemon's side of a unit sent to the backend. Units come from a pool (see unit_get):
+ * only the part up to pool_next is cleared for each dispatch; items are set as they are
+ * added, the tile is written whole by tile_make. */
 struct sched_unit {
         struct exec_unit u;
         TAILQ_ENTRY(sched_unit) inflight_link;
@@ -29,9 +31,61 @@ struct sched_unit {
         uint64_t raw_ns;          /* uncalibrated model estimate (for calibration) */
         uint64_t dispatch_ns;
         struct task *tile_task;   /* when the unit is one tile of a task */
+        struct sched_unit *pool_next; /* first field kept across reuse */
+        /* The call of a tile of an operator task (its tensors narrowed to the tile): taken
+         * from the call pool the first time the unit runs such a tile, then kept with the
+         * unit while it is pooled. */
+        struct ops_call *tile_call;
+        struct exec_item tile;
         struct exec_item *items[CHAIN_MAX_ITEMS];
-        struct exec_item tile;    /* last: written whole by tile_make, never cleared */
 };
+
+/* Freed units for reuse: units in flight are bounded by the devices' engines, so the pool
+ * stays small. Loop thread only. */
+#define UNIT_POOL_MAX 256
+static struct sched_unit *unit_pool;
+static unsigned unit_pool_len;
+
+const size_t sched_unit_size = sizeof(struct sched_unit);
+
+static struct sched_unit *unit_get(void)
+{
+        struct sched_unit *su = unit_pool;
+
+        if (su) {
+                unit_pool = su->pool_next;
+                unit_pool_len--;
+        } else if ((su = malloc(sizeof(*su)))) {
+                su->tile_call = NULL;
+        } else {
+                return NULL;
+        }
+        memset(su, 0, offsetof(struct sched_unit, pool_next));
+        return su;
+}
+
+static void unit_put(struct sched_unit *su)
+{
+        if (unit_pool_len >= UNIT_POOL_MAX) {
+                exec_call_put(su->tile_call);
+                free(su);
+                return;
+        }
+        su->pool_next = unit_pool;
+        unit_pool = su;
+        unit_pool_len++;
+}
+
+void sched_pool_drain(void)
+{
+        while (unit_pool) {
+                struct sched_unit *su = unit_pool;
+                unit_pool = su->pool_next;
+                exec_call_put(su->tile_call);
+                free(su);
+        }
+        unit_pool_len = 0;
+}
 
 /* Units at the backend, so that reset, session end and shutdown can cancel running work.
  * Loop thread only. */
@@ -347,26 +401,35 @@ static void stream_dispatch(struct exec *x, struct stream *st, int e)
 {
         struct device *dev = st->dev;
         struct task *t = TAILQ_FIRST(&st->tasks);
-        struct sched_unit *su = malloc(sizeof(*su));
+        struct sched_unit *su = unit_get();
         uint64_t est = 0, raw = 0, tile_ns = x->tile_ns;
+        uint64_t c = 0, maxt = 1;
+        int tiled = 0;
 
+        if (su) {
+                su->u.items = su->items;
+                c = task_cost(st, t, e);
+                maxt = t->tiles ? t->tiles : tile_max(&t->item);
+                tiled = t->tiles || (c > tile_ns * 2 && maxt > 1);
+                if (tiled && t->item.kind == EXEC_OP && !su->tile_call &&
+                    !(su->tile_call = exec_call_get())) {
+                        unit_put(su);
+                        su = NULL;
+                }
+        }
         if (!su) {
                 pd_queue_unready(&dev->pd, &st->q);
                 stream_touch(x, st); /* try again on a later pass */
                 return;
         }
-        memset(su, 0, offsetof(struct sched_unit, items)); /* items are set as they are added */
-        su->u.items = su->items;
-        uint64_t c = task_cost(st, t, e);
-        uint64_t maxt = t->tiles ? t->tiles : tile_max(&t->item);
-        if (t->tiles || (c > tile_ns * 2 && maxt > 1)) {
+        if (tiled) {
                 if (!t->tiles) {
                         uint64_t n = (c + tile_ns - 1) / tile_ns;
                         t->tiles = n > maxt ? maxt : n > MAX_TILES ? MAX_TILES : n;
                         t->tile_engine = e;
                 }
                 e = t->tile_engine; /* all tiles of a task on one engine kind */
-                tile_make(&t->item, t->tiles, t->tiles_done, &su->tile);
+                tile_make(&t->item, t->tiles, t->tiles_done, &su->tile, su->tile_call);
                 su->tile.model_ns = t->cost[e] / t->tiles;
                 su->tile_task = t;
                 su->items[0] = &su->tile;
@@ -538,7 +601,7 @@ void sched_unit_complete(struct exec_unit *u, void *userdata)
                         task_retire(x, t, t->item.status != 0);
                 }
         }
-        free(su);
+        unit_put(su);
         stream_touch(x, st);
         stream_unref(st);
         if (x->obs.unit_done) /* a pending reset ends once the device is idle */

@@ -7,6 +7,8 @@
 #ifndef NPUD_SCHED_H
 #define NPUD_SCHED_H
 
+#include <stddef.h>
+
 #include "daemon/backend/backend.h"
 #include "exec.h"
 #include "stream.h"
@@ -31,5 +33,9 @@ void sched_check_event_waiters(struct exec *x, struct npu_evt *e);
  * observer; seq is the client's task number. */
 void sched_task_failed(struct exec *x, struct stream *st, uint64_t seq, int code,
                        const char *message);
+/* Free the pooled units (at shutdown, before task_pool_drain: they hold pooled calls). */
+void sched_pool_drain(void);
+/* sizeof(struct sched_unit), which is private to sched.c (for benchmarks). */
+extern const size_t sched_unit_size;
 
 #endif

@@ -1,5 +1,4 @@
 /* Stream, event and task objects and their lifetimes. */
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,27 +70,78 @@ void evt_unref(struct npu_evt *e)
         free(e);
 }
 
-/* Tasks are big (an operator call has room for 16 inputs and 24 attributes) and pipelined
- * clients make hundreds of thousands a second, so freed tasks are kept for reuse and only the
- * parts that carry state are cleared: the tensor and attribute arrays are written up to
- * nin/nout/nattr by whoever prepares the call. Loop thread only. */
+/* Pipelined clients make hundreds of thousands of tasks a second, so freed tasks and
+ * operator calls are kept for reuse. A task is a few hundred bytes and is cleared whole on
+ * reuse; a call (room for 16 inputs and 24 attributes, about 5 KB) only exists for launches,
+ * and only its counts and graph fields are cleared: the tensor and attribute arrays are
+ * written up to nin/nout/nattr by whoever prepares the call. Loop thread only. */
 #define TASK_POOL_MAX 4096
+#define CALL_POOL_MAX 4096
 static struct task *task_pool;
 static unsigned task_pool_len;
 
-static void task_clear(struct task *t)
-{
-        struct exec_item *it = &t->item;
-        char *call_end = (char *)&it->call + sizeof(it->call);
+union call_slot {
+        union call_slot *next; /* while pooled */
+        struct ops_call call;
+};
+static union call_slot *call_pool;
+static unsigned call_pool_len;
 
-        memset(t, 0, offsetof(struct task, item));
-        memset(it, 0, offsetof(struct exec_item, call));
-        it->call.nin = it->call.nout = it->call.nattr = 0;
-        it->call.opset = 0;
-        it->call.graph_run = NULL;
-        it->call.graph_ctx = NULL;
-        memset(call_end, 0, (size_t)((char *)(it + 1) - call_end));
-        memset((char *)(it + 1), 0, sizeof(*t) - offsetof(struct task, item) - sizeof(*it));
+struct ops_call *exec_call_get(void)
+{
+        union call_slot *c = call_pool;
+
+        if (!c)
+                return calloc(1, sizeof(union call_slot));
+        call_pool = c->next;
+        call_pool_len--;
+        c->call.nin = c->call.nout = c->call.nattr = 0;
+        c->call.opset = 0;
+        c->call.graph_run = NULL;
+        c->call.graph_ctx = NULL;
+        return &c->call;
+}
+
+void exec_call_put(struct ops_call *call)
+{
+        union call_slot *c = (union call_slot *)call;
+
+        if (!c)
+                return;
+        if (call_pool_len >= CALL_POOL_MAX) {
+                free(c);
+                return;
+        }
+        c->next = call_pool;
+        call_pool = c;
+        call_pool_len++;
+}
+
+void exec_call_copy(struct ops_call *dst, const struct ops_call *src)
+{
+        dst->nin = src->nin;
+        dst->nout = src->nout;
+        dst->nattr = src->nattr;
+        memcpy(dst->in, src->in, sizeof(src->in[0]) * (size_t)src->nin);
+        memcpy(dst->out, src->out, sizeof(src->out[0]) * (size_t)src->nout);
+        memcpy(dst->attr, src->attr, sizeof(src->attr[0]) * (size_t)src->nattr);
+        dst->opset = src->opset;
+        dst->graph_run = src->graph_run;
+        dst->graph_ctx = src->graph_ctx;
+}
+
+int task_add_buffer(struct task *t, struct buffer *b)
+{
+        if (t->nbufs >= TASK_MAX_REFS)
+                return -1;
+        if (t->nbufs < TASK_INLINE_BUFS) {
+                t->bufs[t->nbufs++] = b;
+                return 0;
+        }
+        if (!t->spill && !(t->spill = malloc(sizeof(*t->spill) * (TASK_MAX_REFS - TASK_INLINE_BUFS))))
+                return -1;
+        t->spill[t->nbufs++ - TASK_INLINE_BUFS] = b;
+        return 0;
 }
 
 struct task *task_new(enum task_kind kind, struct stream *st, uint64_t seq)
@@ -101,13 +151,10 @@ struct task *task_new(enum task_kind kind, struct stream *st, uint64_t seq)
         if (t) {
                 task_pool = *(struct task **)t;
                 task_pool_len--;
-                task_clear(t);
-        } else if (!(t = calloc(1, sizeof(*t)))) {
+        } else if (!(t = malloc(sizeof(*t)))) {
                 return NULL;
         }
-        t->kind = kind;
-        t->seq = seq;
-        t->stream = stream_ref(st);
+        *t = (struct task){ .kind = kind, .seq = seq, .stream = stream_ref(st) };
         return t;
 }
 
@@ -116,10 +163,12 @@ void task_free(struct task *t)
         if (!t)
                 return;
         for (int i = 0; i < t->nbufs; i++)
-                buffer_unref(t->bufs[i]);
+                buffer_unref(task_buffer(t, i));
+        free(t->spill);
         region_unref(t->region);
         evt_unref(t->evt);
         graph_bind_free(t->item.graph);
+        exec_call_put(t->item.call); /* the unit that ran it has come back */
         stream_unref(t->stream);
         if (task_pool_len < TASK_POOL_MAX) {
                 *(struct task **)t = task_pool;
@@ -138,4 +187,10 @@ void task_pool_drain(void)
                 free(t);
         }
         task_pool_len = 0;
+        while (call_pool) {
+                union call_slot *c = call_pool;
+                call_pool = c->next;
+                free(c);
+        }
+        call_pool_len = 0;
 }

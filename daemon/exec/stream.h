@@ -26,14 +26,21 @@ enum task_kind {
 };
 
 #define TASK_MAX_REFS 64 /* a graph run binds up to 64 tensors (GRAPH_MAX_IO) */
+/* Buffers held inside the task: a launch of two inputs and one output, a copy or a free
+ * needs at most three; only graph runs spill into a separately allocated array. */
+#define TASK_INLINE_BUFS 4
 
 struct task {
         TAILQ_ENTRY(task) link;
         enum task_kind kind;
         uint64_t seq; /* client's task number */
         struct stream *stream; /* reference */
-        struct exec_item item;
-        struct buffer *bufs[TASK_MAX_REFS];
+        struct exec_item item; /* item.call: EXEC_OP only, from the call pool */
+        /* Buffers held (one reference each): the first TASK_INLINE_BUFS inline, the rest in
+         * spill (TASK_MAX_REFS - TASK_INLINE_BUFS entries, allocated on first need). Added
+         * through task_add_buffer only. */
+        struct buffer *bufs[TASK_INLINE_BUFS];
+        struct buffer **spill;
         int nbufs;
         struct region *region;
         struct npu_evt *evt; /* record / wait target (reference) */
@@ -120,9 +127,26 @@ static inline int evt_complete(const struct npu_evt *e)
 }
 
 struct task *task_new(enum task_kind kind, struct stream *st, uint64_t seq);
+/* The i-th buffer t holds (i < t->nbufs). */
+static inline struct buffer *task_buffer(const struct task *t, int i)
+{
+        return i < TASK_INLINE_BUFS ? t->bufs[i] : t->spill[i - TASK_INLINE_BUFS];
+}
+/* Give t one reference to b, released with the task (no check for duplicates: see
+ * task_hold_buffer). 0, or -1 when t holds TASK_MAX_REFS already or memory is short. */
+int task_add_buffer(struct task *t, struct buffer *b);
+/* An operator call for an EXEC_OP item, from a pool (loop thread only): nin, nout, nattr,
+ * opset and the graph fields are zero, the tensor and attribute arrays are not cleared
+ * (whoever fills the call writes them up to nin/nout/nattr). NULL when memory is short.
+ * The call goes back with exec_call_put, on the loop thread, once no worker reads it. */
+struct ops_call *exec_call_get(void);
+void exec_call_put(struct ops_call *c);
+/* Copy the part of src in use (counts, nin inputs, nout outputs, nattr attributes, opset,
+ * graph fields) into dst: a few hundred bytes instead of the whole 5 KB call. */
+void exec_call_copy(struct ops_call *dst, const struct ops_call *src);
 /* Release everything the task references and free it (into a reuse pool). */
 void task_free(struct task *t);
-/* Free the pooled tasks (at shutdown). */
+/* Free the pooled tasks and calls (at shutdown). */
 void task_pool_drain(void);
 
 #endif

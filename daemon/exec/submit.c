@@ -37,11 +37,12 @@ struct prep_error {
 int task_hold_buffer(struct task *t, struct buffer *b)
 {
         for (int i = 0; i < t->nbufs; i++)
-                if (t->bufs[i] == b)
+                if (task_buffer(t, i) == b)
                         return 0;
-        if (t->nbufs >= TASK_MAX_REFS)
+        if (task_add_buffer(t, buffer_ref(b)) < 0) {
+                buffer_unref(b);
                 return -1;
-        t->bufs[t->nbufs++] = buffer_ref(b);
+        }
         return 0;
 }
 
@@ -177,8 +178,8 @@ static struct task *prepare_launch(struct handle_table *h, struct stream *st,
 {
         const struct ops_def *op = r->type == PROTO_REC_LAUNCH_ID ? ops_by_id(r->launch.op_id)
                                                                  : ops_lookup(r->launch.op);
-        struct ops_call *call = &t->item.call;
-        struct ops_call probe;
+        struct ops_call *call;
+        void *data[OPS_MAX_INPUTS + OPS_MAX_OUTPUTS];
         char err[192], what[64];
         uint64_t flops = 0, bytes = 0;
 
@@ -191,6 +192,8 @@ static struct task *prepare_launch(struct handle_table *h, struct stream *st,
         if (r->launch.nin > OPS_MAX_INPUTS || r->launch.nout > OPS_MAX_OUTPUTS ||
             r->launch.nattr > OPS_MAX_ATTRS)
                 PREP_FAIL(pe, PROTO_E_INVALID, "%s: too many inputs, outputs or attributes", op->name);
+        if (!(call = t->item.call = exec_call_get())) /* returned with the task */
+                PREP_FAIL(pe, PROTO_E_LIMIT, "%s: out of memory", op->name);
         call->nin = r->launch.nin;
         call->nout = r->launch.nout;
         call->nattr = r->launch.nattr;
@@ -212,16 +215,21 @@ static struct task *prepare_launch(struct handle_table *h, struct stream *st,
                 call->attr[i].i = ra->i;
                 call->attr[i].f = ra->f;
         }
-        probe = *call;
-        for (int i = 0; i < probe.nin; i++)
-                probe.in[i].data = NULL;
-        for (int i = 0; i < probe.nout; i++)
-                probe.out[i].data = NULL;
+        /* check and cost see the call without data (they must not read tensors the device
+         * has not computed yet): the pointers step aside rather than the call being copied */
+        for (int i = 0; i < call->nin + call->nout; i++) {
+                struct ops_tensor *ot = i < call->nin ? &call->in[i] : &call->out[i - call->nin];
+                data[i] = ot->data;
+                ot->data = NULL;
+        }
         err[0] = 0;
-        if (ops_check(op, &probe, err, sizeof(err)) < 0)
+        int bad = ops_check(op, call, err, sizeof(err)) < 0;
+        if (!bad && op->cost)
+                ops_cost(op, call, &flops, &bytes);
+        for (int i = 0; i < call->nin + call->nout; i++)
+                (i < call->nin ? &call->in[i] : &call->out[i - call->nin])->data = data[i];
+        if (bad)
                 PREP_FAIL(pe, PROTO_E_SHAPE, "%s", err[0] ? err : "invalid operator call");
-        if (op->cost)
-                ops_cost(op, &probe, &flops, &bytes);
         /* Capable engines: the kernel's own kind, and the AI CPU, which runs every operator. */
         int n = 0;
         for (int e = 0; e < OPS_ENGINE_COUNT; e++) {

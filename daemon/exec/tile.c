@@ -1,6 +1,7 @@
 /* Splitting tasks into tiles (see tile.h). */
 #include <string.h>
 
+#include "stream.h"
 #include "tile.h"
 
 #define COPY_TILE_ALIGN 4096u
@@ -49,9 +50,9 @@ uint64_t tile_max(const struct exec_item *it)
                 return 1;
         case EXEC_OP:
                 if (it->op->flags & OPS_FLAG_ELEMENTWISE)
-                        return elementwise_max(&it->call);
+                        return elementwise_max(it->call);
                 if (it->op->flags & OPS_FLAG_ROW_SPLIT)
-                        return rows_max(&it->call);
+                        return rows_max(it->call);
                 return 1;
         }
         return 1;
@@ -81,12 +82,15 @@ static void flatten(struct ops_tensor *t, int64_t lo, int64_t hi, size_t esize)
         t->dims[0] = hi - lo;
 }
 
-void tile_make(const struct exec_item *it, uint64_t n, uint64_t k, struct exec_item *ret)
+void tile_make(const struct exec_item *it, uint64_t n, uint64_t k, struct exec_item *ret,
+               struct ops_call *call)
 {
         uint64_t lo, hi;
 
-        *ret = *it;
-        ret->model_ns = it->model_ns / n;
+        /* the tile starts with no status or message of its own */
+        *ret = (struct exec_item){ .kind = it->kind, .dst = it->dst, .src = it->src, .len = it->len,
+                                   .value = it->value, .op = it->op, .graph = it->graph,
+                                   .model_ns = it->model_ns / n };
         switch (it->kind) {
         case EXEC_COPY:
         case EXEC_MEMSET:
@@ -97,9 +101,11 @@ void tile_make(const struct exec_item *it, uint64_t n, uint64_t k, struct exec_i
                 ret->len = hi - lo;
                 return;
         case EXEC_OP: {
-                struct ops_call *c = &ret->call;
+                struct ops_call *c = call;
+                exec_call_copy(c, it->call);
+                ret->call = c;
                 if (it->op->flags & OPS_FLAG_ELEMENTWISE) {
-                        split((uint64_t)numel(&it->call.out[0]), n, k, 1, &lo, &hi);
+                        split((uint64_t)numel(&it->call->out[0]), n, k, 1, &lo, &hi);
                         for (int i = 0; i < c->nin; i++)
                                 flatten(&c->in[i], (int64_t)lo, (int64_t)hi, proto_dtype_size(c->in[i].dtype));
                         flatten(&c->out[0], (int64_t)lo, (int64_t)hi, proto_dtype_size(c->out[0].dtype));

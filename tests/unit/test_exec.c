@@ -81,7 +81,7 @@ static struct work *work_of(const uint8_t *p)
 
 static const uint8_t *item_dst(const struct exec_item *it)
 {
-        return it->kind == EXEC_OP ? it->call.out[0].data : it->dst;
+        return it->kind == EXEC_OP ? it->call->out[0].data : it->dst;
 }
 
 static int fake_device_count(struct backend *b)
@@ -550,6 +550,7 @@ static void teardown(void)
         handle_table_deinit(&ht);
         for (int d = 0; d < x.devices.count; d++)
                 ck_assert_uint_eq(x.devices.devices[d].mem_used, 0);
+        sched_pool_drain(); /* before task_pool_drain: pooled units hold pooled calls */
         task_pool_drain();
         device_registry_deinit(&x.devices);
         tenant_registry_deinit(&tenants);

@@ -1,0 +1,46 @@
+/* Sizes of what a task carries (issue 10): the task, its execution item, an operator call,
+ * the scheduler's unit, and the bytes a copy, memset, launch and graph-run task occupy with
+ * their pooled or allocated parts. The baseline is the layout before issue 10, when every
+ * task embedded a whole operator call and 64 buffer pointers and every dispatch allocated a
+ * unit with a second embedded call: those figures are constants measured on x86-64 then
+ * (this binary cannot build the old layout), printed beside the new ones with the ratio.
+ *
+ * Output: one `name: value` line per figure; nothing is checked. */
+#include <stdio.h>
+
+#include "daemon/exec/sched.h"
+#include "daemon/exec/stream.h"
+#include "graph/exec.h"
+
+/* measured with gcc on x86-64 at commit 1b11904 (sched_unit: 7,176 B there, not the 7,120 B
+ * the issue quotes) */
+#define OLD_TASK 5632       /* sizeof(struct task) before issue 10 */
+#define OLD_SCHED_UNIT 7176 /* sizeof(struct sched_unit) before issue 10 */
+
+int main(void)
+{
+        size_t task = sizeof(struct task), call = sizeof(struct ops_call);
+        size_t spill = sizeof(struct buffer *) * (TASK_MAX_REFS - TASK_INLINE_BUFS);
+
+        printf("sizeof struct task: %zu B (was %d B, ratio %.3f)\n", task, OLD_TASK,
+               (double)task / OLD_TASK);
+        printf("sizeof struct exec_item: %zu B (embedded a %zu B call before)\n",
+               sizeof(struct exec_item), call);
+        printf("sizeof struct ops_call: %zu B (unchanged; pooled, only EXEC_OP items have one)\n",
+               call);
+        printf("sizeof struct sched_unit: %zu B (was %d B, ratio %.3f; pooled, no malloc per "
+               "dispatch; + %zu B call once a unit has run an operator tile)\n",
+               sched_unit_size, OLD_SCHED_UNIT, (double)sched_unit_size / OLD_SCHED_UNIT, call);
+        printf("copy task: %zu B (was %d B, ratio %.3f)\n", task, OLD_TASK, (double)task / OLD_TASK);
+        printf("memset task: %zu B (was %d B, ratio %.3f)\n", task, OLD_TASK,
+               (double)task / OLD_TASK);
+        printf("event/free/fail task: %zu B (was %d B, ratio %.3f)\n", task, OLD_TASK,
+               (double)task / OLD_TASK);
+        printf("launch task (task + pooled call): %zu B (was %d B, ratio %.3f)\n", task + call,
+               OLD_TASK, (double)(task + call) / OLD_TASK);
+        printf("graph-run task of > %d tensors (task + spill array; graph_bind %zu B as before): "
+               "%zu B (was %d B, ratio %.3f)\n",
+               TASK_INLINE_BUFS, sizeof(struct graph_bind), task + spill, OLD_TASK,
+               (double)(task + spill) / OLD_TASK);
+        return 0;
+}
