@@ -15,7 +15,8 @@ struct proto_rec;
  * outcome; the caller frees it on failure. */
 int submit_prepare(struct handle_table *h, struct stream *st, const struct proto_rec *r,
                    struct task *t, char *msg, size_t msglen);
-/* Hold buffer b for task t (once). 0, or -1 when the task holds TASK_MAX_REFS already. */
+/* Hold buffer b for task t (once). 0, or -1 when the task holds TASK_MAX_REFS already or
+ * its spill array cannot be allocated. */
 int task_hold_buffer(struct task *t, struct buffer *b);
 
 #endif
