@@ -1,8 +1,15 @@
-/* The backend interface: the narrow boundary between npud and a device driver. npud asks a
- * backend for its devices (described by engine counts, rates and a memory range), submits
- * prepared execution units, and receives each unit back, completed, on the loop thread.
- * The simulated device (sim.c) is the first backend; a real driver implements the same
- * calls. */
+/* The backend interface: the boundary between npud's execution layer and a device. npud asks
+ * a backend for its devices (engine counts, rates, a memory range), submits prepared
+ * execution units, cancels them, and receives each unit back, completed, on the loop thread.
+ * Kernels are named by operator registry id (ops_by_id), so a driver maps ids to its own
+ * binaries.
+ *
+ * What a real driver would still need and this interface does not yet give it (issue 10,
+ * open): items carry host pointers into a host-visible device memory range computed by the
+ * daemon (buffer_ptr) rather than device addresses from a map/unmap call; graph runs hand
+ * over the whole graph (struct graph_bind) for the backend to interpret; health is read
+ * through query_fault, and fault injection (inject_fault/clear_fault) is a simulator test
+ * hook rather than a driver call. The simulated device (sim.c) implements every call. */
 #ifndef NPUD_BACKEND_H
 #define NPUD_BACKEND_H
 
@@ -39,7 +46,7 @@ struct exec_item {
         const void *src;
         uint64_t len;
         int value;
-        const struct ops_def *op;
+        uint16_t op_id; /* EXEC_OP: the kernel, by operator registry id (ops_by_id) */
         /* EXEC_OP only (NULL otherwise): the operator call, owned by the daemon, which keeps
          * it unchanged until the unit has come back. Copies, memsets and graph runs carry
          * none: a call has room for 16 inputs and 24 attributes, about 5 KB. */

@@ -111,7 +111,7 @@ static void item_run(struct exec_item *it)
                 memset(it->dst, it->value, it->len);
                 break;
         case EXEC_OP:
-                if (ops_run(it->op, it->call, it->err, sizeof(it->err)) < 0)
+                if (ops_run(ops_by_id(it->op_id), it->call, it->err, sizeof(it->err)) < 0)
                         it->status = PROTO_E_EXEC;
                 break;
         case EXEC_GRAPH:

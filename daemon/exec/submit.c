@@ -244,7 +244,7 @@ static struct task *prepare_launch(struct handle_table *h, struct stream *st,
                           op->name, st->dev->id);
         t->calib_slot = (int)ops_index(op);
         t->item.kind = EXEC_OP;
-        t->item.op = op;
+        t->item.op_id = (uint16_t)ops_id(op);
         return t;
 }
 

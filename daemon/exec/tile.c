@@ -49,9 +49,9 @@ uint64_t tile_max(const struct exec_item *it)
         case EXEC_GRAPH: /* a graph run is one task: its nodes depend on each other */
                 return 1;
         case EXEC_OP:
-                if (it->op->flags & OPS_FLAG_ELEMENTWISE)
+                if (ops_by_id(it->op_id)->flags & OPS_FLAG_ELEMENTWISE)
                         return elementwise_max(it->call);
-                if (it->op->flags & OPS_FLAG_ROW_SPLIT)
+                if (ops_by_id(it->op_id)->flags & OPS_FLAG_ROW_SPLIT)
                         return rows_max(it->call);
                 return 1;
         }
@@ -89,7 +89,7 @@ void tile_make(const struct exec_item *it, uint64_t n, uint64_t k, struct exec_i
 
         /* the tile starts with no status or message of its own */
         *ret = (struct exec_item){ .kind = it->kind, .dst = it->dst, .src = it->src, .len = it->len,
-                                   .value = it->value, .op = it->op, .graph = it->graph,
+                                   .value = it->value, .op_id = it->op_id, .graph = it->graph,
                                    .model_ns = it->model_ns / n };
         switch (it->kind) {
         case EXEC_COPY:
@@ -104,7 +104,7 @@ void tile_make(const struct exec_item *it, uint64_t n, uint64_t k, struct exec_i
                 struct ops_call *c = call;
                 exec_call_copy(c, it->call);
                 ret->call = c;
-                if (it->op->flags & OPS_FLAG_ELEMENTWISE) {
+                if (ops_by_id(it->op_id)->flags & OPS_FLAG_ELEMENTWISE) {
                         split((uint64_t)numel(&it->call->out[0]), n, k, 1, &lo, &hi);
                         for (int i = 0; i < c->nin; i++)
                                 flatten(&c->in[i], (int64_t)lo, (int64_t)hi, proto_dtype_size(c->in[i].dtype));
