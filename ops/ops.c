@@ -247,23 +247,68 @@ const struct ops_def *ops_lookup_onnx(const char *domain, const char *name, int 
         return NULL;
 }
 
+/* The input count of a call against the definition's range. */
+static int check_ninputs(const struct ops_def *def, const struct ops_call *call, char *err,
+                         size_t errlen)
+{
+        if (call->nin >= def->min_inputs && call->nin <= def->max_inputs &&
+            call->nin <= OPS_MAX_INPUTS)
+                return 0;
+        if (def->min_inputs == def->max_inputs)
+                return ops_fail(err, errlen, -EINVAL, "%s: expected %d input%s, got %d",
+                                def->name, def->min_inputs, def->min_inputs == 1 ? "" : "s",
+                                call->nin);
+        return ops_fail(err, errlen, -EINVAL, "%s: expected %d to %d inputs, got %d", def->name,
+                        def->min_inputs, def->max_inputs, call->nin);
+}
+
+/* The attributes of a call: a valid count, then (unless any_name: the caller's infer knows
+ * them) terminated names, each in allowed, a type up to max_type, no name twice. */
+static int check_attrs(const struct ops_def *def, const struct ops_call *call,
+                       const char *const *allowed, int any_name, int max_type, char *err,
+                       size_t errlen)
+{
+        const struct ops_attr *a;
+        int i, j;
+
+        if (call->nattr < 0 || call->nattr > OPS_MAX_ATTRS)
+                return ops_fail(err, errlen, -EINVAL, "%s: invalid attribute count %d",
+                                def->name, call->nattr);
+        for (i = 0; !any_name && i < call->nattr; i++) {
+                a = &call->attr[i];
+                if (!memchr(a->name, '\0', OPS_NAME_MAX))
+                        return ops_fail(err, errlen, -EINVAL,
+                                        "%s: attribute %d has an unterminated name", def->name,
+                                        i);
+                for (j = 0; allowed && allowed[j]; j++)
+                        if (strcmp(allowed[j], a->name) == 0)
+                                break;
+                if (!allowed || !allowed[j])
+                        return ops_fail(err, errlen, -EINVAL, "%s: unknown attribute '%s'",
+                                        def->name, a->name);
+                if (a->type < OPS_ATTR_INT || a->type > max_type)
+                        return ops_fail(err, errlen, -EINVAL,
+                                        "%s: attribute '%s' has invalid type %d", def->name,
+                                        a->name, a->type);
+                for (j = 0; j < i; j++)
+                        if (strcmp(call->attr[j].name, a->name) == 0)
+                                return ops_fail(err, errlen, -EINVAL,
+                                                "%s: attribute '%s' given twice", def->name,
+                                                a->name);
+        }
+        return 0;
+}
+
 int ops_check_by_infer(const struct ops_def *def, const struct ops_call *call, char *err,
                        size_t errlen)
 {
         char a[OPS_SHAPE_STR_MAX], b[OPS_SHAPE_STR_MAX];
-        const struct ops_attr *at;
         struct ops_call probe;
-        int i, j, rc;
+        int i, rc;
 
-        if (call->nin < def->min_inputs || call->nin > def->max_inputs ||
-            call->nin > OPS_MAX_INPUTS) {
-                if (def->min_inputs == def->max_inputs)
-                        return ops_fail(err, errlen, -EINVAL, "%s: expected %d input%s, got %d",
-                                        def->name, def->min_inputs,
-                                        def->min_inputs == 1 ? "" : "s", call->nin);
-                return ops_fail(err, errlen, -EINVAL, "%s: expected %d to %d inputs, got %d",
-                                def->name, def->min_inputs, def->max_inputs, call->nin);
-        }
+        rc = check_ninputs(def, call, err, errlen);
+        if (rc)
+                return rc;
         /* Trailing outputs are optional (ONNX): 1 to def->outputs of them. */
         if (call->nout < 1 || call->nout > def->outputs || call->nout > OPS_MAX_OUTPUTS) {
                 if (def->outputs == 1)
@@ -275,32 +320,10 @@ int ops_check_by_infer(const struct ops_def *def, const struct ops_call *call, c
         if (!def->infer)
                 return ops_fail(err, errlen, -EINVAL, "%s: cannot be launched on its own",
                                 def->name);
-        if (call->nattr < 0 || call->nattr > OPS_MAX_ATTRS)
-                return ops_fail(err, errlen, -EINVAL, "%s: invalid attribute count %d",
-                                def->name, call->nattr);
         /* Without a list of names, infer is the one that knows the attributes. */
-        for (i = 0; def->attrs && i < call->nattr; i++) {
-                at = &call->attr[i];
-                if (!memchr(at->name, '\0', OPS_NAME_MAX))
-                        return ops_fail(err, errlen, -EINVAL,
-                                        "%s: attribute %d has an unterminated name", def->name,
-                                        i);
-                for (j = 0; def->attrs[j]; j++)
-                        if (strcmp(def->attrs[j], at->name) == 0)
-                                break;
-                if (!def->attrs[j])
-                        return ops_fail(err, errlen, -EINVAL, "%s: unknown attribute '%s'",
-                                        def->name, at->name);
-                if (at->type < OPS_ATTR_INT || at->type > OPS_ATTR_STRINGS)
-                        return ops_fail(err, errlen, -EINVAL,
-                                        "%s: attribute '%s' has invalid type %d", def->name,
-                                        at->name, at->type);
-                for (j = 0; j < i; j++)
-                        if (strcmp(call->attr[j].name, at->name) == 0)
-                                return ops_fail(err, errlen, -EINVAL,
-                                                "%s: attribute '%s' given twice", def->name,
-                                                at->name);
-        }
+        rc = check_attrs(def, call, def->attrs, !def->attrs, OPS_ATTR_STRINGS, err, errlen);
+        if (rc)
+                return rc;
         for (i = 0; i < call->nin; i++) {
                 rc = ops_check_tensor(def, "input", i, &call->in[i], err, errlen);
                 if (rc)
@@ -495,47 +518,19 @@ int ops_check_tensor(const struct ops_def *def, const char *what, int idx,
 int ops_check_common(const struct ops_def *def, const struct ops_call *call,
                      const char *const *allowed, char *err, size_t errlen)
 {
-        const struct ops_attr *a;
-        int i, j, rc;
+        int i, rc;
 
-        if (call->nin < def->min_inputs || call->nin > def->max_inputs ||
-            call->nin > OPS_MAX_INPUTS) {
-                if (def->min_inputs == def->max_inputs)
-                        return ops_fail(err, errlen, -EINVAL, "%s: expected %d input%s, got %d",
-                                        def->name, def->min_inputs,
-                                        def->min_inputs == 1 ? "" : "s", call->nin);
-                return ops_fail(err, errlen, -EINVAL, "%s: expected %d to %d inputs, got %d",
-                                def->name, def->min_inputs, def->max_inputs, call->nin);
-        }
+        rc = check_ninputs(def, call, err, errlen);
+        if (rc)
+                return rc;
         if (call->nout != def->outputs || call->nout > OPS_MAX_OUTPUTS)
                 return ops_fail(err, errlen, -EINVAL, "%s: expected %d output%s, got %d",
                                 def->name, def->outputs, def->outputs == 1 ? "" : "s",
                                 call->nout);
-        if (call->nattr < 0 || call->nattr > OPS_MAX_ATTRS)
-                return ops_fail(err, errlen, -EINVAL, "%s: invalid attribute count %d",
-                                def->name, call->nattr);
-        for (i = 0; i < call->nattr; i++) {
-                a = &call->attr[i];
-                if (!memchr(a->name, '\0', OPS_NAME_MAX))
-                        return ops_fail(err, errlen, -EINVAL,
-                                        "%s: attribute %d has an unterminated name", def->name,
-                                        i);
-                for (j = 0; allowed && allowed[j]; j++)
-                        if (strcmp(allowed[j], a->name) == 0)
-                                break;
-                if (!allowed || !allowed[j])
-                        return ops_fail(err, errlen, -EINVAL, "%s: unknown attribute '%s'",
-                                        def->name, a->name);
-                if (a->type != OPS_ATTR_INT && a->type != OPS_ATTR_FLOAT)
-                        return ops_fail(err, errlen, -EINVAL,
-                                        "%s: attribute '%s' has invalid type %d", def->name,
-                                        a->name, a->type);
-                for (j = 0; j < i; j++)
-                        if (strcmp(call->attr[j].name, a->name) == 0)
-                                return ops_fail(err, errlen, -EINVAL,
-                                                "%s: attribute '%s' given twice", def->name,
-                                                a->name);
-        }
+        /* wire launches carry INT and FLOAT attributes only */
+        rc = check_attrs(def, call, allowed, 0, OPS_ATTR_FLOAT, err, errlen);
+        if (rc)
+                return rc;
         for (i = 0; i < call->nin; i++) {
                 rc = ops_check_tensor(def, "input", i, &call->in[i], err, errlen);
                 if (rc)
