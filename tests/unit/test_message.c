@@ -372,6 +372,127 @@ START_TEST(test_json_dump)
 }
 END_TEST
 
+/* proto_json_dump and proto_json_parse have fast paths for the common shapes and hand
+ * everything else to jansson: on random values (escapes, bytes beyond ASCII, reals, the
+ * extreme integers, nesting) and on randomly damaged texts, the results must be jansson's
+ * byte for byte (dump) or value for value (parse), acceptance and rejection alike. */
+static uint64_t json_rng = 88172645463325252ull;
+
+static uint64_t json_rand(void)
+{
+        json_rng ^= json_rng << 13;
+        json_rng ^= json_rng >> 7;
+        json_rng ^= json_rng << 17;
+        return json_rng;
+}
+
+static json_t *random_string(void)
+{
+        char buf[32];
+        int n = (int)(json_rand() % 12);
+
+        for (int i = 0; i < n; i++) {
+                int k = (int)(json_rand() % 10);
+                buf[i] = k < 6 ? (char)('a' + json_rand() % 26)
+                       : k < 8 ? (char)(json_rand() % 0x21)
+                       : k < 9 ? "\"\\/\x7f"[json_rand() % 4]
+                               : (char)(0x80 + json_rand() % 0x40); /* often not UTF-8 */
+        }
+        if (json_rand() % 3 == 0) {
+                memcpy(buf + n, "\xc3\xa9", 2);
+                n += 2;
+        }
+        return json_stringn_nocheck(buf, (size_t)n);
+}
+
+static json_t *random_value(int depth)
+{
+        switch (json_rand() % (depth > 4 ? 6 : 8)) {
+        case 0: return json_null();
+        case 1: return json_true();
+        case 2: return json_false();
+        case 3: {
+                int64_t v = (int64_t)json_rand();
+                int m = (int)(json_rand() % 4);
+                return json_integer(m == 0 ? v % 1000 : m == 1 ? INT64_MIN : v);
+        }
+        case 4: return json_rand() % 4 ? random_string() : json_real((double)(int64_t)json_rand() / 1e9);
+        case 5: return random_string();
+        case 6: {
+                json_t *a = json_array();
+                for (int i = (int)(json_rand() % 5); i > 0; i--)
+                        json_array_append_new(a, random_value(depth + 1));
+                return a;
+        }
+        default: {
+                json_t *o = json_object();
+                for (int i = (int)(json_rand() % 5); i > 0; i--) {
+                        char key[8];
+                        int kl = (int)(json_rand() % 6);
+                        for (int j = 0; j < kl; j++)
+                                key[j] = json_rand() % 5 ? (char)('a' + json_rand() % 26)
+                                                         : (char)(1 + json_rand() % 0x7e);
+                        key[kl] = 0;
+                        json_object_set_new_nocheck(o, key, random_value(depth + 1));
+                }
+                return o;
+        }
+        }
+}
+
+START_TEST(test_json_same_as_jansson)
+{
+        char err[256];
+
+        for (int it = 0; it < 20000; it++) {
+                json_t *v = json_rand() % 2 ? json_array() : json_object();
+                json_t *m = random_value(1);
+                if (json_is_array(v))
+                        json_array_append_new(v, m);
+                else
+                        json_object_set_new_nocheck(v, "k", m);
+                size_t len = 0;
+                char *ours = proto_json_dump(v, &len), *theirs = json_dumps(v, JSON_COMPACT);
+                ck_assert_int_eq(!ours, !theirs);
+                if (theirs) {
+                        ck_assert_str_eq(ours, theirs);
+                        ck_assert_uint_eq(len, strlen(theirs));
+                        /* the text and a damaged copy parse as jansson parses them */
+                        size_t n = strlen(theirs);
+                        for (int damage = 0; damage < 2; damage++) {
+                                if (damage && n)
+                                        theirs[json_rand() % n] = "{}[],:\"\\0a-."[json_rand() % 12];
+                                json_error_t jerr;
+                                json_t *a = proto_json_parse(theirs, n, err, sizeof(err));
+                                json_t *b = json_loadb(theirs, n, JSON_REJECT_DUPLICATES, &jerr);
+                                ck_assert_int_eq(!a, !b);
+                                ck_assert(!a || json_equal(a, b));
+                                json_decref(a);
+                                json_decref(b);
+                        }
+                }
+                free(ours);
+                free(theirs);
+                json_decref(v);
+        }
+        /* integers at and past the int64 range, which jansson rejects */
+        static const char *const edge[] = {
+                "[9223372036854775807]", "[-9223372036854775808]", "[9223372036854775808]",
+                "[-9223372036854775809]", "[99999999999999999999]", "[123456789012345678]",
+                "[0123]", "[-0]", "[1e3]", "[truex]",
+        };
+        for (size_t i = 0; i < sizeof(edge) / sizeof(edge[0]); i++) {
+                json_error_t jerr;
+                json_t *a = proto_json_parse(edge[i], strlen(edge[i]), err, sizeof(err));
+                json_t *b = json_loadb(edge[i], strlen(edge[i]), JSON_REJECT_DUPLICATES, &jerr);
+                ck_assert_msg(!a == !b, "%s: accepted by one parser only", edge[i]);
+                ck_assert(!a || json_equal(a, b));
+                json_decref(a);
+                json_decref(b);
+        }
+}
+END_TEST
+
 START_TEST(test_error_names)
 {
         static const char *const names[PROTO_E_COUNT] = {
@@ -1261,6 +1382,7 @@ static Suite *message_suite(void)
         tcase_add_test(tc, test_notify);
         tcase_add_test(tc, test_json_parse);
         tcase_add_test(tc, test_json_dump);
+        tcase_add_test(tc, test_json_same_as_jansson);
         tcase_add_test(tc, test_error_names);
         suite_add_tcase(s, tc);
 
