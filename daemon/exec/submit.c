@@ -48,47 +48,54 @@ int task_hold_buffer(struct task *t, struct buffer *b)
 
 /* Bind one tensor of a record to a buffer of the stream's device: the handle, write
  * permission for outputs, the device, dtype, rank, element count, alignment and range, then
- * hold the buffer for the task. what names the tensor in messages ("Add: input 0",
- * "graph run: output 'y'"). Returns ot, or NULL with pe filled. */
+ * hold the buffer for the task. Returns ot, or NULL with pe filled by a message the caller
+ * prefixes with the tensor's name (prep_name: built only on failure, launches are hot). */
 static struct ops_tensor *bind_tensor(struct handle_table *h, struct stream *st, struct task *t,
                                       const struct proto_rec_tensor *rt, int output,
-                                      const char *what, struct ops_tensor *ot,
-                                      struct prep_error *pe)
+                                      struct ops_tensor *ot, struct prep_error *pe)
 {
         size_t esize = proto_dtype_size(rt->dtype);
         struct buffer *b = handle_lookup(h, HANDLE_BUFFER, rt->buf);
         int64_t numel;
 
         if (!b)
-                PREP_FAIL(pe, PROTO_E_BAD_HANDLE, "%s: unknown buffer handle %u", what, rt->buf);
+                PREP_FAIL(pe, PROTO_E_BAD_HANDLE, "unknown buffer handle %u", rt->buf);
         if (b->readonly && output)
-                PREP_FAIL(pe, PROTO_E_PERMISSION, "%s: buffer %u is a read-only import", what, rt->buf);
+                PREP_FAIL(pe, PROTO_E_PERMISSION, "buffer %u is a read-only import", rt->buf);
         if (b->dev != st->dev)
-                PREP_FAIL(pe, PROTO_E_INVALID, "%s: buffer is on device %d but the stream on device %d",
-                          what, b->dev->id, st->dev->id);
+                PREP_FAIL(pe, PROTO_E_INVALID, "buffer is on device %d but the stream on device %d",
+                          b->dev->id, st->dev->id);
         if (!esize)
-                PREP_FAIL(pe, PROTO_E_UNSUPPORTED, "%s: unknown dtype %u", what, rt->dtype);
+                PREP_FAIL(pe, PROTO_E_UNSUPPORTED, "unknown dtype %u", rt->dtype);
         if (rt->ndim > OPS_MAX_DIMS)
-                PREP_FAIL(pe, PROTO_E_INVALID, "%s: %u dimensions (at most %d)", what, rt->ndim,
-                          OPS_MAX_DIMS);
+                PREP_FAIL(pe, PROTO_E_INVALID, "%u dimensions (at most %d)", rt->ndim, OPS_MAX_DIMS);
         ot->dtype = rt->dtype;
         ot->ndim = rt->ndim;
         memcpy(ot->dims, rt->dims, sizeof(ot->dims[0]) * rt->ndim);
         numel = ops_tensor_numel(ot);
         if (numel < 0 || (uint64_t)numel > UINT64_MAX / esize)
-                PREP_FAIL(pe, PROTO_E_SHAPE, "%s: negative or overflowing dimensions", what);
+                PREP_FAIL(pe, PROTO_E_SHAPE, "negative or overflowing dimensions");
         uint64_t nbytes = (uint64_t)numel * esize;
         if (rt->offset % esize)
-                PREP_FAIL(pe, PROTO_E_INVALID, "%s: offset %" PRIu64 " is not a multiple of the element size",
-                          what, rt->offset);
+                PREP_FAIL(pe, PROTO_E_INVALID, "offset %" PRIu64 " is not a multiple of the element size",
+                          rt->offset);
         if (!range_ok(rt->offset, nbytes, b->size))
                 PREP_FAIL(pe, PROTO_E_OUT_OF_RANGE,
-                          "%s: %" PRIu64 " bytes at offset %" PRIu64 " exceed buffer of %" PRIu64 " bytes",
-                          what, nbytes, rt->offset, b->size);
+                          "%" PRIu64 " bytes at offset %" PRIu64 " exceed buffer of %" PRIu64 " bytes",
+                          nbytes, rt->offset, b->size);
         if (task_hold_buffer(t, b) < 0)
-                PREP_FAIL(pe, PROTO_E_INVALID, "%s: too many buffers", what);
+                PREP_FAIL(pe, PROTO_E_INVALID, "too many buffers");
         ot->data = buffer_ptr(b) + rt->offset;
         return ot;
+}
+
+/* Prefix the message of a failed bind_tensor with the tensor's name. */
+static void prep_name(struct prep_error *pe, const char *what)
+{
+        char tail[256];
+
+        snprintf(tail, sizeof(tail), "%s", pe->msg);
+        snprintf(pe->msg, pe->msglen, "%s: %s", what, tail);
 }
 
 /* Resolve one copy endpoint to a pointer, bounds-checked. */
@@ -199,11 +206,13 @@ static struct task *prepare_launch(struct handle_table *h, struct stream *st,
         call->nattr = r->launch.nattr;
         for (int i = 0; i < call->nin + call->nout; i++) {
                 int out = i >= call->nin;
-                snprintf(what, sizeof(what), "%s: %s %d", op->name, out ? "output" : "input",
-                         out ? i - call->nin : i);
-                if (!bind_tensor(h, st, t, &r->launch.t[i], out, what,
-                                 out ? &call->out[i - call->nin] : &call->in[i], pe))
+                if (!bind_tensor(h, st, t, &r->launch.t[i], out,
+                                 out ? &call->out[i - call->nin] : &call->in[i], pe)) {
+                        snprintf(what, sizeof(what), "%s: %s %d", op->name, out ? "output" : "input",
+                                 out ? i - call->nin : i);
+                        prep_name(pe, what);
                         return NULL;
+                }
         }
         for (int i = 0; i < call->nattr; i++) {
                 const struct proto_rec_attr *ra = &r->launch.attr[i];
@@ -242,9 +251,9 @@ static struct task *prepare_launch(struct handle_table *h, struct stream *st,
         if (!n)
                 PREP_FAIL(pe, PROTO_E_UNSUPPORTED, "%s: no engine of device %d can run it",
                           op->name, st->dev->id);
-        t->calib_slot = (int)ops_index(op);
-        t->item.kind = EXEC_OP;
         t->item.op_id = (uint16_t)ops_id(op);
+        t->calib_slot = t->item.op_id; /* calibration rows are per operator id */
+        t->item.kind = EXEC_OP;
         return t;
 }
 
@@ -324,12 +333,14 @@ static struct task *prepare_graph_run(struct handle_table *h, struct stream *st,
         t->item.graph = b; /* released with the task, whatever happens next */
         for (int i = 0; i < nin + nout; i++) {
                 int out = i >= nin;
-                /* names come from the model and may be cut: sanitized (graph_sanitize) */
-                snprintf(what, sizeof(what), "graph run: %s '%s'", out ? "output" : "input",
-                         g->values[out ? g->outputs[i - nin] : g->inputs[i]].name);
-                graph_sanitize(what);
-                if (!bind_tensor(h, st, t, &r->graph.t[i], out, what, &b->t[i], pe))
+                if (!bind_tensor(h, st, t, &r->graph.t[i], out, &b->t[i], pe)) {
+                        /* names come from the model and may be cut: sanitized (graph_sanitize) */
+                        snprintf(what, sizeof(what), "graph run: %s '%s'", out ? "output" : "input",
+                                 g->values[out ? g->outputs[i - nin] : g->inputs[i]].name);
+                        graph_sanitize(what);
+                        prep_name(pe, what);
                         return NULL;
+                }
         }
         rc = graph_check_inputs(g, nin, b->t, err, sizeof(err));
         if (rc) {
