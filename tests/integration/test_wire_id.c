@@ -301,9 +301,9 @@ START_TEST(test_version1_client)
 }
 END_TEST
 
-/* A bogus id fails its task with an error naming the id; the session, the daemon and other
- * clients are unaffected. */
-START_TEST(test_bogus_id)
+/* A bogus id fails its task with an error naming the id and the attacker's session goes on
+ * (run as the unprivileged attacker: 0, or a check's failure ends it non-zero). */
+static int bogus_id_attack(void *arg)
 {
         uint32_t bufs[3], stream;
         char req[128];
@@ -329,14 +329,31 @@ START_TEST(test_bogus_id)
                 ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(rr, "error"), "task")),
                                  (json_int_t)(8 + i));
                 json_decref(rr);
-                ck_assert(harness_alive(&daemon_proc));
-                launches_compute(ctx, 2);
         }
         /* the same session goes on by id */
         raw_launch_add(fd, 20, stream, bufs, 16, add);
         raw_sync_ok(fd, 40, stream);
         close(fd);
+        return 0;
+}
+
+/* The attack runs as an unprivileged user; the daemon and root's client (the admin, another
+ * tenant) carry on, before and after. */
+START_TEST(test_bogus_id)
+{
+        uid_t uid = 0;
+        gid_t gid = 0;
+
+        if (harness_attacker(&uid, &gid) < 0)
+                fprintf(stderr, "skipped: no unprivileged user for the attacker; running as this user\n");
+        ck_assert_int_eq(harness_share_socket(&daemon_proc), 0);
+        launches_compute(ctx, 2);
+        ck_assert_int_eq(harness_run_as(uid, gid, bogus_id_attack, NULL), 0);
+        ck_assert(harness_alive(&daemon_proc));
         launches_compute(ctx, 3);
+        char *sessions = NULL;
+        OK(npu_admin_call(ctx, "sessions", NULL, &sessions)); /* the admin's view still answers */
+        free(sessions);
 }
 END_TEST
 
