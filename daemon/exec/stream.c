@@ -91,10 +91,13 @@ struct ops_call *exec_call_get(void)
 {
         union call_slot *c = call_pool;
 
-        if (!c)
-                return calloc(1, sizeof(union call_slot));
-        call_pool = c->next;
-        call_pool_len--;
+        /* a new call is not cleared (4.6 KB): everything is read up to the counts only */
+        if (c) {
+                call_pool = c->next;
+                call_pool_len--;
+        } else if (!(c = malloc(sizeof(*c)))) {
+                return NULL;
+        }
         c->call.nin = c->call.nout = c->call.nattr = 0;
         c->call.opset = 0;
         c->call.graph_run = NULL;

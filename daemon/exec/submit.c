@@ -73,9 +73,9 @@ static struct ops_tensor *bind_tensor(struct handle_table *h, struct stream *st,
         ot->ndim = rt->ndim;
         memcpy(ot->dims, rt->dims, sizeof(ot->dims[0]) * rt->ndim);
         numel = ops_tensor_numel(ot);
-        if (numel < 0 || (uint64_t)numel > UINT64_MAX / esize)
+        uint64_t nbytes;
+        if (numel < 0 || __builtin_mul_overflow((uint64_t)numel, (uint64_t)esize, &nbytes))
                 PREP_FAIL(pe, PROTO_E_SHAPE, "negative or overflowing dimensions");
-        uint64_t nbytes = (uint64_t)numel * esize;
         if (rt->offset % esize)
                 PREP_FAIL(pe, PROTO_E_INVALID, "offset %" PRIu64 " is not a multiple of the element size",
                           rt->offset);
