@@ -40,7 +40,7 @@ UTIL_PURE_SRC := $(filter-out util/log.c,$(UTIL_SRC))
 OPS_SRC    := $(wildcard ops/*.c)
 GRAPH_SRC  := $(wildcard graph/*.c)
 DAEMON_SRC := $(wildcard daemon/backend/*.c daemon/exec/*.c daemon/api/*.c) $(OPS_SRC) $(GRAPH_SRC) $(UTIL_SRC)
-CLIENT_SRC := client/libnpu.c
+CLIENT_SRC := client/libnpu.c client/libnpu-graph.c
 CTL_SRC    := $(wildcard client/npuctl*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))

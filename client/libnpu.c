@@ -2,94 +2,18 @@
  * can wait on one connection, batched binary submission of asynchronous work, host regions
  * and a staging region for synchronous copies from ordinary memory. The library never logs:
  * every failure is a status plus a per-thread message. */
-#include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <pthread.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
+#include "client/libnpu-internal.h"
 
-#include "proto/dtype.h"
-#include "proto/frame.h"
-#include "proto/message.h"
-#include "proto/socket-path.h"
-#include "proto/submit.h"
-#include "npu.h"
+__thread char npu_tls_message[4096]; /* graph_load lists every unsupported node */
+__thread uint64_t npu_tls_task;
 
-#define NPU_EXPORT __attribute__((visibility("default")))
-#define BATCH_FLUSH_BYTES (256u << 10)
-#define STAGE_SIZE (8u << 20)
-#define HANDLE_INDEX(h) ((h) & ((1u << 20) - 1))
-
-struct pending {
-        uint64_t id;
-        int done;
-        json_t *reply;
-        struct pending *next;
-};
-
-struct region_ent {
-        uint32_t id;
-        void *ptr;
-        uint64_t size;
-};
-
-/* An operator name resolved to its registry id (op_resolve), so that launches carry the id. */
-struct op_ent {
-        uint32_t hash;         /* 0: empty slot */
-        int32_t id;            /* registry id; -1: unknown to npud, launched by name */
-        uint8_t len;
-        char name[PROTO_REC_OP_NAME];
-};
-
-struct npu_context {
-        int fd;
-        int version;                /* the session protocol version hello negotiated */
-        pthread_mutex_t mu;
-        pthread_cond_t cv;
-        int reader_active;
-        int broken;
-        uint64_t next_id, next_seq;
-        struct pending *pending;
-        struct proto_reader reader;
-        uint8_t *batch;
-        size_t batch_len, batch_cap;
-        int ndevices;
-        uint32_t *internal_streams; /* per device, 0 until created */
-        int32_t *buf_device;        /* device of each buffer, by handle index */
-        size_t buf_device_cap;
-        int32_t *stream_device;     /* device of each stream, by handle index */
-        size_t stream_device_cap;
-        char tenant[64];
-        struct region_ent *regions;
-        size_t nregions, regions_cap;
-        void *stage_ptr;
-        uint32_t stage_region;
-        pthread_mutex_t stage_mu;   /* the staging region; each synchronous operation whole */
-        struct graph_desc *graphs;  /* descriptions of the loaded graphs (mu) */
-        struct op_ent *ops;         /* operator name -> id, open addressing (mu) */
-        size_t ops_cap, ops_count;
-};
-
-static void graph_descs_free(npu_context_t *ctx);
-
-static __thread char tls_message[4096]; /* graph_load lists every unsupported node */
-static __thread uint64_t tls_task;
-
-static npu_status_t fail(npu_status_t st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static npu_status_t fail(npu_status_t st, const char *fmt, ...)
+npu_status_t npu_fail(npu_status_t st, const char *fmt, ...)
 {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(tls_message, sizeof(tls_message), fmt, ap);
+        vsnprintf(npu_tls_message, sizeof(npu_tls_message), fmt, ap);
         va_end(ap);
-        tls_task = 0;
+        npu_tls_task = 0;
         return st;
 }
 
@@ -121,12 +45,12 @@ NPU_EXPORT const char *npu_strerror(npu_status_t status)
 
 NPU_EXPORT const char *npu_error_message(void)
 {
-        return tls_message;
+        return npu_tls_message;
 }
 
 NPU_EXPORT uint64_t npu_error_task(void)
 {
-        return tls_task;
+        return npu_tls_task;
 }
 
 NPU_EXPORT const char *npu_version(void)
@@ -140,7 +64,7 @@ NPU_EXPORT const char *npu_version(void)
 
 /* ---- framing (ctx->mu held unless noted) ---- */
 
-static int send_frame_locked(npu_context_t *ctx, int kind, uint64_t id, const void *body,
+int npu_send_frame_locked(npu_context_t *ctx, int kind, uint64_t id, const void *body,
                              size_t len, const int *fds, int nfds)
 {
         struct proto_header h = { .magic = PROTO_MAGIC, .version = PROTO_VERSION,
@@ -152,11 +76,11 @@ static int send_frame_locked(npu_context_t *ctx, int kind, uint64_t id, const vo
         return e;
 }
 
-static int flush_locked(npu_context_t *ctx)
+int npu_flush_locked(npu_context_t *ctx)
 {
         if (ctx->batch_len == 0)
                 return 0;
-        int e = send_frame_locked(ctx, PROTO_KIND_SUBMIT, 0, ctx->batch, ctx->batch_len, NULL, 0);
+        int e = npu_send_frame_locked(ctx, PROTO_KIND_SUBMIT, 0, ctx->batch, ctx->batch_len, NULL, 0);
         ctx->batch_len = 0;
         return e;
 }
@@ -214,7 +138,7 @@ static void wait_reply_locked(npu_context_t *ctx, struct pending *p)
 }
 
 /* One request/reply. Steals params. On success *ret_result (if given) is a new reference. */
-static npu_status_t call_fds(npu_context_t *ctx, const char *method, json_t *params,
+npu_status_t npu_call_fds(npu_context_t *ctx, const char *method, json_t *params,
                              const int *fds, int nfds, json_t **ret_result)
 {
         json_t *req = proto_request_new(method, params), *result;
@@ -231,7 +155,7 @@ static npu_status_t call_fds(npu_context_t *ctx, const char *method, json_t *par
         if (!text)
                 return fail(NPU_ERR_SYSTEM, "%s: out of memory", method);
         pthread_mutex_lock(&ctx->mu);
-        if (ctx->broken || flush_locked(ctx) < 0) {
+        if (ctx->broken || npu_flush_locked(ctx) < 0) {
                 pthread_mutex_unlock(&ctx->mu);
                 free(text);
                 return fail(NPU_ERR_CONNECTION, "%s: connection to npud lost", method);
@@ -239,7 +163,7 @@ static npu_status_t call_fds(npu_context_t *ctx, const char *method, json_t *par
         p.id = ++ctx->next_id;
         p.next = ctx->pending;
         ctx->pending = &p;
-        if (send_frame_locked(ctx, PROTO_KIND_REQUEST, p.id, text, len, fds, nfds) == 0)
+        if (npu_send_frame_locked(ctx, PROTO_KIND_REQUEST, p.id, text, len, fds, nfds) == 0)
                 wait_reply_locked(ctx, &p);
         for (struct pending **pp = &ctx->pending; *pp; pp = &(*pp)->next)
                 if (*pp == &p) {
@@ -258,7 +182,7 @@ static npu_status_t call_fds(npu_context_t *ctx, const char *method, json_t *par
                 json_t *task = json_object_get(json_object_get(p.reply, "error"), "task");
                 fail(st, "%s", code < 0 ? "malformed reply" : err);
                 if (json_is_integer(task))
-                        tls_task = (uint64_t)json_integer_value(task);
+                        npu_tls_task = (uint64_t)json_integer_value(task);
                 json_decref(p.reply);
                 return st;
         }
@@ -271,12 +195,12 @@ static npu_status_t call_fds(npu_context_t *ctx, const char *method, json_t *par
         return NPU_OK;
 }
 
-static npu_status_t call(npu_context_t *ctx, const char *method, json_t *params, json_t **ret)
+npu_status_t npu_call(npu_context_t *ctx, const char *method, json_t *params, json_t **ret)
 {
-        return call_fds(ctx, method, params, NULL, 0, ret);
+        return npu_call_fds(ctx, method, params, NULL, 0, ret);
 }
 
-static npu_status_t get_u32(json_t *result, const char *key, uint32_t *ret)
+npu_status_t npu_get_u32(json_t *result, const char *key, uint32_t *ret)
 {
         json_t *v = json_object_get(result, key);
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > UINT32_MAX)
@@ -287,9 +211,6 @@ static npu_status_t get_u32(json_t *result, const char *key, uint32_t *ret)
 
 /* ---- connection ---- */
 
-/* Size of the first released layout of a caller-allocated struct: up to the end of its last
- * member in that release (later members never lower it). */
-#define NPU_SIZE_V1(type, last) (offsetof(type, last) + sizeof(((type *)0)->last))
 
 NPU_EXPORT npu_status_t npu_connect(const char *path, npu_context_t **ret_ctx)
 {
@@ -352,7 +273,7 @@ NPU_EXPORT npu_status_t npu_connect_with(const npu_connect_options_t *options, n
                                   options->backpressure == NPU_BACKPRESSURE_ERROR ? "error" : "block");
         if (hello && options->tenant)
                 json_object_set_new(hello, "tenant", json_string(options->tenant));
-        st = call(ctx, "hello", hello, &res);
+        st = npu_call(ctx, "hello", hello, &res);
         if (st == NPU_OK) {
                 json_t *n = json_object_get(res, "devices"), *tn = json_object_get(res, "tenant");
                 json_t *v = json_object_get(res, "version");
@@ -387,7 +308,7 @@ NPU_EXPORT void npu_disconnect(npu_context_t *ctx)
         free(ctx->internal_streams);
         free(ctx->buf_device);
         free(ctx->stream_device);
-        graph_descs_free(ctx);
+        npu_graph_descs_free(ctx);
         free(ctx->ops);
         pthread_mutex_destroy(&ctx->mu);
         pthread_cond_destroy(&ctx->cv);
@@ -397,7 +318,7 @@ NPU_EXPORT void npu_disconnect(npu_context_t *ctx)
 
 NPU_EXPORT npu_status_t npu_ping(npu_context_t *ctx)
 {
-        return call(ctx, "ping", NULL, NULL);
+        return npu_call(ctx, "ping", NULL, NULL);
 }
 
 NPU_EXPORT npu_status_t npu_admin_call(npu_context_t *ctx, const char *method,
@@ -416,7 +337,7 @@ NPU_EXPORT npu_status_t npu_admin_call(npu_context_t *ctx, const char *method,
                         return fail(NPU_ERR_INVALID, "npu_admin_call: params must be a JSON object");
                 }
         }
-        st = call(ctx, method, params, &res);
+        st = npu_call(ctx, method, params, &res);
         if (st != NPU_OK)
                 return st;
         *ret_json = json_dumps(res, JSON_COMPACT);
@@ -449,7 +370,7 @@ NPU_EXPORT npu_status_t npu_device_get_info(npu_context_t *ctx, int device,
         if (size < NPU_SIZE_V1(npu_device_info_t, aicpu_cores))
                 return fail(NPU_ERR_INVALID, "npu_device_get_info: ret_info->size is %zu, set it to "
                             "sizeof(npu_device_info_t)", size);
-        st = call(ctx, "devices", NULL, &res);
+        st = npu_call(ctx, "devices", NULL, &res);
         if (st != NPU_OK)
                 return st;
         dev = json_array_get(json_object_get(res, "devices"), (size_t)device);
@@ -520,7 +441,7 @@ static void remember_buffer(npu_context_t *ctx, uint32_t id, int device)
         map_set(ctx, &ctx->buf_device, &ctx->buf_device_cap, id, device);
 }
 
-static int buffer_device(npu_context_t *ctx, npu_buffer_t b)
+int npu_buffer_device(npu_context_t *ctx, npu_buffer_t b)
 {
         return map_get(ctx, &ctx->buf_device, &ctx->buf_device_cap, b.id);
 }
@@ -532,9 +453,9 @@ NPU_EXPORT npu_status_t npu_malloc(npu_context_t *ctx, int device, uint64_t size
 
         if (!ctx || !ret_buf || device < 0 || size > INT64_MAX)
                 return fail(NPU_ERR_INVALID, "npu_malloc: invalid argument");
-        st = call(ctx, "mem_alloc", json_pack("{s:i, s:I}", "device", device, "size", (json_int_t)size), &res);
+        st = npu_call(ctx, "mem_alloc", json_pack("{s:i, s:I}", "device", device, "size", (json_int_t)size), &res);
         if (st == NPU_OK) {
-                st = get_u32(res, "buffer", &ret_buf->id);
+                st = npu_get_u32(res, "buffer", &ret_buf->id);
                 json_decref(res);
                 if (st == NPU_OK)
                         remember_buffer(ctx, ret_buf->id, device);
@@ -546,7 +467,7 @@ NPU_EXPORT npu_status_t npu_free(npu_context_t *ctx, npu_buffer_t buf)
 {
         if (!ctx)
                 return fail(NPU_ERR_INVALID, "npu_free: NULL context");
-        return call(ctx, "mem_free", json_pack("{s:I}", "buffer", (json_int_t)buf.id), NULL);
+        return npu_call(ctx, "mem_free", json_pack("{s:I}", "buffer", (json_int_t)buf.id), NULL);
 }
 
 NPU_EXPORT npu_status_t npu_buffer_view(npu_context_t *ctx, npu_buffer_t buf, uint64_t offset,
@@ -557,10 +478,10 @@ NPU_EXPORT npu_status_t npu_buffer_view(npu_context_t *ctx, npu_buffer_t buf, ui
 
         if (!ctx || !ret_view || offset > INT64_MAX || size > INT64_MAX)
                 return fail(NPU_ERR_INVALID, "npu_buffer_view: invalid argument");
-        st = call(ctx, "mem_view", json_pack("{s:I, s:I, s:I}", "buffer", (json_int_t)buf.id, "offset",
+        st = npu_call(ctx, "mem_view", json_pack("{s:I, s:I, s:I}", "buffer", (json_int_t)buf.id, "offset",
                                              (json_int_t)offset, "size", (json_int_t)size), &res);
         if (st == NPU_OK)
-                st = get_u32(res, "buffer", &ret_view->id);
+                st = npu_get_u32(res, "buffer", &ret_view->id);
         if (st == NPU_OK)
                 remember_buffer(ctx, ret_view->id, (int)json_integer_value(json_object_get(res, "device")));
         json_decref(res);
@@ -579,7 +500,7 @@ NPU_EXPORT npu_status_t npu_buffer_export(npu_context_t *ctx, npu_buffer_t buf, 
         for (int i = 0; i < ntenants; i++)
                 json_array_append_new(list, json_string(tenants[i] ? tenants[i] : ""));
         params = json_pack("{s:I, s:o, s:b}", "buffer", (json_int_t)buf.id, "tenants", list, "readonly", readonly);
-        st = call(ctx, "mem_export", params, &res);
+        st = npu_call(ctx, "mem_export", params, &res);
         if (st == NPU_OK) {
                 json_t *tok = json_object_get(res, "token");
                 if (!json_is_string(tok) || json_string_length(tok) != NPU_TOKEN_LEN - 1)
@@ -599,9 +520,9 @@ NPU_EXPORT npu_status_t npu_buffer_import(npu_context_t *ctx, const char *token,
 
         if (!ctx || !token || !ret_buf)
                 return fail(NPU_ERR_INVALID, "npu_buffer_import: NULL argument");
-        st = call(ctx, "mem_import", json_pack("{s:s, s:b}", "token", token, "readonly", readonly), &res);
+        st = npu_call(ctx, "mem_import", json_pack("{s:s, s:b}", "token", token, "readonly", readonly), &res);
         if (st == NPU_OK)
-                st = get_u32(res, "buffer", &ret_buf->id);
+                st = npu_get_u32(res, "buffer", &ret_buf->id);
         if (st == NPU_OK)
                 remember_buffer(ctx, ret_buf->id, (int)json_integer_value(json_object_get(res, "device")));
         json_decref(res);
@@ -612,7 +533,7 @@ NPU_EXPORT npu_status_t npu_buffer_revoke(npu_context_t *ctx, const char *token)
 {
         if (!ctx || !token)
                 return fail(NPU_ERR_INVALID, "npu_buffer_revoke: NULL argument");
-        return call(ctx, "mem_revoke", json_pack("{s:s}", "token", token), NULL);
+        return npu_call(ctx, "mem_revoke", json_pack("{s:s}", "token", token), NULL);
 }
 
 NPU_EXPORT npu_status_t npu_host_alloc(npu_context_t *ctx, uint64_t size, void **ret_ptr,
@@ -641,10 +562,10 @@ NPU_EXPORT npu_status_t npu_host_alloc(npu_context_t *ctx, uint64_t size, void *
                 close(fd);
                 return st;
         }
-        st = call_fds(ctx, "region_register", json_pack("{s:i}", "fd", 0), &fd, 1, &res);
+        st = npu_call_fds(ctx, "region_register", json_pack("{s:i}", "fd", 0), &fd, 1, &res);
         close(fd);
         if (st == NPU_OK)
-                st = get_u32(res, "region", &ret_region->id);
+                st = npu_get_u32(res, "region", &ret_region->id);
         json_decref(res);
         if (st != NPU_OK) {
                 munmap(ptr, size);
@@ -672,7 +593,7 @@ NPU_EXPORT npu_status_t npu_host_free(npu_context_t *ctx, npu_region_t region)
 
         if (!ctx)
                 return fail(NPU_ERR_INVALID, "npu_host_free: NULL context");
-        st = call(ctx, "region_unregister", json_pack("{s:I}", "region", (json_int_t)region.id), NULL);
+        st = npu_call(ctx, "region_unregister", json_pack("{s:I}", "region", (json_int_t)region.id), NULL);
         if (st != NPU_OK)
                 return st;
         pthread_mutex_lock(&ctx->mu);
@@ -704,7 +625,7 @@ static int batch_reserve_locked(npu_context_t *ctx, size_t size)
         return 0;
 }
 
-static npu_status_t submit(npu_context_t *ctx, struct proto_rec *rec, uint64_t *ret_task)
+npu_status_t npu_submit(npu_context_t *ctx, struct proto_rec *rec, uint64_t *ret_task)
 {
         size_t size = proto_rec_size(rec);
 
@@ -724,7 +645,7 @@ static npu_status_t submit(npu_context_t *ctx, struct proto_rec *rec, uint64_t *
         ctx->batch_len += size;
         if (ret_task)
                 *ret_task = rec->seq;
-        int e = ctx->batch_len >= BATCH_FLUSH_BYTES ? flush_locked(ctx) : 0;
+        int e = ctx->batch_len >= BATCH_FLUSH_BYTES ? npu_flush_locked(ctx) : 0;
         pthread_mutex_unlock(&ctx->mu);
         return e < 0 ? fail(NPU_ERR_CONNECTION, "connection to npud lost") : NPU_OK;
 }
@@ -734,7 +655,7 @@ NPU_EXPORT npu_status_t npu_flush(npu_context_t *ctx)
         if (!ctx)
                 return fail(NPU_ERR_INVALID, "npu_flush: NULL context");
         pthread_mutex_lock(&ctx->mu);
-        int e = ctx->broken ? -EPIPE : flush_locked(ctx);
+        int e = ctx->broken ? -EPIPE : npu_flush_locked(ctx);
         pthread_mutex_unlock(&ctx->mu);
         return e < 0 ? fail(NPU_ERR_CONNECTION, "connection to npud lost") : NPU_OK;
 }
@@ -757,7 +678,7 @@ static npu_status_t copy_async(npu_context_t *ctx, npu_stream_t stream, uint8_t 
         rec.copy.dst_off = doff;
         rec.copy.src_off = soff;
         rec.copy.len = size;
-        return submit(ctx, &rec, ret_task);
+        return npu_submit(ctx, &rec, ret_task);
 }
 
 NPU_EXPORT npu_status_t npu_memcpy_h2d_async(npu_context_t *ctx, npu_stream_t stream, npu_buffer_t dst,
@@ -798,7 +719,7 @@ NPU_EXPORT npu_status_t npu_memset_async(npu_context_t *ctx, npu_stream_t stream
         rec.memset.value = (uint8_t)value;
         rec.memset.off = offset;
         rec.memset.len = size;
-        return submit(ctx, &rec, ret_task);
+        return npu_submit(ctx, &rec, ret_task);
 }
 
 NPU_EXPORT npu_status_t npu_free_async(npu_context_t *ctx, npu_stream_t stream, npu_buffer_t buf,
@@ -812,7 +733,7 @@ NPU_EXPORT npu_status_t npu_free_async(npu_context_t *ctx, npu_stream_t stream, 
         if (!ctx)
                 return fail(NPU_ERR_INVALID, "npu_free_async: NULL context");
         rec.free.buf = buf.id;
-        return submit(ctx, &rec, ret_task);
+        return npu_submit(ctx, &rec, ret_task);
 }
 
 #define OP_CACHE_MAX 4096 /* names beyond it (a client inventing names) go by name */
@@ -884,7 +805,7 @@ static int op_resolve(npu_context_t *ctx, const char *name, size_t len, uint32_t
         json_t *res = NULL, *ent, *id;
         int ret = OP_ABSENT;
 
-        if (call(ctx, "op_resolve", json_pack("{s:[s]}", "names", name), &res) != NPU_OK)
+        if (npu_call(ctx, "op_resolve", json_pack("{s:[s]}", "names", name), &res) != NPU_OK)
                 return OP_ABSENT;
         ent = json_array_get(json_object_get(res, "ops"), 0);
         id = json_object_get(ent, "id");
@@ -969,7 +890,7 @@ NPU_EXPORT npu_status_t npu_launch(npu_context_t *ctx, npu_stream_t stream, cons
         ctx->batch_len += size;
         if (ret_task)
                 *ret_task = seq;
-        int e = ctx->batch_len >= BATCH_FLUSH_BYTES ? flush_locked(ctx) : 0;
+        int e = ctx->batch_len >= BATCH_FLUSH_BYTES ? npu_flush_locked(ctx) : 0;
         pthread_mutex_unlock(&ctx->mu);
         return e < 0 ? fail(NPU_ERR_CONNECTION, "connection to npud lost") : NPU_OK;
 }
@@ -984,9 +905,9 @@ NPU_EXPORT npu_status_t npu_stream_create(npu_context_t *ctx, int device, int pr
 
         if (!ctx || !ret_stream || device < NPU_DEVICE_ANY || priority < 0 || priority > 7)
                 return fail(NPU_ERR_INVALID, "npu_stream_create: invalid argument (priority 0-7)");
-        st = call(ctx, "stream_create", json_pack("{s:i, s:i}", "device", device, "priority", priority), &res);
+        st = npu_call(ctx, "stream_create", json_pack("{s:i, s:i}", "device", device, "priority", priority), &res);
         if (st == NPU_OK)
-                st = get_u32(res, "stream", &ret_stream->id);
+                st = npu_get_u32(res, "stream", &ret_stream->id);
         if (st == NPU_OK) {
                 json_t *dv = json_object_get(res, "device");
                 map_set(ctx, &ctx->stream_device, &ctx->stream_device_cap, ret_stream->id,
@@ -1013,7 +934,7 @@ NPU_EXPORT npu_status_t npu_stream_set_deadline(npu_context_t *ctx, npu_stream_t
 {
         if (!ctx || deadline_us > 3600ull * 1000000)
                 return fail(NPU_ERR_INVALID, "npu_stream_set_deadline: invalid argument (at most 1 hour)");
-        return call(ctx, "stream_set_deadline",
+        return npu_call(ctx, "stream_set_deadline",
                     json_pack("{s:I, s:I}", "stream", (json_int_t)stream.id, "deadline_us",
                               (json_int_t)deadline_us), NULL);
 }
@@ -1022,21 +943,21 @@ NPU_EXPORT npu_status_t npu_stream_destroy(npu_context_t *ctx, npu_stream_t stre
 {
         if (!ctx)
                 return fail(NPU_ERR_INVALID, "npu_stream_destroy: NULL context");
-        return call(ctx, "stream_destroy", json_pack("{s:I}", "stream", (json_int_t)stream.id), NULL);
+        return npu_call(ctx, "stream_destroy", json_pack("{s:I}", "stream", (json_int_t)stream.id), NULL);
 }
 
 NPU_EXPORT npu_status_t npu_stream_synchronize(npu_context_t *ctx, npu_stream_t stream)
 {
         if (!ctx)
                 return fail(NPU_ERR_INVALID, "npu_stream_synchronize: NULL context");
-        return call(ctx, "stream_synchronize", json_pack("{s:I}", "stream", (json_int_t)stream.id), NULL);
+        return npu_call(ctx, "stream_synchronize", json_pack("{s:I}", "stream", (json_int_t)stream.id), NULL);
 }
 
 NPU_EXPORT npu_status_t npu_synchronize(npu_context_t *ctx)
 {
         if (!ctx)
                 return fail(NPU_ERR_INVALID, "npu_synchronize: NULL context");
-        return call(ctx, "synchronize", NULL, NULL);
+        return npu_call(ctx, "synchronize", NULL, NULL);
 }
 
 NPU_EXPORT npu_status_t npu_event_create(npu_context_t *ctx, npu_event_t *ret_event)
@@ -1046,9 +967,9 @@ NPU_EXPORT npu_status_t npu_event_create(npu_context_t *ctx, npu_event_t *ret_ev
 
         if (!ctx || !ret_event)
                 return fail(NPU_ERR_INVALID, "npu_event_create: NULL argument");
-        st = call(ctx, "event_create", NULL, &res);
+        st = npu_call(ctx, "event_create", NULL, &res);
         if (st == NPU_OK)
-                st = get_u32(res, "event", &ret_event->id);
+                st = npu_get_u32(res, "event", &ret_event->id);
         json_decref(res);
         return st;
 }
@@ -1057,7 +978,7 @@ NPU_EXPORT npu_status_t npu_event_destroy(npu_context_t *ctx, npu_event_t event)
 {
         if (!ctx)
                 return fail(NPU_ERR_INVALID, "npu_event_destroy: NULL context");
-        return call(ctx, "event_destroy", json_pack("{s:I}", "event", (json_int_t)event.id), NULL);
+        return npu_call(ctx, "event_destroy", json_pack("{s:I}", "event", (json_int_t)event.id), NULL);
 }
 
 static npu_status_t event_task(npu_context_t *ctx, int type, npu_event_t event, npu_stream_t stream)
@@ -1070,7 +991,7 @@ static npu_status_t event_task(npu_context_t *ctx, int type, npu_event_t event, 
         if (!ctx)
                 return fail(NPU_ERR_INVALID, "event: NULL context");
         rec.event.event = event.id;
-        return submit(ctx, &rec, NULL);
+        return npu_submit(ctx, &rec, NULL);
 }
 
 NPU_EXPORT npu_status_t npu_event_record(npu_context_t *ctx, npu_event_t event, npu_stream_t stream)
@@ -1090,7 +1011,7 @@ NPU_EXPORT npu_status_t npu_event_query(npu_context_t *ctx, npu_event_t event)
 
         if (!ctx)
                 return fail(NPU_ERR_INVALID, "npu_event_query: NULL context");
-        st = call(ctx, "event_query", json_pack("{s:I}", "event", (json_int_t)event.id), &res);
+        st = npu_call(ctx, "event_query", json_pack("{s:I}", "event", (json_int_t)event.id), &res);
         if (st == NPU_OK && !json_is_true(json_object_get(res, "complete")))
                 st = fail(NPU_ERR_NOT_READY, "event not complete");
         json_decref(res);
@@ -1101,7 +1022,7 @@ NPU_EXPORT npu_status_t npu_event_synchronize(npu_context_t *ctx, npu_event_t ev
 {
         if (!ctx)
                 return fail(NPU_ERR_INVALID, "npu_event_synchronize: NULL context");
-        return call(ctx, "event_synchronize", json_pack("{s:I}", "event", (json_int_t)event.id), NULL);
+        return npu_call(ctx, "event_synchronize", json_pack("{s:I}", "event", (json_int_t)event.id), NULL);
 }
 
 NPU_EXPORT npu_status_t npu_event_elapsed_ms(npu_context_t *ctx, npu_event_t start, npu_event_t end,
@@ -1112,7 +1033,7 @@ NPU_EXPORT npu_status_t npu_event_elapsed_ms(npu_context_t *ctx, npu_event_t sta
 
         if (!ctx || !ret_ms)
                 return fail(NPU_ERR_INVALID, "npu_event_elapsed_ms: NULL argument");
-        st = call(ctx, "event_elapsed", json_pack("{s:I, s:I}", "start", (json_int_t)start.id,
+        st = npu_call(ctx, "event_elapsed", json_pack("{s:I, s:I}", "start", (json_int_t)start.id,
                                                   "end", (json_int_t)end.id), &res);
         if (st == NPU_OK) {
                 json_t *ms = json_object_get(res, "ms");
@@ -1169,7 +1090,7 @@ NPU_EXPORT npu_status_t npu_memset(npu_context_t *ctx, npu_buffer_t buf, uint64_
         if (!ctx)
                 return fail(NPU_ERR_INVALID, "npu_memset: NULL context");
         pthread_mutex_lock(&ctx->stage_mu);
-        st = internal_stream_locked(ctx, buffer_device(ctx, buf), &s);
+        st = internal_stream_locked(ctx, npu_buffer_device(ctx, buf), &s);
         if (st == NPU_OK)
                 st = npu_memset_async(ctx, s, buf, offset, value, size, NULL);
         if (st == NPU_OK)
@@ -1187,7 +1108,7 @@ NPU_EXPORT npu_status_t npu_memcpy_device(npu_context_t *ctx, npu_buffer_t dst, 
         if (!ctx)
                 return fail(NPU_ERR_INVALID, "npu_memcpy_device: NULL context");
         pthread_mutex_lock(&ctx->stage_mu);
-        st = internal_stream_locked(ctx, buffer_device(ctx, dst), &s);
+        st = internal_stream_locked(ctx, npu_buffer_device(ctx, dst), &s);
         if (st == NPU_OK)
                 st = npu_memcpy_d2d_async(ctx, s, dst, dst_offset, src, src_offset, size, NULL);
         if (st == NPU_OK)
@@ -1207,7 +1128,7 @@ static npu_status_t staged_copy(npu_context_t *ctx, int to_device, npu_buffer_t 
         if (off > UINT64_MAX - size)
                 return fail(NPU_ERR_OUT_OF_RANGE, "memcpy: offset + size overflows");
         pthread_mutex_lock(&ctx->stage_mu);
-        st = internal_stream_locked(ctx, buffer_device(ctx, buf), &s);
+        st = internal_stream_locked(ctx, npu_buffer_device(ctx, buf), &s);
         if (st == NPU_OK)
                 st = stage_get(ctx);
         for (uint64_t done = 0; st == NPU_OK && done < size;) {
@@ -1240,451 +1161,3 @@ NPU_EXPORT npu_status_t npu_memcpy_from_device(npu_context_t *ctx, void *dst, np
         return staged_copy(ctx, 0, src, src_offset, dst, size);
 }
 
-/* ---- graph descriptions: typed introspection and the checks of npu_graph_run ---- */
-
-struct graph_io_desc {
-        char *name;
-        int dtype; /* 0: open */
-        int ndim;  /* -1: open rank */
-        int64_t dims[NPU_MAX_DIMS];
-};
-
-/* What graph_load and graph_info answer about one graph, kept until npu_graph_unload. */
-struct graph_desc {
-        uint32_t id;
-        int nin, nout;
-        struct graph_io_desc *io; /* inputs, then outputs */
-        struct graph_desc *next;
-};
-
-static void graph_desc_free(struct graph_desc *d)
-{
-        if (!d)
-                return;
-        for (int i = 0; i < d->nin + d->nout; i++)
-                free(d->io[i].name);
-        free(d->io);
-        free(d);
-}
-
-static void graph_descs_free(npu_context_t *ctx)
-{
-        while (ctx->graphs) {
-                struct graph_desc *d = ctx->graphs;
-                ctx->graphs = d->next;
-                graph_desc_free(d);
-        }
-}
-
-/* One {"name","dtype","shape"} entry of a graph_load or graph_info result. */
-static int graph_io_parse(json_t *e, struct graph_io_desc *io)
-{
-        json_t *name = json_object_get(e, "name"), *dtype = json_object_get(e, "dtype");
-        json_t *shape = json_object_get(e, "shape");
-
-        if (!json_is_string(name) || !json_is_integer(dtype) || json_integer_value(dtype) < 0 ||
-            json_integer_value(dtype) > 255 || !(json_is_null(shape) || json_is_array(shape)) ||
-            json_array_size(shape) > NPU_MAX_DIMS)
-                return -1;
-        io->dtype = (int)json_integer_value(dtype);
-        io->ndim = json_is_null(shape) ? -1 : (int)json_array_size(shape);
-        for (int d = 0; d < io->ndim; d++) {
-                json_t *x = json_array_get(shape, (size_t)d);
-                if (!json_is_integer(x))
-                        return -1;
-                io->dims[d] = json_integer_value(x) < 0 ? -1 : (int64_t)json_integer_value(x);
-        }
-        io->name = strdup(json_string_value(name));
-        return io->name ? 0 : -1;
-}
-
-/* 0, -1 for a malformed result, -2 out of memory; no message (npu_graph_load succeeds
- * without a description). */
-static int graph_desc_parse(uint32_t id, json_t *res, struct graph_desc **ret)
-{
-        json_t *lists[2] = { json_object_get(res, "inputs"), json_object_get(res, "outputs") };
-        struct graph_desc *d;
-        size_t n;
-
-        if (!json_is_array(lists[0]) || !json_is_array(lists[1]) ||
-            (n = json_array_size(lists[0]) + json_array_size(lists[1])) > PROTO_REC_MAX_GRAPH_TENSORS)
-                return -1;
-        d = calloc(1, sizeof(*d));
-        if (d)
-                d->io = calloc(n ? n : 1, sizeof(*d->io));
-        if (!d || !d->io) {
-                free(d);
-                return -2;
-        }
-        d->id = id;
-        for (int l = 0; l < 2; l++)
-                for (size_t i = 0; i < json_array_size(lists[l]); i++) {
-                        if (graph_io_parse(json_array_get(lists[l], i), &d->io[d->nin + d->nout]) < 0) {
-                                free(d->io[d->nin + d->nout].name);
-                                graph_desc_free(d);
-                                return -1;
-                        }
-                        if (l)
-                                d->nout++;
-                        else
-                                d->nin++;
-                }
-        *ret = d;
-        return 0;
-}
-
-static struct graph_desc *graph_desc_find_locked(npu_context_t *ctx, uint32_t id)
-{
-        for (struct graph_desc *d = ctx->graphs; d; d = d->next)
-                if (d->id == id)
-                        return d;
-        return NULL;
-}
-
-/* Keep the description of graph id from a graph_load or graph_info result, replacing an
- * older one (a handle of an unloaded graph). Nothing is kept when the result is unusable. */
-static int graph_desc_store(npu_context_t *ctx, uint32_t id, json_t *res)
-{
-        struct graph_desc *d, **pp;
-        int rc = graph_desc_parse(id, res, &d);
-
-        if (rc < 0)
-                return rc;
-        pthread_mutex_lock(&ctx->mu);
-        for (pp = &ctx->graphs; *pp && (*pp)->id != id; pp = &(*pp)->next)
-                ;
-        if (*pp) {
-                struct graph_desc *old = *pp;
-                d->next = old->next;
-                *pp = d;
-                graph_desc_free(old);
-        } else {
-                d->next = ctx->graphs;
-                ctx->graphs = d;
-        }
-        pthread_mutex_unlock(&ctx->mu);
-        return 0;
-}
-
-static void graph_desc_drop(npu_context_t *ctx, uint32_t id)
-{
-        struct graph_desc *d = NULL;
-
-        pthread_mutex_lock(&ctx->mu);
-        for (struct graph_desc **pp = &ctx->graphs; *pp; pp = &(*pp)->next)
-                if ((*pp)->id == id) {
-                        d = *pp;
-                        *pp = d->next;
-                        break;
-                }
-        pthread_mutex_unlock(&ctx->mu);
-        graph_desc_free(d);
-}
-
-/* On success ctx->mu is held and *ret is the graph's description (fetched with graph_info
- * the first time); the caller copies what it needs and unlocks. */
-static npu_status_t graph_desc_lock(npu_context_t *ctx, npu_graph_t graph, const char *fn,
-                                    struct graph_desc **ret)
-{
-        json_t *res = NULL;
-        npu_status_t st;
-        int rc;
-
-        if (!ctx)
-                return fail(NPU_ERR_INVALID, "%s: NULL context", fn);
-        pthread_mutex_lock(&ctx->mu);
-        if ((*ret = graph_desc_find_locked(ctx, graph.id)))
-                return NPU_OK;
-        pthread_mutex_unlock(&ctx->mu);
-        st = call(ctx, "graph_info", json_pack("{s:I}", "graph", (json_int_t)graph.id), &res);
-        if (st != NPU_OK)
-                return st;
-        rc = graph_desc_store(ctx, graph.id, res);
-        json_decref(res);
-        if (rc < 0)
-                return rc == -2 ? fail(NPU_ERR_SYSTEM, "%s: out of memory", fn)
-                                : fail(NPU_ERR_PROTOCOL, "%s: graph_info reply lacks valid 'inputs' and 'outputs'", fn);
-        pthread_mutex_lock(&ctx->mu);
-        if ((*ret = graph_desc_find_locked(ctx, graph.id)))
-                return NPU_OK;
-        pthread_mutex_unlock(&ctx->mu); /* unloaded meanwhile by another thread */
-        return fail(NPU_ERR_BAD_HANDLE, "%s: graph %u was unloaded", fn, graph.id);
-}
-
-NPU_EXPORT npu_status_t npu_graph_io_count(npu_context_t *ctx, npu_graph_t graph, int *ret_ninputs,
-                                           int *ret_noutputs)
-{
-        struct graph_desc *d;
-        npu_status_t st = graph_desc_lock(ctx, graph, "npu_graph_io_count", &d);
-
-        if (st != NPU_OK)
-                return st;
-        if (ret_ninputs)
-                *ret_ninputs = d->nin;
-        if (ret_noutputs)
-                *ret_noutputs = d->nout;
-        pthread_mutex_unlock(&ctx->mu);
-        return NPU_OK;
-}
-
-#define GRAPH_IO_SIZE_MAX 65536 /* a size beyond any version: an uninitialized field */
-
-static npu_status_t graph_io_get(npu_context_t *ctx, npu_graph_t graph, int is_output, int index,
-                                 npu_graph_io_t *ret)
-{
-        const char *fn = is_output ? "npu_graph_output" : "npu_graph_input";
-        const struct graph_io_desc *io;
-        struct graph_desc *d;
-        npu_status_t st;
-        size_t size, len, n;
-
-        if (!ret)
-                return fail(NPU_ERR_INVALID, "%s: NULL argument", fn);
-        size = ret->size;
-        if (size < sizeof(*ret) || size > GRAPH_IO_SIZE_MAX)
-                return fail(NPU_ERR_INVALID, "%s: size is %zu, expected sizeof(npu_graph_io_t) = %zu",
-                            fn, size, sizeof(*ret));
-        st = graph_desc_lock(ctx, graph, fn, &d);
-        if (st != NPU_OK)
-                return st;
-        if (index < 0 || index >= (is_output ? d->nout : d->nin)) {
-                int count = is_output ? d->nout : d->nin;
-                pthread_mutex_unlock(&ctx->mu);
-                return fail(NPU_ERR_OUT_OF_RANGE, "%s: graph %u has %d %s%s, no index %d", fn, graph.id,
-                            count, is_output ? "output" : "input", count == 1 ? "" : "s", index);
-        }
-        io = &d->io[is_output ? d->nin + index : index];
-        memset(ret, 0, size);
-        ret->size = size;
-        len = strlen(io->name);
-        n = len < sizeof(ret->name) ? len : sizeof(ret->name) - 1;
-        while (n < len && n > 0 && ((unsigned char)io->name[n] & 0xC0) == 0x80)
-                n--; /* cut on a UTF-8 character boundary */
-        memcpy(ret->name, io->name, n);
-        ret->name_len = len;
-        ret->dtype = (npu_dtype_t)io->dtype;
-        ret->ndim = io->ndim;
-        for (int k = 0; k < io->ndim; k++)
-                ret->dims[k] = io->dims[k];
-        pthread_mutex_unlock(&ctx->mu);
-        return NPU_OK;
-}
-
-NPU_EXPORT npu_status_t npu_graph_input(npu_context_t *ctx, npu_graph_t graph, int index,
-                                        npu_graph_io_t *ret_io)
-{
-        return graph_io_get(ctx, graph, 0, index, ret_io);
-}
-
-NPU_EXPORT npu_status_t npu_graph_output(npu_context_t *ctx, npu_graph_t graph, int index,
-                                         npu_graph_io_t *ret_io)
-{
-        return graph_io_get(ctx, graph, 1, index, ret_io);
-}
-
-static npu_status_t graph_find(npu_context_t *ctx, npu_graph_t graph, int is_output, const char *name,
-                               int *ret_index)
-{
-        const char *fn = is_output ? "npu_graph_find_output" : "npu_graph_find_input";
-        struct graph_desc *d;
-        npu_status_t st;
-
-        if (!name || !ret_index)
-                return fail(NPU_ERR_INVALID, "%s: NULL argument", fn);
-        st = graph_desc_lock(ctx, graph, fn, &d);
-        if (st != NPU_OK)
-                return st;
-        for (int i = 0; i < (is_output ? d->nout : d->nin); i++)
-                if (strcmp(d->io[is_output ? d->nin + i : i].name, name) == 0) {
-                        *ret_index = i;
-                        pthread_mutex_unlock(&ctx->mu);
-                        return NPU_OK;
-                }
-        pthread_mutex_unlock(&ctx->mu);
-        return fail(NPU_ERR_INVALID, "%s: graph %u has no %s named '%.200s'", fn, graph.id,
-                    is_output ? "output" : "input", name);
-}
-
-NPU_EXPORT npu_status_t npu_graph_find_input(npu_context_t *ctx, npu_graph_t graph, const char *name,
-                                             int *ret_index)
-{
-        return graph_find(ctx, graph, 0, name, ret_index);
-}
-
-NPU_EXPORT npu_status_t npu_graph_find_output(npu_context_t *ctx, npu_graph_t graph, const char *name,
-                                              int *ret_index)
-{
-        return graph_find(ctx, graph, 1, name, ret_index);
-}
-
-static void shape_text(int ndim, const int64_t *dims, char *buf, size_t len)
-{
-        size_t off = (size_t)snprintf(buf, len, "[");
-
-        for (int i = 0; i < ndim && off < len; i++)
-                off += dims[i] < 0 ? (size_t)snprintf(buf + off, len - off, "%s?", i ? "," : "")
-                                   : (size_t)snprintf(buf + off, len - off, "%s%lld", i ? "," : "",
-                                                      (long long)dims[i]);
-        if (off < len)
-                snprintf(buf + off, len - off, "]");
-}
-
-static const char *dtype_text(int dtype, char *buf, size_t len)
-{
-        const char *n = proto_dtype_name(dtype);
-
-        if (n)
-                snprintf(buf, len, "%s", n);
-        else
-                snprintf(buf, len, "dtype %d", dtype);
-        return buf;
-}
-
-/* The checks npud makes of a run's inputs when it receives it (graph_check_inputs), made
- * first against the graph's description so that npu_graph_run itself fails and names the
- * input. Without a description (none could be kept) npud's checks alone apply. */
-static npu_status_t graph_run_check(npu_context_t *ctx, npu_graph_t graph, const npu_tensor_t *inputs,
-                                    int ninputs, int noutputs)
-{
-        char s1[192], s2[192], d1[24], d2[24];
-        npu_status_t st = NPU_OK;
-        struct graph_desc *d;
-
-        pthread_mutex_lock(&ctx->mu);
-        d = graph_desc_find_locked(ctx, graph.id);
-        if (d && (ninputs != d->nin || noutputs != d->nout))
-                st = fail(NPU_ERR_INVALID, "npu_graph_run: the graph has %d inputs and %d outputs, %d and %d bound",
-                          d->nin, d->nout, ninputs, noutputs);
-        for (int i = 0; d && st == NPU_OK && i < ninputs; i++) {
-                const struct graph_io_desc *io = &d->io[i];
-                const npu_tensor_t *t = &inputs[i];
-                int ok = io->ndim < 0 || t->ndim == io->ndim;
-
-                for (int k = 0; ok && k < io->ndim; k++)
-                        ok = io->dims[k] < 0 || io->dims[k] == t->dims[k];
-                if (io->dtype && (int)t->dtype != io->dtype)
-                        st = fail(NPU_ERR_SHAPE, "npu_graph_run: input '%.200s' is %s but bound as %s", io->name,
-                                  dtype_text(io->dtype, d1, sizeof(d1)), dtype_text((int)t->dtype, d2, sizeof(d2)));
-                else if (!ok) {
-                        shape_text(io->ndim, io->dims, s1, sizeof(s1));
-                        shape_text(t->ndim, t->dims, s2, sizeof(s2));
-                        st = fail(NPU_ERR_SHAPE, "npu_graph_run: input '%.200s' has shape %s but is bound as %s",
-                                  io->name, s1, s2);
-                }
-        }
-        pthread_mutex_unlock(&ctx->mu);
-        return st;
-}
-
-/* ---- graphs ---- */
-
-/* The model goes to npud in a memfd sealed against every change, so npud can decode it in
- * place while this process cannot alter it. */
-NPU_EXPORT npu_status_t npu_graph_load(npu_context_t *ctx, int device, const void *model, size_t size,
-                                       npu_graph_t *ret_graph)
-{
-        json_t *res = NULL;
-        npu_status_t st;
-        size_t done = 0;
-        int fd;
-
-        if (!ctx || !model || !ret_graph || device < 0 || size == 0 || size > INT64_MAX)
-                return fail(NPU_ERR_INVALID, "npu_graph_load: invalid argument");
-        fd = memfd_create("npu-graph", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-        if (fd < 0)
-                return fail(NPU_ERR_SYSTEM, "memfd_create: %s", strerror(errno));
-        while (done < size) {
-                ssize_t n = write(fd, (const uint8_t *)model + done, size - done);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0) {
-                        st = fail(NPU_ERR_SYSTEM, "npu_graph_load: writing %zu bytes: %s", size,
-                                  n < 0 ? strerror(errno) : "short write");
-                        close(fd);
-                        return st;
-                }
-                done += (size_t)n;
-        }
-        if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
-                st = fail(NPU_ERR_SYSTEM, "npu_graph_load: sealing the model: %s", strerror(errno));
-                close(fd);
-                return st;
-        }
-        st = call_fds(ctx, "graph_load", json_pack("{s:i, s:i}", "device", device, "fd", 0), &fd, 1, &res);
-        close(fd);
-        if (st == NPU_OK)
-                st = get_u32(res, "graph", &ret_graph->id);
-        if (st == NPU_OK && graph_desc_store(ctx, ret_graph->id, res) < 0)
-                graph_desc_drop(ctx, ret_graph->id); /* fetched with graph_info when needed */
-        json_decref(res);
-        return st;
-}
-
-NPU_EXPORT npu_status_t npu_graph_unload(npu_context_t *ctx, npu_graph_t graph)
-{
-        npu_status_t st;
-
-        if (!ctx)
-                return fail(NPU_ERR_INVALID, "npu_graph_unload: NULL context");
-        st = call(ctx, "graph_unload", json_pack("{s:I}", "graph", (json_int_t)graph.id), NULL);
-        graph_desc_drop(ctx, graph.id); /* unloaded, or no graph of this session */
-        return st;
-}
-
-NPU_EXPORT npu_status_t npu_graph_info(npu_context_t *ctx, npu_graph_t graph, char **ret_json)
-{
-        json_t *res = NULL;
-        npu_status_t st;
-
-        if (!ctx || !ret_json)
-                return fail(NPU_ERR_INVALID, "npu_graph_info: NULL argument");
-        st = call(ctx, "graph_info", json_pack("{s:I}", "graph", (json_int_t)graph.id), &res);
-        if (st != NPU_OK)
-                return st;
-        *ret_json = json_dumps(res, JSON_COMPACT);
-        json_decref(res);
-        return *ret_json ? NPU_OK : fail(NPU_ERR_SYSTEM, "out of memory");
-}
-
-NPU_EXPORT npu_status_t npu_graph_run(npu_context_t *ctx, npu_stream_t stream, npu_graph_t graph,
-                                      const npu_tensor_t *inputs, int ninputs,
-                                      const npu_tensor_t *outputs, int noutputs, uint64_t *ret_task)
-{
-        struct proto_rec *rec;
-        npu_status_t st;
-
-        if (!ctx)
-                return fail(NPU_ERR_INVALID, "npu_graph_run: NULL context");
-        if (ninputs < 0 || noutputs < 0 || ninputs + noutputs > PROTO_REC_MAX_GRAPH_TENSORS ||
-            (ninputs && !inputs) || (noutputs && !outputs))
-                return fail(NPU_ERR_INVALID, "npu_graph_run: bad number of inputs and outputs (at most %d together)",
-                            PROTO_REC_MAX_GRAPH_TENSORS);
-        /* The record holds 64 tensors: keep it off the caller's stack. */
-        rec = calloc(1, sizeof(*rec));
-        if (!rec)
-                return fail(NPU_ERR_SYSTEM, "npu_graph_run: out of memory");
-        rec->type = PROTO_REC_GRAPH_RUN;
-        rec->stream = stream.id;
-        rec->graph.graph = graph.id;
-        rec->graph.nin = (uint16_t)ninputs;
-        rec->graph.nout = (uint16_t)noutputs;
-        for (int i = 0; i < ninputs + noutputs; i++) {
-                const npu_tensor_t *t = i < ninputs ? &inputs[i] : &outputs[i - ninputs];
-                if (t->ndim < 0 || t->ndim > NPU_MAX_DIMS) {
-                        free(rec);
-                        return fail(NPU_ERR_INVALID, "npu_graph_run: %s %d has %d dimensions",
-                                    i < ninputs ? "input" : "output", i < ninputs ? i : i - ninputs, t->ndim);
-                }
-                rec->graph.t[i].buf = t->buf.id;
-                rec->graph.t[i].dtype = (uint8_t)t->dtype;
-                rec->graph.t[i].ndim = (uint8_t)t->ndim;
-                rec->graph.t[i].offset = t->offset;
-                for (int d = 0; d < t->ndim; d++)
-                        rec->graph.t[i].dims[d] = t->dims[d];
-        }
-        st = graph_run_check(ctx, graph, inputs, ninputs, noutputs);
-        if (st == NPU_OK)
-                st = submit(ctx, rec, ret_task);
-        free(rec);
-        return st;
-}

@@ -1,0 +1,113 @@
+/* libnpu's private interface between its source files: the context, the request/reply
+ * machinery and the batch. Nothing here is exported (libnpu.map lists the API). */
+#ifndef NPU_LIBNPU_INTERNAL_H
+#define NPU_LIBNPU_INTERNAL_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "proto/dtype.h"
+#include "proto/frame.h"
+#include "proto/message.h"
+#include "proto/socket-path.h"
+#include "proto/submit.h"
+#include "npu.h"
+
+#define NPU_EXPORT __attribute__((visibility("default")))
+#define BATCH_FLUSH_BYTES (256u << 10)
+#define STAGE_SIZE (8u << 20)
+#define HANDLE_INDEX(h) ((h) & ((1u << 20) - 1))
+
+struct pending {
+        uint64_t id;
+        int done;
+        json_t *reply;
+        struct pending *next;
+};
+
+struct region_ent {
+        uint32_t id;
+        void *ptr;
+        uint64_t size;
+};
+
+/* An operator name resolved to its registry id (op_resolve), so that launches carry the id. */
+struct op_ent {
+        uint32_t hash;         /* 0: empty slot */
+        int32_t id;            /* registry id; -1: unknown to npud, launched by name */
+        uint8_t len;
+        char name[PROTO_REC_OP_NAME];
+};
+
+struct npu_context {
+        int fd;
+        int version;                /* the session protocol version hello negotiated */
+        pthread_mutex_t mu;
+        pthread_cond_t cv;
+        int reader_active;
+        int broken;
+        uint64_t next_id, next_seq;
+        struct pending *pending;
+        struct proto_reader reader;
+        uint8_t *batch;
+        size_t batch_len, batch_cap;
+        int ndevices;
+        uint32_t *internal_streams; /* per device, 0 until created */
+        int32_t *buf_device;        /* device of each buffer, by handle index */
+        size_t buf_device_cap;
+        int32_t *stream_device;     /* device of each stream, by handle index */
+        size_t stream_device_cap;
+        char tenant[64];
+        struct region_ent *regions;
+        size_t nregions, regions_cap;
+        void *stage_ptr;
+        uint32_t stage_region;
+        pthread_mutex_t stage_mu;   /* the staging region; each synchronous operation whole */
+        struct graph_desc *graphs;  /* descriptions of the loaded graphs (mu) */
+        struct op_ent *ops;         /* operator name -> id, open addressing (mu) */
+        size_t ops_cap, ops_count;
+};
+
+/* Size of the first released layout of a caller-allocated struct: up to the end of its last
+ * member in that release (later members never lower it). */
+#define NPU_SIZE_V1(type, last) (offsetof(type, last) + sizeof(((type *)0)->last))
+
+/* The per-thread detail of the last failed call (npu_error_message, npu_error_task). */
+extern __thread char npu_tls_message[4096];
+extern __thread uint64_t npu_tls_task;
+
+/* Sets the per-thread message and returns st. */
+npu_status_t npu_fail(npu_status_t st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define fail npu_fail
+
+/* Framing; ctx->mu held. */
+int npu_send_frame_locked(npu_context_t *ctx, int kind, uint64_t id, const void *body, size_t len,
+                          const int *fds, int nfds);
+int npu_flush_locked(npu_context_t *ctx);
+
+/* One request/reply; steals params. On success *ret (if given) is a new reference. */
+npu_status_t npu_call_fds(npu_context_t *ctx, const char *method, json_t *params, const int *fds,
+                          int nfds, json_t **ret);
+npu_status_t npu_call(npu_context_t *ctx, const char *method, json_t *params, json_t **ret);
+npu_status_t npu_get_u32(json_t *result, const char *key, uint32_t *ret);
+
+/* Appends one record to the batch (flushed at 256 KiB, at any call and at npu_flush). */
+npu_status_t npu_submit(npu_context_t *ctx, struct proto_rec *rec, uint64_t *ret_task);
+
+/* The device a buffer lives on, from the handles this context created or imported; -1. */
+int npu_buffer_device(npu_context_t *ctx, npu_buffer_t b);
+
+/* Graph descriptions (libnpu-graph.c). */
+void npu_graph_descs_free(npu_context_t *ctx);
+
+#endif
