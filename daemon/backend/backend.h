@@ -39,6 +39,47 @@ enum exec_kind { EXEC_COPY = 1, EXEC_MEMSET, EXEC_OP, EXEC_GRAPH };
 
 struct graph_bind;
 
+/* An operator call as the daemon queues it, sized to what it carries: nin input and nout
+ * output tensors, then nattr attributes, in one block from a pool of its size class (an Add
+ * takes 248 bytes where a whole struct ops_call takes 4.6 KB). The backend unpacks it into a
+ * struct ops_call on the worker's stack just before the kernel runs (exec_call_unpack). */
+struct exec_call {
+        uint8_t nin, nout, nattr;
+        uint8_t size_class; /* the pool it goes back to (the daemon's) */
+        int32_t opset;
+        struct ops_tensor t[]; /* inputs, then outputs; struct ops_attr[nattr] follow */
+};
+
+/* Bytes of a call with these counts. */
+static inline size_t exec_call_bytes(int nin, int nout, int nattr)
+{
+        return sizeof(struct exec_call) + (size_t)(nin + nout) * sizeof(struct ops_tensor) +
+               (size_t)nattr * sizeof(struct ops_attr);
+}
+
+static inline struct ops_tensor *exec_call_in(const struct exec_call *c)
+{
+        return (struct ops_tensor *)c->t;
+}
+
+static inline struct ops_tensor *exec_call_out(const struct exec_call *c)
+{
+        return (struct ops_tensor *)c->t + c->nin;
+}
+
+static inline struct ops_attr *exec_call_attr(const struct exec_call *c)
+{
+        return (struct ops_attr *)((struct ops_tensor *)c->t + c->nin + c->nout);
+}
+
+/* Pack src into dst, which has room for exec_call_bytes(src's counts); dst->size_class is
+ * left alone. Copies the used part only. */
+void exec_call_pack(struct exec_call *dst, const struct ops_call *src);
+
+/* Unpack into a call for the kernel: counts, tensors and attributes up to the counts (the
+ * kernels read nothing beyond them), no graph. */
+void exec_call_unpack(const struct exec_call *src, struct ops_call *dst);
+
 /* One prepared task: pointers resolved and bounds-checked on the loop thread. */
 struct exec_item {
         enum exec_kind kind;
@@ -47,10 +88,9 @@ struct exec_item {
         uint64_t len;
         int value;
         uint16_t op_id; /* EXEC_OP: the kernel, by operator registry id (ops_by_id) */
-        /* EXEC_OP only (NULL otherwise): the operator call, owned by the daemon, which keeps
-         * it unchanged until the unit has come back. Copies, memsets and graph runs carry
-         * none: a call has room for 16 inputs and 24 attributes, about 5 KB. */
-        struct ops_call *call;
+        /* EXEC_OP only (NULL otherwise): the operator call, packed, owned by the daemon,
+         * which keeps it unchanged until the unit has come back. */
+        struct exec_call *call;
         struct graph_bind *graph; /* EXEC_GRAPH: the graph and its bound tensors */
         uint64_t model_ns; /* duration in model mode */
         /* filled by the backend */

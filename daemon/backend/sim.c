@@ -110,10 +110,13 @@ static void item_run(struct exec_item *it)
         case EXEC_MEMSET:
                 memset(it->dst, it->value, it->len);
                 break;
-        case EXEC_OP:
-                if (ops_run(ops_by_id(it->op_id), it->call, it->err, sizeof(it->err)) < 0)
+        case EXEC_OP: {
+                struct ops_call call; /* only the part up to the counts is written */
+                exec_call_unpack(it->call, &call);
+                if (ops_run(ops_by_id(it->op_id), &call, it->err, sizeof(it->err)) < 0)
                         it->status = PROTO_E_EXEC;
                 break;
+        }
         case EXEC_GRAPH:
                 it->status = graph_exec_bound(it->graph, it->err, sizeof(it->err));
                 break;

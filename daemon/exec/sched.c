@@ -33,9 +33,9 @@ struct sched_unit {
         struct task *tile_task;   /* when the unit is one tile of a task */
         struct sched_unit *pool_next; /* first field kept across reuse */
         /* The call of a tile of an operator task (its tensors narrowed to the tile): taken
-         * from the call pool the first time the unit runs such a tile, then kept with the
-         * unit while it is pooled. */
-        struct ops_call *tile_call;
+         * from the call pools the first time the unit runs such a tile, room for the largest
+         * call, then kept with the unit while it is pooled. */
+        struct exec_call *tile_call;
         struct exec_item tile;
         struct exec_item *items[CHAIN_MAX_ITEMS];
 };
@@ -412,7 +412,7 @@ static void stream_dispatch(struct exec *x, struct stream *st, int e)
                 maxt = t->tiles ? t->tiles : tile_max(&t->item);
                 tiled = t->tiles || (c > tile_ns * 2 && maxt > 1);
                 if (tiled && t->item.kind == EXEC_OP && !su->tile_call &&
-                    !(su->tile_call = exec_call_get())) {
+                    !(su->tile_call = exec_call_get(OPS_MAX_INPUTS, OPS_MAX_OUTPUTS, OPS_MAX_ATTRS))) {
                         unit_put(su);
                         su = NULL;
                 }

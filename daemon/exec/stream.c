@@ -71,66 +71,78 @@ void evt_unref(struct npu_evt *e)
 }
 
 /* Pipelined clients make hundreds of thousands of tasks a second, so freed tasks and
- * operator calls are kept for reuse. A task is a few hundred bytes and is cleared whole on
- * reuse; a call (room for 16 inputs and 24 attributes, about 5 KB) only exists for launches,
- * and only its counts and graph fields are cleared: the tensor and attribute arrays are
- * written up to nin/nout/nattr by whoever prepares the call. Loop thread only. */
-#define TASK_POOL_MAX 4096
-#define CALL_POOL_MAX 4096
+ * operator calls are kept for reuse, as many as a session can have queued (the pools are
+ * capped in bytes, so a burst leaves at most that much behind). A task is a few hundred
+ * bytes and is cleared whole on reuse. Calls come in size classes (backend.h: a call is
+ * sized to its tensors and attributes) and are written whole by exec_call_pack. Loop thread
+ * only. */
+#define TASK_POOL_BYTES (8u << 20)
+#define CALL_POOL_BYTES (4u << 20)
+#define TASK_POOL_MAX (TASK_POOL_BYTES / sizeof(struct task))
 static struct task *task_pool;
 static unsigned task_pool_len;
 
-union call_slot {
-        union call_slot *next; /* while pooled */
-        struct ops_call call;
+/* 256, 512, 1 Ki, 2 Ki bytes, and the largest call (16 inputs, 8 outputs, 24 attributes) */
+#define CALL_CLASSES 5
+static const size_t call_class_bytes[CALL_CLASSES] = {
+        256, 512, 1024, 2048, sizeof(struct exec_call) +
+        (OPS_MAX_INPUTS + OPS_MAX_OUTPUTS) * sizeof(struct ops_tensor) +
+        OPS_MAX_ATTRS * sizeof(struct ops_attr),
 };
-static union call_slot *call_pool;
-static unsigned call_pool_len;
 
-struct ops_call *exec_call_get(void)
+struct call_pool {
+        void *head; /* a pooled call's first bytes link to the next */
+        unsigned len;
+};
+static struct call_pool call_pools[CALL_CLASSES];
+
+struct exec_call *exec_call_get(int nin, int nout, int nattr)
 {
-        union call_slot *c = call_pool;
+        size_t need = exec_call_bytes(nin, nout, nattr);
+        int k = 0;
 
-        /* a new call is not cleared (4.6 KB): everything is read up to the counts only */
+        while (k < CALL_CLASSES - 1 && call_class_bytes[k] < need)
+                k++;
+        if (need > call_class_bytes[k])
+                return NULL;
+        struct call_pool *p = &call_pools[k];
+        struct exec_call *c = p->head;
         if (c) {
-                call_pool = c->next;
-                call_pool_len--;
-        } else if (!(c = malloc(sizeof(*c)))) {
+                p->head = *(void **)c;
+                p->len--;
+        } else if (!(c = malloc(call_class_bytes[k]))) {
                 return NULL;
         }
-        c->call.nin = c->call.nout = c->call.nattr = 0;
-        c->call.opset = 0;
-        c->call.graph_run = NULL;
-        c->call.graph_ctx = NULL;
-        return &c->call;
+        c->size_class = (uint8_t)k;
+        c->nin = c->nout = c->nattr = 0;
+        c->opset = 0;
+        return c;
 }
 
-void exec_call_put(struct ops_call *call)
+void exec_call_put(struct exec_call *c)
 {
-        union call_slot *c = (union call_slot *)call;
-
         if (!c)
                 return;
-        if (call_pool_len >= CALL_POOL_MAX) {
+        struct call_pool *p = &call_pools[c->size_class];
+        if (p->len >= CALL_POOL_BYTES / call_class_bytes[c->size_class]) {
                 free(c);
                 return;
         }
-        c->next = call_pool;
-        call_pool = c;
-        call_pool_len++;
+        *(void **)c = p->head;
+        p->head = c;
+        p->len++;
 }
 
-void exec_call_copy(struct ops_call *dst, const struct ops_call *src)
+int exec_call_copy(struct exec_call *dst, const struct exec_call *src)
 {
-        dst->nin = src->nin;
-        dst->nout = src->nout;
-        dst->nattr = src->nattr;
-        memcpy(dst->in, src->in, sizeof(src->in[0]) * (size_t)src->nin);
-        memcpy(dst->out, src->out, sizeof(src->out[0]) * (size_t)src->nout);
-        memcpy(dst->attr, src->attr, sizeof(src->attr[0]) * (size_t)src->nattr);
-        dst->opset = src->opset;
-        dst->graph_run = src->graph_run;
-        dst->graph_ctx = src->graph_ctx;
+        size_t n = exec_call_bytes(src->nin, src->nout, src->nattr);
+
+        if (n > call_class_bytes[dst->size_class])
+                return -1;
+        uint8_t k = dst->size_class;
+        memcpy(dst, src, n);
+        dst->size_class = k;
+        return 0;
 }
 
 int task_add_buffer(struct task *t, struct buffer *b)
@@ -190,10 +202,12 @@ void task_pool_drain(void)
                 free(t);
         }
         task_pool_len = 0;
-        while (call_pool) {
-                union call_slot *c = call_pool;
-                call_pool = c->next;
-                free(c);
+        for (int k = 0; k < CALL_CLASSES; k++) {
+                while (call_pools[k].head) {
+                        void *c = call_pools[k].head;
+                        call_pools[k].head = *(void **)c;
+                        free(c);
+                }
+                call_pools[k].len = 0;
         }
-        call_pool_len = 0;
 }

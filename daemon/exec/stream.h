@@ -35,7 +35,7 @@ struct task {
         enum task_kind kind;
         uint64_t seq; /* client's task number */
         struct stream *stream; /* reference */
-        struct exec_item item; /* item.call: EXEC_OP only, from the call pool */
+        struct exec_item item; /* item.call: EXEC_OP only, from the call pools */
         /* Buffers held (one reference each): the first TASK_INLINE_BUFS inline, the rest in
          * spill (TASK_MAX_REFS - TASK_INLINE_BUFS entries, allocated on first need). Added
          * through task_add_buffer only. */
@@ -135,17 +135,16 @@ static inline struct buffer *task_buffer(const struct task *t, int i)
 /* Give t one reference to b, released with the task (no check for duplicates: see
  * task_hold_buffer). 0, or -1 when t holds TASK_MAX_REFS already or memory is short. */
 int task_add_buffer(struct task *t, struct buffer *b);
-/* An operator call for an EXEC_OP item, from a pool (loop thread only): nin, nout, nattr,
- * opset and the graph fields are zero, the tensor and attribute arrays are not cleared
- * (whoever fills the call writes them up to nin/nout/nattr). NULL when memory is short.
- * The call goes back with exec_call_put, on the loop thread, once no worker reads it. */
-struct ops_call *exec_call_get(void);
-void exec_call_put(struct ops_call *c);
-/* Copy the part of src in use (counts, nin inputs, nout outputs, nattr attributes, opset,
- * graph fields) into dst: a few hundred bytes instead of the whole 5 KB call. */
-void exec_call_copy(struct ops_call *dst, const struct ops_call *src);
+/* A packed operator call with room for these counts (backend.h), from the pool of its size
+ * class (loop thread only); the caller writes it with exec_call_pack. NULL when memory is
+ * short. The call goes back with exec_call_put, on the loop thread, once no worker reads it. */
+struct exec_call *exec_call_get(int nin, int nout, int nattr);
+void exec_call_put(struct exec_call *c);
+/* Copy src into dst (a call of at least src's size class); -1 when dst is too small. */
+int exec_call_copy(struct exec_call *dst, const struct exec_call *src);
 /* Release everything the task references and free it (into a reuse pool). */
 void task_free(struct task *t);
+
 /* Free the pooled tasks and calls (at shutdown). */
 void task_pool_drain(void);
 

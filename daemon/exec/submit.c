@@ -185,7 +185,10 @@ static struct task *prepare_launch(struct handle_table *h, struct stream *st,
 {
         const struct ops_def *op = r->type == PROTO_REC_LAUNCH_ID ? ops_by_id(r->launch.op_id)
                                                                  : ops_lookup(r->launch.op);
-        struct ops_call *call;
+        /* The call is assembled whole here (the loop thread's scratch: check, infer and cost
+         * take a struct ops_call), then packed into a block sized to it for the queue. */
+        static struct ops_call scratch;
+        struct ops_call *call = &scratch;
         void *data[OPS_MAX_INPUTS + OPS_MAX_OUTPUTS];
         char err[192], what[64];
         uint64_t flops = 0, bytes = 0;
@@ -199,8 +202,6 @@ static struct task *prepare_launch(struct handle_table *h, struct stream *st,
         if (r->launch.nin > OPS_MAX_INPUTS || r->launch.nout > OPS_MAX_OUTPUTS ||
             r->launch.nattr > OPS_MAX_ATTRS)
                 PREP_FAIL(pe, PROTO_E_INVALID, "%s: too many inputs, outputs or attributes", op->name);
-        if (!(call = t->item.call = exec_call_get())) /* returned with the task */
-                PREP_FAIL(pe, PROTO_E_LIMIT, "%s: out of memory", op->name);
         call->nin = r->launch.nin;
         call->nout = r->launch.nout;
         call->nattr = r->launch.nattr;
@@ -251,6 +252,10 @@ static struct task *prepare_launch(struct handle_table *h, struct stream *st,
         if (!n)
                 PREP_FAIL(pe, PROTO_E_UNSUPPORTED, "%s: no engine of device %d can run it",
                           op->name, st->dev->id);
+        /* returned to its pool with the task */
+        if (!(t->item.call = exec_call_get(call->nin, call->nout, call->nattr)))
+                PREP_FAIL(pe, PROTO_E_LIMIT, "%s: out of memory", op->name);
+        exec_call_pack(t->item.call, call);
         t->item.op_id = (uint16_t)ops_id(op);
         t->calib_slot = t->item.op_id; /* calibration rows are per operator id */
         t->item.kind = EXEC_OP;

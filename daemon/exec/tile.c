@@ -13,14 +13,14 @@ static int64_t numel(const struct ops_tensor *t)
 
 /* Elementwise calls split when every input has the output's element count or a single
  * element (the broadcast scalar case). */
-static uint64_t elementwise_max(const struct ops_call *c)
+static uint64_t elementwise_max(const struct exec_call *c)
 {
-        int64_t n = numel(&c->out[0]);
+        int64_t n = numel(&exec_call_out(c)[0]);
 
         if (c->nout != 1 || n <= 0)
                 return 1;
         for (int i = 0; i < c->nin; i++) {
-                int64_t m = numel(&c->in[i]);
+                int64_t m = numel(&exec_call_in(c)[i]);
                 if (m != n && m != 1)
                         return 1;
         }
@@ -32,11 +32,13 @@ static uint64_t elementwise_max(const struct ops_call *c)
  * MIN_TILE_ROWS rows to keep that overhead small. */
 #define MIN_TILE_ROWS 256
 
-static uint64_t rows_max(const struct ops_call *c)
+static uint64_t rows_max(const struct exec_call *c)
 {
-        if (c->nin != 2 || c->nout != 1 || c->in[0].ndim != 2 || c->out[0].ndim != 2)
+        const struct ops_tensor *a = &exec_call_in(c)[0];
+
+        if (c->nin != 2 || c->nout != 1 || a->ndim != 2 || exec_call_out(c)[0].ndim != 2)
                 return 1;
-        uint64_t blocks = c->in[0].dims[0] > 0 ? (uint64_t)c->in[0].dims[0] / MIN_TILE_ROWS : 1;
+        uint64_t blocks = a->dims[0] > 0 ? (uint64_t)a->dims[0] / MIN_TILE_ROWS : 1;
         return blocks ? blocks : 1;
 }
 
@@ -83,7 +85,7 @@ static void flatten(struct ops_tensor *t, int64_t lo, int64_t hi, size_t esize)
 }
 
 void tile_make(const struct exec_item *it, uint64_t n, uint64_t k, struct exec_item *ret,
-               struct ops_call *call)
+               struct exec_call *call)
 {
         uint64_t lo, hi;
 
@@ -101,21 +103,23 @@ void tile_make(const struct exec_item *it, uint64_t n, uint64_t k, struct exec_i
                 ret->len = hi - lo;
                 return;
         case EXEC_OP: {
-                struct ops_call *c = call;
-                exec_call_copy(c, it->call);
+                struct exec_call *c = call;
+                if (exec_call_copy(c, it->call) < 0) /* the unit's tile call has room for any */
+                        return;
                 ret->call = c;
+                struct ops_tensor *in = exec_call_in(c), *out = exec_call_out(c);
                 if (ops_by_id(it->op_id)->flags & OPS_FLAG_ELEMENTWISE) {
-                        split((uint64_t)numel(&it->call->out[0]), n, k, 1, &lo, &hi);
+                        split((uint64_t)numel(&out[0]), n, k, 1, &lo, &hi);
                         for (int i = 0; i < c->nin; i++)
-                                flatten(&c->in[i], (int64_t)lo, (int64_t)hi, proto_dtype_size(c->in[i].dtype));
-                        flatten(&c->out[0], (int64_t)lo, (int64_t)hi, proto_dtype_size(c->out[0].dtype));
+                                flatten(&in[i], (int64_t)lo, (int64_t)hi, proto_dtype_size(in[i].dtype));
+                        flatten(&out[0], (int64_t)lo, (int64_t)hi, proto_dtype_size(out[0].dtype));
                 } else { /* row split of a 2-D MatMul */
-                        split((uint64_t)c->in[0].dims[0], n, k, 1, &lo, &hi);
-                        size_t ea = proto_dtype_size(c->in[0].dtype), eo = proto_dtype_size(c->out[0].dtype);
-                        c->in[0].data = (char *)c->in[0].data + lo * (uint64_t)c->in[0].dims[1] * ea;
-                        c->in[0].dims[0] = (int64_t)(hi - lo);
-                        c->out[0].data = (char *)c->out[0].data + lo * (uint64_t)c->out[0].dims[1] * eo;
-                        c->out[0].dims[0] = (int64_t)(hi - lo);
+                        split((uint64_t)in[0].dims[0], n, k, 1, &lo, &hi);
+                        size_t ea = proto_dtype_size(in[0].dtype), eo = proto_dtype_size(out[0].dtype);
+                        in[0].data = (char *)in[0].data + lo * (uint64_t)in[0].dims[1] * ea;
+                        in[0].dims[0] = (int64_t)(hi - lo);
+                        out[0].data = (char *)out[0].data + lo * (uint64_t)out[0].dims[1] * eo;
+                        out[0].dims[0] = (int64_t)(hi - lo);
                 }
                 return;
         }

@@ -11,9 +11,10 @@
 /* How many tiles an item can be split into at most (1 = not splittable). */
 uint64_t tile_max(const struct exec_item *it);
 /* Fill *ret with tile k of n of item it (n <= tile_max(it)). A tile of an operator item
- * runs on modified tensors: call is where its call is written (ret->call points to it; it
- * must stay untouched while the tile runs); NULL is allowed for other kinds. */
+ * runs on modified tensors: call (room for the largest call) is where its call is written
+ * (ret->call points to it; it must stay untouched while the tile runs); NULL is allowed for
+ * other kinds. */
 void tile_make(const struct exec_item *it, uint64_t n, uint64_t k, struct exec_item *ret,
-               struct ops_call *call);
+               struct exec_call *call);
 
 #endif

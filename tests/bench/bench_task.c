@@ -20,24 +20,30 @@
 int main(void)
 {
         size_t task = sizeof(struct task), call = sizeof(struct ops_call);
+        size_t add = exec_call_bytes(2, 1, 0), conv = exec_call_bytes(3, 1, 4);
+        size_t big = exec_call_bytes(OPS_MAX_INPUTS, OPS_MAX_OUTPUTS, OPS_MAX_ATTRS);
         size_t spill = sizeof(struct buffer *) * (TASK_MAX_REFS - TASK_INLINE_BUFS);
 
         printf("sizeof struct task: %zu B (was %d B, ratio %.3f)\n", task, OLD_TASK,
                (double)task / OLD_TASK);
         printf("sizeof struct exec_item: %zu B (embedded a %zu B call before)\n",
                sizeof(struct exec_item), call);
-        printf("sizeof struct ops_call: %zu B (unchanged; pooled, only EXEC_OP items have one)\n",
-               call);
+        printf("sizeof struct ops_call: %zu B (the kernels' view, built on the worker's stack; "
+               "queued calls are packed)\n", call);
+        printf("packed call (exec_call) of an Add (2 in, 1 out): %zu B; a Conv with 4 attributes: "
+               "%zu B; the largest (%d in, %d out, %d attributes): %zu B; pools by size class "
+               "256/512/1024/2048/largest\n", add, conv, OPS_MAX_INPUTS, OPS_MAX_OUTPUTS,
+               OPS_MAX_ATTRS, big);
         printf("sizeof struct sched_unit: %zu B (was %d B, ratio %.3f; pooled, no malloc per "
                "dispatch; + %zu B call once a unit has run an operator tile)\n",
-               sched_unit_size, OLD_SCHED_UNIT, (double)sched_unit_size / OLD_SCHED_UNIT, call);
+               sched_unit_size, OLD_SCHED_UNIT, (double)sched_unit_size / OLD_SCHED_UNIT, big);
         printf("copy task: %zu B (was %d B, ratio %.3f)\n", task, OLD_TASK, (double)task / OLD_TASK);
         printf("memset task: %zu B (was %d B, ratio %.3f)\n", task, OLD_TASK,
                (double)task / OLD_TASK);
         printf("event/free/fail task: %zu B (was %d B, ratio %.3f)\n", task, OLD_TASK,
                (double)task / OLD_TASK);
-        printf("launch task (task + pooled call): %zu B (was %d B, ratio %.3f)\n", task + call,
-               OLD_TASK, (double)(task + call) / OLD_TASK);
+        printf("Add launch task (task + packed call from the 256 B class): %zu B (was %d B, ratio "
+               "%.3f)\n", task + 256, OLD_TASK, (double)(task + 256) / OLD_TASK);
         printf("graph-run task of > %d tensors (task + spill array; graph_bind %zu B as before): "
                "%zu B (was %d B, ratio %.3f)\n",
                TASK_INLINE_BUFS, sizeof(struct graph_bind), task + spill, OLD_TASK,

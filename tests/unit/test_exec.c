@@ -81,7 +81,7 @@ static struct work *work_of(const uint8_t *p)
 
 static const uint8_t *item_dst(const struct exec_item *it)
 {
-        return it->kind == EXEC_OP ? it->call->out[0].data : it->dst;
+        return it->kind == EXEC_OP ? exec_call_out(it->call)[0].data : it->dst;
 }
 
 static int fake_device_count(struct backend *b)
