@@ -31,6 +31,7 @@
 struct pending {
         uint64_t id;
         int done;
+        int empty_result; /* the reply was {"result":{}}: nothing was parsed */
         json_t *reply;
         struct pending *next;
 };

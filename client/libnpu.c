@@ -95,7 +95,12 @@ static void handle_frame_locked(npu_context_t *ctx, const struct proto_frame *f)
                 return; /* notifications: errors are also reported at the next sync */
         for (struct pending *p = ctx->pending; p; p = p->next) {
                 if (p->id == f->hdr.request_id && !p->done) {
-                        p->reply = proto_json_parse(f->body, f->hdr.body_len, err, sizeof(err));
+                        static const char empty[] = "{\"result\":{}}";
+                        if (f->hdr.body_len == sizeof(empty) - 1 &&
+                            memcmp(f->body, empty, sizeof(empty) - 1) == 0)
+                                p->empty_result = 1;
+                        else
+                                p->reply = proto_json_parse(f->body, f->hdr.body_len, err, sizeof(err));
                         p->done = 1;
                         return;
                 }
@@ -141,23 +146,28 @@ static void wait_reply_locked(npu_context_t *ctx, struct pending *p)
 npu_status_t npu_call_fds(npu_context_t *ctx, const char *method, json_t *params,
                              const int *fds, int nfds, json_t **ret_result)
 {
-        json_t *req = proto_request_new(method, params), *result;
+        json_t *result;
         struct pending p = { 0 };
-        char err[512];
-        size_t len;
-        char *text;
+        char err[512], bare[PROTO_METHOD_MAX + 32];
+        size_t len = params ? 0 : proto_request_bare_encode(method, bare, sizeof(bare));
+        char *text = bare;
         int code;
 
-        if (!req)
-                return fail(NPU_ERR_SYSTEM, "%s: out of memory", method);
-        text = proto_json_dump(req, &len);
-        json_decref(req);
-        if (!text)
-                return fail(NPU_ERR_SYSTEM, "%s: out of memory", method);
+        /* a request without parameters is written as text: no JSON objects to build */
+        if (!len) {
+                json_t *req = proto_request_new(method, params);
+                if (!req)
+                        return fail(NPU_ERR_SYSTEM, "%s: out of memory", method);
+                text = proto_json_dump(req, &len);
+                json_decref(req);
+                if (!text)
+                        return fail(NPU_ERR_SYSTEM, "%s: out of memory", method);
+        }
         pthread_mutex_lock(&ctx->mu);
         if (ctx->broken || npu_flush_locked(ctx) < 0) {
                 pthread_mutex_unlock(&ctx->mu);
-                free(text);
+                if (text != bare)
+                        free(text);
                 return fail(NPU_ERR_CONNECTION, "%s: connection to npud lost", method);
         }
         p.id = ++ctx->next_id;
@@ -171,9 +181,15 @@ npu_status_t npu_call_fds(npu_context_t *ctx, const char *method, json_t *params
                         break;
                 }
         pthread_mutex_unlock(&ctx->mu);
-        free(text);
+        if (text != bare)
+                free(text);
         if (!p.done)
                 return fail(NPU_ERR_CONNECTION, "%s: connection to npud lost", method);
+        if (p.empty_result) {
+                if (ret_result && !(*ret_result = json_object()))
+                        return fail(NPU_ERR_SYSTEM, "%s: out of memory", method);
+                return NPU_OK;
+        }
         if (!p.reply)
                 return fail(NPU_ERR_PROTOCOL, "%s: unreadable reply", method);
         code = proto_reply_parse(p.reply, &result, err, sizeof(err));

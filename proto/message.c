@@ -96,6 +96,51 @@ int proto_request_parse(json_t *body, const char **ret_method, json_t **ret_para
         return 0;
 }
 
+static int method_char(char c)
+{
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '_' || c == '-';
+}
+
+int proto_request_bare(const void *body, size_t len, char *method, size_t cap)
+{
+        static const char head[] = "{\"method\":\"", tail1[] = "\"}", tail2[] = "\",\"params\":{}}";
+        const char *b = body, *end = b + len, *p;
+        size_t n;
+
+        if (!b || len < sizeof(head) - 1 || memcmp(b, head, sizeof(head) - 1) != 0)
+                return 0;
+        for (p = b + sizeof(head) - 1; p < end && method_char(*p); p++)
+                ;
+        n = (size_t)(p - (b + sizeof(head) - 1));
+        if (!n || n >= cap)
+                return 0;
+        if (!((size_t)(end - p) == sizeof(tail1) - 1 && memcmp(p, tail1, sizeof(tail1) - 1) == 0) &&
+            !((size_t)(end - p) == sizeof(tail2) - 1 && memcmp(p, tail2, sizeof(tail2) - 1) == 0))
+                return 0;
+        memcpy(method, b + sizeof(head) - 1, n);
+        method[n] = 0;
+        return 1;
+}
+
+size_t proto_request_bare_encode(const char *method, char *buf, size_t cap)
+{
+        size_t n = 0;
+
+        while (method[n] && method_char(method[n]))
+                n++;
+        if (!n || method[n] || n >= PROTO_METHOD_MAX)
+                return 0;
+        static const char head[] = "{\"method\":\"", tail[] = "\",\"params\":{}}";
+        size_t total = sizeof(head) - 1 + n + sizeof(tail) - 1;
+        if (total >= cap)
+                return 0;
+        memcpy(buf, head, sizeof(head) - 1);
+        memcpy(buf + sizeof(head) - 1, method, n);
+        memcpy(buf + sizeof(head) - 1 + n, tail, sizeof(tail)); /* with the NUL */
+        return total;
+}
+
 json_t *proto_reply_result(json_t *result)
 {
         return pack_pair("result", result ? result : json_object(), NULL, NULL);

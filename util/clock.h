@@ -8,4 +8,8 @@
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t now_ns(void);
 
+/* CLOCK_MONOTONIC_COARSE in nanoseconds: the last tick (a few ms behind now_ns at most,
+ * never ahead), for stamps on hot paths that only idle timeouts read. */
+uint64_t now_coarse_ns(void);
+
 #endif

@@ -132,16 +132,33 @@ static void session_flush(struct session *s)
                 if (s->closing)
                         return;
         }
-        if (left > 0)
-                event_add(s->write_event, NULL);
-        else
-                event_del(s->write_event);
+        /* only a change of state reaches libevent: most replies leave in one write */
+        if ((left > 0) != s->write_armed) {
+                s->write_armed = left > 0;
+                if (left > 0)
+                        event_add(s->write_event, NULL);
+                else
+                        event_del(s->write_event);
+        }
+}
+
+/* Queue one encoded frame body and write what the socket takes. */
+static void session_send_text(struct session *s, int kind, uint64_t request_id, const char *text,
+                              size_t len)
+{
+        struct proto_header h = { .magic = PROTO_MAGIC, .version = PROTO_VERSION,
+                                  .kind = (uint8_t)kind, .request_id = request_id,
+                                  .body_len = (uint32_t)len };
+
+        if (proto_writer_append(&s->writer, &h, text) < 0) {
+                session_close(s, "out of memory for replies");
+                return;
+        }
+        session_flush(s);
 }
 
 void session_send_json(struct session *s, int kind, uint64_t request_id, json_t *body)
 {
-        struct proto_header h = { .magic = PROTO_MAGIC, .version = PROTO_VERSION,
-                                  .kind = (uint8_t)kind, .request_id = request_id };
         size_t len;
         char *text;
 
@@ -164,18 +181,19 @@ void session_send_json(struct session *s, int kind, uint64_t request_id, json_t 
                 log_error("session %llu: message could not be encoded", (unsigned long long)s->id);
                 return;
         }
-        h.body_len = (uint32_t)len;
-        if (proto_writer_append(&s->writer, &h, text) < 0) {
-                free(text);
-                session_close(s, "out of memory for replies");
-                return;
-        }
+        session_send_text(s, kind, request_id, text, len);
         free(text);
-        session_flush(s);
 }
 
 void session_reply_result(struct session *s, uint64_t request_id, json_t *result)
 {
+        static const char empty[] = "{\"result\":{}}"; /* what an empty result encodes to */
+
+        if (!result) {
+                if (!s->closing)
+                        session_send_text(s, PROTO_KIND_REPLY, request_id, empty, sizeof(empty) - 1);
+                return;
+        }
         session_send_json(s, PROTO_KIND_REPLY, request_id, proto_reply_result(result));
 }
 
@@ -229,6 +247,20 @@ static void session_handle_frame(struct session *s, struct proto_frame *f)
         case PROTO_KIND_REQUEST: {
                 struct request req = { .session = s, .id = f->hdr.request_id,
                                        .fds = f->fds, .nfds = f->hdr.nfds };
+                char method[PROTO_METHOD_MAX];
+                /* A request without parameters (ping, synchronize, ...) is recognised as
+                 * text; the method gets a shared empty object that handlers only read. */
+                if (proto_request_bare(f->body, f->hdr.body_len, method, sizeof(method))) {
+                        static json_t *no_params;
+                        if (!no_params)
+                                no_params = json_object();
+                        if (no_params) {
+                                req.method = method;
+                                req.params = no_params;
+                                dispatch_request(&req);
+                                break;
+                        }
+                }
                 json_t *body = proto_json_parse(f->body, f->hdr.body_len, err, sizeof(err));
                 if (!body) {
                         session_reply_error(s, req.id, PROTO_E_PROTOCOL, "%s", err);
@@ -401,8 +433,8 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
                 session_close(s, n == -EBADMSG ? "bad file descriptor transfer" : "read failed");
                 return;
         }
-        if (n > 0)
-                s->last_active_ns = now_ns();
+        if (n > 0) /* read only by the idle timeout */
+                s->last_active_ns = now_coarse_ns();
         session_process(s);
 }
 

@@ -34,6 +34,7 @@ struct session {
         uint64_t id;
         int fd;
         struct event *read_event, *write_event;
+        int write_armed; /* write_event added: output waits for the socket */
         struct proto_reader reader;
         struct proto_writer writer;
         pid_t pid;
