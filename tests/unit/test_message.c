@@ -1368,6 +1368,51 @@ START_TEST(test_rec_sequence)
 }
 END_TEST
 
+
+/* The text fast path of requests without parameters: the encoder writes what jansson's path
+ * writes, and the recogniser accepts exactly those bodies (and the form without params). */
+START_TEST(test_request_bare)
+{
+        static const char *const names[] = { "ping", "synchronize", "op_resolve", "a-b_9", "X" };
+        char buf[PROTO_METHOD_MAX + 32], m[PROTO_METHOD_MAX];
+
+        for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+                json_t *req = proto_request_new(names[i], NULL);
+                size_t jl, bl = proto_request_bare_encode(names[i], buf, sizeof(buf));
+                char *j = proto_json_dump(req, &jl);
+                ck_assert_uint_eq(bl, jl);
+                ck_assert_mem_eq(buf, j, jl);
+                ck_assert_int_eq(proto_request_bare(buf, bl, m, sizeof(m)), 1);
+                ck_assert_str_eq(m, names[i]);
+                free(j);
+                json_decref(req);
+        }
+        /* names the text path must not write: escapes, non-ASCII, empty, too long */
+        char longname[PROTO_METHOD_MAX + 8];
+        memset(longname, 'a', sizeof(longname) - 1);
+        longname[sizeof(longname) - 1] = 0;
+        ck_assert_uint_eq(proto_request_bare_encode("a\"b", buf, sizeof(buf)), 0);
+        ck_assert_uint_eq(proto_request_bare_encode("caf\xc3\xa9", buf, sizeof(buf)), 0);
+        ck_assert_uint_eq(proto_request_bare_encode("", buf, sizeof(buf)), 0);
+        ck_assert_uint_eq(proto_request_bare_encode(longname, buf, sizeof(buf)), 0);
+        ck_assert_uint_eq(proto_request_bare_encode("ping", buf, 8), 0);
+        /* bodies the recogniser leaves to the JSON path */
+        static const char *const other[] = {
+                "{\"method\":\"ping\"}x", "{\"method\":\"ping\",\"params\":{\"a\":1}}",
+                "{\"method\":\"\"}", "{\"method\":\"p\\u0069ng\"}", "{ \"method\":\"ping\"}",
+                "{\"method\":\"ping\",\"params\":{}", "{\"method\":\"ping", "",
+                "{\"method\":\"ping\",\"params\":{},\"x\":1}",
+        };
+        for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++)
+                ck_assert_msg(proto_request_bare(other[i], strlen(other[i]), m, sizeof(m)) == 0,
+                              "accepted %s", other[i]);
+        ck_assert_int_eq(proto_request_bare("{\"method\":\"ping\"}", 17, m, sizeof(m)), 1);
+        ck_assert_str_eq(m, "ping");
+        ck_assert_int_eq(proto_request_bare("{\"method\":\"ping\"}", 17, m, 4), 0); /* no room */
+        ck_assert_int_eq(proto_request_bare(longname, strlen(longname), m, sizeof(m)), 0);
+}
+END_TEST
+
 static Suite *message_suite(void)
 {
         Suite *s = suite_create("message");
@@ -1404,6 +1449,7 @@ static Suite *message_suite(void)
         tcase_add_test(tc, test_rec_decode_bad_names);
         tcase_add_test(tc, test_rec_sequence);
         tcase_add_test(tc, test_rec_free_roundtrip);
+        tcase_add_test(tc, test_request_bare);
         suite_add_tcase(s, tc);
         return s;
 }
