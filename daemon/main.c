@@ -182,12 +182,12 @@ out:
                 event_base_loop(d.base, EVLOOP_ONCE);
         event_base_loop(d.base, EVLOOP_NONBLOCK); /* deferred session releases */
         sched_run(&d.ex);                            /* settle what cancellation touched */
-        if (d.ex.backend)
-                d.ex.backend->ops->destroy(d.ex.backend);
         export_free_all(&d.exports);
         sched_pool_drain();
         task_pool_drain();
-        device_registry_deinit(&d.ex.devices);
+        device_registry_deinit(&d.ex.devices); /* unmaps device memory: the backend goes after */
+        if (d.ex.backend)
+                d.ex.backend->ops->destroy(d.ex.backend);
         tenant_registry_deinit(&d.tenants);
         event_free(d.ex.sched_event);
         event_free(d.sig_int);

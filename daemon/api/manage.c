@@ -102,8 +102,8 @@ void manage_device_poll(struct npud *d, struct device *dev)
         for (int e = 0; e < OPS_ENGINE_COUNT; e++)
                 if (dev->pd.free[e] != dev->desc.cores[e])
                         return;
-        if (d->ex.backend->ops->clear_fault)
-                d->ex.backend->ops->clear_fault(d->ex.backend, dev->id);
+        if (d->ex.backend->faults)
+                d->ex.backend->faults->clear(d->ex.backend, dev->id);
         dev->resetting = 0;
         dev->draining = 0;
         dev->health = DEVICE_OK;
@@ -199,7 +199,7 @@ int manage_fault_inject(struct npud *d, int device, int kind, double value, char
 
         if (!dev)
                 return PROTO_E_INVALID;
-        if (!d->ex.backend->ops->inject_fault) {
+        if (!d->ex.backend->faults) {
                 snprintf(err, errlen, "the %s backend has no fault injection",
                          d->ex.backend->ops->name);
                 return PROTO_E_UNSUPPORTED;
@@ -225,7 +225,7 @@ int manage_fault_inject(struct npud *d, int device, int kind, double value, char
                 snprintf(err, errlen, "unknown fault kind (fail-next, fail-device or slow)");
                 return PROTO_E_INVALID;
         }
-        e = d->ex.backend->ops->inject_fault(d->ex.backend, device, kind, value);
+        e = d->ex.backend->faults->inject(d->ex.backend, device, kind, value);
         if (e < 0) {
                 snprintf(err, errlen, "fault injection failed: %s", strerror(-e));
                 return PROTO_E_INVALID;
@@ -245,8 +245,8 @@ int manage_fault_clear(struct npud *d, int device, char *err, size_t errlen)
 
         if (!dev)
                 return PROTO_E_INVALID;
-        if (d->ex.backend->ops->clear_fault)
-                d->ex.backend->ops->clear_fault(d->ex.backend, device);
+        if (d->ex.backend->faults)
+                d->ex.backend->faults->clear(d->ex.backend, device);
         dev_log(LOG_LVL_INFO, dev, "device %d: faults cleared", device);
         if (dev->health != DEVICE_OK) {
                 dev->health = DEVICE_OK;

@@ -142,12 +142,12 @@ static void method_fault_clear(struct request *req)
 static json_t *faults_json(struct npud *d, struct device *dev)
 {
         json_t *list = json_array();
-        int fail_next = 0, failed = 0;
-        double slow = 1.0;
+        struct backend_health h = { .slow = 1.0 };
 
-        if (!d->ex.backend->ops->query_fault ||
-            d->ex.backend->ops->query_fault(d->ex.backend, dev->id, &fail_next, &failed, &slow) < 0)
+        if (d->ex.backend->ops->health(d->ex.backend, dev->id, &h) < 0)
                 return list;
+        int fail_next = h.fail_next, failed = h.failed;
+        double slow = h.slow;
         if (failed)
                 json_array_append_new(list, json_pack("{s:s, s:f}", "kind",
                                                       manage_fault_name(FAULT_FAIL_DEVICE), "value", 1.0));

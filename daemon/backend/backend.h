@@ -1,15 +1,21 @@
-/* The backend interface: the boundary between npud's execution layer and a device. npud asks
- * a backend for its devices (engine counts, rates, a memory range), submits prepared
- * execution units, cancels them, and receives each unit back, completed, on the loop thread.
- * Kernels are named by operator registry id (ops_by_id), so a driver maps ids to its own
- * binaries.
+/* The backend interface: the boundary between npud's execution layer and a device, and what
+ * a real driver implements. npud asks a backend for its devices (engine counts, rates, a
+ * range of device addresses), maps device memory into its own address space where it reads
+ * or writes it itself (graph weights, clearing freed memory), submits prepared execution
+ * units, cancels them, asks for each device's health, and receives each unit back, completed,
+ * on the loop thread.
  *
- * What a real driver would still need and this interface does not yet give it (issue 10,
- * open): items carry host pointers into a host-visible device memory range computed by the
- * daemon (buffer_ptr) rather than device addresses from a map/unmap call; graph runs hand
- * over the whole graph (struct graph_bind) for the backend to interpret; health is read
- * through query_fault, and fault injection (inject_fault/clear_fault) is a simulator test
- * hook rather than a driver call. The simulated device (sim.c) implements every call. */
+ * A unit names device memory by device address (the range device_describe gives; npud's
+ * allocator carves buffers out of it) and kernels by operator registry id (ops_by_id), so a
+ * driver maps ids to its own binaries and addresses need no translation; only the host end
+ * of a copy from or to a registered host region is a host address. The simulated device
+ * (sim.c) implements exactly these calls: it translates device addresses into its
+ * host-visible reservation and reaches kernels through the registry.
+ *
+ * Still simulator-shaped (issue 11, graph plans): a graph run hands over the whole graph
+ * (struct graph_bind) for the backend to interpret, where a driver would take a compiled
+ * plan. Fault injection is not part of the driver interface: the simulator alone offers it,
+ * as a separate hook table (struct backend_fault_hooks, NULL on other backends). */
 #ifndef NPUD_BACKEND_H
 #define NPUD_BACKEND_H
 
@@ -26,7 +32,7 @@ struct event_base;
 struct backend_device_desc {
         char profile[16];
         uint64_t mem_size;
-        void *mem_base; /* host-visible device memory (simulated HBM) */
+        uint64_t mem_addr; /* device address of the first byte of device memory (not 0) */
         int cores[OPS_ENGINE_COUNT];
         double flops_per_core[OPS_ENGINE_COUNT]; /* ops/s of one core of each engine kind */
         double mem_bandwidth;                    /* bytes/s */
@@ -41,8 +47,10 @@ struct graph_bind;
 
 /* An operator call as the daemon queues it, sized to what it carries: nin input and nout
  * output tensors, then nattr attributes, in one block from a pool of its size class (an Add
- * takes 248 bytes where a whole struct ops_call takes 4.6 KB). The backend unpacks it into a
- * struct ops_call on the worker's stack just before the kernel runs (exec_call_unpack). */
+ * takes 248 bytes where a whole struct ops_call takes 4.6 KB). Each tensor's data holds a
+ * device address (exec_tensor_addr), not a pointer. The backend unpacks it into a struct
+ * ops_call on the worker's stack just before the kernel runs (exec_call_unpack), giving the
+ * kernel whatever its addresses translate to. */
 struct exec_call {
         uint8_t nin, nout, nattr;
         uint8_t size_class; /* the pool it goes back to (the daemon's) */
@@ -76,15 +84,33 @@ static inline struct ops_attr *exec_call_attr(const struct exec_call *c)
  * left alone. Copies the used part only. */
 void exec_call_pack(struct exec_call *dst, const struct ops_call *src);
 
-/* Unpack into a call for the kernel: counts, tensors and attributes up to the counts (the
- * kernels read nothing beyond them), no graph. */
-void exec_call_unpack(const struct exec_call *src, struct ops_call *dst);
+/* A tensor's device address in a queued call (or a graph binding), and setting it. */
+static inline uint64_t exec_tensor_addr(const struct ops_tensor *t)
+{
+        return (uint64_t)(uintptr_t)t->data;
+}
 
-/* One prepared task: pointers resolved and bounds-checked on the loop thread. */
+static inline void exec_tensor_set_addr(struct ops_tensor *t, uint64_t addr)
+{
+        t->data = (void *)(uintptr_t)addr;
+}
+
+/* Unpack into a call for the kernel: counts, tensors and attributes up to the counts (the
+ * kernels read nothing beyond them), no graph; each tensor's device address becomes
+ * base + (address - mem_addr), the host view of the device's memory at base. */
+void exec_call_unpack(const struct exec_call *src, struct ops_call *dst, uint8_t *base,
+                      uint64_t mem_addr);
+
+/* Which end of a copy is host memory (a registered host region) rather than device memory. */
+enum exec_host_end { EXEC_HOST_NONE = 0, EXEC_HOST_DST = 1, EXEC_HOST_SRC = 2 };
+
+/* One prepared task: handles resolved and bounds-checked on the loop thread. */
 struct exec_item {
         enum exec_kind kind;
-        void *dst;
-        const void *src;
+        /* COPY, MEMSET: device addresses, except the end host_end names, which holds a host
+         * address (uintptr_t) */
+        uint64_t dst, src;
+        uint8_t host_end; /* enum exec_host_end */
         uint64_t len;
         int value;
         uint16_t op_id; /* EXEC_OP: the kernel, by operator registry id (ops_by_id) */
@@ -129,32 +155,47 @@ typedef void (*backend_complete_fn)(struct exec_unit *unit, void *userdata);
 
 struct backend;
 
+/* What a device reports about its health. */
+struct backend_health {
+        int failed;    /* the device cannot run work: every item fails with a device error */
+        /* Faults injected into the simulator and still in force (0 and 1.0 elsewhere):
+         * items still to fail, and the factor stretching every item's duration. */
+        int fail_next;
+        double slow;
+};
+
 struct backend_ops {
         const char *name;
         int (*device_count)(struct backend *b);
         int (*device_describe)(struct backend *b, int index, struct backend_device_desc *ret);
+        /* Map size bytes of device memory at device address addr into npud's address space
+         * for npud's own reads and writes; *ret is the host view until mem_unmap. Loop
+         * thread; 0 or -errno (-ERANGE outside the device's memory). */
+        int (*mem_map)(struct backend *b, int device, uint64_t addr, uint64_t size, void **ret);
+        void (*mem_unmap)(struct backend *b, int device, void *host, uint64_t size);
         /* Queue a unit; it comes back through the completion callback on the loop thread. */
         int (*submit)(struct backend *b, struct exec_unit *unit);
-        void (*destroy)(struct backend *b);
         /* Stop a submitted unit as soon as possible: items not yet finished fail with
          * PROTO_E_CANCELLED (running kernels notice within milliseconds). The unit still
          * comes back through the completion callback, never from inside this call. Loop
          * thread. */
         void (*cancel)(struct backend *b, struct exec_unit *unit);
-        /* Optional (NULL where unsupported): inject a fault on a device (kind: enum
-         * fault_kind) or clear every fault there; items that start afterwards see
-         * the change. Loop thread; 0 or -errno. */
-        int (*inject_fault)(struct backend *b, int device, int kind, double value);
-        int (*clear_fault)(struct backend *b, int device);
-        /* Optional: the faults in force on a device, for npuctl health: items still to fail
-         * (fail-next), whether every item fails (fail-device), the duration factor (slow; 1 =
-         * none). Loop thread; 0 or -errno. */
-        int (*query_fault)(struct backend *b, int device, int *fail_next, int *failed,
-                           double *slow);
+        /* The device's health. Loop thread; 0 or -errno. */
+        int (*health)(struct backend *b, int device, struct backend_health *ret);
+        void (*destroy)(struct backend *b);
+};
+
+/* Fault injection, a test hook of the simulated device (not a driver call): inject a fault
+ * on a device (kind: enum fault_kind) or clear every fault there; items that start
+ * afterwards see the change. Loop thread; 0 or -errno. */
+struct backend_fault_hooks {
+        int (*inject)(struct backend *b, int device, int kind, double value);
+        int (*clear)(struct backend *b, int device);
 };
 
 struct backend {
         const struct backend_ops *ops;
+        const struct backend_fault_hooks *faults; /* NULL: no fault injection */
 };
 
 /* The simulated backend. mode: 0 compute, 1 model. workers: host threads (0 = CPUs). */

@@ -49,8 +49,13 @@ static const struct sim_profile profiles[] = {
         { "310P3", 8, 7, 7, 4, 24000000000ull, 1060, 0.2048e12, 1024 },
 };
 
+/* Device addresses of simulated memory start here (a device's memory is [SIM_ADDR_BASE,
+ * SIM_ADDR_BASE + mem_size)), far from 0 so that no address reads as a null pointer. */
+#define SIM_ADDR_BASE (1ull << 44)
+
 struct sim_device {
         struct backend_device_desc desc;
+        uint8_t *mem; /* the host-visible reservation standing in for HBM */
         atomic_int fail_next;   /* items still to fail (FAULT_FAIL_NEXT) */
         atomic_int failed;      /* every item fails (FAULT_FAIL_DEVICE) */
         atomic_uint_fast64_t slow_milli; /* duration factor × 1000 (FAULT_SLOW); 0 = none */
@@ -101,25 +106,49 @@ int sim_profile_valid(const char *profile)
         return 0;
 }
 
-static void item_run(struct exec_item *it)
+/* The host view of a device address of device d (bounds were checked when the task was
+ * prepared). */
+static inline void *sim_ptr(const struct sim_device *d, uint64_t addr)
+{
+        return d->mem + (addr - SIM_ADDR_BASE);
+}
+
+static void item_run(const struct sim_device *d, struct exec_item *it)
 {
         switch (it->kind) {
-        case EXEC_COPY:
-                memmove(it->dst, it->src, it->len);
+        case EXEC_COPY: {
+                void *dst = it->host_end == EXEC_HOST_DST ? (void *)(uintptr_t)it->dst : sim_ptr(d, it->dst);
+                const void *src = it->host_end == EXEC_HOST_SRC ? (const void *)(uintptr_t)it->src
+                                                                : sim_ptr(d, it->src);
+                memmove(dst, src, it->len);
                 break;
+        }
         case EXEC_MEMSET:
-                memset(it->dst, it->value, it->len);
+                memset(sim_ptr(d, it->dst), it->value, it->len);
                 break;
         case EXEC_OP: {
                 struct ops_call call; /* only the part up to the counts is written */
-                exec_call_unpack(it->call, &call);
+                exec_call_unpack(it->call, &call, d->mem, SIM_ADDR_BASE);
                 if (ops_run(ops_by_id(it->op_id), &call, it->err, sizeof(it->err)) < 0)
                         it->status = PROTO_E_EXEC;
                 break;
         }
-        case EXEC_GRAPH:
-                it->status = graph_exec_bound(it->graph, it->err, sizeof(it->err));
+        case EXEC_GRAPH: {
+                /* the binding names device addresses; the executor gets host views */
+                const struct graph_bind *b = it->graph;
+                struct graph_bind local;
+                local.g = b->g;
+                local.owner = b->owner;
+                local.nin = b->nin;
+                local.nout = b->nout;
+                for (int i = 0; i < b->nin + b->nout; i++) {
+                        local.t[i] = b->t[i];
+                        if (b->t[i].data)
+                                local.t[i].data = sim_ptr(d, exec_tensor_addr(&b->t[i]));
+                }
+                it->status = graph_exec_bound(&local, it->err, sizeof(it->err));
                 break;
+        }
         }
 }
 
@@ -179,7 +208,7 @@ static void unit_run(struct sim *s, struct exec_unit *u)
                 rc.deadline_ns = u->max_run_ns ? t0 + u->max_run_ns : 0;
                 rc.code = 0;
                 ops_runctx_set(&rc);
-                item_run(it);
+                item_run(&s->devices[u->device], it);
                 /* a kernel that stopped because it was told to fails with the reason's code;
                  * copy loops, fills and reductions stop quietly, and their partial output
                  * must never count as a success */
@@ -277,7 +306,7 @@ static void on_hold_done(evutil_socket_t fd, short what, void *arg)
                                          (unsigned long long)(u->max_run_ns / 1000000));
                                 failed = 1;
                         } else if (it->kind != EXEC_OP && it->kind != EXEC_GRAPH) {
-                                item_run(it);
+                                item_run(&s->devices[u->device], it);
                         }
                 }
         }
@@ -449,19 +478,37 @@ static int sim_clear_fault(struct backend *b, int device)
         return 0;
 }
 
-static int sim_query_fault(struct backend *b, int device, int *fail_next, int *failed,
-                           double *slow)
+static int sim_health(struct backend *b, int device, struct backend_health *ret)
 {
         struct sim *s = (struct sim *)b;
         uint64_t m;
 
         if (device < 0 || device >= s->ndevices)
                 return -ENODEV;
-        *fail_next = atomic_load(&s->devices[device].fail_next);
-        *failed = atomic_load(&s->devices[device].failed);
+        ret->fail_next = atomic_load(&s->devices[device].fail_next);
+        ret->failed = atomic_load(&s->devices[device].failed);
         m = atomic_load(&s->devices[device].slow_milli);
-        *slow = m ? (double)m / 1000.0 : 1.0;
+        ret->slow = m ? (double)m / 1000.0 : 1.0;
         return 0;
+}
+
+/* The whole of simulated memory is host-visible already: a mapping is a view into it. */
+static int sim_mem_map(struct backend *b, int device, uint64_t addr, uint64_t size, void **ret)
+{
+        struct sim *s = (struct sim *)b;
+
+        if (device < 0 || device >= s->ndevices)
+                return -ENODEV;
+        const struct sim_device *d = &s->devices[device];
+        if (addr < SIM_ADDR_BASE || addr - SIM_ADDR_BASE > d->desc.mem_size ||
+            size > d->desc.mem_size - (addr - SIM_ADDR_BASE))
+                return -ERANGE;
+        *ret = sim_ptr(d, addr);
+        return 0;
+}
+
+static void sim_mem_unmap(struct backend *b, int device, void *host, uint64_t size)
+{
 }
 
 static void sim_destroy(struct backend *b)
@@ -484,8 +531,8 @@ static void sim_destroy(struct backend *b)
         if (s->efd >= 0)
                 close(s->efd);
         for (int i = 0; i < s->ndevices; i++)
-                if (s->devices[i].desc.mem_base)
-                        munmap(s->devices[i].desc.mem_base, s->devices[i].desc.mem_size);
+                if (s->devices[i].mem)
+                        munmap(s->devices[i].mem, s->devices[i].desc.mem_size);
         free(s->devices);
         pthread_mutex_destroy(&s->lock);
         pthread_cond_destroy(&s->cond);
@@ -497,12 +544,17 @@ static const struct backend_ops sim_ops = {
         .name = "sim",
         .device_count = sim_device_count,
         .device_describe = sim_device_describe,
+        .mem_map = sim_mem_map,
+        .mem_unmap = sim_mem_unmap,
         .submit = sim_submit,
-        .destroy = sim_destroy,
         .cancel = sim_cancel,
-        .inject_fault = sim_inject_fault,
-        .clear_fault = sim_clear_fault,
-        .query_fault = sim_query_fault,
+        .health = sim_health,
+        .destroy = sim_destroy,
+};
+
+static const struct backend_fault_hooks sim_faults = {
+        .inject = sim_inject_fault,
+        .clear = sim_clear_fault,
 };
 
 int sim_backend_new(struct event_base *base, int ndevices, const char *profile, int mode,
@@ -523,6 +575,7 @@ int sim_backend_new(struct event_base *base, int ndevices, const char *profile, 
         if (!s)
                 return -ENOMEM;
         s->base.ops = &sim_ops;
+        s->base.faults = &sim_faults;
         s->evbase = base;
         s->mode = mode;
         s->complete = complete;
@@ -539,10 +592,11 @@ int sim_backend_new(struct event_base *base, int ndevices, const char *profile, 
                 struct backend_device_desc *d = &s->devices[i].desc;
                 snprintf(d->profile, sizeof(d->profile), "%s", p->name);
                 d->mem_size = p->mem;
-                d->mem_base = mmap(NULL, p->mem, PROT_READ | PROT_WRITE,
-                                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-                if (d->mem_base == MAP_FAILED) {
-                        d->mem_base = NULL;
+                d->mem_addr = SIM_ADDR_BASE;
+                uint8_t *mem = mmap(NULL, p->mem, PROT_READ | PROT_WRITE,
+                                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+                s->devices[i].mem = mem == MAP_FAILED ? NULL : mem;
+                if (!s->devices[i].mem) {
                         snprintf(err, errlen, "cannot reserve %llu bytes of device memory: %s",
                                  (unsigned long long)p->mem, strerror(errno));
                         goto fail;

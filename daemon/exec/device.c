@@ -26,7 +26,13 @@ int device_registry_init(struct device_registry *r, struct backend *b, double mi
 
                 d->id = i;
                 snprintf(d->name, sizeof(d->name), "npu%d", i);
+                d->backend = b;
                 e = b->ops->device_describe(b, i, &d->desc);
+                if (e == 0) {
+                        void *host = NULL;
+                        e = b->ops->mem_map(b, i, d->desc.mem_addr, d->desc.mem_size, &host);
+                        d->mem_host = host;
+                }
                 if (e == 0)
                         e = alloc_new(d->desc.mem_size, &d->alloc);
                 if (e < 0) {
@@ -55,6 +61,9 @@ int device_registry_init(struct device_registry *r, struct backend *b, double mi
 void device_registry_deinit(struct device_registry *r)
 {
         for (int i = 0; i < r->count; i++) {
+                struct device *d = &r->devices[i];
+                if (d->mem_host)
+                        d->backend->ops->mem_unmap(d->backend, i, d->mem_host, d->desc.mem_size);
                 alloc_free(r->devices[i].alloc);
                 pd_device_deinit(&r->devices[i].pd);
                 free(r->devices[i].calib);

@@ -20,6 +20,8 @@ struct device {
         int id;
         char name[16];
         struct backend_device_desc desc;
+        struct backend *backend;
+        uint8_t *mem_host;  /* the device's memory mapped for npud's own use (mem_map) */
         struct alloc *alloc;
         uint64_t mem_used; /* bytes reserved by live buffers, rounded to the granule */
         enum device_health health;

@@ -136,7 +136,7 @@ void buffer_unref(struct buffer *b)
         block = alloc_block_size(dev->alloc, b->offset);
         if (alloc_release_span(dev->alloc, b->offset, &free_off, &free_size) == 0) {
                 dev->mem_used -= block;
-                mem_clear_released(dev->desc.mem_base, b->offset, block, free_off, free_size);
+                mem_clear_released(dev->mem_host, b->offset, block, free_off, free_size);
         }
         if (b->charge) {
                 struct tenant *t = b->charge;

@@ -58,7 +58,10 @@ static inline struct buffer *buffer_root(struct buffer *b)
  * for it: b keeps that charge (and a reference to t) and removes it with its last
  * reference, so views, imports and tasks that outlive the handle stay charged. */
 void buffer_keep_charge(struct buffer *b, struct tenant *t, uint64_t bytes);
+/* Where npud itself reads or writes b (its device's memory as the backend mapped it), and
+ * the device address that units carry. */
 static inline uint8_t *buffer_ptr(const struct buffer *b);
+static inline uint64_t buffer_addr(const struct buffer *b);
 
 /* Clear the memory of a released block [off, off+size) of a device mapped at base, knowing
  * that [free_off, free_off+free_size) (which contains it) is free and that every other free
@@ -84,7 +87,12 @@ static inline int range_ok(uint64_t offset, uint64_t len, uint64_t size)
 
 static inline uint8_t *buffer_ptr(const struct buffer *b)
 {
-        return (uint8_t *)b->dev->desc.mem_base + b->offset;
+        return b->dev->mem_host + b->offset;
+}
+
+static inline uint64_t buffer_addr(const struct buffer *b)
+{
+        return b->dev->desc.mem_addr + b->offset;
 }
 
 #endif

@@ -85,7 +85,7 @@ static struct ops_tensor *bind_tensor(struct handle_table *h, struct stream *st,
                           nbytes, rt->offset, b->size);
         if (task_hold_buffer(t, b) < 0)
                 PREP_FAIL(pe, PROTO_E_INVALID, "too many buffers");
-        ot->data = buffer_ptr(b) + rt->offset;
+        exec_tensor_set_addr(ot, buffer_addr(b) + rt->offset); /* a device address */
         return ot;
 }
 
@@ -98,9 +98,11 @@ static void prep_name(struct prep_error *pe, const char *what)
         snprintf(pe->msg, pe->msglen, "%s: %s", what, tail);
 }
 
-/* Resolve one copy endpoint to a pointer, bounds-checked. */
-static void *copy_endpoint(struct handle_table *h, struct task *t, uint8_t kind, uint32_t handle,
-                           uint64_t off, uint64_t len, const char *which, struct prep_error *pe)
+/* Resolve one copy endpoint, bounds-checked, to a device address, or to a host address
+ * (*ret_host set) for a host region. t, or NULL with pe filled. */
+static struct task *copy_endpoint(struct handle_table *h, struct task *t, uint8_t kind,
+                                  uint32_t handle, uint64_t off, uint64_t len, const char *which,
+                                  uint64_t *ret_addr, int *ret_host, struct prep_error *pe)
 {
         if (kind == PROTO_MEM_BUFFER) {
                 struct buffer *b = handle_lookup(h, HANDLE_BUFFER, handle);
@@ -113,7 +115,9 @@ static void *copy_endpoint(struct handle_table *h, struct task *t, uint8_t kind,
                                   "copy %s: range %" PRIu64 "+%" PRIu64 " outside buffer of %" PRIu64 " bytes",
                                   which, off, len, b->size);
                 task_hold_buffer(t, b);
-                return buffer_ptr(b) + off;
+                *ret_addr = buffer_addr(b) + off;
+                *ret_host = 0;
+                return t;
         }
         if (kind == PROTO_MEM_REGION) {
                 struct region *r = handle_lookup(h, HANDLE_REGION, handle);
@@ -127,7 +131,9 @@ static void *copy_endpoint(struct handle_table *h, struct task *t, uint8_t kind,
                         PREP_FAIL(pe, PROTO_E_INVALID, "copy between two host regions");
                 if (!t->region)
                         t->region = region_ref(r);
-                return (uint8_t *)r->map + off;
+                *ret_addr = (uint64_t)(uintptr_t)((uint8_t *)r->map + off);
+                *ret_host = 1;
+                return t;
         }
         PREP_FAIL(pe, PROTO_E_INVALID, "copy %s: unknown memory kind %u", which, kind);
 }
@@ -137,17 +143,17 @@ static struct task *prepare_copy(struct handle_table *h, struct stream *st, cons
 {
         if (r->copy.dst_kind == PROTO_MEM_REGION && r->copy.src_kind == PROTO_MEM_REGION)
                 PREP_FAIL(pe, PROTO_E_INVALID, "copy between two host regions");
-        void *dst = copy_endpoint(h, t, r->copy.dst_kind, r->copy.dst, r->copy.dst_off,
-                                  r->copy.len, "destination", pe);
-        if (!dst)
-                return NULL;
-        void *src = copy_endpoint(h, t, r->copy.src_kind, r->copy.src, r->copy.src_off,
-                                  r->copy.len, "source", pe);
-        if (!src)
+        uint64_t dst, src;
+        int dst_host, src_host;
+        if (!copy_endpoint(h, t, r->copy.dst_kind, r->copy.dst, r->copy.dst_off, r->copy.len,
+                           "destination", &dst, &dst_host, pe) ||
+            !copy_endpoint(h, t, r->copy.src_kind, r->copy.src, r->copy.src_off, r->copy.len,
+                           "source", &src, &src_host, pe))
                 return NULL;
         t->item.kind = EXEC_COPY;
         t->item.dst = dst;
         t->item.src = src;
+        t->item.host_end = dst_host ? EXEC_HOST_DST : src_host ? EXEC_HOST_SRC : EXEC_HOST_NONE;
         t->item.len = r->copy.len;
         t->cost[OPS_ENGINE_DMA] = cost_copy_ns(r->copy.len, t->region ? PCIE_BANDWIDTH
                                                                       : st->dev->desc.mem_bandwidth / 2);
@@ -171,7 +177,7 @@ static struct task *prepare_memset(struct handle_table *h, struct stream *st,
                           r->memset.off, r->memset.len, b->size);
         task_hold_buffer(t, b);
         t->item.kind = EXEC_MEMSET;
-        t->item.dst = buffer_ptr(b) + r->memset.off;
+        t->item.dst = buffer_addr(b) + r->memset.off;
         t->item.len = r->memset.len;
         t->item.value = r->memset.value;
         t->cost[OPS_ENGINE_DMA] = cost_copy_ns(r->memset.len, st->dev->desc.mem_bandwidth);

@@ -79,7 +79,7 @@ static void flatten(struct ops_tensor *t, int64_t lo, int64_t hi, size_t esize)
                 t->dims[0] = 1;
                 return;
         }
-        t->data = (char *)t->data + (size_t)lo * esize;
+        exec_tensor_set_addr(t, exec_tensor_addr(t) + (uint64_t)lo * esize);
         t->ndim = 1;
         t->dims[0] = hi - lo;
 }
@@ -90,16 +90,17 @@ void tile_make(const struct exec_item *it, uint64_t n, uint64_t k, struct exec_i
         uint64_t lo, hi;
 
         /* the tile starts with no status or message of its own */
-        *ret = (struct exec_item){ .kind = it->kind, .dst = it->dst, .src = it->src, .len = it->len,
+        *ret = (struct exec_item){ .kind = it->kind, .dst = it->dst, .src = it->src,
+                                   .host_end = it->host_end, .len = it->len,
                                    .value = it->value, .op_id = it->op_id, .graph = it->graph,
                                    .model_ns = it->model_ns / n };
         switch (it->kind) {
         case EXEC_COPY:
         case EXEC_MEMSET:
                 split(it->len, n, k, COPY_TILE_ALIGN, &lo, &hi);
-                ret->dst = (char *)it->dst + lo;
+                ret->dst = it->dst + lo; /* device or host address alike */
                 if (it->kind == EXEC_COPY)
-                        ret->src = (const char *)it->src + lo;
+                        ret->src = it->src + lo;
                 ret->len = hi - lo;
                 return;
         case EXEC_OP: {
@@ -116,9 +117,11 @@ void tile_make(const struct exec_item *it, uint64_t n, uint64_t k, struct exec_i
                 } else { /* row split of a 2-D MatMul */
                         split((uint64_t)in[0].dims[0], n, k, 1, &lo, &hi);
                         size_t ea = proto_dtype_size(in[0].dtype), eo = proto_dtype_size(out[0].dtype);
-                        in[0].data = (char *)in[0].data + lo * (uint64_t)in[0].dims[1] * ea;
+                        exec_tensor_set_addr(&in[0], exec_tensor_addr(&in[0]) +
+                                                     lo * (uint64_t)in[0].dims[1] * ea);
                         in[0].dims[0] = (int64_t)(hi - lo);
-                        out[0].data = (char *)out[0].data + lo * (uint64_t)out[0].dims[1] * eo;
+                        exec_tensor_set_addr(&out[0], exec_tensor_addr(&out[0]) +
+                                                      lo * (uint64_t)out[0].dims[1] * eo);
                         out[0].dims[0] = (int64_t)(hi - lo);
                 }
                 return;

@@ -5,6 +5,7 @@
  * is observed exactly, with times the test chooses. An observer table records everything
  * the layer reports upward. */
 #include <check.h>
+#include <errno.h>
 #include <event2/event.h>
 #include <jansson.h>
 #include <stdint.h>
@@ -79,9 +80,23 @@ static struct work *work_of(const uint8_t *p)
         return NULL;
 }
 
+/* Device d's memory has device addresses [FAKE_ADDR(d), FAKE_ADDR(d) + FAKE_MEM). */
+#define FAKE_ADDR(d) ((uint64_t)((d) + 1) << 40)
+
+static uint8_t *fake_host(uint64_t addr)
+{
+        int d = (int)(addr >> 40) - 1;
+
+        ck_assert_msg(d >= 0 && d < FAKE_DEVICES && addr - FAKE_ADDR(d) < FAKE_MEM,
+                      "address %#llx is no fake device's memory", (unsigned long long)addr);
+        return fk.mem[d] + (addr - FAKE_ADDR(d));
+}
+
 static const uint8_t *item_dst(const struct exec_item *it)
 {
-        return it->kind == EXEC_OP ? exec_call_out(it->call)[0].data : it->dst;
+        if (it->kind == EXEC_OP)
+                return fake_host(exec_tensor_addr(&exec_call_out(it->call)[0]));
+        return it->host_end == EXEC_HOST_DST ? (const uint8_t *)(uintptr_t)it->dst : fake_host(it->dst);
 }
 
 static int fake_device_count(struct backend *b)
@@ -94,7 +109,7 @@ static int fake_device_describe(struct backend *b, int index, struct backend_dev
         memset(ret, 0, sizeof(*ret));
         snprintf(ret->profile, sizeof(ret->profile), "fake");
         ret->mem_size = FAKE_MEM;
-        ret->mem_base = fk.mem[index];
+        ret->mem_addr = FAKE_ADDR(index);
         for (int e = 0; e < OPS_ENGINE_COUNT; e++) {
                 ret->cores[e] = fk.cores[e];
                 ret->flops_per_core[e] = 1e12;
@@ -157,13 +172,35 @@ static void fake_destroy(struct backend *b)
                         munmap(f->mem[i], FAKE_MEM);
 }
 
+static int fake_mem_map(struct backend *b, int device, uint64_t addr, uint64_t size, void **ret)
+{
+        if (device < 0 || device >= FAKE_DEVICES || addr < FAKE_ADDR(device) ||
+            addr - FAKE_ADDR(device) > FAKE_MEM || size > FAKE_MEM - (addr - FAKE_ADDR(device)))
+                return -ERANGE;
+        *ret = fk.mem[device] + (addr - FAKE_ADDR(device));
+        return 0;
+}
+
+static void fake_mem_unmap(struct backend *b, int device, void *host, uint64_t size)
+{
+}
+
+static int fake_health(struct backend *b, int device, struct backend_health *ret)
+{
+        *ret = (struct backend_health){ .slow = 1.0 };
+        return 0;
+}
+
 static const struct backend_ops fake_ops = {
         .name = "fake",
         .device_count = fake_device_count,
         .device_describe = fake_device_describe,
+        .mem_map = fake_mem_map,
+        .mem_unmap = fake_mem_unmap,
         .submit = fake_submit,
-        .destroy = fake_destroy,
         .cancel = fake_cancel,
+        .health = fake_health,
+        .destroy = fake_destroy,
 };
 
 /* ---- observer ---------------------------------------------------------------------------- */

@@ -53,11 +53,20 @@ static void wait_done(struct harness *h, int n)
                 ck_assert_int_ge(event_base_loop(h->base, EVLOOP_ONCE), 0);
 }
 
+/* npud's view of device 0's memory at a device address (the backend's mapping). */
+static unsigned char *host_of(struct harness *h, uint64_t addr)
+{
+        void *host = NULL;
+
+        ck_assert_int_eq(h->b->ops->mem_map(h->b, 0, addr, 1, &host), 0);
+        return host;
+}
+
 static void memset_item(struct harness *h, struct exec_item *it, int i)
 {
         memset(it, 0, sizeof(*it));
         it->kind = EXEC_MEMSET;
-        it->dst = (char *)h->desc.mem_base + (size_t)i * 4096;
+        it->dst = h->desc.mem_addr + (uint64_t)i * 4096; /* a device address */
         it->len = 4096;
         it->value = 0x5a;
         it->model_ns = 1000;
@@ -98,15 +107,23 @@ START_TEST(test_bad_arguments)
         struct harness h;
 
         harness_init(&h, 0, 1);
-        ck_assert_ptr_nonnull(h.b->ops->inject_fault);
-        ck_assert_ptr_nonnull(h.b->ops->clear_fault);
-        ck_assert_int_eq(h.b->ops->inject_fault(h.b, 2, FAULT_FAIL_DEVICE, 0), -ENODEV);
-        ck_assert_int_eq(h.b->ops->inject_fault(h.b, -1, FAULT_FAIL_DEVICE, 0), -ENODEV);
-        ck_assert_int_eq(h.b->ops->inject_fault(h.b, 0, 99, 1), -EINVAL);
-        ck_assert_int_eq(h.b->ops->inject_fault(h.b, 0, FAULT_FAIL_NEXT, 0), -EINVAL);
-        ck_assert_int_eq(h.b->ops->inject_fault(h.b, 0, FAULT_SLOW, 0), -EINVAL);
-        ck_assert_int_eq(h.b->ops->inject_fault(h.b, 0, FAULT_SLOW, -2), -EINVAL);
-        ck_assert_int_eq(h.b->ops->clear_fault(h.b, 2), -ENODEV);
+        ck_assert_ptr_nonnull(h.b->faults->inject);
+        ck_assert_ptr_nonnull(h.b->faults->clear);
+        ck_assert_int_eq(h.b->faults->inject(h.b, 2, FAULT_FAIL_DEVICE, 0), -ENODEV);
+        ck_assert_int_eq(h.b->faults->inject(h.b, -1, FAULT_FAIL_DEVICE, 0), -ENODEV);
+        ck_assert_int_eq(h.b->faults->inject(h.b, 0, 99, 1), -EINVAL);
+        ck_assert_int_eq(h.b->faults->inject(h.b, 0, FAULT_FAIL_NEXT, 0), -EINVAL);
+        ck_assert_int_eq(h.b->faults->inject(h.b, 0, FAULT_SLOW, 0), -EINVAL);
+        ck_assert_int_eq(h.b->faults->inject(h.b, 0, FAULT_SLOW, -2), -EINVAL);
+        ck_assert_int_eq(h.b->faults->clear(h.b, 2), -ENODEV);
+        /* mappings stay inside a device's memory */
+        void *host;
+        ck_assert_int_eq(h.b->ops->mem_map(h.b, 0, h.desc.mem_addr, h.desc.mem_size, &host), 0);
+        ck_assert_int_eq(h.b->ops->mem_map(h.b, 0, h.desc.mem_addr - 1, 1, &host), -ERANGE);
+        ck_assert_int_eq(h.b->ops->mem_map(h.b, 0, h.desc.mem_addr + h.desc.mem_size, 1, &host), -ERANGE);
+        ck_assert_int_eq(h.b->ops->mem_map(h.b, 0, h.desc.mem_addr + 4096, h.desc.mem_size, &host), -ERANGE);
+        ck_assert_int_eq(h.b->ops->mem_map(h.b, 2, h.desc.mem_addr, 1, &host), -ENODEV);
+        ck_assert_uint_ne(h.desc.mem_addr, 0);
         harness_fini(&h);
 }
 END_TEST
@@ -118,7 +135,7 @@ START_TEST(test_fail_next)
         struct exec_unit u;
 
         harness_init(&h, 0, 2);
-        ck_assert_int_eq(h.b->ops->inject_fault(h.b, 0, FAULT_FAIL_NEXT, 2), 0);
+        ck_assert_int_eq(h.b->faults->inject(h.b, 0, FAULT_FAIL_NEXT, 2), 0);
         for (int i = 0; i < 4; i++) {
                 memset_item(&h, &items[i], i);
                 p[i] = &items[i];
@@ -130,8 +147,8 @@ START_TEST(test_fail_next)
         ck_assert_int_eq(items[2].status, 0);
         ck_assert_int_eq(items[3].status, 0);
         /* a failed item did not run; a later one did */
-        ck_assert_int_eq(((unsigned char *)items[0].dst)[0], 0);
-        ck_assert_int_eq(((unsigned char *)items[2].dst)[0], 0x5a);
+        ck_assert_int_eq(host_of(&h, items[0].dst)[0], 0);
+        ck_assert_int_eq(host_of(&h, items[2].dst)[0], 0x5a);
         harness_fini(&h);
 }
 END_TEST
@@ -147,7 +164,7 @@ START_TEST(test_fail_next_chain)
                 memset_item(&h, &items[i], i);
                 p[i] = &items[i];
         }
-        ck_assert_int_eq(h.b->ops->inject_fault(h.b, 0, FAULT_FAIL_NEXT, 1), 0);
+        ck_assert_int_eq(h.b->faults->inject(h.b, 0, FAULT_FAIL_NEXT, 1), 0);
         run_unit(&h, &u, p, 3);
         ck_assert_int_eq(items[0].status, PROTO_E_DEVICE);
         ck_assert_int_eq(items[1].status, PROTO_E_CANCELLED);
@@ -165,7 +182,7 @@ START_TEST(test_fail_next_concurrent)
         int failed = 0;
 
         harness_init(&h, 0, 4);
-        ck_assert_int_eq(h.b->ops->inject_fault(h.b, 0, FAULT_FAIL_NEXT, 10), 0);
+        ck_assert_int_eq(h.b->faults->inject(h.b, 0, FAULT_FAIL_NEXT, 10), 0);
         for (int i = 0; i < MAX_UNITS; i++) {
                 memset_item(&h, &items[i], i);
                 p[i] = &items[i];
@@ -190,14 +207,14 @@ START_TEST(test_fail_device)
 
         for (int mode = 0; mode <= 1; mode++) {
                 harness_init(&h, mode, 1);
-                ck_assert_int_eq(h.b->ops->inject_fault(h.b, 0, FAULT_FAIL_DEVICE, 0), 0);
+                ck_assert_int_eq(h.b->faults->inject(h.b, 0, FAULT_FAIL_DEVICE, 0), 0);
                 for (int i = 0; i < 3; i++) {
                         memset_item(&h, &items[i], i);
                         p[i] = &items[i];
                         run_unit(&h, &u, &p[i], 1);
                         ck_assert_int_eq(items[i].status, PROTO_E_DEVICE);
                         ck_assert_ptr_nonnull(strstr(items[i].err, "device 0 has failed"));
-                        ck_assert_int_eq(((unsigned char *)items[i].dst)[0], 0);
+                        ck_assert_int_eq(host_of(&h, items[i].dst)[0], 0);
                 }
                 /* the other device is not affected */
                 memset_item(&h, &items[3], 3);
@@ -211,11 +228,11 @@ START_TEST(test_fail_device)
                 wait_done(&h, before + 1);
                 ck_assert_int_eq(items[3].status, 0);
                 /* cleared: it works again */
-                ck_assert_int_eq(h.b->ops->clear_fault(h.b, 0), 0);
+                ck_assert_int_eq(h.b->faults->clear(h.b, 0), 0);
                 memset_item(&h, &items[0], 0);
                 run_unit(&h, &u, &p[0], 1);
                 ck_assert_int_eq(items[0].status, 0);
-                ck_assert_int_eq(((unsigned char *)items[0].dst)[0], 0x5a);
+                ck_assert_int_eq(host_of(&h, items[0].dst)[0], 0x5a);
                 harness_fini(&h);
         }
 }
@@ -230,11 +247,11 @@ START_TEST(test_slow_model)
         harness_init(&h, 1, 0);
         memset_item(&h, &it, 0);
         it.model_ns = 10000000; /* 10 ms */
-        ck_assert_int_eq(h.b->ops->inject_fault(h.b, 0, FAULT_SLOW, 5), 0);
+        ck_assert_int_eq(h.b->faults->inject(h.b, 0, FAULT_SLOW, 5), 0);
         run_unit(&h, &u, &p, 1);
         ck_assert_int_eq(it.status, 0);
         ck_assert_uint_ge(u.end_ns - u.start_ns, 49000000);
-        ck_assert_int_eq(h.b->ops->clear_fault(h.b, 0), 0);
+        ck_assert_int_eq(h.b->faults->clear(h.b, 0), 0);
         memset_item(&h, &it, 0);
         it.model_ns = 10000000;
         run_unit(&h, &u, &p, 1);
@@ -252,11 +269,14 @@ START_TEST(test_slow_compute)
 
         /* Slowed items still produce their results; they only take longer. */
         harness_init(&h, 0, 1);
-        ck_assert_int_eq(h.b->ops->inject_fault(h.b, 0, FAULT_SLOW, 50), 0);
+        ck_assert_int_eq(h.b->faults->inject(h.b, 0, FAULT_SLOW, 50), 0);
         memset_item(&h, &it, 0);
         run_unit(&h, &u, &p, 1);
         ck_assert_int_eq(it.status, 0);
-        ck_assert_int_eq(((unsigned char *)it.dst)[4095], 0x5a);
+        void *host = NULL; /* read it back through a mapping, as npud would */
+        ck_assert_int_eq(h.b->ops->mem_map(h.b, 0, it.dst, 4096, &host), 0);
+        ck_assert_int_eq(((unsigned char *)host)[4095], 0x5a);
+        h.b->ops->mem_unmap(h.b, 0, host, 4096);
         harness_fini(&h);
 }
 END_TEST
