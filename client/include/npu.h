@@ -11,7 +11,13 @@
  * same context; calls on one context are serialized internally in the order they take its
  * lock. Work submitted to one stream from several threads runs in that lock order, so a
  * program that needs a particular order on a stream must order its submitting threads itself.
- * Error details (npu_error_message, npu_error_task) are per thread.
+ * Error details (npu_error_message, npu_error_task) are per thread. A shared context is one
+ * session (handles usable by every thread; give each thread its own stream, errors are per
+ * stream) at the cost of its lock; one context per thread contends for nothing but its
+ * handles are its own (libnpu(3), Threads).
+ *
+ * fork(): a context is not inherited (see npu_connect_with); npud restarts: npu_reconnect.
+ * Typed administration calls: npu-admin.h.
  *
  * Return values: NPU_OK (0) or a positive npu_status_t. */
 #ifndef NPU_H
