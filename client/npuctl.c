@@ -1,8 +1,8 @@
 /* npuctl: the administration CLI of npud (the npu-smi of this host). Talks to npud only
  * through libnpu: the typed calls of npu-admin.h for actions (session kill, drain, reset,
- * faults), npu_admin_call for the listings, whose --json form is the daemon's own answer. This file holds the command table, the global options
- * (accepted before or after the command), the --watch loop, and helpers the command groups
- * share. */
+ * faults), npu_admin_call for the listings, whose --json form is the daemon's own answer.
+ * This file holds the command table, the global options (accepted before or after the
+ * command), the --watch loop, and helpers the command groups share. */
 #include <errno.h>
 #include <getopt.h>
 #include <poll.h>
