@@ -43,7 +43,8 @@ static npu_status_t make_list(const char *what, json_t *res, const char *key, si
 {
         json_t *arr = json_object_get(res, key), *o;
         size_t n = json_array_size(arr), i, copy = elem_size < known ? elem_size : known;
-        unsigned char *list, tmp[512];
+        unsigned char *list;
+        _Alignas(max_align_t) unsigned char tmp[512]; /* one element, as this libnpu lays it out */
 
         if (!json_is_array(arr))
                 return fail(NPU_ERR_PROTOCOL, "%s: npud's answer lacks '%s'", what, key);
@@ -70,7 +71,9 @@ static npu_status_t list_args(const char *what, npu_context_t *ctx, size_t elem_
 {
         if (!ctx || !ret_list || !ret_count)
                 return fail(NPU_ERR_INVALID, "%s: NULL argument", what);
-        if (elem_size < v1 || elem_size > (1u << 20))
+        /* every element type holds 64-bit members: its sizeof is a multiple of 8, and a
+         * stride that is not would misalign the elements after the first */
+        if (elem_size < v1 || elem_size > (1u << 20) || elem_size % sizeof(uint64_t))
                 return fail(NPU_ERR_INVALID, "%s: elem_size is %zu, pass the sizeof of the "
                             "element type", what, elem_size);
         return NPU_OK;
