@@ -40,7 +40,7 @@ UTIL_PURE_SRC := $(filter-out util/log.c,$(UTIL_SRC))
 OPS_SRC    := $(wildcard ops/*.c)
 GRAPH_SRC  := $(wildcard graph/*.c)
 DAEMON_SRC := $(wildcard daemon/backend/*.c daemon/exec/*.c daemon/api/*.c) $(OPS_SRC) $(GRAPH_SRC) $(UTIL_SRC)
-CLIENT_SRC := client/libnpu.c client/libnpu-graph.c
+CLIENT_SRC := client/libnpu.c client/libnpu-graph.c client/libnpu-admin.c client/libnpu-lifecycle.c
 CTL_SRC    := $(wildcard client/npuctl*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
@@ -199,7 +199,13 @@ run: deps all
 check-layers:
 	tools/check-layers.py .
 
-unit: all $(UNIT_TESTS) check-layers
+# The exported symbols of libnpu.so.1 against tests/abi/libnpu.symbols: one that disappears
+# or changes version fails, and so does one exported without being listed.
+.PHONY: check-abi
+check-abi: $(LIBNPU)
+	tests/abi/check-abi.sh $(BUILD)
+
+unit: all $(UNIT_TESTS) check-layers check-abi
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
 
 integration: all $(INTEG_TESTS) $(BUILD)/tests/npuctl-hold
@@ -296,6 +302,7 @@ install: all
 	install -m 0755 $(LIBNPU) $(DESTDIR)$(PREFIX)/lib/libnpu.so.1
 	ln -sf libnpu.so.1 $(DESTDIR)$(PREFIX)/lib/libnpu.so
 	install -m 0644 client/include/npu.h $(DESTDIR)$(PREFIX)/include/npu.h
+	install -m 0644 client/include/npu-admin.h $(DESTDIR)$(PREFIX)/include/npu-admin.h
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' client/libnpu.pc.in \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/libnpu.pc
 	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/lib/sysusers.d \

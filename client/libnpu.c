@@ -153,6 +153,11 @@ npu_status_t npu_call_fds(npu_context_t *ctx, const char *method, json_t *params
         char *text = bare;
         int code;
 
+        /* a fork handler's counter, not getpid(): no system call per request */
+        if (npu_forked(ctx, method)) {
+                json_decref(params);
+                return NPU_ERR_CONNECTION;
+        }
         /* a request without parameters is written as text: no JSON objects to build */
         if (!len) {
                 json_t *req = proto_request_new(method, params);
@@ -271,6 +276,14 @@ NPU_EXPORT npu_status_t npu_connect_with(const npu_connect_options_t *options, n
         pthread_cond_init(&ctx->cv, NULL);
         pthread_mutex_init(&ctx->stage_mu, NULL);
         proto_reader_init(&ctx->reader);
+        npu_fork_init(ctx);
+        ctx->conn_backpressure = options->backpressure;
+        if ((options->socket && !(ctx->conn_socket = strdup(options->socket))) ||
+            (options->tenant && !(ctx->conn_tenant = strdup(options->tenant)))) {
+                ctx->fd = -1;
+                npu_disconnect(ctx);
+                return fail(NPU_ERR_SYSTEM, "npu_connect: out of memory");
+        }
         ctx->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (ctx->fd < 0 || connect(ctx->fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
                 if (ctx->fd >= 0 && (errno == EACCES || errno == EPERM))
@@ -314,6 +327,15 @@ NPU_EXPORT void npu_disconnect(npu_context_t *ctx)
 {
         if (!ctx)
                 return;
+        npu_context_release(ctx);
+        free(ctx);
+}
+
+/* Never takes ctx's locks: in a forked child another thread of the parent may have held them
+ * at the fork, and the child only drops its copies (its close() leaves the parent's session
+ * open; the munmaps are the child's). */
+void npu_context_release(npu_context_t *ctx)
+{
         if (ctx->fd >= 0)
                 close(ctx->fd);
         for (size_t i = 0; i < ctx->nregions; i++)
@@ -329,7 +351,8 @@ NPU_EXPORT void npu_disconnect(npu_context_t *ctx)
         pthread_mutex_destroy(&ctx->mu);
         pthread_cond_destroy(&ctx->cv);
         pthread_mutex_destroy(&ctx->stage_mu);
-        free(ctx);
+        free(ctx->conn_socket);
+        free(ctx->conn_tenant);
 }
 
 NPU_EXPORT npu_status_t npu_ping(npu_context_t *ctx)
@@ -647,6 +670,8 @@ npu_status_t npu_submit(npu_context_t *ctx, struct proto_rec *rec, uint64_t *ret
 
         if (!size)
                 return fail(NPU_ERR_INVALID, "task cannot be encoded");
+        if (npu_forked(ctx, "submit"))
+                return NPU_ERR_CONNECTION;
         pthread_mutex_lock(&ctx->mu);
         if (ctx->broken) {
                 pthread_mutex_unlock(&ctx->mu);
@@ -670,6 +695,8 @@ NPU_EXPORT npu_status_t npu_flush(npu_context_t *ctx)
 {
         if (!ctx)
                 return fail(NPU_ERR_INVALID, "npu_flush: NULL context");
+        if (npu_forked(ctx, "npu_flush"))
+                return NPU_ERR_CONNECTION;
         pthread_mutex_lock(&ctx->mu);
         int e = ctx->broken ? -EPIPE : npu_flush_locked(ctx);
         pthread_mutex_unlock(&ctx->mu);
@@ -871,6 +898,8 @@ NPU_EXPORT npu_status_t npu_launch(npu_context_t *ctx, npu_stream_t stream, cons
         for (int i = 0; i < nattrs; i++)
                 if (!attrs[i].name || !*attrs[i].name || strnlen(attrs[i].name, PROTO_REC_OP_NAME) >= PROTO_REC_OP_NAME)
                         return fail(NPU_ERR_INVALID, "npu_launch: %s: attribute %d has a bad name", op, i);
+        if (npu_forked(ctx, "npu_launch"))
+                return NPU_ERR_CONNECTION;
         if (ctx->version >= PROTO_VERSION_OP_ID)
                 hash = op_hash(op, oplen);
         pthread_mutex_lock(&ctx->mu);
@@ -1105,6 +1134,8 @@ NPU_EXPORT npu_status_t npu_memset(npu_context_t *ctx, npu_buffer_t buf, uint64_
 
         if (!ctx)
                 return fail(NPU_ERR_INVALID, "npu_memset: NULL context");
+        if (npu_forked(ctx, "npu_memset"))
+                return NPU_ERR_CONNECTION;
         pthread_mutex_lock(&ctx->stage_mu);
         st = internal_stream_locked(ctx, npu_buffer_device(ctx, buf), &s);
         if (st == NPU_OK)
@@ -1123,6 +1154,8 @@ NPU_EXPORT npu_status_t npu_memcpy_device(npu_context_t *ctx, npu_buffer_t dst, 
 
         if (!ctx)
                 return fail(NPU_ERR_INVALID, "npu_memcpy_device: NULL context");
+        if (npu_forked(ctx, "npu_memcpy_device"))
+                return NPU_ERR_CONNECTION;
         pthread_mutex_lock(&ctx->stage_mu);
         st = internal_stream_locked(ctx, npu_buffer_device(ctx, dst), &s);
         if (st == NPU_OK)
@@ -1143,6 +1176,8 @@ static npu_status_t staged_copy(npu_context_t *ctx, int to_device, npu_buffer_t 
                 return fail(NPU_ERR_INVALID, "memcpy: NULL argument");
         if (off > UINT64_MAX - size)
                 return fail(NPU_ERR_OUT_OF_RANGE, "memcpy: offset + size overflows");
+        if (npu_forked(ctx, "memcpy"))
+                return NPU_ERR_CONNECTION;
         pthread_mutex_lock(&ctx->stage_mu);
         st = internal_stream_locked(ctx, npu_buffer_device(ctx, buf), &s);
         if (st == NPU_OK)

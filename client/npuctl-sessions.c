@@ -66,8 +66,8 @@ int npuctl_cmd_sessions(struct npuctl *c, int argc, char **argv)
 int npuctl_cmd_session(struct npuctl *c, int argc, char **argv)
 {
         uint64_t id;
-        int code = 0;
-        json_t *params, *res;
+        int code;
+        npu_status_t st;
 
         if (argc < 2 || strcmp(argv[1], "kill") != 0) {
                 fprintf(stderr, argc < 2 ? "npuctl session: missing subcommand (session kill ID)\n"
@@ -78,16 +78,15 @@ int npuctl_cmd_session(struct npuctl *c, int argc, char **argv)
         if (npuctl_nargs("session kill", argc - 1, argv + 1, 1, 1) < 0 ||
             npuctl_parse_u64("session kill", "session", argv[2], &id) < 0)
                 return NPUCTL_USAGE;
-        params = json_pack("{s:I}", "session", (json_int_t)id);
-        res = npuctl_call(c, "session_kill", params, &code);
-        json_decref(params);
-        if (!res)
+        if ((code = npuctl_connect(c)) != 0)
                 return code;
+        st = npu_admin_session_kill(c->ctx, id);
+        if (st != NPU_OK)
+                return npuctl_failed("session_kill", st);
         if (c->json)
-                npuctl_print_json(res);
+                printf("{}\n");
         else
                 printf("session %llu killed\n", (unsigned long long)id);
-        json_decref(res);
         return 0;
 }
 

@@ -1,7 +1,8 @@
 /* npuctl: the administration CLI of npud (the npu-smi of this host). Talks to npud only
- * through libnpu (npu_admin_call). This file holds the command table, the global options
- * (accepted before or after the command), the --watch loop, and helpers the command groups
- * share. */
+ * through libnpu: the typed calls of npu-admin.h for actions (session kill, drain, reset,
+ * faults), npu_admin_call for the listings, whose --json form is the daemon's own answer.
+ * This file holds the command table, the global options (accepted before or after the
+ * command), the --watch loop, and helpers the command groups share. */
 #include <errno.h>
 #include <getopt.h>
 #include <poll.h>
@@ -68,20 +69,42 @@ static void usage(FILE *f)
                 "Exit codes: 0 ok, 1 request failed, 2 usage, 3 npud unreachable, 4 permission denied.\n");
 }
 
+int npuctl_connect(struct npuctl *c)
+{
+        npu_status_t st;
+
+        if (c->ctx)
+                return 0;
+        st = npu_connect(c->socket, &c->ctx);
+        if (st == NPU_OK)
+                return 0;
+        fprintf(stderr, "npuctl: %s\n", npuctl_esc(npu_error_message()));
+        return st == NPU_ERR_PERMISSION ? NPUCTL_PERMISSION : NPUCTL_CONNECT;
+}
+
+int npuctl_failed(const char *method, npu_status_t st)
+{
+        const char *msg = npuctl_esc(npu_error_message());
+        size_t n = strlen(method);
+
+        /* npud's messages already start with "method: " */
+        if (strncmp(msg, method, n) == 0 && msg[n] == ':')
+                fprintf(stderr, "npuctl: %s\n", msg);
+        else
+                fprintf(stderr, "npuctl: %s: %s\n", method, msg);
+        return st == NPU_ERR_PERMISSION ? NPUCTL_PERMISSION
+             : st == NPU_ERR_CONNECTION ? NPUCTL_CONNECT
+                                         : NPUCTL_ERROR;
+}
+
 json_t *npuctl_call(struct npuctl *c, const char *method, json_t *params, int *ret_code)
 {
         char *text = NULL, *ptext = NULL;
         npu_status_t st;
         json_t *v;
 
-        if (!c->ctx) {
-                st = npu_connect(c->socket, &c->ctx);
-                if (st != NPU_OK) {
-                        fprintf(stderr, "npuctl: %s\n", npuctl_esc(npu_error_message()));
-                        *ret_code = st == NPU_ERR_PERMISSION ? NPUCTL_PERMISSION : NPUCTL_CONNECT;
-                        return NULL;
-                }
-        }
+        if ((*ret_code = npuctl_connect(c)) != 0)
+                return NULL;
         if (params && !(ptext = json_dumps(params, JSON_COMPACT))) {
                 fprintf(stderr, "npuctl: out of memory\n");
                 *ret_code = NPUCTL_ERROR;
@@ -90,16 +113,7 @@ json_t *npuctl_call(struct npuctl *c, const char *method, json_t *params, int *r
         st = npu_admin_call(c->ctx, method, ptext, &text);
         free(ptext);
         if (st != NPU_OK) {
-                const char *msg = npuctl_esc(npu_error_message());
-                size_t n = strlen(method);
-                /* npud's messages already start with "method: " */
-                if (strncmp(msg, method, n) == 0 && msg[n] == ':')
-                        fprintf(stderr, "npuctl: %s\n", msg);
-                else
-                        fprintf(stderr, "npuctl: %s: %s\n", method, msg);
-                *ret_code = st == NPU_ERR_PERMISSION ? NPUCTL_PERMISSION
-                          : st == NPU_ERR_CONNECTION ? NPUCTL_CONNECT
-                                                      : NPUCTL_ERROR;
+                *ret_code = npuctl_failed(method, st);
                 return NULL;
         }
         v = json_loads(text, 0, NULL);

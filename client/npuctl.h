@@ -9,6 +9,7 @@
 
 #include <jansson.h>
 
+#include "npu-admin.h"
 #include "npu.h"
 
 /* Exit codes (documented in npuctl --help and npuctl(8)). */
@@ -53,6 +54,10 @@ char *npuctl_json_text(json_t *v, int indent);
 
 /* Call an admin method with params (an object, borrowed; NULL for none). Returns the result
  * object, or NULL after printing "npuctl: METHOD: why" with *ret_code set to the exit code. */
+/* Connect c->ctx if not yet: 0, or the exit code after printing why not. */
+int npuctl_connect(struct npuctl *c);
+/* Print the failure of a call of method (npu_error_message) and return its exit code. */
+int npuctl_failed(const char *method, npu_status_t st);
 json_t *npuctl_call(struct npuctl *c, const char *method, json_t *params, int *ret_code);
 /* Print v as indented JSON on stdout. */
 void npuctl_print_json(json_t *v);

@@ -11,7 +11,13 @@
  * same context; calls on one context are serialized internally in the order they take its
  * lock. Work submitted to one stream from several threads runs in that lock order, so a
  * program that needs a particular order on a stream must order its submitting threads itself.
- * Error details (npu_error_message, npu_error_task) are per thread.
+ * Error details (npu_error_message, npu_error_task) are per thread. A shared context is one
+ * session (handles usable by every thread; give each thread its own stream, errors are per
+ * stream) at the cost of its lock; one context per thread contends for nothing but its
+ * handles are its own (libnpu(3), Threads).
+ *
+ * fork(): a context is not inherited (see npu_connect_with); npud restarts: npu_reconnect.
+ * Typed administration calls: npu-admin.h.
  *
  * Return values: NPU_OK (0) or a positive npu_status_t. */
 #ifndef NPU_H
@@ -137,6 +143,14 @@ typedef struct npu_connect_options {
         npu_backpressure_t backpressure;
 } npu_connect_options_t;
 
+/* fork(): a context belongs to the process that connected it. A child of fork() shares the
+ * parent's socket, so using the inherited context would interleave its requests with the
+ * parent's and steal the parent's replies; libnpu detects it instead: in the child every call
+ * that would talk to npud fails with NPU_ERR_CONNECTION and a message saying so, and the
+ * parent's session is untouched. In the child, npu_disconnect the inherited context (it only
+ * releases the child's copy: the parent's session stays open) and npu_connect anew, or
+ * npu_reconnect it. Handles, host regions and graphs are per session: the child's new
+ * session shares nothing with the parent's except through npu_buffer_export/import. */
 npu_status_t npu_connect_with(const npu_connect_options_t *options, npu_context_t **ret_ctx);
 /* The tenant the context belongs to (valid until npu_disconnect). */
 const char *npu_tenant(npu_context_t *ctx);
@@ -144,6 +158,19 @@ const char *npu_tenant(npu_context_t *ctx);
 void npu_disconnect(npu_context_t *ctx);
 /* A null request round trip. */
 npu_status_t npu_ping(npu_context_t *ctx);
+
+/* After npud went away (restart, crash, the session killed): every call on the context fails
+ * with NPU_ERR_CONNECTION, and everything the session held is gone for good: buffers,
+ * streams, events, host regions (npud released them), loaded graphs and export tokens.
+ * npu_reconnect gives the context a new session with the options it was connected with (a
+ * NULL socket is looked up again, so $NPU_SOCKET is read anew) and the same pointer. It then
+ * holds nothing: the old handles are unknown to the new session (NPU_ERR_BAD_HANDLE, or
+ * worse, the same number naming a new object of this session), and the pointers of the old
+ * host regions are unmapped; the program loads its graphs, allocates and uploads again. On
+ * failure (npud not back yet: NPU_ERR_CONNECTION) the context stays as it was; retry later.
+ * No other thread may use the context during the call. Also the way for a forked child to
+ * get its own session from an inherited context (see npu_connect_with). */
+npu_status_t npu_reconnect(npu_context_t *ctx);
 
 npu_status_t npu_device_count(npu_context_t *ctx, int *ret_count);
 npu_status_t npu_device_get_info(npu_context_t *ctx, int device, npu_device_info_t *ret_info);
@@ -302,7 +329,8 @@ npu_status_t npu_graph_find_output(npu_context_t *ctx, npu_graph_t graph, const 
                                    int *ret_index);
 
 /* Administration: the daemon's JSON answer of an admin method ("devices", "sessions"),
- * returned as a string the caller frees with free(). */
+ * returned as a string the caller frees with free(). npu-admin.h has typed calls for the
+ * same methods; prefer those, whose results do not depend on the JSON's layout. */
 npu_status_t npu_admin_call(npu_context_t *ctx, const char *method, const char *params_json,
                             char **ret_json);
 

@@ -3,8 +3,8 @@
 #
 # Compares the dynamic symbols that BUILD_DIR/lib/libnpu.so.1 defines (name and version node,
 # as `nm -D --defined-only --with-symbol-versions` shows them) with the committed list
-# tests/abi/libnpu.symbols, and checks that every function declared in client/include/npu.h is
-# exported. Fails when
+# tests/abi/libnpu.symbols, and checks that every function declared in client/include/npu.h and
+# npu-admin.h (the public headers) is exported. Fails when
 #   - a listed symbol is missing or carries another version (an ABI break: callers linked
 #     against libnpu.so.1 would no longer load),
 #   - the library exports a symbol that is not listed (add it deliberately, under a version
@@ -17,7 +17,7 @@ BUILD=${1:?usage: check-abi.sh BUILD_DIR}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 LIB=$BUILD/lib/libnpu.so.1
 LIST=$ROOT/tests/abi/libnpu.symbols
-HEADER=$ROOT/client/include/npu.h
+HEADERS="$ROOT/client/include/npu.h $ROOT/client/include/npu-admin.h"
 CC=${CC:-cc}
 
 [ -f "$LIB" ] || { echo "check-abi: $LIB not built" >&2; exit 1; }
@@ -65,24 +65,25 @@ fi
 
 # Every function declared in npu.h (the compiler lists the prototypes: -aux-info, GCC) is
 # exported. Without GCC, a textual scan of the header.
-printf '#include "npu.h"\n' > "$tmp/h.c"
+printf '#include "npu.h"\n#include "npu-admin.h"\n' > "$tmp/h.c"
 if "$CC" -std=gnu11 -I"$ROOT/client/include" -fsyntax-only -aux-info "$tmp/aux" "$tmp/h.c" \
         2>/dev/null && [ -s "$tmp/aux" ]; then
-        grep 'npu\.h:' "$tmp/aux" |
+        grep -E 'npu(-admin)?\.h:' "$tmp/aux" |
                 sed -E 's/.*[ *]([A-Za-z_][A-Za-z0-9_]*) \(.*/\1/' > "$tmp/declared.raw"
 else
-        sed -E 's#/\*.*\*/##' "$HEADER" |
+        # shellcheck disable=SC2086
+        cat $HEADERS | sed -E 's#/\*.*\*/##' |
                 grep -oE '^[A-Za-z_][A-Za-z0-9_ ]*[ *]+(npu_[a-z0-9_]+)\(' |
                 sed -E 's/.*[ *](npu_[a-z0-9_]+)\($/\1/' > "$tmp/declared.raw"
 fi
 LC_ALL=C sort -u "$tmp/declared.raw" > "$tmp/declared"
 if [ ! -s "$tmp/declared" ]; then
-        echo "check-abi: FAIL: found no function declared in $HEADER" >&2
+        echo "check-abi: FAIL: found no function declared in $HEADERS" >&2
         fail=1
 fi
 sed 's/@.*//' "$tmp/actual" | LC_ALL=C sort -u > "$tmp/exported"
 for name in $(LC_ALL=C comm -23 "$tmp/declared" "$tmp/exported"); do
-        echo "check-abi: FAIL: $name is declared in npu.h but $LIB does not export it" \
+        echo "check-abi: FAIL: $name is declared in a public header but $LIB does not export it" \
              "(list it in client/libnpu.map and tests/abi/libnpu.symbols)" >&2
         fail=1
 done
@@ -92,4 +93,4 @@ if [ "$fail" -ne 0 ]; then
         exit 1
 fi
 echo "check-abi: libnpu.so.1 exports the $(wc -l < "$tmp/actual") listed symbols;" \
-     "$(wc -l < "$tmp/declared") functions of npu.h all exported"
+     "$(wc -l < "$tmp/declared") functions of npu.h and npu-admin.h all exported"

@@ -64,13 +64,13 @@ for m in docs/man/npud.8 docs/man/npuctl.8 docs/man/npud.conf.5 docs/man/libnpu.
                 [ -s "$dir/man.txt" ] && [ ! -s "$dir/man.err" ] && pass "man -l $m" || { fail "man -l $m:"; head "$dir/man.err"; }
         fi
 done
-# every function of npu.h is in libnpu(3)
+# every function of npu.h and npu-admin.h is in libnpu(3)
 python3 -c "import re,sys
-fns=re.findall(r'^[A-Za-z][\w \*]*?\b(npu_\w+)\(', open(sys.argv[1]).read(), re.M)
+fns=re.findall(r'^[A-Za-z][\w \*]*?\b(npu_\w+)\(', open(sys.argv[1]).read() + open(sys.argv[3]).read(), re.M)
 man=open(sys.argv[2]).read()
 missing=[f for f in fns if f + '(' not in man]
-assert len(fns) > 40 and not missing, 'libnpu.3 lacks: ' + ' '.join(missing)" client/include/npu.h docs/man/libnpu.3 2>"$dir/err" \
-        && pass "libnpu.3 documents every function of npu.h" || fail "$(tail -1 "$dir/err")"
+assert len(fns) > 40 and not missing, 'libnpu.3 lacks: ' + ' '.join(missing)" client/include/npu.h docs/man/libnpu.3 client/include/npu-admin.h 2>"$dir/err" \
+        && pass "libnpu.3 documents every function of npu.h and npu-admin.h" || fail "$(tail -1 "$dir/err")"
 # every option and configuration key the code knows is in npud(8) / npud.conf(5)
 python3 -c "import re,sys
 def text(p): return open(p).read().replace('\\\\-', '-')
@@ -353,7 +353,8 @@ wait $npud_pid && pass "npud exits 0" || { fail "npud exit status"; tail "$dir/n
 # lack the sanitizer flags of check-asan.
 if make -s -o all install BUILD="$build" PREFIX=/usr DESTDIR="$dir/root" >"$dir/install.log" 2>&1; then
         for f in share/man/man8/npud.8 share/man/man8/npuctl.8 share/man/man5/npud.conf.5 \
-                 share/man/man3/libnpu.3 share/bash-completion/completions/npuctl; do
+                 share/man/man3/libnpu.3 share/bash-completion/completions/npuctl \
+                 include/npu.h include/npu-admin.h; do
                 [ -f "$dir/root/usr/$f" ] && pass "installed $f" || fail "not installed: $f"
         done
 else

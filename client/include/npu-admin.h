@@ -1,0 +1,123 @@
+/* libnpu administration: typed calls for what npuctl shows and does (sessions, devices,
+ * tenants, scheduler statistics, session kill, tenant quota, device drain/reset and fault
+ * injection), part of libnpu.so.1 beside npu.h.
+ *
+ * Rights are npud's: the listings answer any client (sessions and nothing else is filtered:
+ * a client that is not root or in npud's admin group sees only its own user's sessions,
+ * *ret_all = 0); session kill, quota, drain, reset and faults need root or the admin group
+ * and fail with NPU_ERR_PERMISSION otherwise.
+ *
+ * Listings come back as one library-allocated array of count elements, freed with
+ * npu_admin_free. The elements grow by version like npu.h's caller-allocated structs: the
+ * caller passes elem_size = sizeof(the element type) as its header defines it; a smaller
+ * size than the first released layout is refused (NPU_ERR_INVALID); the array is laid out
+ * with that stride, so list[i] indexes it, and each element's size says how many bytes of it
+ * this libnpu filled (later members, from a newer header, are zero). Strings are
+ * NUL-terminated and cut to the member's length. */
+#ifndef NPU_ADMIN_H
+#define NPU_ADMIN_H
+
+#include "npu.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NPU_ADMIN_NAME_LEN 64
+
+/* One session (a connection to npud). */
+typedef struct npu_admin_session {
+        size_t size;              /* bytes filled */
+        uint64_t id;              /* the id npu_admin_session_kill takes */
+        int pid, uid, gid;        /* the client's credentials at connect */
+        char comm[32];            /* the client's command name */
+        uint64_t buffers, buffer_bytes;  /* device memory it holds */
+        uint64_t regions, region_bytes;  /* host regions */
+        uint64_t streams, events;
+        uint64_t queued_tasks, tasks_submitted, tasks_completed;
+} npu_admin_session_t;
+
+/* One device, with its memory and the utilization of its engines. */
+typedef struct npu_admin_device {
+        size_t size;
+        int id;
+        char name[32];
+        char profile[16];
+        char health[16];          /* "ok", "degraded", "failed", ... */
+        int draining;             /* takes no new streams */
+        uint64_t memory_total, memory_used, largest_free;
+        int cube_cores, vector_cores, aicpu_cores;
+        /* busy share of each engine over npud's last utilization window, in percent */
+        double util_cube, util_vector, util_aicpu, util_dma;
+        int sessions;             /* sessions with a stream on the device */
+        int streams;
+        uint64_t tasks_completed, tasks_failed;
+} npu_admin_device_t;
+
+/* One tenant: its policy and what it uses now. */
+typedef struct npu_admin_tenant {
+        size_t size;
+        char name[NPU_ADMIN_NAME_LEN];
+        char sched_class[32];     /* "latency-critical", "normal", "best-effort" */
+        double weight;
+        int sessions, streams, queued_tasks;
+        uint64_t memory_used;
+        uint64_t memory_quota_total;      /* 0: none */
+        uint64_t memory_quota_per_device; /* 0: none */
+        int max_streams, max_queued_tasks;
+        uint64_t devices;         /* bit i set: the tenant may use device i (0 to 63) */
+        uint64_t workspace_bytes, workspace_peak_bytes;
+        uint64_t max_run_ms, max_loop_trips;
+} npu_admin_tenant_t;
+
+/* Scheduler statistics of one tenant on one device (one element per device and tenant). */
+typedef struct npu_admin_sched {
+        size_t size;
+        int device;
+        char tenant[NPU_ADMIN_NAME_LEN];
+        char sched_class[32];
+        double weight;
+        uint64_t tasks, failed;
+        double engine_seconds;
+        double share;             /* of the device's engine time, 0 to 1 */
+        double target_share;      /* what the policy gives it among the tenants that used it */
+        double wait_p50_us, wait_p99_us;  /* queue wait */
+} npu_admin_sched_t;
+
+npu_status_t npu_admin_sessions(npu_context_t *ctx, size_t elem_size, npu_admin_session_t **ret_list,
+                                size_t *ret_count, int *ret_all);
+npu_status_t npu_admin_devices(npu_context_t *ctx, size_t elem_size, npu_admin_device_t **ret_list,
+                               size_t *ret_count);
+npu_status_t npu_admin_tenants(npu_context_t *ctx, size_t elem_size, npu_admin_tenant_t **ret_list,
+                               size_t *ret_count);
+npu_status_t npu_admin_sched(npu_context_t *ctx, size_t elem_size, npu_admin_sched_t **ret_list,
+                             size_t *ret_count);
+/* Frees a list of any npu_admin_* listing; NULL is ignored. */
+void npu_admin_free(void *list);
+
+/* Close another session: npud releases everything it holds; its client sees
+ * NPU_ERR_CONNECTION. A session cannot kill itself (NPU_ERR_INVALID). */
+npu_status_t npu_admin_session_kill(npu_context_t *ctx, uint64_t session);
+/* Set a tenant's device-memory quota (bytes 0: no quota): device -1 sets the total over all
+ * devices; a device id sets the per-device quota, one value that applies to every device (the
+ * id must name a device). Quotas limit new allocations; memory already held stays. */
+npu_status_t npu_admin_quota_set(npu_context_t *ctx, const char *tenant, int device, uint64_t bytes);
+/* drain 1: the device takes no new streams (existing ones run on); 0: takes them again. */
+npu_status_t npu_admin_device_drain(npu_context_t *ctx, int device, int drain);
+/* Cancel the device's queued work and clear its faults. */
+npu_status_t npu_admin_device_reset(npu_context_t *ctx, int device);
+
+/* Fault injection (the simulated backend), for testing clients' error handling. */
+typedef enum npu_fault {
+        NPU_FAULT_FAIL_NEXT = 1,   /* the next value tasks on the device fail (value >= 1) */
+        NPU_FAULT_FAIL_DEVICE = 2, /* the device fails: its work fails until reset */
+        NPU_FAULT_SLOW = 3,        /* the device runs value times slower */
+} npu_fault_t;
+npu_status_t npu_admin_fault_inject(npu_context_t *ctx, int device, npu_fault_t kind, double value);
+npu_status_t npu_admin_fault_clear(npu_context_t *ctx, int device);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
