@@ -77,6 +77,7 @@ struct npu_context {
         struct graph_desc *graphs;  /* descriptions of the loaded graphs (mu) */
         struct op_ent *ops;         /* operator name -> id, open addressing (mu) */
         size_t ops_cap, ops_count;
+        struct npu_compl *compl;    /* completion queue and reader thread, on first use (mu) */
 };
 
 /* Size of the first released layout of a caller-allocated struct: up to the end of its last
@@ -107,6 +108,15 @@ npu_status_t npu_submit(npu_context_t *ctx, struct proto_rec *rec, uint64_t *ret
 
 /* The device a buffer lives on, from the handles this context created or imported; -1. */
 int npu_buffer_device(npu_context_t *ctx, npu_buffer_t b);
+
+/* Become the reader once: read the socket (blocking when wait, else only what is there) and
+ * handle its frames (the caller found no reader active; mu is released during the read). */
+void npu_read_once_locked(npu_context_t *ctx, int wait);
+
+/* Completions (libnpu-completion.c): a notification frame's body, mu held; and stopping the
+ * reader thread at disconnect, before the socket closes. */
+void npu_notify_frame_locked(npu_context_t *ctx, const uint8_t *body, size_t len);
+void npu_completion_shutdown(npu_context_t *ctx);
 
 /* Graph descriptions (libnpu-graph.c). */
 void npu_graph_descs_free(npu_context_t *ctx);
