@@ -84,6 +84,7 @@ struct npu_context {
         /* What npu_reconnect connects with again: NULL socket re-resolves the default. */
         char *conn_socket, *conn_tenant;
         npu_backpressure_t conn_backpressure;
+        struct npu_compl *compl;    /* completion queue and reader thread, on first use (mu) */
 };
 
 /* Size of the first released layout of a caller-allocated struct: up to the end of its last
@@ -132,6 +133,14 @@ static inline int npu_forked(npu_context_t *ctx, const char *what)
 }
 /* Everything npu_disconnect releases except the context itself (npu_reconnect reuses it). */
 void npu_context_release(npu_context_t *ctx);
+/* Become the reader once: read the socket (blocking when wait, else only what is there) and
+ * handle its frames (the caller found no reader active; mu is released during the read). */
+void npu_read_once_locked(npu_context_t *ctx, int wait);
+
+/* Completions (libnpu-completion.c): a notification frame's body, mu held; and stopping the
+ * reader thread at disconnect, before the socket closes. */
+void npu_notify_frame_locked(npu_context_t *ctx, const uint8_t *body, size_t len);
+void npu_completion_shutdown(npu_context_t *ctx);
 
 /* Graph descriptions (libnpu-graph.c). */
 void npu_graph_descs_free(npu_context_t *ctx);

@@ -91,8 +91,14 @@ static void handle_frame_locked(npu_context_t *ctx, const struct proto_frame *f)
 
         for (int i = 0; i < f->hdr.nfds; i++)
                 close(f->fds[i]);
+        if (f->hdr.kind == PROTO_KIND_NOTIFY) {
+                /* completions and device notices for the completion queue (libnpu-completion.c);
+                 * task failures are also reported at the next synchronize */
+                npu_notify_frame_locked(ctx, f->body, f->hdr.body_len);
+                return;
+        }
         if (f->hdr.kind != PROTO_KIND_REPLY)
-                return; /* notifications: errors are also reported at the next sync */
+                return;
         for (struct pending *p = ctx->pending; p; p = p->next) {
                 if (p->id == f->hdr.request_id && !p->done) {
                         static const char empty[] = "{\"result\":{}}";
@@ -107,6 +113,45 @@ static void handle_frame_locked(npu_context_t *ctx, const struct proto_frame *f)
         }
 }
 
+/* Read the socket (waiting for data when wait) and handle every whole frame, as the reader:
+ * the caller found no reader active. ctx->mu is released while it reads; waiting threads are
+ * woken after. */
+void npu_read_once_locked(npu_context_t *ctx, int wait)
+{
+        ctx->reader_active = 1;
+        pthread_mutex_unlock(&ctx->mu);
+        ssize_t n;
+        if (!wait) { /* what the socket has now, maybe nothing */
+                n = proto_reader_fill(&ctx->reader, ctx->fd);
+                if (n == -EAGAIN || n == -EINTR) {
+                        pthread_mutex_lock(&ctx->mu);
+                        ctx->reader_active = 0;
+                        pthread_cond_broadcast(&ctx->cv);
+                        return;
+                }
+        } else do { /* the socket is blocking; poll only if something made it not */
+                n = proto_reader_fill_wait(&ctx->reader, ctx->fd);
+                if (n == -EAGAIN) {
+                        struct pollfd pfd = { .fd = ctx->fd, .events = POLLIN };
+                        if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+                                n = -errno;
+                }
+        } while (n == -EAGAIN || n == -EINTR);
+        pthread_mutex_lock(&ctx->mu);
+        if (n <= 0)
+                ctx->broken = 1;
+        else {
+                struct proto_frame f;
+                int r;
+                while ((r = proto_reader_next(&ctx->reader, &f)) == 1)
+                        handle_frame_locked(ctx, &f);
+                if (r < 0)
+                        ctx->broken = 1;
+        }
+        ctx->reader_active = 0;
+        pthread_cond_broadcast(&ctx->cv);
+}
+
 /* Wait for p's reply. Whoever finds no reader active becomes the reader; others sleep. */
 static void wait_reply_locked(npu_context_t *ctx, struct pending *p)
 {
@@ -115,30 +160,7 @@ static void wait_reply_locked(npu_context_t *ctx, struct pending *p)
                         pthread_cond_wait(&ctx->cv, &ctx->mu);
                         continue;
                 }
-                ctx->reader_active = 1;
-                pthread_mutex_unlock(&ctx->mu);
-                ssize_t n;
-                do { /* the socket is blocking; poll only if something made it not */
-                        n = proto_reader_fill_wait(&ctx->reader, ctx->fd);
-                        if (n == -EAGAIN) {
-                                struct pollfd pfd = { .fd = ctx->fd, .events = POLLIN };
-                                if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
-                                        n = -errno;
-                        }
-                } while (n == -EAGAIN || n == -EINTR);
-                pthread_mutex_lock(&ctx->mu);
-                if (n <= 0)
-                        ctx->broken = 1;
-                else {
-                        struct proto_frame f;
-                        int r;
-                        while ((r = proto_reader_next(&ctx->reader, &f)) == 1)
-                                handle_frame_locked(ctx, &f);
-                        if (r < 0)
-                                ctx->broken = 1;
-                }
-                ctx->reader_active = 0;
-                pthread_cond_broadcast(&ctx->cv);
+                npu_read_once_locked(ctx, 1);
         }
 }
 
@@ -333,9 +355,11 @@ NPU_EXPORT void npu_disconnect(npu_context_t *ctx)
 
 /* Never takes ctx's locks: in a forked child another thread of the parent may have held them
  * at the fork, and the child only drops its copies (its close() leaves the parent's session
- * open; the munmaps are the child's). */
+ * open; the munmaps are the child's). The completion reader thread is stopped first, in the
+ * process that started it only. */
 void npu_context_release(npu_context_t *ctx)
 {
+        npu_completion_shutdown(ctx); /* the reader thread, before the socket goes */
         if (ctx->fd >= 0)
                 close(ctx->fd);
         for (size_t i = 0; i < ctx->nregions; i++)
@@ -988,7 +1012,10 @@ NPU_EXPORT npu_status_t npu_stream_destroy(npu_context_t *ctx, npu_stream_t stre
 {
         if (!ctx)
                 return fail(NPU_ERR_INVALID, "npu_stream_destroy: NULL context");
-        return npu_call(ctx, "stream_destroy", json_pack("{s:I}", "stream", (json_int_t)stream.id), NULL);
+        npu_status_t st = npu_call(ctx, "stream_destroy", json_pack("{s:I}", "stream", (json_int_t)stream.id), NULL);
+        if (st == NPU_OK) /* later calls naming it are refused here (npu_stream_notify) */
+                map_set(ctx, &ctx->stream_device, &ctx->stream_device_cap, stream.id, -1);
+        return st;
 }
 
 NPU_EXPORT npu_status_t npu_stream_synchronize(npu_context_t *ctx, npu_stream_t stream)

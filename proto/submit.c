@@ -128,6 +128,7 @@ static size_t payload_size(const struct proto_rec *rec)
         case PROTO_REC_EVENT_RECORD:
         case PROTO_REC_STREAM_WAIT:
         case PROTO_REC_FREE: return 8;
+        case PROTO_REC_NOTIFY: return 16;
         case PROTO_REC_LAUNCH:
         case PROTO_REC_LAUNCH_ID: {
                 size_t n = proto_launch_size(rec->type == PROTO_REC_LAUNCH_ID,
@@ -183,6 +184,10 @@ size_t proto_rec_encode(const struct proto_rec *rec, uint8_t *out)
                 break;
         case PROTO_REC_FREE:
                 put32(p, rec->free.buf);
+                break;
+        case PROTO_REC_NOTIFY:
+                put64(p, rec->notify.tag);
+                put32(p + 8, rec->notify.flags);
                 break;
         case PROTO_REC_LAUNCH:
         case PROTO_REC_LAUNCH_ID: {
@@ -340,6 +345,12 @@ int proto_rec_decode(const uint8_t *buf, size_t len, size_t *pos, struct proto_r
         case PROTO_REC_FREE:
                 rec->free.buf = get32(p);
                 if (get32(p + 4))
+                        goto reserved;
+                break;
+        case PROTO_REC_NOTIFY:
+                rec->notify.tag = get64(p);
+                rec->notify.flags = get32(p + 8);
+                if (get32(p + 12) || (rec->notify.flags & ~(uint32_t)PROTO_NOTIFY_HOLD))
                         goto reserved;
                 break;
         case PROTO_REC_LAUNCH:

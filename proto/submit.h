@@ -19,6 +19,11 @@
  *                 LAUNCH layout (inputs first), nin+nout <= 64       (16 + 80 per tensor)
  *   LAUNCH_ID   : u16 op_id (registry id from op_resolve), u8 nin, u8 nout, u8 nattr, u8[3] 0,
  *                 then tensors and attributes as in LAUNCH (session protocol version 2)
+ *   NOTIFY      : u64 tag, u32 flags (bit 0 HOLD), u32 0: when the stream reaches it, npud
+ *                 sends a "completion" notification carrying the tag, the record's seq
+ *                 and the stream's error; with HOLD (a host callback) the stream then
+ *                 waits for the client's host_func_done before its next task
+ *                 (session protocol version 3)                       (16 bytes)
  * Kinds for COPY endpoints: 0 = device buffer, 1 = host region. */
 #ifndef NPU_PROTO_SUBMIT_H
 #define NPU_PROTO_SUBMIT_H
@@ -42,7 +47,10 @@ enum proto_rec_type {
         PROTO_REC_FREE = 6,
         PROTO_REC_GRAPH_RUN = 7,
         PROTO_REC_LAUNCH_ID = 8,
+        PROTO_REC_NOTIFY = 9,
 };
+
+#define PROTO_NOTIFY_HOLD 1u /* NOTIFY flag: a host callback; the stream waits for its ack */
 
 enum proto_mem_kind { PROTO_MEM_BUFFER = 0, PROTO_MEM_REGION = 1 };
 
@@ -82,6 +90,10 @@ struct proto_rec {
                 struct {
                         uint32_t buf;
                 } free;
+                struct {
+                        uint64_t tag;
+                        uint32_t flags;
+                } notify;
                 /* LAUNCH and LAUNCH_ID: op names the operator of a LAUNCH (NUL terminated
                          * after decode; "" for LAUNCH_ID), op_id that of a LAUNCH_ID. */
                 struct {

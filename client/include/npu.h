@@ -271,6 +271,73 @@ npu_status_t npu_event_synchronize(npu_context_t *ctx, npu_event_t event);
 npu_status_t npu_event_elapsed_ms(npu_context_t *ctx, npu_event_t start, npu_event_t end,
                                   float *ret_ms);
 
+/* Completions without polling. npu_completion_fd gives a file descriptor (an eventfd the
+ * context owns: do not read or close it) that is readable while completions are queued, for
+ * the caller's own epoll/poll loop (level-triggered); npu_completion_next takes the oldest
+ * one. The fd is an epoll instance the context owns (do not read or close it): it watches the
+ * connection, which npu_completion_next then reads without blocking when no other call of
+ * the program is reading it, and the queue, which completions read by other calls fill. A
+ * wakeup may find nothing (NPU_ERR_NOT_READY): wait again. Needs npud speaking session
+ * protocol version 3 (NPU_ERR_UNSUPPORTED otherwise).
+ *
+ * Kinds: NPU_COMPLETION_NOTIFY, the stream reached a npu_stream_notify point (everything
+ * submitted to it before had finished); status is the stream's own first failure since its
+ * last npu_stream_synchronize (error_task and message name the failed task), never another
+ * stream's, and the failure is not cleared by it. NPU_COMPLETION_DEVICE_HEALTH (device,
+ * health "ok"/"failed"/"resetting", draining) and NPU_COMPLETION_MEMORY_LOW (device,
+ * free_bytes, total_bytes) are npud's notices to every client; they are queued only once the
+ * completion queue exists (any of the three calls above), at most 256 unread at a time (later
+ * ones are dropped until the program reads). After the connection is lost the fd stays
+ * readable and npu_completion_next returns NPU_ERR_CONNECTION once the queue is empty.
+ *
+ * Fork: a child must connect anew (the reader thread of host callbacks is not in it) (the calls here fail
+ * with NPU_ERR_INVALID in a child, and its npu_disconnect leaves the parent's connection and
+ * thread alone). */
+typedef enum npu_completion_kind {
+        NPU_COMPLETION_NOTIFY = 1,
+        NPU_COMPLETION_DEVICE_HEALTH = 2,
+        NPU_COMPLETION_MEMORY_LOW = 3,
+} npu_completion_kind_t;
+
+typedef struct npu_completion {
+        size_t size;        /* set by the caller: sizeof(npu_completion_t) */
+        npu_completion_kind_t kind;
+        npu_status_t status; /* NOTIFY: the stream's failure, NPU_OK when it has none */
+        npu_stream_t stream; /* NOTIFY */
+        uint64_t task;       /* NOTIFY: the task number npu_stream_notify returned */
+        uint64_t tag;        /* NOTIFY: the caller's tag */
+        uint64_t error_task; /* NOTIFY: the failed task when status is not NPU_OK, else 0 */
+        int device;          /* DEVICE_HEALTH, MEMORY_LOW */
+        int draining;        /* DEVICE_HEALTH */
+        char health[16];     /* DEVICE_HEALTH */
+        uint64_t free_bytes, total_bytes; /* MEMORY_LOW */
+        char message[256];   /* NOTIFY: the failure's detail; "" when status is NPU_OK */
+} npu_completion_t;
+
+npu_status_t npu_completion_fd(npu_context_t *ctx, int *ret_fd);
+/* Ask for a NPU_COMPLETION_NOTIFY when the stream gets to this point; sends the queued
+ * submissions (npu_flush). ret_task (may be NULL) gets the notify's task number.
+ * NPU_ERR_BAD_HANDLE for a stream this context did not create or has destroyed. */
+npu_status_t npu_stream_notify(npu_context_t *ctx, npu_stream_t stream, uint64_t tag,
+                               uint64_t *ret_task);
+/* The oldest queued completion into *ret (ret->size set by the caller); NPU_ERR_NOT_READY
+ * when none is queued. Never blocks. */
+npu_status_t npu_completion_next(npu_context_t *ctx, npu_completion_t *ret);
+
+/* Host callbacks (like cudaLaunchHostFunc): fn(user, status) runs on the context's reader
+ * thread (started by the first such call, all signals blocked; from then on it reads npud's
+ * replies and notices whenever no call of the program does) once everything submitted to the stream before it has finished (status as for a
+ * notify: the stream's own failure, or NPU_OK), and nothing submitted to the stream after
+ * it starts until fn has returned (libnpu then tells npud). fn may call libnpu, but must
+ * not wait for its own stream (npu_stream_synchronize of it, npu_synchronize) nor call
+ * npu_disconnect; while it runs, no other host callback of the context runs and completions
+ * are still queued. Only this stream waits for fn: other streams, sessions and tenants go
+ * on. When the connection is lost (or at npu_disconnect) callbacks not yet run are called
+ * with NPU_ERR_CONNECTION. Sends the queued submissions. */
+typedef void (*npu_host_func_t)(void *user, npu_status_t status);
+npu_status_t npu_launch_host_func(npu_context_t *ctx, npu_stream_t stream, npu_host_func_t fn,
+                                  void *user, uint64_t *ret_task);
+
 /* Graphs (ONNX models) run inside npud: load once, run many times without a round trip
  * per operator. npu_graph_load takes the model bytes (sent to npud in a sealed memfd); the
  * graph's weights live in device memory of `device`, charged to the caller's tenant.

@@ -156,12 +156,18 @@ void dispatch_submit_record(struct session *s, const struct proto_rec *r)
         enum task_kind kind = r->type == PROTO_REC_EVENT_RECORD ? TASK_EVENT_RECORD
                             : r->type == PROTO_REC_STREAM_WAIT  ? TASK_STREAM_WAIT
                             : r->type == PROTO_REC_FREE         ? TASK_FREE
+                            : r->type == PROTO_REC_NOTIFY       ? TASK_NOTIFY
                                                                 : TASK_EXEC;
 
         if (!st) {
                 char msg[96];
                 snprintf(msg, sizeof(msg), "unknown or destroyed stream handle %u", r->stream);
                 session_task_failed(s, NULL, r->seq, PROTO_E_BAD_HANDLE, msg);
+                /* the client waits for this notice, not for a synchronize: it gets the error */
+                if (r->type == PROTO_REC_NOTIFY && s->version >= PROTO_VERSION_NOTIFY)
+                        session_send_completion(s, r->stream, r->seq, r->notify.tag,
+                                                (r->notify.flags & PROTO_NOTIFY_HOLD) != 0, 0,
+                                                PROTO_E_BAD_HANDLE, r->seq, msg);
                 return;
         }
         t = task_new(kind, st, r->seq);
@@ -192,6 +198,10 @@ void dispatch_submit_record(struct session *s, const struct proto_rec *r)
                 pe.code = PROTO_E_INVALID;
                 snprintf(pe.msg, sizeof(pe.msg), "launch by id: operator id %u needs protocol version %d",
                          r->launch.op_id, PROTO_VERSION_OP_ID);
+        } else if (r->type == PROTO_REC_NOTIFY && s->version < PROTO_VERSION_NOTIFY) {
+                pe.code = PROTO_E_INVALID;
+                snprintf(pe.msg, sizeof(pe.msg), "notify: needs protocol version %d, the session negotiated %d",
+                         PROTO_VERSION_NOTIFY, s->version);
         } else {
                 pe.code = r->type == PROTO_REC_FREE ? prepare_free(s, r, t, pe.msg, sizeof(pe.msg))
                                                     : submit_prepare(&s->handles, st, r, t, pe.msg, sizeof(pe.msg));

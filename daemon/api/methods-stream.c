@@ -225,6 +225,31 @@ static void method_stream_destroy(struct request *req)
         session_reply_result(req->session, req->id, NULL);
 }
 
+/* The client's host callback for notify task 'task' of 'stream' returned: the stream goes on.
+ * The stream may have been destroyed since (its queued work drains; its handle is gone), so
+ * it is found among the session's own streams, never another session's. */
+static void method_host_func_done(struct request *req)
+{
+        static const char *const keys[] = { "stream", "task", NULL };
+        struct session *s = req->session;
+        uint64_t h, task;
+        struct stream *st;
+
+        if (params_only(req, keys) < 0 || param_u64(req, "stream", UINT32_MAX, &h) < 0 ||
+            param_u64(req, "task", UINT64_MAX >> 1, &task) < 0)
+                return;
+        TAILQ_FOREACH(st, &s->streams, session_link)
+                if (st->handle == h)
+                        break;
+        if (!st || sched_notify_ack(&s->npud->ex, st, task) < 0) {
+                session_reply_error(s, req->id, PROTO_E_INVALID,
+                                    "host_func_done: stream %" PRIu64 " of this session does not wait "
+                                    "for host callback task %" PRIu64, h, task);
+                return;
+        }
+        session_reply_result(s, req->id, NULL);
+}
+
 static void method_stream_synchronize(struct request *req)
 {
         static const char *const keys[] = { "stream", NULL };
@@ -336,6 +361,7 @@ static void method_event_elapsed(struct request *req)
 }
 
 const struct method methods_stream[] = {
+        { "host_func_done", method_host_func_done, 0 },
         { "stream_create", method_stream_create, 0 },
         { "stream_destroy", method_stream_destroy, 0 },
         { "stream_set_deadline", method_stream_set_deadline, 0 },

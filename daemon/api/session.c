@@ -1016,6 +1016,30 @@ static void obs_stream_released(void *data, struct stream *st)
         }
 }
 
+void session_send_completion(struct session *s, uint32_t stream, uint64_t seq, uint64_t tag,
+                             int host_func, int held, int code, uint64_t error_task,
+                             const char *message)
+{
+        session_send_json(s, PROTO_KIND_NOTIFY, 0,
+                          proto_notify_new("completion",
+                                           json_pack("{s:I, s:I, s:I, s:b, s:b, s:i, s:s, s:I, s:s}",
+                                                     "stream", (json_int_t)stream, "task",
+                                                     (json_int_t)seq, "tag", (json_int_t)tag,
+                                                     "host_func", host_func, "held", held, "code",
+                                                     code, "name", proto_error_name(code),
+                                                     "error_task", (json_int_t)error_task,
+                                                     "message", message)));
+}
+
+/* A notify task reached: its completion, with the stream's first failure since its last
+ * synchronize (never another stream's), goes to the owner; a held one waits for its ack. */
+static void obs_notify_reached(void *data, struct stream *st, uint64_t seq, uint64_t tag, int hold,
+                               const struct stream_error *e)
+{
+        session_send_completion(st->session, st->handle, seq, tag, hold, hold, e->code,
+                                e->code ? e->seq : 0, e->code ? e->message : "");
+}
+
 static void obs_unit_done(void *data, struct device *dev)
 {
         manage_device_poll(data, dev); /* a pending reset ends once the device is idle */
@@ -1032,5 +1056,6 @@ void session_observe(struct npud *d)
                 .waiter_done = obs_waiter_done,
                 .stream_released = obs_stream_released,
                 .unit_done = obs_unit_done,
+                .notify_reached = obs_notify_reached,
         };
 }

@@ -102,6 +102,11 @@ void session_reply_result(struct session *s, uint64_t request_id, json_t *result
 void session_reply_error(struct session *s, uint64_t request_id, int code, const char *fmt, ...)
         __attribute__((format(printf, 4, 5)));
 /* Record an asynchronous failure on a stream (or the session when st is NULL) and notify. */
+/* A "completion" notification (docs/protocol.md): a NOTIFY record reached (or refused, with
+ * code set and held 0); held: the stream waits for host_func_done. */
+void session_send_completion(struct session *s, uint32_t stream, uint64_t seq, uint64_t tag,
+                             int host_func, int held, int code, uint64_t error_task,
+                             const char *message);
 void session_task_failed(struct session *s, struct stream *st, uint64_t seq, int code,
                          const char *message);
 const char *session_tenant_name(const struct session *s);

@@ -11,6 +11,8 @@
  *                    and frees it
  *   stream_released  a stream's last reference is gone (the owner drops its bookkeeping)
  *   unit_done        a unit of a device came back from the backend (a pending reset may end)
+ *   notify_reached   a stream reached a notify task (e: the stream's error so far); with
+ *                    hold, the stream waits at it until sched_notify_ack
  *
  * Observers may call back into the layer (a reply that fails can end a session, which
  * cancels its streams): every caller of an observer holds the references it still needs. */
@@ -38,6 +40,8 @@ struct exec_observer {
         void (*waiter_done)(void *data, struct waiter *w, const struct stream_error *e);
         void (*stream_released)(void *data, struct stream *st);
         void (*unit_done)(void *data, struct device *dev);
+        void (*notify_reached)(void *data, struct stream *st, uint64_t seq, uint64_t tag, int hold,
+                               const struct stream_error *e);
 };
 
 struct exec {

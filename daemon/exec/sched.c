@@ -290,6 +290,7 @@ void sched_stream_cancel(struct exec *x, struct stream *st)
         struct task *t;
 
         pd_queue_unready(&st->dev->pd, &st->q);
+        st->held = 0; /* an unacked host callback goes with the rest */
         /* stop running work too: a kernel may otherwise run for hours */
         if (st->running && x->backend->ops->cancel)
                 x->backend->ops->cancel(x->backend, st->running);
@@ -340,10 +341,27 @@ static void stream_settle(struct exec *x, struct stream *st)
 {
         struct task *t;
 
-        if (st->running || st->blocked_on || st->q.ready)
+        if (st->running || st->blocked_on || st->held || st->q.ready)
                 return;
         while ((t = TAILQ_FIRST(&st->tasks))) {
                 switch (t->kind) {
+                case TASK_NOTIFY:
+                        /* Reached in stream order with everything before it finished: the
+                         * observer tells the owner with the stream's own error. A host
+                         * callback stays at the head (nothing after it starts) until acked;
+                         * t is not touched after the observer, which may end the session
+                         * and so cancel the stream. */
+                        if (t->hold) {
+                                st->held = 1;
+                                if (st->session && x->obs.notify_reached)
+                                        x->obs.notify_reached(x->obs.data, st, t->seq, t->tag, 1, &st->error);
+                                return;
+                        }
+                        stream_pop(st);
+                        if (st->session && x->obs.notify_reached)
+                                x->obs.notify_reached(x->obs.data, st, t->seq, t->tag, 0, &st->error);
+                        task_retire(x, t, 0);
+                        continue;
                 case TASK_EVENT_RECORD:
                         stream_pop(st);
                         event_fire(x, t->evt, t);
@@ -385,6 +403,19 @@ static void stream_settle(struct exec *x, struct stream *st)
                 }
         }
         stream_became_idle(x, st);
+}
+
+int sched_notify_ack(struct exec *x, struct stream *st, uint64_t seq)
+{
+        struct task *t = TAILQ_FIRST(&st->tasks);
+
+        if (!st->held || !t || t->kind != TASK_NOTIFY || !t->hold || t->seq != seq)
+                return -1;
+        stream_pop(st);
+        st->held = 0;
+        stream_touch(x, st); /* before the retire, which may end the owner's session */
+        task_retire(x, t, 0);
+        return 0;
 }
 
 static void unit_fail_all(struct sched_unit *su, int code, const char *msg)

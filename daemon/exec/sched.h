@@ -33,6 +33,9 @@ void sched_check_event_waiters(struct exec *x, struct npu_evt *e);
  * observer; seq is the client's task number. */
 void sched_task_failed(struct exec *x, struct stream *st, uint64_t seq, int code,
                        const char *message);
+/* The owner acknowledges the host callback (a held notify task, seq) at st's head: the
+ * stream goes on. 0, or -1 when st does not wait for that task. */
+int sched_notify_ack(struct exec *x, struct stream *st, uint64_t seq);
 /* Free the pooled units (at shutdown, before task_pool_drain: they hold pooled calls). */
 void sched_pool_drain(void);
 /* sizeof(struct sched_unit), which is private to sched.c (for benchmarks). */

@@ -23,6 +23,7 @@ enum task_kind {
         TASK_STREAM_WAIT,
         TASK_FAIL, /* a submission that failed, reported when the stream reaches it */
         TASK_FREE, /* stream-ordered free: holds the buffer until the stream reaches it */
+        TASK_NOTIFY, /* tell the owner the stream got here; a host callback holds the stream */
 };
 
 #define TASK_MAX_REFS 64 /* a graph run binds up to 64 tensors (GRAPH_MAX_IO) */
@@ -51,6 +52,8 @@ struct task {
         uint64_t tiles, tiles_done;      /* progress when split into tiles */
         int tile_engine;
         int tile_failed;
+        uint64_t tag; /* TASK_NOTIFY: the client's tag, echoed */
+        int hold;     /* TASK_NOTIFY: a host callback; the stream waits for the owner's ack */
 };
 
 enum waiter_kind { WAIT_STREAM = 1, WAIT_EVENT, WAIT_SESSION };
@@ -93,6 +96,7 @@ struct stream {
         TAILQ_ENTRY(stream) settle_link;
         int destroyed;
         int busy_marker;      /* the last task queued is a "busy" failure marker */
+        int held;             /* its head is a host callback the owner has not acked yet */
         uint64_t last_end_ns; /* when the stream's previous task finished */
         struct stream_error error; /* first failure since the last synchronize */
         struct waiter_list waiters;

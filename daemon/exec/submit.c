@@ -387,6 +387,11 @@ int submit_prepare(struct handle_table *h, struct stream *st, const struct proto
         case PROTO_REC_EVENT_RECORD:
         case PROTO_REC_STREAM_WAIT: ok = prepare_event(h, r, t, &pe); break;
         case PROTO_REC_GRAPH_RUN: ok = prepare_graph_run(h, st, r, t, &pe); break;
+        case PROTO_REC_NOTIFY: /* nothing to resolve: the stream is the task's only object */
+                t->tag = r->notify.tag;
+                t->hold = (r->notify.flags & PROTO_NOTIFY_HOLD) != 0;
+                ok = t;
+                break;
         default:
                 ok = NULL;
                 pe.code = PROTO_E_INVALID;

@@ -9,7 +9,8 @@
 struct handle_table;
 struct proto_rec;
 
-/* Prepare task t (of kind TASK_EXEC, TASK_EVENT_RECORD or TASK_STREAM_WAIT, on stream st)
+/* Prepare task t (of kind TASK_EXEC, TASK_EVENT_RECORD, TASK_STREAM_WAIT or TASK_NOTIFY, on
+ * stream st)
  * from record r, resolving handles in h: 0, or a PROTO_E_* code with msg naming what is
  * wrong. The task holds what it references (buffers, region, event, graph) whatever the
  * outcome; the caller frees it on failure. */

@@ -6,9 +6,12 @@
  *      and its RSS before and after (flat: growth <= 2 MiB)
  *   3. 1024x1024 float32 MatMul on device-resident data vs. in-process OpenBLAS (>= 0.9)
  *   4. 256 MiB host->device->host through a host region vs. two memcpy (>= 0.5)
+ *   5. a request loop (H2D + small graph run + D2H + completion): completion through the
+ *      completion fd (epoll_wait, npu_completion_next) vs. npu_stream_synchronize, p50 of
+ *      each, on two contexts of the same npud (target ratio <= 1.1)
  * Starts its own npud (NPUD_BIN) unless --socket PATH names a running one; then --pid N names
  * that npud for the CPU and RSS figures (unavailable without it).
- * NPUBENCH_ONLY=ping|tiny|matmul|copy runs one section (for profiling), and NPUBENCH_ITERS=N
+ * NPUBENCH_ONLY=ping|tiny|matmul|copy|request runs one section (for profiling), and NPUBENCH_ITERS=N
  * overrides the iteration count of the ping and tiny sections (a longer loop to attach to);
  * NPUBENCH_NOPIN=1 leaves the ping section unpinned (see pin_together). */
 #include <cblas.h>
@@ -17,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -24,6 +28,7 @@
 #include <unistd.h>
 
 #include "npu.h"
+#include "onnx.pb-c.h"
 #include "tests/integration/harness.h"
 
 #define CHECK(call) \
@@ -140,6 +145,186 @@ static int iters_or(int dflt)
         const char *v = getenv("NPUBENCH_ITERS");
         long n = v && *v ? strtol(v, NULL, 10) : 0;
         return n > 0 && n < 1000000000 ? (int)n : dflt;
+}
+
+/* ---- section 5: the request loop ---- */
+
+#define REQ_N 256 /* elements of the request's tensors */
+
+static Onnx__ValueInfoProto *req_value(Onnx__ValueInfoProto *vi, Onnx__TypeProto *tp,
+                                       Onnx__TypeProto__Tensor *tt, Onnx__TensorShapeProto *sh,
+                                       Onnx__TensorShapeProto__Dimension *d,
+                                       Onnx__TensorShapeProto__Dimension **dp, const char *name)
+{
+        onnx__value_info_proto__init(vi);
+        onnx__type_proto__init(tp);
+        onnx__type_proto__tensor__init(tt);
+        onnx__tensor_shape_proto__init(sh);
+        onnx__tensor_shape_proto__dimension__init(d);
+        d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+        d->dim_value = REQ_N;
+        dp[0] = d;
+        sh->n_dim = 1;
+        sh->dim = dp;
+        tt->has_elem_type = 1;
+        tt->elem_type = NPU_FLOAT32;
+        tt->shape = sh;
+        tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+        tp->tensor_type = tt;
+        vi->name = (char *)name;
+        vi->type = tp;
+        return vi;
+}
+
+/* Y = Relu(X + B), X and B float32 [REQ_N]: a small graph of two nodes. Malloc'd bytes. */
+static uint8_t *request_model(size_t *ret_len)
+{
+        Onnx__ValueInfoProto vi[3], *ins[2] = { &vi[0], &vi[1] }, *outs[1] = { &vi[2] };
+        Onnx__TypeProto tp[3];
+        Onnx__TypeProto__Tensor tt[3];
+        Onnx__TensorShapeProto sh[3];
+        Onnx__TensorShapeProto__Dimension d[3], *dp[3][1];
+        Onnx__NodeProto n[2], *nodes[2] = { &n[0], &n[1] };
+        char *add_in[2] = { (char *)"X", (char *)"B" }, *add_out[1] = { (char *)"S" };
+        char *relu_in[1] = { (char *)"S" }, *relu_out[1] = { (char *)"Y" };
+        Onnx__OperatorSetIdProto o, *ops[1] = { &o };
+        Onnx__GraphProto g;
+        Onnx__ModelProto m;
+        const char *names[3] = { "X", "B", "Y" };
+
+        for (int i = 0; i < 3; i++)
+                req_value(&vi[i], &tp[i], &tt[i], &sh[i], &d[i], dp[i], names[i]);
+        onnx__node_proto__init(&n[0]);
+        n[0].op_type = (char *)"Add";
+        n[0].n_input = 2;
+        n[0].input = add_in;
+        n[0].n_output = 1;
+        n[0].output = add_out;
+        onnx__node_proto__init(&n[1]);
+        n[1].op_type = (char *)"Relu";
+        n[1].n_input = 1;
+        n[1].input = relu_in;
+        n[1].n_output = 1;
+        n[1].output = relu_out;
+        onnx__operator_set_id_proto__init(&o);
+        o.domain = (char *)"";
+        o.has_version = 1;
+        o.version = 13;
+        onnx__graph_proto__init(&g);
+        g.name = (char *)"request";
+        g.n_input = 2;
+        g.input = ins;
+        g.n_output = 1;
+        g.output = outs;
+        g.n_node = 2;
+        g.node = nodes;
+        onnx__model_proto__init(&m);
+        m.has_ir_version = 1;
+        m.ir_version = 8;
+        m.n_opset_import = 1;
+        m.opset_import = ops;
+        m.graph = &g;
+        *ret_len = onnx__model_proto__get_packed_size(&m);
+        uint8_t *bytes = malloc(*ret_len);
+        if (!bytes || onnx__model_proto__pack(&m, bytes) != *ret_len)
+                exit(1);
+        return bytes;
+}
+
+/* One client of the request loop: its own context, graph, buffers and host region. */
+struct req_client {
+        npu_context_t *ctx;
+        npu_graph_t g;
+        npu_buffer_t x, b, y;
+        npu_stream_t s;
+        npu_region_t r;
+        float *host; /* [0, REQ_N): the request; [REQ_N, 2 REQ_N): the answer */
+        int ep, fd;
+};
+
+static void req_open(struct req_client *c, const char *sock, const uint8_t *model, size_t len,
+                     int with_fd)
+{
+        float bias[REQ_N];
+
+        CHECK(npu_connect(sock, &c->ctx));
+        CHECK(npu_graph_load(c->ctx, 0, model, len, &c->g));
+        CHECK(npu_malloc(c->ctx, 0, sizeof(bias), &c->x));
+        CHECK(npu_malloc(c->ctx, 0, sizeof(bias), &c->b));
+        CHECK(npu_malloc(c->ctx, 0, sizeof(bias), &c->y));
+        for (int i = 0; i < REQ_N; i++)
+                bias[i] = (float)(i % 5) - 2.0f;
+        CHECK(npu_memcpy_to_device(c->ctx, c->b, 0, bias, sizeof(bias)));
+        CHECK(npu_host_alloc(c->ctx, 2 * sizeof(bias), (void **)&c->host, &c->r));
+        CHECK(npu_stream_create(c->ctx, 0, 2, &c->s));
+        c->ep = -1;
+        if (with_fd) {
+                struct epoll_event ev = { .events = EPOLLIN };
+                CHECK(npu_completion_fd(c->ctx, &c->fd));
+                c->ep = epoll_create1(EPOLL_CLOEXEC);
+                if (c->ep < 0 || epoll_ctl(c->ep, EPOLL_CTL_ADD, c->fd, &ev) < 0)
+                        exit(1);
+        }
+}
+
+/* One request: H2D, graph run, D2H, then its completion, the explicit way (synchronize) or
+ * through the completion fd. Returns its latency in seconds; checks the answer. */
+static double req_once(struct req_client *c, int i)
+{
+        npu_tensor_t in[2] = { { .buf = c->x, .dtype = NPU_FLOAT32, .ndim = 1, .dims = { REQ_N } },
+                               { .buf = c->b, .dtype = NPU_FLOAT32, .ndim = 1, .dims = { REQ_N } } };
+        npu_tensor_t out = { .buf = c->y, .dtype = NPU_FLOAT32, .ndim = 1, .dims = { REQ_N } };
+        const size_t bytes = REQ_N * sizeof(float);
+
+        for (int k = 0; k < REQ_N; k++)
+                c->host[k] = (float)((i + k) % 7);
+        double t0 = now_s();
+        CHECK(npu_memcpy_h2d_async(c->ctx, c->s, c->x, 0, c->r, 0, bytes, NULL));
+        CHECK(npu_graph_run(c->ctx, c->s, c->g, in, 2, &out, 1, NULL));
+        CHECK(npu_memcpy_d2h_async(c->ctx, c->s, c->r, bytes, c->y, 0, bytes, NULL));
+        if (c->ep < 0) {
+                CHECK(npu_stream_synchronize(c->ctx, c->s));
+        } else {
+                npu_completion_t done = { .size = sizeof(done) };
+                uint64_t task;
+                npu_status_t st;
+                CHECK(npu_stream_notify(c->ctx, c->s, (uint64_t)i, &task));
+                while ((st = npu_completion_next(c->ctx, &done)) == NPU_ERR_NOT_READY) {
+                        struct epoll_event got;
+                        if (epoll_wait(c->ep, &got, 1, 10000) != 1) {
+                                fprintf(stderr, "npubench: no completion within 10 s\n");
+                                exit(1);
+                        }
+                }
+                CHECK(st);
+                if (done.task != task || done.status != NPU_OK) {
+                        fprintf(stderr, "npubench: completion of task %llu (status %d), expected %llu\n",
+                                (unsigned long long)done.task, done.status, (unsigned long long)task);
+                        exit(1);
+                }
+        }
+        double t = now_s() - t0;
+        for (int k = 0; k < REQ_N; k++) {
+                float x = c->host[k] + (float)(k % 5) - 2.0f;
+                if (c->host[REQ_N + k] != (x > 0 ? x : 0)) {
+                        fprintf(stderr, "npubench: request %d: wrong answer at %d\n", i, k);
+                        exit(1);
+                }
+        }
+        return t;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+        double x = *(const double *)a, y = *(const double *)b;
+        return x < y ? -1 : x > y;
+}
+
+static void req_close(struct req_client *c)
+{
+        if (c->ep >= 0)
+                close(c->ep);
+        npu_disconnect(c->ctx);
 }
 
 int main(int argc, char **argv)
@@ -352,6 +537,42 @@ int main(int argc, char **argv)
                 CHECK(npu_free(ctx, d));
                 free(dst);
                 free(mid);
+        }
+        /* 5. request loop: completion by synchronize vs. by the completion fd. Two contexts
+         * (the fd's has libnpu's reader thread; the explicit one reads its own replies), in
+         * alternating blocks so that drift in the machine's load hits both alike. */
+        if (section_on("request")) {
+                const int block = 500, blocks = iters_or(20000) / 500 > 0 ? iters_or(20000) / 500 : 1;
+                size_t len;
+                uint8_t *model = request_model(&len);
+                struct req_client sync_c, fd_c;
+                double *lat_sync = malloc(sizeof(double) * (size_t)(block * blocks));
+                double *lat_fd = malloc(sizeof(double) * (size_t)(block * blocks));
+                int n = 0;
+                req_open(&sync_c, sock, model, len, 0);
+                req_open(&fd_c, sock, model, len, 1);
+                for (int i = 0; i < 200; i++) { /* warm-up */
+                        req_once(&sync_c, i);
+                        req_once(&fd_c, i);
+                }
+                for (int b = 0; b < blocks; b++)
+                        for (int i = 0; i < block; i++, n++) {
+                                lat_sync[n] = req_once(&sync_c, n);
+                                lat_fd[n] = req_once(&fd_c, n);
+                        }
+                qsort(lat_sync, (size_t)n, sizeof(double), cmp_double);
+                qsort(lat_fd, (size_t)n, sizeof(double), cmp_double);
+                double ps = lat_sync[n / 2] * 1e6, pf = lat_fd[n / 2] * 1e6;
+                printf("request loop (H2D %d floats + 2-node graph run + D2H + completion), %d requests each: "
+                       "completion fd (epoll + npu_completion_next) p50 %.1f us (p99 %.1f), "
+                       "npu_stream_synchronize p50 %.1f us (p99 %.1f), ratio %.2f (target <= 1.1)%s\n",
+                       REQ_N, n, pf, lat_fd[n * 99 / 100] * 1e6, ps, lat_sync[n * 99 / 100] * 1e6, pf / ps,
+                       pf / ps <= 1.1 ? "" : " MISSED");
+                req_close(&sync_c);
+                req_close(&fd_c);
+                free(lat_sync);
+                free(lat_fd);
+                free(model);
         }
         npu_disconnect(ctx);
         if (own && harness_stop(&proc) != 0) {

@@ -1027,7 +1027,7 @@ START_TEST(test_rec_size_rejects)
         ck_assert_uint_eq(proto_rec_size(&r), 0);
         ck_assert_uint_eq(proto_rec_encode(&r, out), 0);
         ck_assert_uint_eq(out[0], 0x5a); /* nothing written */
-        r.type = 9; /* first unassigned record type */
+        r.type = 10; /* first unassigned record type */
         ck_assert_uint_eq(proto_rec_size(&r), 0);
         r = mk_launch(6, 6, PROTO_REC_MAX_ATTRS);
         ck_assert_uint_gt(proto_rec_size(&r), 0);
@@ -1312,6 +1312,34 @@ START_TEST(test_rec_free_roundtrip)
 }
 END_TEST
 
+/* NOTIFY (type 9): tag and flags round trip; unknown flag bits and reserved bytes are
+ * malformed. */
+START_TEST(test_rec_notify_roundtrip)
+{
+        struct proto_rec r = { .type = PROTO_REC_NOTIFY, .seq = 9, .stream = 3 }, out;
+        uint8_t buf[64];
+        size_t pos = 0;
+        char err[128];
+
+        r.notify.tag = 0xfedcba9876543210ull;
+        r.notify.flags = PROTO_NOTIFY_HOLD;
+        ck_assert_uint_eq(proto_rec_size(&r), 40);
+        ck_assert_uint_eq(proto_rec_encode(&r, buf), 40);
+        ck_assert_int_eq(proto_rec_decode(buf, 40, &pos, &out, err, sizeof(err)), 1);
+        ck_assert_uint_eq(out.type, PROTO_REC_NOTIFY);
+        ck_assert_uint_eq(out.notify.tag, 0xfedcba9876543210ull);
+        ck_assert_uint_eq(out.notify.flags, PROTO_NOTIFY_HOLD);
+        ck_assert_uint_eq(out.stream, 3);
+        buf[PROTO_REC_HEADER_SIZE + 8] = 2; /* unknown flag */
+        pos = 0;
+        ck_assert_int_lt(proto_rec_decode(buf, 40, &pos, &out, err, sizeof(err)), 0);
+        buf[PROTO_REC_HEADER_SIZE + 8] = 1;
+        buf[PROTO_REC_HEADER_SIZE + 12] = 1; /* reserved */
+        pos = 0;
+        ck_assert_int_lt(proto_rec_decode(buf, 40, &pos, &out, err, sizeof(err)), 0);
+}
+END_TEST
+
 START_TEST(test_rec_sequence)
 {
         struct proto_rec recs[6];
@@ -1438,6 +1466,7 @@ static Suite *message_suite(void)
         tcase_add_test(tc, test_rec_launch);
         tcase_add_test(tc, test_rec_launch_extremes);
         tcase_add_test(tc, test_rec_size_rejects);
+        tcase_add_test(tc, test_rec_notify_roundtrip);
         tcase_add_test(tc, test_rec_launch_id);
         tcase_add_test(tc, test_rec_launch_direct);
         tcase_add_test(tc, test_rec_launch_id_malformed);
