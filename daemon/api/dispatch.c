@@ -21,7 +21,7 @@
 
 static const struct method *const method_groups[] = {
         methods_session, methods_memory, methods_stream, methods_admin, methods_sched, methods_share,
-        methods_manage, methods_graph,
+        methods_manage, methods_graph, methods_run,
 };
 
 static const struct method *method_find(const char *name)
@@ -192,6 +192,10 @@ void dispatch_submit_record(struct session *s, const struct proto_rec *r)
                 pe.code = PROTO_E_INVALID;
                 snprintf(pe.msg, sizeof(pe.msg), "launch by id: operator id %u needs protocol version %d",
                          r->launch.op_id, PROTO_VERSION_OP_ID);
+        } else if (r->type == PROTO_REC_GRAPH_RUN_OPT && s->version < PROTO_VERSION_RUN_OPT) {
+                pe.code = PROTO_E_INVALID;
+                snprintf(pe.msg, sizeof(pe.msg), "graph run with options needs protocol version %d",
+                         PROTO_VERSION_RUN_OPT);
         } else {
                 pe.code = r->type == PROTO_REC_FREE ? prepare_free(s, r, t, pe.msg, sizeof(pe.msg))
                                                     : submit_prepare(&s->handles, st, r, t, pe.msg, sizeof(pe.msg));
@@ -207,6 +211,8 @@ failed:
                 }
                 t->item.status = pe.code;
                 snprintf(t->item.err, sizeof(t->item.err), "%s", pe.msg);
+                if (r->type == PROTO_REC_GRAPH_RUN_OPT) /* the failure names the run's tag */
+                        memcpy(t->tag, r->graph.tag, sizeof(t->tag));
                 st->busy_marker = pe.code == PROTO_E_BUSY;
         } else {
                 st->busy_marker = 0;
