@@ -255,7 +255,9 @@ npu_status_t npu_event_elapsed_ms(npu_context_t *ctx, npu_event_t start, npu_eve
  * Before it queues the run, npu_graph_run checks the bound inputs against the graph's
  * description (below): a count that differs fails the call itself with NPU_ERR_INVALID, an
  * input whose dtype, rank or fixed extent differs with NPU_ERR_SHAPE, the message naming the
- * input; nothing is queued then. npud checks every binding again when it receives the run. */
+ * input; nothing is queued then. npud checks every binding again when it receives the run.
+ * npud refuses at load a model whose fixed shapes conflict (NPU_ERR_SHAPE naming the node).
+ * npu_graph_run_with (below) adds per-run options: deadline, tag, data-dependent outputs. */
 typedef struct { uint32_t id; } npu_graph_t;
 npu_status_t npu_graph_load(npu_context_t *ctx, int device, const void *model, size_t size,
                             npu_graph_t *ret_graph);

@@ -203,6 +203,11 @@ void dispatch_submit_record(struct session *s, const struct proto_rec *r)
         if (pe.code) {
 failed:
                 task_free(t); /* NULL-safe */
+                if (r->type == PROTO_REC_GRAPH_RUN_OPT && r->graph.tag[0]) { /* name the run */
+                        char tail[sizeof(pe.msg)];
+                        snprintf(tail, sizeof(tail), "%s", pe.msg);
+                        snprintf(pe.msg, sizeof(pe.msg), "run '%s': %.200s", r->graph.tag, tail);
+                }
                 /* The failure takes effect in stream order: work queued before it still runs. */
                 t = stream_idle(st) ? NULL : task_new(TASK_FAIL, st, r->seq);
                 if (!t) {
@@ -211,8 +216,6 @@ failed:
                 }
                 t->item.status = pe.code;
                 snprintf(t->item.err, sizeof(t->item.err), "%s", pe.msg);
-                if (r->type == PROTO_REC_GRAPH_RUN_OPT) /* the failure names the run's tag */
-                        memcpy(t->tag, r->graph.tag, sizeof(t->tag));
                 st->busy_marker = pe.code == PROTO_E_BUSY;
         } else {
                 st->busy_marker = 0;
