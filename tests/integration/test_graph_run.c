@@ -94,14 +94,14 @@ static json_t *task_info(npu_stream_t s, uint64_t task)
 
 /* ---- models (protobuf-c) ---- */
 
-static void *arena[1024];
+static void *arena[8192];
 static int narena;
 
 static void *A(size_t size)
 {
         void *p = calloc(1, size ? size : 1);
         ck_assert_ptr_nonnull(p);
-        ck_assert_int_lt(narena, 1024);
+        ck_assert_int_lt(narena, 8192);
         arena[narena++] = p;
         return p;
 }
@@ -367,6 +367,65 @@ START_TEST(test_options_reach_scheduler_and_cancel)
         OK(npu_free(ctx, bx));
         OK(npu_free(ctx, by));
         OK(npu_graph_unload(ctx, g));
+}
+END_TEST
+
+/* A graph run already computing (a chain of MatMuls) is cut at its next node: its stream
+ * reports it as cancelled, and the next run on the stream works. */
+enum { SQ = 256, CHAIN = 120 };
+
+START_TEST(test_cancel_running_run)
+{
+        static float w[SQ * SQ];
+        Onnx__ModelProto *m = model_new();
+        char in[32], out[32], nm[32];
+        npu_stream_t s;
+        npu_graph_t g, ga;
+        npu_buffer_t bx, by;
+        uint64_t r;
+        json_t *j;
+        int running = 0;
+
+        for (int i = 0; i < SQ * SQ; i++)
+                w[i] = (i % SQ == i / SQ) ? 1.0f : 0.0f; /* identity: values stay bounded */
+        PUSH(m->graph->n_input, m->graph->input, value_info("X", NPU_FLOAT32, 2, (int64_t[]){ SQ, SQ }));
+        PUSH(m->graph->n_output, m->graph->output, value_info("Y", NPU_FLOAT32, 2, (int64_t[]){ SQ, SQ }));
+        init_f32(m->graph, "W", 2, (int64_t[]){ SQ, SQ }, w);
+        for (int c = 0; c < CHAIN; c++) {
+                snprintf(in, sizeof(in), c ? "h%d" : "X", c);
+                snprintf(out, sizeof(out), c == CHAIN - 1 ? "Y" : "h%d", c + 1);
+                snprintf(nm, sizeof(nm), "mm%d", c);
+                node(m->graph, "MatMul", nm, in, "W", out);
+        }
+        OK(load_on(ctx, m, &g));
+        OK(npu_stream_create(ctx, 0, 0, &s));
+        OK(npu_malloc(ctx, 0, SQ * SQ * sizeof(float), &bx));
+        OK(npu_malloc(ctx, 0, SQ * SQ * sizeof(float), &by));
+        npu_tensor_t tx = vec(bx, NPU_FLOAT32, 2, (int64_t[]){ SQ, SQ }), ty = vec(by, NPU_FLOAT32, 2, (int64_t[]){ SQ, SQ });
+        npu_run_options_t o = { .size = sizeof(o), .tag = "long-one" };
+        OK(npu_graph_run_with(ctx, s, g, &tx, 1, &ty, 1, &o, &r));
+        OK(npu_flush(ctx));
+        for (int i = 0; i < 1000 && !running; i++) {
+                j = task_info(s, r);
+                running = strcmp(json_string_value(json_object_get(j, "state")), "running") == 0;
+                json_decref(j);
+                if (!running)
+                        usleep(1000);
+        }
+        ck_assert_msg(running, "the run never started");
+        npu_tensor_t q = ty;
+        FAILS(npu_graph_run_output_shape(ctx, s, r, 0, &q), NPU_ERR_NOT_READY); /* still running */
+        OK(npu_task_cancel(ctx, s, r));
+        FAILS(npu_stream_synchronize(ctx, s), NPU_ERR_CANCELLED);
+        ck_assert_uint_eq(npu_error_task(), r);
+        ck_assert_msg(strstr(npu_error_message(), "long-one") && strstr(npu_error_message(), "cancelled"),
+                      "message: %s", npu_error_message());
+        OK(npu_graph_unload(ctx, g));
+        OK(load_add(ctx, &ga));
+        add_run_check(ctx, s, ga);
+        OK(npu_free(ctx, bx));
+        OK(npu_free(ctx, by));
+        OK(npu_graph_unload(ctx, ga));
 }
 END_TEST
 
@@ -689,6 +748,7 @@ int main(void)
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_set_timeout(tc, 60);
         tcase_add_test(tc, test_options_reach_scheduler_and_cancel);
+        tcase_add_test(tc, test_cancel_running_run);
         tcase_add_test(tc, test_tag_in_error_and_foreign_cancel);
         tcase_add_test(tc, test_bad_options);
         tcase_add_test(tc, test_nonzero_flexible_output);
