@@ -19,6 +19,8 @@
 #include <jansson.h>
 #include <onnx.pb-c.h>
 
+#include "proto/frame.h"
+#include "proto/submit.h"
 #include "harness.h"
 #include "npu.h"
 
@@ -515,6 +517,53 @@ START_TEST(test_bad_options)
 }
 END_TEST
 
+/* A session that negotiated version 2 cannot send GRAPH_RUN_OPT: its task fails, naming the
+ * version, and the session goes on. A version-3 session gets to the graph handle check. */
+static void raw_opt_run(int max_version, int want_version, const char *want_msg)
+{
+        static struct proto_rec rec;
+        uint8_t body[128];
+        char req[128];
+        int fd = harness_raw_connect(proc.sock);
+        json_t *r;
+
+        ck_assert_int_ge(fd, 0);
+        snprintf(req, sizeof(req), "{\"method\":\"hello\",\"params\":{\"min_version\":1,\"max_version\":%d}}",
+                 max_version);
+        r = harness_raw_call(fd, 1, req);
+        ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(r, "result"), "version")), want_version);
+        json_decref(r);
+        r = harness_raw_call(fd, 2, "{\"method\":\"stream_create\",\"params\":{\"device\":0,\"priority\":0}}");
+        uint32_t stream = (uint32_t)json_integer_value(json_object_get(json_object_get(r, "result"), "stream"));
+        json_decref(r);
+        memset(&rec, 0, sizeof(rec));
+        rec.type = PROTO_REC_GRAPH_RUN_OPT;
+        rec.seq = 5;
+        rec.stream = stream;
+        rec.graph.graph = 4242;
+        snprintf(rec.graph.tag, sizeof(rec.graph.tag), "raw");
+        size_t n = proto_rec_encode(&rec, body);
+        ck_assert_uint_eq(n, 24 + 64);
+        ck_assert_int_eq(harness_raw_send(fd, PROTO_KIND_SUBMIT, 0, body, n, NULL, 0), 0);
+        snprintf(req, sizeof(req), "{\"method\":\"stream_synchronize\",\"params\":{\"stream\":%u}}", stream);
+        r = harness_raw_call(fd, 3, req);
+        ck_assert_ptr_nonnull(r);
+        const char *msg = json_string_value(json_object_get(json_object_get(r, "error"), "message"));
+        ck_assert_msg(msg && strstr(msg, want_msg) && strstr(msg, "run 'raw'"), "message: %s", msg ? msg : "(none)");
+        json_decref(r);
+        r = harness_raw_call(fd, 4, "{\"method\":\"ping\"}"); /* the session goes on */
+        ck_assert_int_eq(harness_reply_code(r), 0);
+        json_decref(r);
+        close(fd);
+}
+
+START_TEST(test_opt_record_needs_version_3)
+{
+        raw_opt_run(2, 2, "needs protocol version 3");
+        raw_opt_run(3, 3, "unknown graph handle 4242");
+}
+END_TEST
+
 /* ---- outputs whose shape depends on the data ---- */
 
 START_TEST(test_nonzero_flexible_output)
@@ -751,6 +800,7 @@ int main(void)
         tcase_add_test(tc, test_cancel_running_run);
         tcase_add_test(tc, test_tag_in_error_and_foreign_cancel);
         tcase_add_test(tc, test_bad_options);
+        tcase_add_test(tc, test_opt_record_needs_version_3);
         tcase_add_test(tc, test_nonzero_flexible_output);
         tcase_add_test(tc, test_static_conflict_refused_at_load);
         tcase_add_test(tc, test_share_same_tenant);
