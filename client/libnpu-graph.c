@@ -408,33 +408,84 @@ NPU_EXPORT npu_status_t npu_graph_info(npu_context_t *ctx, npu_graph_t graph, ch
         return *ret_json ? NPU_OK : fail(NPU_ERR_SYSTEM, "out of memory");
 }
 
+#define RUN_OPTIONS_SIZE_MAX 65536 /* a size beyond any version: an uninitialized field */
+
 NPU_EXPORT npu_status_t npu_graph_run(npu_context_t *ctx, npu_stream_t stream, npu_graph_t graph,
                                       const npu_tensor_t *inputs, int ninputs,
                                       const npu_tensor_t *outputs, int noutputs, uint64_t *ret_task)
 {
+        return npu_graph_run_with(ctx, stream, graph, inputs, ninputs, outputs, noutputs, NULL, ret_task);
+}
+
+/* The options checked here as npud checks them, so that a bad option fails the call. */
+static npu_status_t run_options_check(npu_context_t *ctx, const char *fn, const npu_run_options_t *opts,
+                                      size_t *ret_taglen)
+{
+        size_t taglen = 0;
+
+        if (opts->size < NPU_SIZE_V1(npu_run_options_t, flags) || opts->size > RUN_OPTIONS_SIZE_MAX)
+                return fail(NPU_ERR_INVALID, "%s: options size is %zu, expected sizeof(npu_run_options_t) = %zu",
+                            fn, opts->size, sizeof(*opts));
+        if (opts->flags & ~(unsigned)NPU_RUN_FLEX_OUTPUTS)
+                return fail(NPU_ERR_INVALID, "%s: unknown flags 0x%x", fn,
+                            opts->flags & ~(unsigned)NPU_RUN_FLEX_OUTPUTS);
+        if (opts->deadline_us > 3600ull * 1000000)
+                return fail(NPU_ERR_INVALID, "%s: deadline of %llu us is over one hour", fn,
+                            (unsigned long long)opts->deadline_us);
+        if (opts->tag) {
+                taglen = strnlen(opts->tag, NPU_RUN_TAG_MAX + 1);
+                if (taglen > NPU_RUN_TAG_MAX)
+                        return fail(NPU_ERR_INVALID, "%s: the tag is longer than %d bytes", fn, NPU_RUN_TAG_MAX);
+                for (size_t i = 0; i < taglen; i++)
+                        if (opts->tag[i] < 0x20 || opts->tag[i] > 0x7e)
+                                return fail(NPU_ERR_INVALID, "%s: the tag holds a byte that is not printable ASCII (at %zu)",
+                                            fn, i);
+        }
+        if (ctx->version < PROTO_VERSION_RUN_OPT)
+                return fail(NPU_ERR_VERSION, "%s: npud speaks protocol version %d; run options need version %d",
+                            fn, ctx->version, PROTO_VERSION_RUN_OPT);
+        *ret_taglen = taglen;
+        return NPU_OK;
+}
+
+NPU_EXPORT npu_status_t npu_graph_run_with(npu_context_t *ctx, npu_stream_t stream, npu_graph_t graph,
+                                           const npu_tensor_t *inputs, int ninputs,
+                                           const npu_tensor_t *outputs, int noutputs,
+                                           const npu_run_options_t *opts, uint64_t *ret_task)
+{
+        const char *fn = opts ? "npu_graph_run_with" : "npu_graph_run";
         struct proto_rec *rec;
         npu_status_t st;
+        size_t taglen = 0;
 
         if (!ctx)
-                return fail(NPU_ERR_INVALID, "npu_graph_run: NULL context");
+                return fail(NPU_ERR_INVALID, "%s: NULL context", fn);
+        if (opts && (st = run_options_check(ctx, fn, opts, &taglen)) != NPU_OK)
+                return st;
         if (ninputs < 0 || noutputs < 0 || ninputs + noutputs > PROTO_REC_MAX_GRAPH_TENSORS ||
             (ninputs && !inputs) || (noutputs && !outputs))
-                return fail(NPU_ERR_INVALID, "npu_graph_run: bad number of inputs and outputs (at most %d together)",
-                            PROTO_REC_MAX_GRAPH_TENSORS);
+                return fail(NPU_ERR_INVALID, "%s: bad number of inputs and outputs (at most %d together)",
+                            fn, PROTO_REC_MAX_GRAPH_TENSORS);
         /* The record holds 64 tensors: keep it off the caller's stack. */
         rec = calloc(1, sizeof(*rec));
         if (!rec)
-                return fail(NPU_ERR_SYSTEM, "npu_graph_run: out of memory");
-        rec->type = PROTO_REC_GRAPH_RUN;
+                return fail(NPU_ERR_SYSTEM, "%s: out of memory", fn);
+        rec->type = opts ? PROTO_REC_GRAPH_RUN_OPT : PROTO_REC_GRAPH_RUN;
         rec->stream = stream.id;
         rec->graph.graph = graph.id;
         rec->graph.nin = (uint16_t)ninputs;
         rec->graph.nout = (uint16_t)noutputs;
+        if (opts) {
+                rec->graph.flags = opts->flags;
+                rec->graph.deadline_us = opts->deadline_us;
+                if (taglen)
+                        memcpy(rec->graph.tag, opts->tag, taglen);
+        }
         for (int i = 0; i < ninputs + noutputs; i++) {
                 const npu_tensor_t *t = i < ninputs ? &inputs[i] : &outputs[i - ninputs];
                 if (t->ndim < 0 || t->ndim > NPU_MAX_DIMS) {
                         free(rec);
-                        return fail(NPU_ERR_INVALID, "npu_graph_run: %s %d has %d dimensions",
+                        return fail(NPU_ERR_INVALID, "%s: %s %d has %d dimensions", fn,
                                     i < ninputs ? "input" : "output", i < ninputs ? i : i - ninputs, t->ndim);
                 }
                 rec->graph.t[i].buf = t->buf.id;
@@ -451,3 +502,94 @@ NPU_EXPORT npu_status_t npu_graph_run(npu_context_t *ctx, npu_stream_t stream, n
         return st;
 }
 
+NPU_EXPORT npu_status_t npu_graph_run_output_shape(npu_context_t *ctx, npu_stream_t stream, uint64_t task,
+                                                   int index, npu_tensor_t *io)
+{
+        json_t *res = NULL, *outs, *o, *dtype, *shape;
+        npu_status_t st;
+        size_t n;
+
+        if (!ctx || !io)
+                return fail(NPU_ERR_INVALID, "npu_graph_run_output_shape: NULL argument");
+        if (index < 0)
+                return fail(NPU_ERR_OUT_OF_RANGE, "npu_graph_run_output_shape: no output %d", index);
+        st = npu_call(ctx, "graph_run_shapes",
+                      json_pack("{s:I, s:I}", "stream", (json_int_t)stream.id, "task", (json_int_t)task), &res);
+        if (st != NPU_OK)
+                return st;
+        outs = json_object_get(res, "outputs");
+        n = json_array_size(outs);
+        if (!json_is_array(outs))
+                st = fail(NPU_ERR_PROTOCOL, "npu_graph_run_output_shape: reply lacks 'outputs'");
+        else if ((size_t)index >= n)
+                st = fail(NPU_ERR_OUT_OF_RANGE, "npu_graph_run_output_shape: the run has %zu output%s, no index %d",
+                          n, n == 1 ? "" : "s", index);
+        if (st != NPU_OK) {
+                json_decref(res);
+                return st;
+        }
+        o = json_array_get(outs, (size_t)index);
+        dtype = json_object_get(o, "dtype");
+        shape = json_object_get(o, "shape");
+        if (!json_is_integer(dtype) || !json_is_array(shape) || json_array_size(shape) > NPU_MAX_DIMS) {
+                json_decref(res);
+                return fail(NPU_ERR_PROTOCOL, "npu_graph_run_output_shape: malformed reply");
+        }
+        io->dtype = (npu_dtype_t)json_integer_value(dtype);
+        io->ndim = (int)json_array_size(shape);
+        for (int d = 0; d < io->ndim; d++)
+                io->dims[d] = json_integer_value(json_array_get(shape, (size_t)d));
+        json_decref(res);
+        return NPU_OK;
+}
+
+NPU_EXPORT npu_status_t npu_task_cancel(npu_context_t *ctx, npu_stream_t stream, uint64_t task)
+{
+        if (!ctx)
+                return fail(NPU_ERR_INVALID, "npu_task_cancel: NULL context");
+        /* a call sends the batch first: a task still in it reaches npud before the cancel */
+        return npu_call(ctx, "task_cancel",
+                        json_pack("{s:I, s:I}", "stream", (json_int_t)stream.id, "task", (json_int_t)task), NULL);
+}
+
+NPU_EXPORT npu_status_t npu_graph_export(npu_context_t *ctx, npu_graph_t graph, char ret_token[NPU_TOKEN_LEN])
+{
+        json_t *res = NULL, *tok;
+        npu_status_t st;
+
+        if (!ctx || !ret_token)
+                return fail(NPU_ERR_INVALID, "npu_graph_export: NULL argument");
+        st = npu_call(ctx, "graph_export", json_pack("{s:I}", "graph", (json_int_t)graph.id), &res);
+        if (st == NPU_OK) {
+                tok = json_object_get(res, "token");
+                if (!json_is_string(tok) || strlen(json_string_value(tok)) != NPU_TOKEN_LEN - 1)
+                        st = fail(NPU_ERR_PROTOCOL, "graph_export: reply lacks a token");
+                else
+                        memcpy(ret_token, json_string_value(tok), NPU_TOKEN_LEN);
+        }
+        json_decref(res);
+        return st;
+}
+
+NPU_EXPORT npu_status_t npu_graph_import(npu_context_t *ctx, const char *token, npu_graph_t *ret_graph)
+{
+        json_t *res = NULL;
+        npu_status_t st;
+
+        if (!ctx || !token || !ret_graph)
+                return fail(NPU_ERR_INVALID, "npu_graph_import: NULL argument");
+        st = npu_call(ctx, "graph_import", json_pack("{s:s}", "token", token), &res);
+        if (st == NPU_OK)
+                st = npu_get_u32(res, "graph", &ret_graph->id);
+        if (st == NPU_OK && graph_desc_store(ctx, ret_graph->id, res) < 0)
+                graph_desc_drop(ctx, ret_graph->id);
+        json_decref(res);
+        return st;
+}
+
+NPU_EXPORT npu_status_t npu_graph_revoke(npu_context_t *ctx, const char *token)
+{
+        if (!ctx || !token)
+                return fail(NPU_ERR_INVALID, "npu_graph_revoke: NULL argument");
+        return npu_call(ctx, "graph_revoke", json_pack("{s:s}", "token", token), NULL);
+}

@@ -35,6 +35,7 @@ struct frame {
         struct slot *slots;
         const struct ops_tensor *bound; /* the caller's outputs (the model's graph only) */
         int nbound;
+        int flex; /* bound outputs are capacities (GRAPH_RUN_FLEX) */
 };
 
 /* "[2,?,3]" ('?' for an undeclared extent), "[]" for a scalar, "[...]" for an unknown rank. */
@@ -103,6 +104,27 @@ static int check_bound(const char *name, const struct ops_tensor *got,
                     dtype_str(got->dtype, d1, sizeof(d1)), shape_str(got->ndim, got->dims, s1, sizeof(s1)),
                     dtype_str(bound->dtype, d2, sizeof(d2)),
                     shape_str(bound->ndim, bound->dims, s2, sizeof(s2)));
+}
+
+/* A flexible output: any shape of the bound dtype whose bytes fit in the bound tensor's. */
+static int check_fits(const char *name, const struct ops_tensor *got,
+                      const struct ops_tensor *bound, char *err, size_t errlen)
+{
+        char d1[24], d2[24], s1[192];
+        int64_t need = tensor_bytes(got), have = tensor_bytes(bound);
+
+        if (got->dtype != bound->dtype)
+                return err_set(err, errlen, PROTO_E_SHAPE, "output '%s' is %s %s but bound as %s", name,
+                               dtype_str(got->dtype, d1, sizeof(d1)),
+                               shape_str(got->ndim, got->dims, s1, sizeof(s1)),
+                               dtype_str(bound->dtype, d2, sizeof(d2)));
+        if (need < 0 || need > have)
+                return err_set(err, errlen, PROTO_E_SHAPE,
+                               "output '%s' is %s %s (%lld bytes) but only %lld bytes are bound for it",
+                               name, dtype_str(got->dtype, d1, sizeof(d1)),
+                               shape_str(got->ndim, got->dims, s1, sizeof(s1)), (long long)need,
+                               (long long)have);
+        return 0;
 }
 
 int graph_check_inputs(const struct graph *g, int nin, const struct ops_tensor *in,
@@ -267,7 +289,8 @@ static int run_node(struct frame *f, int n, char *err, size_t errlen)
                 /* A graph output goes straight into the caller's tensor. */
                 if (v >= 0 && f->bound && g->values[v].output >= 0 && g->values[v].output < f->nbound) {
                         const struct ops_tensor *b = &f->bound[g->values[v].output];
-                        rc = check_bound(g->values[v].name, o, b, err, errlen);
+                        rc = f->flex ? check_fits(g->values[v].name, o, b, err, errlen)
+                                     : check_bound(g->values[v].name, o, b, err, errlen);
                         if (rc)
                                 goto out;
                         o->data = b->data;
@@ -333,8 +356,9 @@ static int frame_run(struct frame *f, char *err, size_t errlen)
         return 0;
 }
 
-int graph_exec(const struct graph *g, int nin, const struct ops_tensor *in, int nout,
-               const struct ops_tensor *out, char *err, size_t errlen)
+static int exec_run(const struct graph *g, int nin, const struct ops_tensor *in, int nout,
+                    const struct ops_tensor *out, int flex, struct ops_tensor *got, char *err,
+                    size_t errlen)
 {
         struct frame f;
         int rc;
@@ -350,6 +374,7 @@ int graph_exec(const struct graph *g, int nin, const struct ops_tensor *in, int 
                 return rc;
         f.bound = out;
         f.nbound = nout;
+        f.flex = flex;
         rc = frame_run(&f, err, errlen);
         /* Outputs not written in place: graph inputs or initializers passed through, or a
          * value listed as several outputs. */
@@ -361,9 +386,14 @@ int graph_exec(const struct graph *g, int nin, const struct ops_tensor *in, int 
                                   g->values[g->outputs[k]].name);
                         break;
                 }
+                if (got) {
+                        got[k] = s->t;
+                        got[k].data = NULL;
+                }
                 if (s->t.data == out[k].data)
                         continue;
-                rc = check_bound(g->values[g->outputs[k]].name, &s->t, &out[k], err, errlen);
+                rc = flex ? check_fits(g->values[g->outputs[k]].name, &s->t, &out[k], err, errlen)
+                          : check_bound(g->values[g->outputs[k]].name, &s->t, &out[k], err, errlen);
                 if (!rc && bytes > 0)
                         memmove(out[k].data, s->t.data, (size_t)bytes);
         }
@@ -371,9 +401,15 @@ int graph_exec(const struct graph *g, int nin, const struct ops_tensor *in, int 
         return rc;
 }
 
-int graph_exec_bound(const struct graph_bind *b, char *err, size_t errlen)
+int graph_exec(const struct graph *g, int nin, const struct ops_tensor *in, int nout,
+               const struct ops_tensor *out, char *err, size_t errlen)
 {
-        int rc = graph_exec(b->g, b->nin, b->t, b->nout, b->t + b->nin, err, errlen);
+        return exec_run(g, nin, in, nout, out, 0, NULL, err, errlen);
+}
+
+int graph_exec_bound(struct graph_bind *b, char *err, size_t errlen)
+{
+        int rc = exec_run(b->g, b->nin, b->t, b->nout, b->t + b->nin, b->flex, b->got, err, errlen);
 
         if (rc && errlen)
                 graph_sanitize(err);
@@ -537,4 +573,78 @@ uint64_t graph_estimate_ns(const struct graph *g, int nin, const struct ops_tens
         if (ret_nodes)
                 *ret_nodes = estimated;
         return total;
+}
+
+int graph_check_static(const struct graph *g, char *err, size_t errlen)
+{
+        struct ops_tensor *known = calloc((size_t)(g->nvalues ? g->nvalues : 1), sizeof(*known));
+        char msg[256], label[192];
+        int rc = 0;
+
+        if (!known)
+                return 0; /* the check is a convenience: the run checks everything again */
+        for (int v = 0; v < g->nvalues; v++) {
+                const struct graph_value *gv = &g->values[v];
+                int fixed = gv->kind == GRAPH_VALUE_INPUT && gv->dtype && gv->ndim >= 0;
+                for (int d = 0; fixed && d < gv->ndim; d++)
+                        fixed = gv->dims[d] >= 0;
+                if (gv->kind == GRAPH_VALUE_INIT)
+                        known[v] = *gv->tensor;
+                else if (fixed) {
+                        known[v].dtype = (uint8_t)gv->dtype;
+                        known[v].ndim = gv->ndim;
+                        memcpy(known[v].dims, gv->dims, sizeof(gv->dims[0]) * (size_t)gv->ndim);
+                }
+        }
+        for (int k = 0; k < g->nnodes && !rc; k++) {
+                const struct graph_node *gn = &g->nodes[g->order[k]];
+                struct ops_call call;
+                int ok = 1;
+
+                memset(&call, 0, sizeof(call));
+                call.nin = gn->nin;
+                for (int i = 0; i < gn->nin && ok; i++) {
+                        if (gn->in[i] < 0)
+                                continue;
+                        call.in[i] = known[gn->in[i]];
+                        call.in[i].data = NULL; /* check sees shapes only */
+                        ok = call.in[i].dtype != 0;
+                }
+                if (!ok)
+                        continue;
+                call.nout = gn->nout;
+                call.nattr = gn->nattr;
+                if (gn->nattr)
+                        memcpy(call.attr, gn->attr, sizeof(call.attr[0]) * (size_t)gn->nattr);
+                call.opset = g->opset;
+                call.graph_run = no_subgraph_run;
+                /* Only operators whose validity is a matter of shapes alone are judged here
+                 * (element-wise with broadcasting, MatMul-like): others may need data the
+                 * run computes, and their outputs stay unknown when it is missing. */
+                int judged = (gn->def->flags & (OPS_FLAG_ELEMENTWISE | OPS_FLAG_ROW_SPLIT)) != 0;
+                for (int i = 0; i < gn->nin && !judged; i++)
+                        if (gn->in[i] >= 0)
+                                call.in[i].data = known[gn->in[i]].data; /* initializers */
+                msg[0] = 0;
+                ok = ops_infer(gn->def, &call, msg, sizeof(msg)) == 0;
+                ops_control_forget();
+                if (!ok && judged) {
+                        graph_node_label(gn, label, sizeof(label));
+                        rc = err_set(err, errlen, PROTO_E_SHAPE, "%s: the shapes the model fixes conflict: %s",
+                                     label, msg[0] ? msg : "shape inference failed");
+                        break;
+                }
+                for (int j = 0; ok && j < gn->nout; j++)
+                        if (call.out[j].dtype && tensor_bytes(&call.out[j]) < 0)
+                                ok = 0;
+                for (int j = 0; ok && j < gn->nout; j++)
+                        if (gn->out[j] >= 0) {
+                                known[gn->out[j]] = call.out[j];
+                                known[gn->out[j]].data = NULL;
+                        }
+        }
+        free(known);
+        if (rc && errlen)
+                graph_sanitize(err);
+        return rc;
 }

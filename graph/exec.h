@@ -17,6 +17,11 @@ struct graph_bind {
         const struct graph *g;
         void *owner; /* the daemon's reference to the loaded graph, released with the task */
         int nin, nout;
+        /* flex: each output's bound tensor is a capacity: the computed output may take any
+         * shape of the bound dtype that fits its bytes, written from the start; got (nout
+         * entries, allocated by whoever sets flex) receives the computed shapes. */
+        int flex;
+        struct ops_tensor *got;
         struct ops_tensor t[GRAPH_MAX_IO];
 };
 
@@ -26,7 +31,7 @@ struct graph_bind {
  * or memory runs out. */
 int graph_exec(const struct graph *g, int nin, const struct ops_tensor *in, int nout,
                const struct ops_tensor *out, char *err, size_t errlen);
-int graph_exec_bound(const struct graph_bind *b, char *err, size_t errlen);
+int graph_exec_bound(struct graph_bind *b, char *err, size_t errlen);
 
 /* Do the bound inputs fit the declared ones (count, dtype, rank, declared extents)?
  * 0 or PROTO_E_INVALID / PROTO_E_SHAPE with a message naming the input. */
@@ -40,5 +45,11 @@ int graph_check_inputs(const struct graph *g, int nin, const struct ops_tensor *
  * *ret_nodes (may be NULL) receives the number of nodes estimated from their shapes. */
 uint64_t graph_estimate_ns(const struct graph *g, int nin, const struct ops_tensor *in,
                            double ops_per_s, double mem_bw, int *ret_nodes);
+
+/* Refuse a model whose fixed shapes conflict: shapes are propagated from initializers and
+ * from inputs whose declared dtype and shape are fully fixed, and every element-wise or
+ * MatMul-like node reached with known shapes is checked. 0, or PROTO_E_SHAPE with a message
+ * naming the node. Nodes whose shapes depend on data are left to the run. */
+int graph_check_static(const struct graph *g, char *err, size_t errlen);
 
 #endif

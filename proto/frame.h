@@ -17,6 +17,7 @@
 #define PROTO_SESSION_VERSION_MIN 1
 #define PROTO_VERSION_OP_ID 2 /* op_resolve and LAUNCH_ID records */
 #define PROTO_VERSION_NOTIFY 3 /* NOTIFY records, "completion" notifications, host_func_done */
+#define PROTO_VERSION_RUN_OPT 3 /* GRAPH_RUN_OPT records */
 #define PROTO_HEADER_SIZE 24
 #define PROTO_MAX_BODY (16u << 20)     /* any frame */
 #define PROTO_MAX_JSON_BODY (1u << 20) /* JSON frames are parsed only below this */

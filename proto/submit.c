@@ -140,6 +140,10 @@ static size_t payload_size(const struct proto_rec *rec)
                 if ((unsigned)rec->graph.nin + rec->graph.nout > PROTO_REC_MAX_GRAPH_TENSORS)
                         return 0;
                 return 16 + TENSOR_SIZE * ((size_t)rec->graph.nin + rec->graph.nout);
+        case PROTO_REC_GRAPH_RUN_OPT:
+                if ((unsigned)rec->graph.nin + rec->graph.nout > PROTO_REC_MAX_GRAPH_TENSORS)
+                        return 0;
+                return 64 + TENSOR_SIZE * ((size_t)rec->graph.nin + rec->graph.nout);
         default: return 0;
         }
 }
@@ -210,6 +214,19 @@ size_t proto_rec_encode(const struct proto_rec *rec, uint8_t *out)
                 put16(p + 4, rec->graph.nin);
                 put16(p + 6, rec->graph.nout);
                 p += 16;
+                for (size_t i = 0; i < nt; i++)
+                        p = put_tensor(p, &rec->graph.t[i]);
+                break;
+        }
+        case PROTO_REC_GRAPH_RUN_OPT: {
+                size_t nt = (size_t)rec->graph.nin + rec->graph.nout;
+                put32(p, rec->graph.graph);
+                put16(p + 4, rec->graph.nin);
+                put16(p + 6, rec->graph.nout);
+                put32(p + 8, rec->graph.flags);
+                put64(p + 16, rec->graph.deadline_us);
+                memcpy(p + 24, rec->graph.tag, strnlen(rec->graph.tag, PROTO_REC_TAG_LEN));
+                p += 64;
                 for (size_t i = 0; i < nt; i++)
                         p = put_tensor(p, &rec->graph.t[i]);
                 break;
@@ -301,8 +318,8 @@ int proto_rec_decode(const uint8_t *buf, size_t len, size_t *pos, struct proto_r
                 rec->launch.nout = p[3];
                 rec->launch.nattr = p[4];
         }
-        if (rec->type == PROTO_REC_GRAPH_RUN) {
-                if (size < PROTO_REC_HEADER_SIZE + 16) {
+        if (rec->type == PROTO_REC_GRAPH_RUN || rec->type == PROTO_REC_GRAPH_RUN_OPT) {
+                if (size < PROTO_REC_HEADER_SIZE + (rec->type == PROTO_REC_GRAPH_RUN ? 16 : 64)) {
                         snprintf(err, errlen, "record %llu: graph run record too short",
                                  (unsigned long long)rec->seq);
                         return -EBADMSG;
@@ -404,6 +421,31 @@ int proto_rec_decode(const uint8_t *buf, size_t len, size_t *pos, struct proto_r
                 if (get32(p + 8) || get32(p + 12))
                         goto reserved;
                 if (get_tensors(p + 16, nt, rec->graph.t) < 0)
+                        goto reserved;
+                break;
+        }
+        case PROTO_REC_GRAPH_RUN_OPT: {
+                size_t nt = (size_t)rec->graph.nin + rec->graph.nout;
+                rec->graph.graph = get32(p);
+                rec->graph.flags = get32(p + 8);
+                rec->graph.deadline_us = get64(p + 16);
+                if (get32(p + 12) || get64(p + 56))
+                        goto reserved;
+                /* the tag: printable ASCII, NUL padded (it ends up in logs and messages) */
+                int end = 0;
+                for (int i = 0; i < PROTO_REC_TAG_LEN; i++) {
+                        uint8_t c = p[24 + i];
+                        if (!c)
+                                end = 1;
+                        else if (end || c < 0x20 || c > 0x7e) {
+                                snprintf(err, errlen, "record %llu: the run's tag is not printable "
+                                         "ASCII padded with NULs", (unsigned long long)rec->seq);
+                                return -EBADMSG;
+                        }
+                }
+                memcpy(rec->graph.tag, p + 24, PROTO_REC_TAG_LEN);
+                rec->graph.tag[PROTO_REC_TAG_LEN] = 0;
+                if (get_tensors(p + 64, nt, rec->graph.t) < 0)
                         goto reserved;
                 break;
         }

@@ -24,6 +24,10 @@
  *                 and the stream's error; with HOLD (a host callback) the stream then
  *                 waits for the client's host_func_done before its next task
  *                 (session protocol version 3)                       (16 bytes)
+ *   GRAPH_RUN_OPT: u32 graph, u16 nin, u16 nout, u32 flags, u32 0, u64 deadline_us,
+ *                 char tag[32] (NUL padded, printable), u64 0, then the tensors as in
+ *                 GRAPH_RUN (64 + 80 per tensor; session protocol version 3). flags:
+ *                 PROTO_RUN_FLEX_OUTPUTS. deadline_us 0: the stream's deadline.
  * Kinds for COPY endpoints: 0 = device buffer, 1 = host region. */
 #ifndef NPU_PROTO_SUBMIT_H
 #define NPU_PROTO_SUBMIT_H
@@ -48,9 +52,15 @@ enum proto_rec_type {
         PROTO_REC_GRAPH_RUN = 7,
         PROTO_REC_LAUNCH_ID = 8,
         PROTO_REC_NOTIFY = 9,
+        PROTO_REC_GRAPH_RUN_OPT = 10,
 };
 
 #define PROTO_NOTIFY_HOLD 1u /* NOTIFY flag: a host callback; the stream waits for its ack */
+
+/* GRAPH_RUN_OPT flags. */
+#define PROTO_RUN_FLEX_OUTPUTS 1u /* outputs bound by capacity; computed shapes kept */
+#define PROTO_RUN_FLAGS_KNOWN PROTO_RUN_FLEX_OUTPUTS
+#define PROTO_REC_TAG_LEN 32
 
 enum proto_mem_kind { PROTO_MEM_BUFFER = 0, PROTO_MEM_REGION = 1 };
 
@@ -103,9 +113,14 @@ struct proto_rec {
                         struct proto_rec_tensor t[PROTO_REC_MAX_TENSORS];
                         struct proto_rec_attr attr[PROTO_REC_MAX_ATTRS];
                 } launch;
+                /* GRAPH_RUN and GRAPH_RUN_OPT (flags, deadline_us and tag: the latter only;
+                 * tag NUL terminated after decode). */
                 struct {
                         uint32_t graph;
                         uint16_t nin, nout;
+                        uint32_t flags;
+                        uint64_t deadline_us;
+                        char tag[PROTO_REC_TAG_LEN + 1];
                         struct proto_rec_tensor t[PROTO_REC_MAX_GRAPH_TENSORS];
                 } graph;
         };

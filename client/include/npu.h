@@ -349,7 +349,9 @@ npu_status_t npu_launch_host_func(npu_context_t *ctx, npu_stream_t stream, npu_h
  * Before it queues the run, npu_graph_run checks the bound inputs against the graph's
  * description (below): a count that differs fails the call itself with NPU_ERR_INVALID, an
  * input whose dtype, rank or fixed extent differs with NPU_ERR_SHAPE, the message naming the
- * input; nothing is queued then. npud checks every binding again when it receives the run. */
+ * input; nothing is queued then. npud checks every binding again when it receives the run.
+ * npud refuses at load a model whose fixed shapes conflict (NPU_ERR_SHAPE naming the node).
+ * npu_graph_run_with (below) adds per-run options: deadline, tag, data-dependent outputs. */
 typedef struct { uint32_t id; } npu_graph_t;
 npu_status_t npu_graph_load(npu_context_t *ctx, int device, const void *model, size_t size,
                             npu_graph_t *ret_graph);
@@ -358,6 +360,63 @@ npu_status_t npu_graph_info(npu_context_t *ctx, npu_graph_t graph, char **ret_js
 npu_status_t npu_graph_run(npu_context_t *ctx, npu_stream_t stream, npu_graph_t graph,
                            const npu_tensor_t *inputs, int ninputs,
                            const npu_tensor_t *outputs, int noutputs, uint64_t *ret_task);
+
+/* Per-run options (npu_graph_run_with). Allocated by the caller, which sets size =
+ * sizeof(npu_run_options_t) so the struct can grow: a size below this first released layout
+ * is refused with NPU_ERR_INVALID (0 included); a larger one is accepted, members this
+ * library does not know ignored. Needs an npud of protocol version 3 (NPU_ERR_VERSION).
+ * deadline_us: the run's deadline, deadline_us after its submission, replacing the stream's
+ *   (npu_stream_set_deadline) for this run only; 0: the stream's. At most one hour.
+ * tag: up to NPU_RUN_TAG_MAX printable ASCII characters (NULL or "": none), for tracing:
+ *   a failure of the run names it ("run 'TAG': ..." in npu_error_message).
+ * flags: NPU_RUN_FLEX_OUTPUTS: outputs whose shape depends on the data. Each bound output is
+ *   a capacity: the computed output may have any shape of the bound dtype whose bytes fit in
+ *   the bound tensor's (a bigger one fails the run with NPU_ERR_SHAPE); it is written from
+ *   the tensor's offset, packed. After the run completed, npu_graph_run_output_shape reads
+ *   each output's computed dtype and shape. */
+#define NPU_RUN_TAG_MAX 32
+#define NPU_RUN_FLEX_OUTPUTS 1u
+typedef struct npu_run_options {
+        size_t size;          /* set to sizeof(npu_run_options_t) */
+        uint64_t deadline_us;
+        const char *tag;
+        unsigned flags;
+} npu_run_options_t;
+/* npu_graph_run with options (opts NULL: exactly npu_graph_run). */
+npu_status_t npu_graph_run_with(npu_context_t *ctx, npu_stream_t stream, npu_graph_t graph,
+                                const npu_tensor_t *inputs, int ninputs,
+                                const npu_tensor_t *outputs, int noutputs,
+                                const npu_run_options_t *opts, uint64_t *ret_task);
+/* The computed dtype, rank and extents of output `index` of a completed run submitted with
+ * NPU_RUN_FLEX_OUTPUTS (task: the number npu_graph_run_with returned), written into io's
+ * dtype, ndim and dims (its buffer and offset are left as they are). npud keeps the shapes
+ * of the last 16 such runs of each stream. NPU_ERR_NOT_READY while the run is queued or
+ * running; NPU_ERR_INVALID for a run that failed, was not flexible, or is older;
+ * NPU_ERR_OUT_OF_RANGE for an index past the outputs. */
+npu_status_t npu_graph_run_output_shape(npu_context_t *ctx, npu_stream_t stream, uint64_t task,
+                                        int index, npu_tensor_t *io);
+/* Cancel a task of this context (any queued task: a graph run, launch or copy). A task not
+ * started yet fails in place with NPU_ERR_CANCELLED: the stream's synchronize reports it
+ * (npu_error_task names it) and, as after any failure, the stream's later work is cancelled
+ * until that synchronize. A graph run already running is cut at its next node (and reported
+ * the same way); a tiled kernel at its next tile. NPU_ERR_BUSY: the task already runs in a
+ * chain of short tasks and will finish. NPU_ERR_INVALID: the task is neither queued nor
+ * running on that stream (completed, failed, never submitted there). NPU_ERR_BAD_HANDLE: the
+ * stream is not one of this context's. Other streams are never affected. */
+npu_status_t npu_task_cancel(npu_context_t *ctx, npu_stream_t stream, uint64_t task);
+
+/* Sharing a loaded graph with the other sessions of the same tenant (a pre-fork server loads
+ * the weights once; each worker imports them). npu_graph_export returns a 32-character token
+ * (plus NUL); npu_graph_import gives the importing context its own handle to the same graph
+ * (weights are not copied). Only the context that loaded the graph may export it. A session
+ * of another tenant is refused with NPU_ERR_PERMISSION; an unknown or ended token with
+ * NPU_ERR_INVALID. A token ends with npu_graph_revoke, when the exporter unloads the graph,
+ * and when the exporter disconnects; graphs already imported stay usable until their
+ * importer unloads them, and the weights stay charged to the tenant (the loader's) until the
+ * last handle and run using them are gone. */
+npu_status_t npu_graph_export(npu_context_t *ctx, npu_graph_t graph, char ret_token[NPU_TOKEN_LEN]);
+npu_status_t npu_graph_import(npu_context_t *ctx, const char *token, npu_graph_t *ret_graph);
+npu_status_t npu_graph_revoke(npu_context_t *ctx, const char *token);
 
 /* Typed graph introspection, without JSON and without a round trip: libnpu keeps each
  * graph's description from npu_graph_load's reply (else fetches it once with graph_info) until

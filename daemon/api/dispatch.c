@@ -21,7 +21,7 @@
 
 static const struct method *const method_groups[] = {
         methods_session, methods_memory, methods_stream, methods_admin, methods_sched, methods_share,
-        methods_manage, methods_graph,
+        methods_manage, methods_graph, methods_run,
 };
 
 static const struct method *method_find(const char *name)
@@ -202,6 +202,10 @@ void dispatch_submit_record(struct session *s, const struct proto_rec *r)
                 pe.code = PROTO_E_INVALID;
                 snprintf(pe.msg, sizeof(pe.msg), "notify: needs protocol version %d, the session negotiated %d",
                          PROTO_VERSION_NOTIFY, s->version);
+        } else if (r->type == PROTO_REC_GRAPH_RUN_OPT && s->version < PROTO_VERSION_RUN_OPT) {
+                pe.code = PROTO_E_INVALID;
+                snprintf(pe.msg, sizeof(pe.msg), "graph run with options needs protocol version %d",
+                         PROTO_VERSION_RUN_OPT);
         } else {
                 pe.code = r->type == PROTO_REC_FREE ? prepare_free(s, r, t, pe.msg, sizeof(pe.msg))
                                                     : submit_prepare(&s->handles, st, r, t, pe.msg, sizeof(pe.msg));
@@ -209,6 +213,11 @@ void dispatch_submit_record(struct session *s, const struct proto_rec *r)
         if (pe.code) {
 failed:
                 task_free(t); /* NULL-safe */
+                if (r->type == PROTO_REC_GRAPH_RUN_OPT && r->graph.tag[0]) { /* name the run */
+                        char tail[sizeof(pe.msg)];
+                        snprintf(tail, sizeof(tail), "%s", pe.msg);
+                        snprintf(pe.msg, sizeof(pe.msg), "run '%s': %.200s", r->graph.tag, tail);
+                }
                 /* The failure takes effect in stream order: work queued before it still runs. */
                 t = stream_idle(st) ? NULL : task_new(TASK_FAIL, st, r->seq);
                 if (!t) {

@@ -45,6 +45,7 @@ extern const struct method methods_sched[];
 extern const struct method methods_share[];
 extern const struct method methods_manage[];
 extern const struct method methods_graph[];
+extern const struct method methods_run[];
 
 /* Parameter helpers: 0 or -EINVAL with an error reply already sent naming the key. */
 int param_u64(struct request *req, const char *key, uint64_t max, uint64_t *ret);

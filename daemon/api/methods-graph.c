@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,6 +30,7 @@
 #include "proto/submit.h"
 #include "daemon/exec/alloc.h"
 #include "dispatch.h"
+#include "export.h"
 #include "graph/exec.h"
 #include "daemon/exec/graph-obj.h"
 #include "graph/onnx-import.h"
@@ -122,8 +124,75 @@ static void charge(struct session *s, struct graph_obj *o, int sign)
         }
 }
 
+/* ---- export tokens ---- */
+
+/* A loaded graph shared with the other sessions of its tenant: a pre-fork server loads the
+ * weights once and its workers import them. The token holds a reference to the graph; it
+ * ends when the exporter unloads the graph, when its session ends, or on graph_revoke.
+ * Graphs already imported stay (they hold their own references): the weights remain
+ * charged to the loading tenant until the last importer lets go of them. */
+struct graph_export {
+        struct graph_export *next;
+        char token[EXPORT_TOKEN_LEN + 1];
+        struct graph_obj *o;   /* reference */
+        uint64_t session_id;   /* exporter */
+        uint32_t handle;       /* the exporter's handle */
+        char tenant[POLICY_NAME_MAX];
+};
+
+static struct graph_export *graph_exports; /* loop thread only */
+
+#define GRAPH_EXPORTS_PER_SESSION 64
+
+static void graph_export_drop(struct graph_export **pp)
+{
+        struct graph_export *e = *pp;
+
+        *pp = e->next;
+        graph_obj_unref(e->o);
+        free(e);
+}
+
+/* End the tokens of session_id, of its graph handle `handle` only when handle != 0. */
+static int graph_exports_end(uint64_t session_id, uint32_t handle)
+{
+        int n = 0;
+
+        for (struct graph_export **pp = &graph_exports; *pp;)
+                if ((*pp)->session_id == session_id && (!handle || (*pp)->handle == handle)) {
+                        graph_export_drop(pp);
+                        n++;
+                } else {
+                        pp = &(*pp)->next;
+                }
+        return n;
+}
+
+void graph_exports_end_session(uint64_t session_id)
+{
+        graph_exports_end(session_id, 0);
+}
+
+static struct graph_export *graph_export_find(const char *token, struct graph_export ***ret_pp)
+{
+        if (strlen(token) != EXPORT_TOKEN_LEN)
+                return NULL;
+        for (struct graph_export **pp = &graph_exports; *pp; pp = &(*pp)->next)
+                if (memcmp((*pp)->token, token, EXPORT_TOKEN_LEN) == 0) {
+                        if (ret_pp)
+                                *ret_pp = pp;
+                        return *pp;
+                }
+        return NULL;
+}
+
 void graph_obj_release(struct session *s, struct graph_obj *o)
 {
+        if (s->id != o->owner_session || o->owner_released) {
+                graph_obj_unref(o); /* an import: the charge is the loader's */
+                return;
+        }
+        o->owner_released = 1;
         if (o->weights) { /* the weights buffer keeps the tenant's charge until its last user */
                 s->dev_bytes[o->dev->id] -= o->charged;
                 buffer_keep_charge(o->weights, s->tenant, o->charged);
@@ -247,6 +316,10 @@ static void method_graph_load(struct request *req)
         sc.dev = dev;
         rc = onnx_import(model, size, &env, &g, err, sizeof(err));
         munmap(model, size);
+        if (!rc && (rc = graph_check_static(g, err, sizeof(err))) != 0) {
+                graph_free(g);
+                g = NULL;
+        }
         if (rc) {
                 buffer_unref(sc.b);
                 snprintf(msg, sizeof(msg), "graph_load: %s", err);
@@ -262,6 +335,7 @@ static void method_graph_load(struct request *req)
         }
         o->refs = 1;
         o->g = g;
+        o->owner_session = s->id;
         o->weights = sc.b;
         o->dev = dev;
         o->charged = sc.b ? sc.rounded : 0;
@@ -294,7 +368,133 @@ static void method_graph_unload(struct request *req)
                                     "graph_unload: graph handle %" PRIu64 " is unknown or already unloaded", h);
                 return;
         }
+        graph_exports_end(s->id, (uint32_t)h);
         graph_obj_release(s, o);
+        session_reply_result(s, req->id, NULL);
+}
+
+static void method_graph_export(struct request *req)
+{
+        static const char *const keys[] = { "graph", NULL };
+        struct session *s = req->session;
+        struct graph_export *e;
+        struct graph_obj *o;
+        unsigned char raw[16];
+        uint64_t h;
+        int n = 0;
+
+        if (params_only(req, keys) < 0 || param_u64(req, "graph", UINT32_MAX, &h) < 0)
+                return;
+        o = handle_lookup(&s->handles, HANDLE_GRAPH, (uint32_t)h);
+        if (!o) {
+                session_reply_error(s, req->id, PROTO_E_BAD_HANDLE,
+                                    "graph_export: graph handle %" PRIu64 " is unknown", h);
+                return;
+        }
+        if (o->owner_session != s->id) {
+                session_reply_error(s, req->id, PROTO_E_PERMISSION,
+                                    "graph_export: graph %" PRIu64 " is an import; only the session that "
+                                    "loaded it may export it", h);
+                return;
+        }
+        for (e = graph_exports; e; e = e->next)
+                n += e->session_id == s->id;
+        if (n >= GRAPH_EXPORTS_PER_SESSION) {
+                session_reply_error(s, req->id, PROTO_E_LIMIT,
+                                    "graph_export: session has the maximum of %d graph exports",
+                                    GRAPH_EXPORTS_PER_SESSION);
+                return;
+        }
+        e = calloc(1, sizeof(*e));
+        if (!e || getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
+                free(e);
+                session_reply_error(s, req->id, PROTO_E_LIMIT, "graph_export: no token could be made");
+                return;
+        }
+        for (int i = 0; i < 16; i++)
+                snprintf(e->token + 2 * i, 3, "%02x", raw[i]);
+        e->o = graph_obj_ref(o);
+        e->session_id = s->id;
+        e->handle = (uint32_t)h;
+        snprintf(e->tenant, sizeof(e->tenant), "%s", session_tenant_name(s));
+        e->next = graph_exports;
+        graph_exports = e;
+        session_reply_result(s, req->id, json_pack("{s:s}", "token", e->token));
+}
+
+static const char *graph_token_param(struct request *req)
+{
+        json_t *tok = json_object_get(req->params, "token");
+
+        if (!json_is_string(tok)) {
+                session_reply_error(req->session, req->id, PROTO_E_INVALID,
+                                    "%s: 'token' must be a string", req->method);
+                return NULL;
+        }
+        return json_string_value(tok);
+}
+
+static void method_graph_import(struct request *req)
+{
+        static const char *const keys[] = { "token", NULL };
+        struct session *s = req->session;
+        struct graph_export *e;
+        const char *tok;
+        uint32_t h;
+
+        if (params_only(req, keys) < 0 || !(tok = graph_token_param(req)))
+                return;
+        e = graph_export_find(tok, NULL);
+        if (!e) {
+                session_reply_error(s, req->id, PROTO_E_INVALID,
+                                    "graph_import: token is unknown or ended (revoked, or the graph was "
+                                    "unloaded by its exporter)");
+                return;
+        }
+        if (strcmp(e->tenant, session_tenant_name(s)) != 0) {
+                session_reply_error(s, req->id, PROTO_E_PERMISSION,
+                                    "graph_import: tenant '%s' may not import a graph of tenant '%s' "
+                                    "(graphs are shared within a tenant only)",
+                                    session_tenant_name(s), e->tenant);
+                return;
+        }
+        if (e->session_id == s->id) {
+                session_reply_error(s, req->id, PROTO_E_INVALID,
+                                    "graph_import: this session exported the token: it holds graph %u already",
+                                    e->handle);
+                return;
+        }
+        if (s->handles.count[HANDLE_GRAPH] >= GRAPH_MAX_PER_SESSION) {
+                session_reply_error(s, req->id, PROTO_E_LIMIT,
+                                    "graph_import: session holds the maximum of %d graphs",
+                                    GRAPH_MAX_PER_SESSION);
+                return;
+        }
+        if (handle_insert(&s->handles, HANDLE_GRAPH, e->o, &h) < 0) {
+                session_reply_error(s, req->id, PROTO_E_LIMIT, "graph_import: handle table full");
+                return;
+        }
+        graph_obj_ref(e->o);
+        session_reply_result(s, req->id, graph_json(e->o, h));
+}
+
+static void method_graph_revoke(struct request *req)
+{
+        static const char *const keys[] = { "token", NULL };
+        struct session *s = req->session;
+        struct graph_export *e, **pp;
+        const char *tok;
+
+        if (params_only(req, keys) < 0 || !(tok = graph_token_param(req)))
+                return;
+        e = graph_export_find(tok, &pp);
+        if (!e || e->session_id != s->id) {
+                session_reply_error(s, req->id, e ? PROTO_E_PERMISSION : PROTO_E_INVALID,
+                                    e ? "graph_revoke: only the exporting session may revoke a token"
+                                      : "graph_revoke: token is unknown or ended");
+                return;
+        }
+        graph_export_drop(pp);
         session_reply_result(s, req->id, NULL);
 }
 
@@ -320,5 +520,8 @@ const struct method methods_graph[] = {
         { "graph_load", method_graph_load, 0 },
         { "graph_unload", method_graph_unload, 0 },
         { "graph_info", method_graph_info, 0 },
+        { "graph_export", method_graph_export, 0 },
+        { "graph_import", method_graph_import, 0 },
+        { "graph_revoke", method_graph_revoke, 0 },
         { NULL, NULL, 0 },
 };

@@ -838,6 +838,7 @@ void session_close(struct session *s, const char *reason)
                 st->session = NULL;
         }
         export_revoke_session(&d->exports, s->id);
+        graph_exports_end_session(s->id);
         handle_foreach(&s->handles, release_handle, s);
         if (s->tenant) {
                 s->tenant->sessions--;

@@ -77,6 +77,8 @@ void session_buffer_released(struct session *s, struct buffer *b);
  * reference is dropped (methods-graph.c). */
 struct graph_obj;
 void graph_obj_release(struct session *s, struct graph_obj *o);
+/* End the graph export tokens of a session (its end; methods-graph.c). */
+void graph_exports_end_session(uint64_t session_id);
 
 /* Move the session to the tenant its credentials (and request) match under the current
  * policy. 0, -EPERM or -ENOENT (request refused or unknown; tenant unchanged). */

@@ -19,6 +19,7 @@
 #include <event2/event.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,10 +138,7 @@ static void item_run(const struct sim_device *d, struct exec_item *it)
                 /* the binding names device addresses; the executor gets host views */
                 const struct graph_bind *b = it->graph;
                 struct graph_bind local;
-                local.g = b->g;
-                local.owner = b->owner;
-                local.nin = b->nin;
-                local.nout = b->nout;
+                memcpy(&local, b, offsetof(struct graph_bind, t)); /* every field but t */
                 for (int i = 0; i < b->nin + b->nout; i++) {
                         local.t[i] = b->t[i];
                         if (b->t[i].data)

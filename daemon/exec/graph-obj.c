@@ -26,5 +26,6 @@ void graph_bind_free(struct graph_bind *b)
         if (!b)
                 return;
         graph_obj_unref(b->owner);
+        free(b->got);
         free(b);
 }

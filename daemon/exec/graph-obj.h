@@ -21,6 +21,10 @@ struct graph_obj {
         struct buffer *weights; /* initializers and tensor attributes; NULL when none */
         struct device *dev;
         uint64_t charged;       /* bytes charged to the loading tenant while the handle lives */
+        /* The loading session: its handle carries the charge. Handles other sessions got by
+         * importing an export token (graph_import) only hold a reference. */
+        uint64_t owner_session;
+        int owner_released;
         /* The last run's input shapes and the estimate made for them (shapes repeat). */
         int est_valid;
         int est_nin;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/exec.h"
 #include "policy/cost.h"
 #include "proto/errors.h"
 #include "sched.h"
@@ -123,6 +124,7 @@ static int park_stream(struct stream *st)
 }
 
 static void stream_touch(struct exec *x, struct stream *st);
+static const char *tagged(const struct task *t, const char *msg, char *buf, size_t len);
 
 static void unpark_tenant(struct exec *x, const struct tenant *tn)
 {
@@ -317,6 +319,87 @@ void sched_stream_cancel(struct exec *x, struct stream *st)
                 stream_became_idle(x, st);
 }
 
+struct task *sched_find_task(struct stream *st, uint64_t seq, int *ret_running)
+{
+        struct exec_unit *u = st->running;
+        struct task *t;
+
+        *ret_running = 0;
+        TAILQ_FOREACH(t, &st->tasks, link)
+                if (t->seq == seq) {
+                        *ret_running = t->tiles_done || (u && t == TAILQ_FIRST(&st->tasks) && t->tiles);
+                        return t;
+                }
+        if (!u || ((struct sched_unit *)u->owner)->tile_task)
+                return NULL;
+        for (int i = 0; i < u->nitems; i++)
+                if (task_of_item(u->items[i])->seq == seq) {
+                        *ret_running = 1;
+                        return task_of_item(u->items[i]);
+                }
+        return NULL;
+}
+
+int sched_task_cancel(struct exec *x, struct stream *st, uint64_t seq, char *msg, size_t msglen)
+{
+        struct task *t, *f;
+        struct exec_unit *u = st->running;
+
+        TAILQ_FOREACH(t, &st->tasks, link)
+                if (t->seq == seq && t->kind == TASK_EXEC)
+                        break;
+        /* a tiled task at the head has started once a tile ran or runs */
+        if (t && (t->tiles_done || (u && t == TAILQ_FIRST(&st->tasks) && t->tiles))) {
+                t->cancel_requested = 1;
+                if (u && x->backend->ops->cancel)
+                        x->backend->ops->cancel(x->backend, u);
+                snprintf(msg, msglen, "running: cut at its next tile");
+                return 0;
+        }
+        if (t) {
+                /* Not started: it becomes a failure marker in its place, so the stream reports
+                 * it in order, as any failed task (the work behind it is cancelled until the
+                 * stream's synchronize). The marker takes over the task's count. */
+                f = task_new(TASK_FAIL, st, seq);
+                if (!f) {
+                        snprintf(msg, msglen, "out of memory");
+                        return PROTO_E_LIMIT;
+                }
+                f->item.status = PROTO_E_CANCELLED;
+                snprintf(f->item.err, sizeof(f->item.err), "cancelled by its owner before it started");
+                memcpy(f->tag, t->tag, sizeof(f->tag));
+                f->enqueue_ns = t->enqueue_ns;
+                if (t == TAILQ_FIRST(&st->tasks) && st->q.ready)
+                        pd_queue_unready(&st->dev->pd, &st->q);
+                TAILQ_INSERT_BEFORE(t, f, link);
+                TAILQ_REMOVE(&st->tasks, t, link);
+                task_free(t);
+                stream_touch(x, st);
+                snprintf(msg, msglen, "queued: cancelled");
+                return 0;
+        }
+        for (int i = 0; u && i < u->nitems; i++) {
+                struct sched_unit *su = u->owner;
+                struct task *rt = su->tile_task ? su->tile_task : task_of_item(u->items[i]);
+                if (rt->seq != seq)
+                        continue;
+                if (u->nitems > 1 || u->items[0]->kind != EXEC_GRAPH) {
+                        snprintf(msg, msglen, "task %llu already runs on the device",
+                                 (unsigned long long)seq);
+                        return PROTO_E_BUSY;
+                }
+                /* a graph run stops at its next node (the executor's run context) */
+                rt->cancel_requested = 1;
+                if (x->backend->ops->cancel)
+                        x->backend->ops->cancel(x->backend, u);
+                snprintf(msg, msglen, "running: cut at its next node");
+                return 0;
+        }
+        snprintf(msg, msglen, "task %llu is neither queued nor running on stream %u (completed, "
+                 "failed, or never submitted to it)", (unsigned long long)seq, st->handle);
+        return PROTO_E_INVALID;
+}
+
 /* Estimated duration of task t on engine e of its device, calibrated by measurements. */
 static uint64_t task_cost(struct stream *st, const struct task *t, int e)
 {
@@ -354,12 +437,12 @@ static void stream_settle(struct exec *x, struct stream *st)
                         if (t->hold) {
                                 st->held = 1;
                                 if (st->session && x->obs.notify_reached)
-                                        x->obs.notify_reached(x->obs.data, st, t->seq, t->tag, 1, &st->error);
+                                        x->obs.notify_reached(x->obs.data, st, t->seq, t->notify_tag, 1, &st->error);
                                 return;
                         }
                         stream_pop(st);
                         if (st->session && x->obs.notify_reached)
-                                x->obs.notify_reached(x->obs.data, st, t->seq, t->tag, 0, &st->error);
+                                x->obs.notify_reached(x->obs.data, st, t->seq, t->notify_tag, 0, &st->error);
                         task_retire(x, t, 0);
                         continue;
                 case TASK_EVENT_RECORD:
@@ -385,8 +468,11 @@ static void stream_settle(struct exec *x, struct stream *st)
                         continue;
                 case TASK_FAIL:
                         stream_pop(st);
-                        if (!st->error.code)
-                                sched_task_failed(x, st, t->seq, t->item.status, t->item.err);
+                        if (!st->error.code) {
+                                char tbuf[sizeof(t->item.err) + 48];
+                                sched_task_failed(x, st, t->seq, t->item.status,
+                                                  tagged(t, t->item.err, tbuf, sizeof(tbuf)));
+                        }
                         task_retire(x, t, 1);
                         continue;
                 case TASK_EXEC:
@@ -397,7 +483,7 @@ static void stream_settle(struct exec *x, struct stream *st)
                         }
                         for (int e = 0; e < OPS_ENGINE_COUNT; e++) /* a tiled task stays on its engine */
                                 st->q.cost[e] = t->tiles && e != t->tile_engine ? 0 : head_cost(st, t, e);
-                        st->q.deadline = st->deadline_ns ? t->enqueue_ns + st->deadline_ns : 0;
+                        st->q.deadline = sched_task_deadline(t);
                         pd_queue_ready(&st->dev->pd, &st->q, now_ns());
                         return;
                 }
@@ -560,10 +646,27 @@ static void calibrate(struct exec *x, struct device *dev, struct sched_unit *su,
         *f = *f * (1 - CALIB_ALPHA) + ratio * CALIB_ALPHA;
 }
 
+uint64_t sched_task_deadline(const struct task *t)
+{
+        uint64_t rel = t->deadline_ns ? t->deadline_ns : t->stream->deadline_ns;
+
+        return rel ? t->enqueue_ns + rel : 0;
+}
+
+/* A failure of a tagged run names the tag, so a server can tell which request failed. */
+static const char *tagged(const struct task *t, const char *msg, char *buf, size_t len)
+{
+        if (!t->tag[0])
+                return msg;
+        snprintf(buf, len, "run '%s': %s", t->tag, msg);
+        return buf;
+}
+
 static void task_account(struct exec *x, struct stream *st, struct task *t, int status,
                          uint64_t engine_ns, uint64_t end_ns)
 {
         struct device *dev = st->dev;
+        char tbuf[sizeof(t->item.err) + 48];
 
         if (status == 0)
                 dev->tasks_completed++;
@@ -577,13 +680,18 @@ static void task_account(struct exec *x, struct stream *st, struct task *t, int 
         }
         if (x->obs.task_done)
                 x->obs.task_done(x->obs.data, st, status != 0, end_ns - t->enqueue_ns);
-        if (status && status != PROTO_E_CANCELLED && !st->error.code) {
+        if (status == 0 && t->item.kind == EXEC_GRAPH && t->item.graph && t->item.graph->flex)
+                stream_keep_result(st, t->seq, t->item.graph->nout, t->item.graph->got);
+        /* a cancellation the owner asked for is its task's failure; others (a reset, the
+         * session's end) are reported by whoever caused them */
+        if (status && (status != PROTO_E_CANCELLED || t->cancel_requested) && !st->error.code) {
                 /* every recorded error names what failed: event records copy it on */
                 char msg[128];
                 if (!t->item.err[0])
                         snprintf(msg, sizeof(msg), "failed with '%s' (no detail from device %d)",
                                  proto_error_name(status), dev->id);
-                sched_task_failed(x, st, t->seq, status, t->item.err[0] ? t->item.err : msg);
+                sched_task_failed(x, st, t->seq, status,
+                                  tagged(t, t->item.err[0] ? t->item.err : msg, tbuf, sizeof(tbuf)));
         }
 }
 

@@ -26,6 +26,16 @@ void sched_unit_complete(struct exec_unit *unit, void *userdata);
 void sched_cancel_running(struct exec *x, const struct device *dev);
 /* Drop the queued tasks of a stream, as cancelled, and cancel its running unit. */
 void sched_stream_cancel(struct exec *x, struct stream *st);
+/* Task seq of st, queued or running (*ret_running); NULL when neither. */
+struct task *sched_find_task(struct stream *st, uint64_t seq, int *ret_running);
+/* Cancel task seq of st for its owner: a queued task fails as cancelled in its place
+ * (reported by the stream's synchronize like any failure); a running graph run, or a tiled
+ * task, is cut at its next node or tile. 0 with what was done in msg, or PROTO_E_BUSY (a
+ * chain of short tasks already at the device), PROTO_E_INVALID (not queued nor running). */
+int sched_task_cancel(struct exec *x, struct stream *st, uint64_t seq, char *msg, size_t msglen);
+/* The absolute deadline the dispatch policy sees for t (the run's own, else its stream's;
+ * 0 = none). */
+uint64_t sched_task_deadline(const struct task *t);
 /* Reply now to waiters whose condition holds. */
 void sched_check_stream_waiters(struct exec *x, struct stream *st);
 void sched_check_event_waiters(struct exec *x, struct npu_evt *e);

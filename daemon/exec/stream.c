@@ -42,7 +42,34 @@ void stream_unref(struct stream *st)
                 st->x->obs.stream_released(st->x->obs.data, st);
         st->dev->streams--;
         tenant_unref(st->tenant);
+        for (int i = 0; i < STREAM_RUN_RESULTS; i++)
+                free(st->results[i]);
         free(st);
+}
+
+void stream_keep_result(struct stream *st, uint64_t seq, int nout, const struct ops_tensor *got)
+{
+        struct run_result *r = malloc(sizeof(*r) + sizeof(r->shapes[0]) * (size_t)(nout > 0 ? nout : 0));
+        unsigned slot = st->results_next++ % STREAM_RUN_RESULTS;
+
+        free(st->results[slot]);
+        st->results[slot] = r;
+        if (!r)
+                return;
+        r->seq = seq;
+        r->nout = nout;
+        for (int k = 0; k < nout; k++) {
+                r->shapes[k] = got[k];
+                r->shapes[k].data = NULL;
+        }
+}
+
+const struct run_result *stream_find_result(const struct stream *st, uint64_t seq)
+{
+        for (int i = 0; i < STREAM_RUN_RESULTS; i++)
+                if (st->results[i] && st->results[i]->seq == seq)
+                        return st->results[i];
+        return NULL;
 }
 
 struct npu_evt *evt_new(void)

@@ -52,8 +52,14 @@ struct task {
         uint64_t tiles, tiles_done;      /* progress when split into tiles */
         int tile_engine;
         int tile_failed;
-        uint64_t tag; /* TASK_NOTIFY: the client's tag, echoed */
+        uint64_t notify_tag; /* TASK_NOTIFY: the client's tag, echoed */
         int hold;     /* TASK_NOTIFY: a host callback; the stream waits for the owner's ack */
+        /* Per-run options of a GRAPH_RUN_OPT record: a relative deadline replacing the
+         * stream's (0: the stream's), a tag named in the task's error, and whether the owner
+         * asked to cancel it while it ran (task_cancel). */
+        uint64_t deadline_ns;
+        int cancel_requested;
+        char tag[33];
 };
 
 enum waiter_kind { WAIT_STREAM = 1, WAIT_EVENT, WAIT_SESSION };
@@ -68,6 +74,16 @@ struct waiter {
 };
 
 TAILQ_HEAD(waiter_list, waiter);
+
+/* The computed output shapes of a completed flexible graph run (PROTO_RUN_FLEX_OUTPUTS),
+ * kept per stream for the owner to read (graph_run_shapes); the oldest of
+ * STREAM_RUN_RESULTS goes first. shapes[] have no data. */
+#define STREAM_RUN_RESULTS 16
+struct run_result {
+        uint64_t seq;
+        int nout;
+        struct ops_tensor shapes[];
+};
 
 struct stream_error {
         int code; /* 0 none */
@@ -100,6 +116,8 @@ struct stream {
         uint64_t last_end_ns; /* when the stream's previous task finished */
         struct stream_error error; /* first failure since the last synchronize */
         struct waiter_list waiters;
+        struct run_result *results[STREAM_RUN_RESULTS]; /* ring; NULL slots unused */
+        unsigned results_next;
 };
 
 struct npu_evt {
@@ -129,6 +147,11 @@ static inline int evt_complete(const struct npu_evt *e)
 {
         return e->completed_gen >= e->recorded_gen;
 }
+
+/* Keep the output shapes of graph run seq (copied from got[0..nout)); dropped silently when
+ * memory is short (the owner then reads "not kept"). The result of seq, or NULL. */
+void stream_keep_result(struct stream *st, uint64_t seq, int nout, const struct ops_tensor *got);
+const struct run_result *stream_find_result(const struct stream *st, uint64_t seq);
 
 struct task *task_new(enum task_kind kind, struct stream *st, uint64_t seq);
 /* The i-th buffer t holds (i < t->nbufs). */

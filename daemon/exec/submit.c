@@ -19,6 +19,7 @@
 #include "submit.h"
 
 #define PCIE_BANDWIDTH 32e9 /* host <-> device copies in model mode */
+#define GRAPH_RUN_DEADLINE_MAX_US (3600ull * 1000000) /* as stream_set_deadline */
 #define EST_WORDS (2 + OPS_MAX_DIMS) /* dtype, ndim, dims per input in the estimate cache */
 
 struct prep_error {
@@ -342,6 +343,22 @@ static struct task *prepare_graph_run(struct handle_table *h, struct stream *st,
         b->nin = nin;
         b->nout = nout;
         t->item.graph = b; /* released with the task, whatever happens next */
+        if (r->type == PROTO_REC_GRAPH_RUN_OPT) {
+                if (r->graph.flags & ~PROTO_RUN_FLAGS_KNOWN)
+                        PREP_FAIL(pe, PROTO_E_INVALID, "graph run: unknown option flags 0x%x",
+                                  r->graph.flags & ~PROTO_RUN_FLAGS_KNOWN);
+                if (r->graph.deadline_us > GRAPH_RUN_DEADLINE_MAX_US)
+                        PREP_FAIL(pe, PROTO_E_INVALID, "graph run: deadline of %" PRIu64
+                                  " us is over the limit of one hour", r->graph.deadline_us);
+                t->deadline_ns = r->graph.deadline_us * 1000;
+                memcpy(t->tag, r->graph.tag, sizeof(t->tag));
+                if (r->graph.flags & PROTO_RUN_FLEX_OUTPUTS) {
+                        b->got = calloc((size_t)(nout ? nout : 1), sizeof(*b->got));
+                        if (!b->got)
+                                PREP_FAIL(pe, PROTO_E_LIMIT, "graph run: out of memory");
+                        b->flex = 1;
+                }
+        }
         for (int i = 0; i < nin + nout; i++) {
                 int out = i >= nin;
                 if (!bind_tensor(h, st, t, &r->graph.t[i], out, &b->t[i], pe)) {
@@ -386,9 +403,10 @@ int submit_prepare(struct handle_table *h, struct stream *st, const struct proto
         case PROTO_REC_LAUNCH_ID: ok = prepare_launch(h, st, r, t, &pe); break;
         case PROTO_REC_EVENT_RECORD:
         case PROTO_REC_STREAM_WAIT: ok = prepare_event(h, r, t, &pe); break;
-        case PROTO_REC_GRAPH_RUN: ok = prepare_graph_run(h, st, r, t, &pe); break;
+        case PROTO_REC_GRAPH_RUN:
+        case PROTO_REC_GRAPH_RUN_OPT: ok = prepare_graph_run(h, st, r, t, &pe); break;
         case PROTO_REC_NOTIFY: /* nothing to resolve: the stream is the task's only object */
-                t->tag = r->notify.tag;
+                t->notify_tag = r->notify.tag;
                 t->hold = (r->notify.flags & PROTO_NOTIFY_HOLD) != 0;
                 ok = t;
                 break;

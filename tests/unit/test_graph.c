@@ -3,7 +3,7 @@
  * place or copied (inputs and initializers passed through, values listed twice), binding
  * checks, subgraphs reading values of the enclosing graph through the graph_run callback,
  * cost estimates; the importer's subgraphs and operator lookup (through its lookup hook, with
- * the test operators); and the GRAPH_RUN record of the SUBMIT format. */
+ * the test operators); and the GRAPH_RUN and GRAPH_RUN_OPT records of the SUBMIT format. */
 #include <check.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -769,6 +769,58 @@ START_TEST(test_graph_run_record)
 }
 END_TEST
 
+/* GRAPH_RUN_OPT: options round-trip; a tag that is not printable ASCII padded with NULs, and
+ * reserved bytes, make the record malformed. */
+START_TEST(test_graph_run_opt_record)
+{
+        static struct proto_rec r, d;
+        uint8_t buf[24 + 64 + 80 * 3];
+        size_t pos = 0, size;
+        char err[128];
+
+        memset(&r, 0, sizeof(r));
+        r.type = PROTO_REC_GRAPH_RUN_OPT;
+        r.seq = 77;
+        r.stream = 2;
+        r.graph.graph = 5;
+        r.graph.nin = 2;
+        r.graph.nout = 1;
+        r.graph.flags = PROTO_RUN_FLEX_OUTPUTS;
+        r.graph.deadline_us = 123456;
+        snprintf(r.graph.tag, sizeof(r.graph.tag), "%s", "0123456789abcdef0123456789abcdef");
+        for (int i = 0; i < 3; i++) {
+                r.graph.t[i].buf = (uint32_t)i + 7;
+                r.graph.t[i].dtype = PROTO_DTYPE_FLOAT32;
+                r.graph.t[i].ndim = 1;
+                r.graph.t[i].dims[0] = 10 + i;
+        }
+        size = proto_rec_size(&r);
+        ck_assert_uint_eq(size, sizeof(buf));
+        ck_assert_uint_eq(proto_rec_encode(&r, buf), size);
+        ck_assert_int_eq(proto_rec_decode(buf, size, &pos, &d, err, sizeof(err)), 1);
+        ck_assert_uint_eq(d.graph.flags, PROTO_RUN_FLEX_OUTPUTS);
+        ck_assert_uint_eq(d.graph.deadline_us, 123456);
+        ck_assert_str_eq(d.graph.tag, r.graph.tag); /* all 32 bytes, terminated */
+        ck_assert_int_eq(d.graph.t[2].dims[0], 12);
+        ck_assert_uint_eq(d.graph.t[1].buf, 8);
+        /* a control character, and a byte after the padding starts */
+        buf[24 + 24 + 3] = '\n';
+        pos = 0;
+        ck_assert_int_eq(proto_rec_decode(buf, size, &pos, &d, err, sizeof(err)), -EBADMSG);
+        ck_assert_msg(strstr(err, "tag"), "%s", err);
+        buf[24 + 24 + 3] = 0;
+        pos = 0;
+        ck_assert_int_eq(proto_rec_decode(buf, size, &pos, &d, err, sizeof(err)), -EBADMSG);
+        buf[24 + 24 + 3] = '3';
+        buf[24 + 60] = 1; /* reserved */
+        pos = 0;
+        ck_assert_int_eq(proto_rec_decode(buf, size, &pos, &d, err, sizeof(err)), -EBADMSG);
+        buf[24 + 60] = 0;
+        pos = 0;
+        ck_assert_int_eq(proto_rec_decode(buf, size, &pos, &d, err, sizeof(err)), 1);
+}
+END_TEST
+
 int main(void)
 {
         Suite *s = suite_create("graph");
@@ -785,6 +837,7 @@ int main(void)
         tcase_add_test(tc, test_import_subgraphs);
         tcase_add_test(tc, test_import_typed_tensors);
         tcase_add_test(tc, test_graph_run_record);
+        tcase_add_test(tc, test_graph_run_opt_record);
         suite_add_tcase(s, tc);
         sr = srunner_create(s);
         srunner_run_all(sr, CK_NORMAL);

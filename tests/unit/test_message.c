@@ -1027,7 +1027,7 @@ START_TEST(test_rec_size_rejects)
         ck_assert_uint_eq(proto_rec_size(&r), 0);
         ck_assert_uint_eq(proto_rec_encode(&r, out), 0);
         ck_assert_uint_eq(out[0], 0x5a); /* nothing written */
-        r.type = 10; /* first unassigned record type */
+        r.type = 11; /* first unassigned record type */
         ck_assert_uint_eq(proto_rec_size(&r), 0);
         r = mk_launch(6, 6, PROTO_REC_MAX_ATTRS);
         ck_assert_uint_gt(proto_rec_size(&r), 0);
@@ -1128,8 +1128,8 @@ START_TEST(test_rec_decode_length_mismatch)
         wr32(buf + 4, 64);
         wr16(buf, 0);
         rec_expect_bad(buf, sizeof(buf), "type 0");
-        wr16(buf, 9);
-        rec_expect_bad(buf, sizeof(buf), "type 9");
+        wr16(buf, 11);
+        rec_expect_bad(buf, sizeof(buf), "type 11");
         wr16(buf, 0xffff);
         rec_expect_bad(buf, sizeof(buf), "type 0xffff");
 
