@@ -77,6 +77,7 @@ struct npu_context {
         struct graph_desc *graphs;  /* descriptions of the loaded graphs (mu) */
         struct op_ent *ops;         /* operator name -> id, open addressing (mu) */
         size_t ops_cap, ops_count;
+        struct npu_hostrun *hostrun; /* npu_graph_run_host's per-graph slots (libnpu-hostrun.c) */
 };
 
 /* Size of the first released layout of a caller-allocated struct: up to the end of its last
@@ -110,5 +111,10 @@ int npu_buffer_device(npu_context_t *ctx, npu_buffer_t b);
 
 /* Graph descriptions (libnpu-graph.c). */
 void npu_graph_descs_free(npu_context_t *ctx);
+
+/* npu_graph_run_host's state (libnpu-hostrun.c): a graph's slots released at its unload
+ * (device buffers, regions, streams), everything client-side at disconnect. */
+void npu_hostrun_graph_drop(npu_context_t *ctx, uint32_t graph);
+void npu_hostrun_free(npu_context_t *ctx);
 
 #endif

@@ -314,6 +314,7 @@ NPU_EXPORT void npu_disconnect(npu_context_t *ctx)
 {
         if (!ctx)
                 return;
+        npu_hostrun_free(ctx);
         if (ctx->fd >= 0)
                 close(ctx->fd);
         for (size_t i = 0; i < ctx->nregions; i++)
