@@ -40,6 +40,7 @@ struct hr_graph {
 struct npu_hostrun {
         pthread_mutex_t mu;
         struct hr_graph *graphs;
+        uint64_t drops;       /* graphs dropped so far: a state made across a drop is stale */
 };
 
 static pthread_mutex_t hr_init_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -135,13 +136,17 @@ static npu_status_t hr_graph_get(npu_context_t *ctx, struct npu_hostrun *h, npu_
                                  struct hr_graph **ret)
 {
         struct hr_graph *g, *made = NULL;
+        uint64_t drops = 0;
         npu_status_t st;
 
         for (;;) {
                 pthread_mutex_lock(&h->mu);
                 for (g = h->graphs; g && g->id != graph.id; g = g->next)
                         ;
-                if (!g && made) {
+                /* A graph unloaded while its description was fetched must not get a state
+                 * (its slots would hold device memory until disconnect): fetch again, which
+                 * then fails with NPU_ERR_BAD_HANDLE. */
+                if (!g && made && h->drops == drops) {
                         g = made;
                         made = NULL;
                         g->next = h->graphs;
@@ -149,9 +154,12 @@ static npu_status_t hr_graph_get(npu_context_t *ctx, struct npu_hostrun *h, npu_
                 }
                 if (g)
                         g->users++;
+                drops = h->drops;
                 pthread_mutex_unlock(&h->mu);
-                if (made) /* another thread stored the graph meanwhile */
+                if (made) { /* another thread stored the graph meanwhile, or a drop came */
                         hr_graph_free(ctx, made, 0);
+                        made = NULL;
+                }
                 if (g) {
                         *ret = g;
                         return NPU_OK;
@@ -485,6 +493,7 @@ void npu_hostrun_graph_drop(npu_context_t *ctx, uint32_t graph)
         if (!h)
                 return;
         pthread_mutex_lock(&h->mu);
+        h->drops++;
         for (struct hr_graph **pp = &h->graphs; *pp; pp = &(*pp)->next)
                 if ((*pp)->id == graph) {
                         g = *pp;
