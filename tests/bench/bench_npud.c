@@ -276,7 +276,7 @@ struct serve_thread {
         const char *sock;
         int host, iters, wrong, seed;
         pthread_barrier_t *start;
-        double t0, t1;
+        double t0, t1, cpu; /* cpu: the thread's CPU seconds over its timed loop */
 };
 
 static void *serve_thread_main(void *arg)
@@ -299,8 +299,10 @@ static void *serve_thread_main(void *arg)
         t->wrong = !serve_req_right(&q);
         pthread_barrier_wait(t->start);
         t->t0 = now_s();
+        t->cpu = thread_cpu_s();
         for (int i = 0; i < t->iters; i++)
                 t->host ? host_request(ctx, g, &q) : explicit_request(&e, &q);
+        t->cpu = thread_cpu_s() - t->cpu;
         t->t1 = now_s();
         t->wrong |= !serve_req_right(&q);
         if (!t->host)
@@ -314,12 +316,12 @@ static void *serve_thread_main(void *arg)
 
 /* Requests per second of four threads, on one shared context (shared != 0) or each on its own. */
 static double serve_threads(npu_context_t *ctx, npu_graph_t g, const char *sock, int shared, int host,
-                            int iters, int *wrong)
+                            int iters, int *wrong, double *ret_cpu_us)
 {
         struct serve_thread t[4];
         pthread_barrier_t start;
         pthread_t th[4];
-        double t0 = 1e300, t1 = 0;
+        double t0 = 1e300, t1 = 0, cpu = 0;
 
         pthread_barrier_init(&start, NULL, 4);
         for (int i = 0; i < 4; i++) {
@@ -334,9 +336,11 @@ static double serve_threads(npu_context_t *ctx, npu_graph_t g, const char *sock,
                 pthread_join(th[i], NULL);
                 t0 = t[i].t0 < t0 ? t[i].t0 : t0;
                 t1 = t[i].t1 > t1 ? t[i].t1 : t1;
+                cpu += t[i].cpu;
                 *wrong |= t[i].wrong;
         }
         pthread_barrier_destroy(&start);
+        *ret_cpu_us = cpu / (4.0 * iters) * 1e6;
         return 4.0 * iters / (t1 - t0);
 }
 
@@ -387,17 +391,22 @@ static void serve_section(npu_context_t *ctx, const char *sock)
          * each: on a machine with other work a single run's throughput varies by 2x. */
         const int titers = iters / 5 > 200 ? iters / 5 : 200;
         for (int host = 0; host < 2; host++) {
-                double sh[5], own[5];
+                double sh[5], own[5], csh[5], cown[5];
                 wrong = 0;
                 for (int rep = 0; rep < 5; rep++) {
-                        own[rep] = serve_threads(ctx, g, sock, 0, host, titers, &wrong);
-                        sh[rep] = serve_threads(ctx, g, sock, 1, host, titers, &wrong);
+                        own[rep] = serve_threads(ctx, g, sock, 0, host, titers, &wrong, &cown[rep]);
+                        sh[rep] = serve_threads(ctx, g, sock, 1, host, titers, &wrong, &csh[rep]);
                 }
                 double msh = pct(sh, 5, 0.5), mown = pct(own, 5, 0.5);
+                /* The client threads' CPU per request: what sharing the context costs the
+                 * client, steadier than throughput when other work shares the machine. */
+                double mcsh = pct(csh, 5, 0.5), mcown = pct(cown, 5, 0.5);
                 printf("serve 4 threads (%s, %d requests each, median of 5): one shared context %.0f req/s "
-                       "(%.0f-%.0f), four contexts %.0f req/s (%.0f-%.0f), ratio %.2f (target >= 0.95)%s%s\n",
+                       "(%.0f-%.0f), four contexts %.0f req/s (%.0f-%.0f), ratio %.2f (target >= 0.95)%s%s; "
+                       "client CPU per request %.1f us shared, %.1f us own contexts\n",
                        host ? "npu_graph_run_host" : "explicit stream", titers, msh, sh[0], sh[4], mown, own[0],
-                       own[4], msh / mown, msh / mown >= 0.95 ? "" : " MISSED", wrong ? " WRONG RESULT" : "");
+                       own[4], msh / mown, msh / mown >= 0.95 ? "" : " MISSED", wrong ? " WRONG RESULT" : "",
+                       mcsh, mcown);
         }
         CHECK(npu_graph_unload(ctx, g));
         free(la);
