@@ -33,6 +33,7 @@ struct pending {
         int done;
         int empty_result; /* the reply was {"result":{}}: nothing was parsed */
         json_t *reply;
+        pthread_cond_t cv;    /* its waiter: woken for its reply or to take the reader's turn */
         struct pending *next;
 };
 

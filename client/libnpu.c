@@ -102,17 +102,31 @@ static void handle_frame_locked(npu_context_t *ctx, const struct proto_frame *f)
                         else
                                 p->reply = proto_json_parse(f->body, f->hdr.body_len, err, sizeof(err));
                         p->done = 1;
+                        pthread_cond_signal(&p->cv);
                         return;
                 }
         }
 }
 
-/* Wait for p's reply. Whoever finds no reader active becomes the reader; others sleep. */
+/* Wake the waiter of one pending call still without its reply, to become the reader. */
+static void reader_handoff_locked(npu_context_t *ctx)
+{
+        for (struct pending *q = ctx->pending; q; q = q->next)
+                if (!q->done) {
+                        pthread_cond_signal(&q->cv);
+                        return;
+                }
+}
+
+/* Wait for p's reply. Whoever finds no reader active becomes the reader; others sleep, each
+ * on its own condition: a reply wakes only its caller, and a reader leaving with its own reply
+ * wakes one other waiter to read on (one broadcast per frame woke every waiter, and a shared
+ * context cost 2-3x the client CPU per request of one context per thread: npubench serve). */
 static void wait_reply_locked(npu_context_t *ctx, struct pending *p)
 {
         while (!p->done && !ctx->broken) {
                 if (ctx->reader_active) {
-                        pthread_cond_wait(&ctx->cv, &ctx->mu);
+                        pthread_cond_wait(&p->cv, &ctx->mu);
                         continue;
                 }
                 ctx->reader_active = 1;
@@ -138,7 +152,11 @@ static void wait_reply_locked(npu_context_t *ctx, struct pending *p)
                                 ctx->broken = 1;
                 }
                 ctx->reader_active = 0;
-                pthread_cond_broadcast(&ctx->cv);
+                if (ctx->broken)
+                        for (struct pending *q = ctx->pending; q; q = q->next)
+                                pthread_cond_signal(&q->cv);
+                else if (p->done)
+                        reader_handoff_locked(ctx);
         }
 }
 
@@ -171,6 +189,7 @@ npu_status_t npu_call_fds(npu_context_t *ctx, const char *method, json_t *params
                 return fail(NPU_ERR_CONNECTION, "%s: connection to npud lost", method);
         }
         p.id = ++ctx->next_id;
+        pthread_cond_init(&p.cv, NULL);
         p.next = ctx->pending;
         ctx->pending = &p;
         if (npu_send_frame_locked(ctx, PROTO_KIND_REQUEST, p.id, text, len, fds, nfds) == 0)
@@ -181,6 +200,7 @@ npu_status_t npu_call_fds(npu_context_t *ctx, const char *method, json_t *params
                         break;
                 }
         pthread_mutex_unlock(&ctx->mu);
+        pthread_cond_destroy(&p.cv);
         if (text != bare)
                 free(text);
         if (!p.done)
