@@ -41,7 +41,7 @@ OPS_SRC    := $(wildcard ops/*.c)
 GRAPH_SRC  := $(wildcard graph/*.c)
 DAEMON_SRC := $(wildcard daemon/backend/*.c daemon/exec/*.c daemon/api/*.c) $(OPS_SRC) $(GRAPH_SRC) $(UTIL_SRC)
 CLIENT_SRC := client/libnpu.c client/libnpu-graph.c client/libnpu-admin.c client/libnpu-lifecycle.c \
-              client/libnpu-completion.c
+              client/libnpu-completion.c client/libnpu-hostrun.c
 CTL_SRC    := $(wildcard client/npuctl*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
@@ -100,7 +100,8 @@ $(ONNX_OBJ): $(ONNX_GEN_C) $(ONNX_GEN_H)
 	$(CC) -std=gnu11 $(OPT) $(SAN) -fPIC -c $< -o $@
 
 $(call obj,$(GRAPH_SRC)) $(BUILD)/obj/tests/unit/test_graph.o \
-  $(BUILD)/obj/tests/integration/test_graph.o $(BUILD)/obj/tests/integration/test_graph_api.o $(BUILD)/obj/tests/bench/bench_conv.o $(BUILD)/obj/tests/bench/bench_npud.o: | $(ONNX_GEN_H)
+  $(BUILD)/obj/tests/integration/test_graph.o $(BUILD)/obj/tests/integration/test_graph_api.o $(BUILD)/obj/tests/bench/bench_conv.o \
+  $(BUILD)/obj/tests/integration/test_host_run.o $(BUILD)/obj/tests/bench/bench_npud.o: | $(ONNX_GEN_H)
 
 $(CORE_A): $(DAEMON_OBJ) $(PROTO_OBJ) $(POLICY_OBJ) $(ONNX_OBJ)
 	@mkdir -p $(dir $@)

@@ -388,6 +388,7 @@ NPU_EXPORT npu_status_t npu_graph_unload(npu_context_t *ctx, npu_graph_t graph)
 
         if (!ctx)
                 return fail(NPU_ERR_INVALID, "npu_graph_unload: NULL context");
+        npu_hostrun_graph_drop(ctx, graph.id); /* npu_graph_run_host's buffers, before the graph */
         st = npu_call(ctx, "graph_unload", json_pack("{s:I}", "graph", (json_int_t)graph.id), NULL);
         graph_desc_drop(ctx, graph.id); /* unloaded, or no graph of this session */
         return st;

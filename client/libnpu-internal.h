@@ -33,6 +33,7 @@ struct pending {
         int done;
         int empty_result; /* the reply was {"result":{}}: nothing was parsed */
         json_t *reply;
+        pthread_cond_t cv;    /* its waiter: woken for its reply or to take the reader's turn */
         struct pending *next;
 };
 
@@ -85,6 +86,7 @@ struct npu_context {
         char *conn_socket, *conn_tenant;
         npu_backpressure_t conn_backpressure;
         struct npu_compl *compl;    /* completion queue and reader thread, on first use (mu) */
+        struct npu_hostrun *hostrun; /* npu_graph_run_host's per-graph slots (libnpu-hostrun.c) */
 };
 
 /* Size of the first released layout of a caller-allocated struct: up to the end of its last
@@ -144,5 +146,10 @@ void npu_completion_shutdown(npu_context_t *ctx);
 
 /* Graph descriptions (libnpu-graph.c). */
 void npu_graph_descs_free(npu_context_t *ctx);
+
+/* npu_graph_run_host's state (libnpu-hostrun.c): a graph's slots released at its unload
+ * (device buffers, regions, streams), everything client-side at disconnect. */
+void npu_hostrun_graph_drop(npu_context_t *ctx, uint32_t graph);
+void npu_hostrun_free(npu_context_t *ctx);
 
 #endif

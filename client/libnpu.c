@@ -108,9 +108,20 @@ static void handle_frame_locked(npu_context_t *ctx, const struct proto_frame *f)
                         else
                                 p->reply = proto_json_parse(f->body, f->hdr.body_len, err, sizeof(err));
                         p->done = 1;
+                        pthread_cond_signal(&p->cv);
                         return;
                 }
         }
+}
+
+/* Wake the waiter of one pending call still without its reply, to become the reader. */
+static void reader_handoff_locked(npu_context_t *ctx)
+{
+        for (struct pending *q = ctx->pending; q; q = q->next)
+                if (!q->done) {
+                        pthread_cond_signal(&q->cv);
+                        return;
+                }
 }
 
 /* Read the socket (waiting for data when wait) and handle every whole frame, as the reader:
@@ -126,6 +137,7 @@ void npu_read_once_locked(npu_context_t *ctx, int wait)
                 if (n == -EAGAIN || n == -EINTR) {
                         pthread_mutex_lock(&ctx->mu);
                         ctx->reader_active = 0;
+                        reader_handoff_locked(ctx);
                         pthread_cond_broadcast(&ctx->cv);
                         return;
                 }
@@ -149,18 +161,29 @@ void npu_read_once_locked(npu_context_t *ctx, int wait)
                         ctx->broken = 1;
         }
         ctx->reader_active = 0;
+        /* a reply wakes only its own waiter (handle_frame_locked); one waiter still without
+         * its reply takes over the reading, and threads waiting for the socket itself (the
+         * completion reader) look again */
+        if (ctx->broken)
+                for (struct pending *q = ctx->pending; q; q = q->next)
+                        pthread_cond_signal(&q->cv);
+        else
+                reader_handoff_locked(ctx);
         pthread_cond_broadcast(&ctx->cv);
 }
 
-/* Wait for p's reply. Whoever finds no reader active becomes the reader; others sleep. */
+/* Wait for p's reply. Whoever finds no reader active becomes the reader; others sleep, each
+ * on its own condition: a reply wakes only its caller, and a reader leaving with its own reply
+ * wakes one other waiter to read on (one broadcast per frame woke every waiter, and a shared
+ * context cost 2-3x the client CPU per request of one context per thread: npubench serve). */
 static void wait_reply_locked(npu_context_t *ctx, struct pending *p)
 {
         while (!p->done && !ctx->broken) {
                 if (ctx->reader_active) {
-                        pthread_cond_wait(&ctx->cv, &ctx->mu);
+                        pthread_cond_wait(&p->cv, &ctx->mu);
                         continue;
                 }
-                npu_read_once_locked(ctx, 1);
+                npu_read_once_locked(ctx, 1); /* hands the reading on, once p is done */
         }
 }
 
@@ -198,6 +221,7 @@ npu_status_t npu_call_fds(npu_context_t *ctx, const char *method, json_t *params
                 return fail(NPU_ERR_CONNECTION, "%s: connection to npud lost", method);
         }
         p.id = ++ctx->next_id;
+        pthread_cond_init(&p.cv, NULL);
         p.next = ctx->pending;
         ctx->pending = &p;
         if (npu_send_frame_locked(ctx, PROTO_KIND_REQUEST, p.id, text, len, fds, nfds) == 0)
@@ -208,6 +232,7 @@ npu_status_t npu_call_fds(npu_context_t *ctx, const char *method, json_t *params
                         break;
                 }
         pthread_mutex_unlock(&ctx->mu);
+        pthread_cond_destroy(&p.cv);
         if (text != bare)
                 free(text);
         if (!p.done)
@@ -360,6 +385,7 @@ NPU_EXPORT void npu_disconnect(npu_context_t *ctx)
 void npu_context_release(npu_context_t *ctx)
 {
         npu_completion_shutdown(ctx); /* the reader thread, before the socket goes */
+        npu_hostrun_free(ctx);
         if (ctx->fd >= 0)
                 close(ctx->fd);
         for (size_t i = 0; i < ctx->nregions; i++)

@@ -454,6 +454,44 @@ npu_status_t npu_graph_find_input(npu_context_t *ctx, npu_graph_t graph, const c
 npu_status_t npu_graph_find_output(npu_context_t *ctx, npu_graph_t graph, const char *name,
                                    int *ret_index);
 
+/* The one-call path for simple servers: run a loaded graph on tensors in ordinary host memory
+ * and get the outputs back in host memory, without streams, regions or device buffers:
+ *
+ *   npu_host_tensor_t in[1] = { { .data = x, .bytes = sizeof(x), .dtype = NPU_FLOAT32,
+ *                                 .ndim = 2, .dims = { 1, 8 } } };
+ *   npu_host_tensor_t out[1] = { { .data = y, .bytes = sizeof(y) } };
+ *   st = npu_graph_run_host(ctx, graph, in, 1, out, 1);   // out[0].dims now [1,4]
+ *
+ * inputs and outputs are in the graph's binding order (npu_graph_input/_output); their counts
+ * must be the graph's. An input's dtype and shape must match the graph's description (open
+ * extents take any value) and bytes must be exactly the tensor's size. An output's dtype,
+ * ndim and dims are filled from the description on return; where the model leaves them open,
+ * the caller sets them before the call (a call that reuses the outputs of the previous one
+ * keeps them); bytes is the room at data, at least the output's size. Errors before anything
+ * runs name the tensor: NPU_ERR_INVALID (counts, NULL data, bytes, nonzero reserved members),
+ * NPU_ERR_SHAPE (dtype or shape); a failed run returns the run's error; NPU_ERR_BAD_HANDLE
+ * for an unknown graph. The outputs' data is written only when the call succeeds.
+ * The layout is fixed (arrays of it are passed): reserved members must be zero, e.g. by
+ * initializing the struct with = { ... } or memset.
+ *
+ * How: libnpu keeps, per graph, device buffers, host regions and a stream for each call in
+ * flight, made at first use and reused (a larger input grows them); the copies and the run go
+ * through the region in one H2D copy and one D2H copy. Several threads may call it at once on
+ * one context and one graph; each gets its own slot and stream, and a failure is reported to
+ * the call that caused it only. npu_graph_unload frees the graph's slots (device memory
+ * included), npu_disconnect everything. */
+typedef struct npu_host_tensor {
+        void *data;                 /* inputs: read only; outputs: written on success */
+        uint64_t bytes;             /* inputs: the tensor's size; outputs: room at data */
+        npu_dtype_t dtype;          /* outputs: filled */
+        int ndim;                   /* outputs: filled */
+        int64_t dims[NPU_MAX_DIMS]; /* outputs: filled */
+        uint64_t reserved[4];       /* zero */
+} npu_host_tensor_t;
+npu_status_t npu_graph_run_host(npu_context_t *ctx, npu_graph_t graph,
+                                const npu_host_tensor_t *inputs, int ninputs,
+                                npu_host_tensor_t *outputs, int noutputs);
+
 /* Administration: the daemon's JSON answer of an admin method ("devices", "sessions"),
  * returned as a string the caller frees with free(). npu-admin.h has typed calls for the
  * same methods; prefer those, whose results do not depend on the JSON's layout. */
