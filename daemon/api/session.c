@@ -514,10 +514,15 @@ void session_maybe_resume(struct session *s)
 {
         if (!s->read_paused || s->closing)
                 return;
-        if (s->queued_tasks > s->npud->config.limits.max_queued_tasks / 2)
+        /* Read again once a sixteenth of the queue is free. The loop thread can only
+         * prepare new work while reading, and with one unit of a stream at the backend at a
+         * time a paused session's completions come one unit apart: waiting for half the
+         * queue to drain left the loop idle for a third of a pipelined client's time. */
+        uint32_t lim = s->npud->config.limits.max_queued_tasks;
+        if (s->queued_tasks > lim - lim / 16)
                 return;
         if (s->tenant && s->tenant->pol.max_queued_tasks &&
-            s->tenant->queued > s->tenant->pol.max_queued_tasks / 2)
+            s->tenant->queued > s->tenant->pol.max_queued_tasks - s->tenant->pol.max_queued_tasks / 16)
                 return;
         s->read_paused = 0;
         event_del(s->hup_event);

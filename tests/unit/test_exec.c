@@ -979,6 +979,69 @@ START_TEST(test_validation)
 }
 END_TEST
 
+/* Verdicts of launches that passed are remembered by signature (submit.c): a repeat gets
+ * the same costs without the operator's validation, and nothing about a call that differs in
+ * what validation reads (shape, dtype, attribute, device) or in its binding slips through. */
+static int prepare_cost(struct stream *st, const struct proto_rec *r, uint64_t *cost, char *msg,
+                        size_t len)
+{
+        struct task *t = task_new(TASK_EXEC, st, r->seq);
+
+        ck_assert_ptr_nonnull(t);
+        int rc = submit_prepare(&ht, st, r, t, msg, len);
+        memcpy(cost, t->cost, sizeof(t->cost));
+        task_free(t);
+        return rc;
+}
+
+START_TEST(test_launch_memo)
+{
+        struct stream *st = new_stream(0, 0, "default"), *st1 = new_stream(1, 0, "default");
+        uint32_t a = new_buffer(0, 256), b = new_buffer(0, 256), out = new_buffer(0, 256);
+        uint32_t a1 = new_buffer(1, 256), b1 = new_buffer(1, 256), o1 = new_buffer(1, 256), ro;
+        uint64_t c1[OPS_ENGINE_COUNT], c2[OPS_ENGINE_COUNT], c3[OPS_ENGINE_COUNT];
+        struct buffer *view;
+        struct proto_rec r;
+        char m[256];
+
+        ck_assert_int_eq(buffer_view_new(handle_lookup(&ht, HANDLE_BUFFER, out), 0, 256, 1, &view), 0);
+        ck_assert_int_eq(handle_insert(&ht, HANDLE_BUFFER, view, &ro), 0);
+        for (int rep = 0; rep < 3; rep++) { /* the first fills the memo, the others hit it */
+                r = add_rec(a, b, out, 37);
+                ck_assert_int_eq(prepare_cost(st, &r, rep ? c2 : c1, m, sizeof(m)), 0);
+                if (rep)
+                        ck_assert_mem_eq(c1, c2, sizeof(c1));
+        }
+        ck_assert_uint_gt(c1[OPS_ENGINE_VECTOR] + c1[OPS_ENGINE_AICPU], 0);
+        /* the same signature with a bad binding: bound before the memo is consulted */
+        r = add_rec(a, b, ro, 37);
+        ck_prepare(st, &r, PROTO_E_PERMISSION, "read-only");
+        r = add_rec(a, b, out, 37);
+        r.launch.t[2].offset = 256 - 4; /* 148 bytes at 252 */
+        ck_prepare(st, &r, PROTO_E_OUT_OF_RANGE, "Add: output 0: 148 bytes at offset 252");
+        /* a call that differs in what validation reads is validated */
+        r = add_rec(a, b, out, 37);
+        r.launch.t[2].dims[0] = 36;
+        ck_prepare(st, &r, PROTO_E_SHAPE, "Add: output");
+        r = add_rec(a, b, out, 37);
+        r.launch.t[2].dtype = PROTO_DTYPE_INT32;
+        ck_prepare(st, &r, PROTO_E_SHAPE, "Add: output");
+        r = add_rec(a, b, out, 37);
+        r.launch.nattr = 1;
+        snprintf(r.launch.attr[0].name, sizeof(r.launch.attr[0].name), "alpha");
+        r.launch.attr[0].type = 1;
+        for (int rep = 0; rep < 2; rep++) /* failures are not remembered */
+                ck_prepare(st, &r, PROTO_E_SHAPE, "alpha");
+        /* a different device is its own signature; costs follow that device's rates */
+        r = add_rec(a1, b1, o1, 37);
+        ck_assert_int_eq(prepare_cost(st1, &r, c3, m, sizeof(m)), 0);
+        /* and the first call still hits with its own costs */
+        r = add_rec(a, b, out, 37);
+        ck_assert_int_eq(prepare_cost(st, &r, c2, m, sizeof(m)), 0);
+        ck_assert_mem_eq(c1, c2, sizeof(c1));
+}
+END_TEST
+
 /* ---- 5. cancellation -------------------------------------------------------------------------- */
 
 START_TEST(test_cancel)
@@ -1314,6 +1377,7 @@ static Suite *exec_suite(void)
         tcase_add_test(tc, test_tiles);
         tcase_add_test(tc, test_tile_cancel);
         tcase_add_test(tc, test_validation);
+        tcase_add_test(tc, test_launch_memo);
         tcase_add_test(tc, test_cancel);
         tcase_add_test(tc, test_reclaim);
         tcase_add_test(tc, test_reclaim_idle);
