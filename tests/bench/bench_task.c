@@ -11,6 +11,7 @@
 #include "daemon/exec/sched.h"
 #include "daemon/exec/stream.h"
 #include "graph/exec.h"
+#include "proto/submit.h"
 
 /* measured with gcc on x86-64 at commit 1b11904 (sched_unit: 7,176 B there, not the 7,120 B
  * the issue quotes) */
@@ -44,6 +45,23 @@ int main(void)
                (double)task / OLD_TASK);
         printf("Add launch task (task + packed call from the 256 B class): %zu B (was %d B, ratio "
                "%.3f)\n", task + 256, OLD_TASK, (double)(task + 256) / OLD_TASK);
+        /* Bytes an Add launch writes on its way, from the sizes this build has: the record
+         * decoded (its members only), the tensors bound in the loop's scratch call, the
+         * signature built and compared against the remembered verdict, the packed call, the
+         * task cleared, and on the worker the call unpacked onto its stack. Before issue 10
+         * one Add launch moved about 20 KB through memcpy on the loop thread (the issue's
+         * measurement: the record cleared and decoded whole, whole calls copied, a task and
+         * a unit cleared). */
+        size_t rec = sizeof(struct proto_rec_tensor) * 3 + 32;
+        size_t bound = sizeof(struct ops_tensor) * 3;
+        size_t sigb = 2 * 8 * (1 + 3 * 2);
+        size_t loop_bytes = rec + bound + sigb + add + task;
+        size_t worker_bytes = add + 64; /* tensors and counts of the unpacked call */
+        size_t old_bytes = 20u << 10;
+        printf("bytes written per Add launch: loop thread %zu (decoded record %zu, bound tensors "
+               "%zu, signature and compare %zu, packed call %zu, task %zu), worker %zu; about "
+               "%zu before issue 10 (ratio %.3f)\n", loop_bytes, rec, bound, sigb, add, task,
+               worker_bytes, old_bytes, (double)(loop_bytes + worker_bytes) / (double)old_bytes);
         printf("graph-run task of > %d tensors (task + spill array; graph_bind %zu B as before): "
                "%zu B (was %d B, ratio %.3f)\n",
                TASK_INLINE_BUFS, sizeof(struct graph_bind), task + spill, OLD_TASK,
