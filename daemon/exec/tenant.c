@@ -135,12 +135,13 @@ int tenant_registry_apply(struct tenant_registry *r, const struct policy_config 
 
 void tenant_note_wait(struct tenant *t, int device, uint64_t wait_ns)
 {
-        int b = 0;
+        /* bucket b holds waits in [2^b, 2^(b+1)) ns (0 and 1 ns in bucket 0) */
+        int b = wait_ns > 1 ? 63 - __builtin_clzll(wait_ns) : 0;
 
         if (device < 0 || device >= t->ndevices)
                 return;
-        while (b < WAIT_BUCKETS - 1 && (wait_ns >> b) > 1)
-                b++;
+        if (b > WAIT_BUCKETS - 1)
+                b = WAIT_BUCKETS - 1;
         t->dev[device].wait_hist[b]++;
 }
 

@@ -1042,6 +1042,31 @@ START_TEST(test_launch_memo)
 }
 END_TEST
 
+/* Queue waits go to log2 buckets ([2^b, 2^(b+1)) ns) that npuctl sched's quantiles read. */
+START_TEST(test_wait_buckets)
+{
+        struct tenant *t = tenant_named("lc");
+        static const struct { uint64_t ns; int bucket; } cases[] = {
+                { 0, 0 }, { 1, 0 }, { 2, 1 }, { 3, 1 }, { 4, 2 }, { 1023, 9 }, { 1024, 10 },
+                { 1000000, 19 }, { 1ull << 47, 47 }, { UINT64_MAX, WAIT_BUCKETS - 1 },
+        };
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                uint64_t before[WAIT_BUCKETS];
+                memcpy(before, t->dev[1].wait_hist, sizeof(before));
+                tenant_note_wait(t, 1, cases[i].ns);
+                for (int b = 0; b < WAIT_BUCKETS; b++)
+                        ck_assert_msg(t->dev[1].wait_hist[b] == before[b] + (b == cases[i].bucket),
+                                      "wait %llu ns: bucket %d", (unsigned long long)cases[i].ns, b);
+        }
+        tenant_note_wait(t, 7, 5); /* no such device: ignored */
+        memset(t->dev[1].wait_hist, 0, sizeof(t->dev[1].wait_hist));
+        for (int i = 0; i < 100; i++)
+                tenant_note_wait(t, 1, 1000000); /* 1 ms: bucket 19, midpoint 3 << 18 */
+        ck_assert_uint_eq(tenant_wait_quantile(t, 1, 0.5), 3ull << 18);
+}
+END_TEST
+
 /* ---- 5. cancellation -------------------------------------------------------------------------- */
 
 START_TEST(test_cancel)
@@ -1378,6 +1403,7 @@ static Suite *exec_suite(void)
         tcase_add_test(tc, test_tile_cancel);
         tcase_add_test(tc, test_validation);
         tcase_add_test(tc, test_launch_memo);
+        tcase_add_test(tc, test_wait_buckets);
         tcase_add_test(tc, test_cancel);
         tcase_add_test(tc, test_reclaim);
         tcase_add_test(tc, test_reclaim_idle);
