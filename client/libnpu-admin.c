@@ -346,3 +346,200 @@ NPU_EXPORT npu_status_t npu_admin_fault_inject(npu_context_t *ctx, int device, n
         return admin_do(ctx, "fault_inject", json_pack("{s:i, s:s, s:f}", "device", device, "kind",
                                                        names[kind], "value", value));
 }
+
+/* The "mem" answer for one device or all (device -1). */
+static npu_status_t mem_call(npu_context_t *ctx, const char *fn, int device, json_t **res)
+{
+        json_t *params = NULL;
+
+        if (device < -1)
+                return fail(NPU_ERR_INVALID, "%s: device %d (-1 for every device, else a device id)",
+                            fn, device);
+        if (device >= 0 && !(params = json_pack("{s:i}", "device", device)))
+                return fail(NPU_ERR_SYSTEM, "%s: out of memory", fn);
+        return npu_call(ctx, "mem", params, res);
+}
+
+static void fill_mem(void *elem, json_t *o, void *arg)
+{
+        npu_admin_mem_t *m = elem;
+        (void)arg;
+        m->device = get_int(o, "id");
+        m->memory_total = get_u64(o, "memory_total");
+        m->memory_used = get_u64(o, "memory_used");
+        m->free_bytes = get_u64(o, "free_bytes");
+        m->largest_free = get_u64(o, "largest_free");
+        m->free_segments = get_u64(o, "free_segments");
+        m->live_blocks = get_u64(o, "live_blocks");
+        m->fragmentation = get_num(o, "fragmentation");
+}
+
+NPU_EXPORT npu_status_t npu_admin_mem(npu_context_t *ctx, int device, size_t elem_size,
+                                      npu_admin_mem_t **ret_list, size_t *ret_count)
+{
+        json_t *res = NULL;
+        npu_status_t st = list_args("npu_admin_mem", ctx, elem_size,
+                                    NPU_SIZE_V1(npu_admin_mem_t, fragmentation), ret_list, ret_count);
+
+        if (st == NPU_OK)
+                st = mem_call(ctx, "npu_admin_mem", device, &res);
+        if (st != NPU_OK)
+                return st;
+        st = make_list("mem", res, "devices", elem_size, sizeof(npu_admin_mem_t), fill_mem, NULL,
+                       (void **)ret_list, ret_count);
+        json_decref(res);
+        return st;
+}
+
+static void fill_holder(void *elem, json_t *o, void *arg)
+{
+        npu_admin_mem_holder_t *h = elem;
+        (void)arg;
+        h->device = get_int(o, "device");
+        h->kind = get_int(o, "kind") == NPU_ADMIN_HOLDER_TENANT ? NPU_ADMIN_HOLDER_TENANT
+                                                                  : NPU_ADMIN_HOLDER_SESSION;
+        if (h->kind == NPU_ADMIN_HOLDER_SESSION) {
+                h->session = get_u64(o, "id");
+                h->pid = get_int(o, "pid");
+                h->uid = get_int(o, "uid");
+                get_str(o, "comm", h->comm, sizeof(h->comm));
+                get_str(o, "tenant", h->tenant, sizeof(h->tenant));
+        } else {
+                get_str(o, "name", h->tenant, sizeof(h->tenant));
+        }
+        h->bytes = get_u64(o, "bytes");
+}
+
+/* Appends a copy of each entry of dev[key] to flat with the device and the kind added (the
+ * keys fill_holder reads); -1 when memory runs out. */
+static int flatten_holders(json_t *flat, json_t *dev, const char *key, int kind)
+{
+        json_t *e;
+        size_t i;
+
+        json_array_foreach(json_object_get(dev, key), i, e) {
+                json_t *row = json_copy(e);
+                if (!row || json_object_set_new(row, "device", json_integer(get_int(dev, "id"))) < 0 ||
+                    json_object_set_new(row, "kind", json_integer(kind)) < 0 ||
+                    json_array_append_new(flat, row) < 0)
+                        return -1;
+        }
+        return 0;
+}
+
+NPU_EXPORT npu_status_t npu_admin_mem_holders(npu_context_t *ctx, int device, size_t elem_size,
+                                              npu_admin_mem_holder_t **ret_list, size_t *ret_count,
+                                              int *ret_all)
+{
+        json_t *res = NULL, *devs, *dev, *sessions, *tenants, *wrap;
+        size_t i;
+        int all;
+        npu_status_t st = list_args("npu_admin_mem_holders", ctx, elem_size,
+                                    NPU_SIZE_V1(npu_admin_mem_holder_t, bytes), ret_list, ret_count);
+
+        if (st == NPU_OK)
+                st = mem_call(ctx, "npu_admin_mem_holders", device, &res);
+        if (st != NPU_OK)
+                return st;
+        devs = json_object_get(res, "devices");
+        all = json_is_true(json_object_get(res, "all"));
+        if (!json_is_array(devs)) {
+                json_decref(res);
+                return fail(NPU_ERR_PROTOCOL, "mem: npud's answer lacks 'devices'");
+        }
+        /* every device's sessions first, then every device's tenants: a program that wants
+         * one kind reads one run of the list */
+        sessions = json_array();
+        tenants = json_array();
+        json_array_foreach(devs, i, dev)
+                if (!sessions || !tenants || flatten_holders(sessions, dev, "sessions", NPU_ADMIN_HOLDER_SESSION) < 0 ||
+                    flatten_holders(tenants, dev, "tenants", NPU_ADMIN_HOLDER_TENANT) < 0)
+                        break;
+        json_decref(res);
+        if (i < json_array_size(devs) || !sessions || !tenants ||
+            json_array_extend(sessions, tenants) < 0 || !(wrap = json_pack("{s:O}", "rows", sessions))) {
+                json_decref(sessions);
+                json_decref(tenants);
+                return fail(NPU_ERR_SYSTEM, "mem: out of memory");
+        }
+        json_decref(sessions);
+        json_decref(tenants);
+        st = make_list("mem", wrap, "rows", elem_size, sizeof(npu_admin_mem_holder_t), fill_holder,
+                       NULL, (void **)ret_list, ret_count);
+        json_decref(wrap);
+        if (st == NPU_OK && ret_all)
+                *ret_all = all;
+        return st;
+}
+
+static void fill_health(void *elem, json_t *o, void *arg)
+{
+        npu_admin_health_t *h = elem;
+        json_t *f;
+        size_t i;
+        (void)arg;
+        h->device = get_int(o, "id");
+        get_str(o, "health", h->health, sizeof(h->health));
+        h->draining = json_is_true(json_object_get(o, "draining"));
+        h->resetting = json_is_true(json_object_get(o, "resetting"));
+        h->slow = 1.0;
+        /* faults are {"kind", "value"}: the kinds npu_admin_fault_inject names */
+        json_array_foreach(json_object_get(o, "faults"), i, f) {
+                const char *kind = json_string_value(json_object_get(f, "kind"));
+                double v = get_num(f, "value");
+                if (!kind)
+                        continue;
+                if (strcmp(kind, "fail-device") == 0)
+                        h->failed = 1;
+                else if (strcmp(kind, "fail-next") == 0 && v >= 1 && v < 1e18)
+                        h->fail_next = (uint64_t)v;
+                else if (strcmp(kind, "slow") == 0 && v > 0)
+                        h->slow = v;
+        }
+}
+
+NPU_EXPORT npu_status_t npu_admin_health(npu_context_t *ctx, size_t elem_size,
+                                         npu_admin_health_t **ret_list, size_t *ret_count)
+{
+        json_t *res = NULL;
+        npu_status_t st = list_args("npu_admin_health", ctx, elem_size,
+                                    NPU_SIZE_V1(npu_admin_health_t, slow), ret_list, ret_count);
+
+        if (st == NPU_OK)
+                st = npu_call(ctx, "health", NULL, &res);
+        if (st != NPU_OK)
+                return st;
+        st = make_list("health", res, "devices", elem_size, sizeof(npu_admin_health_t), fill_health,
+                       NULL, (void **)ret_list, ret_count);
+        json_decref(res);
+        return st;
+}
+
+NPU_EXPORT npu_status_t npu_admin_version(npu_context_t *ctx, npu_admin_version_t *ret)
+{
+        npu_admin_version_t v = { .size = sizeof(v) };
+        json_t *res = NULL;
+        npu_status_t st;
+
+        if (!ctx || !ret)
+                return fail(NPU_ERR_INVALID, "npu_admin_version: NULL argument");
+        if (ret->size < NPU_SIZE_V1(npu_admin_version_t, backend))
+                return fail(NPU_ERR_INVALID, "npu_admin_version: ret->size is %zu, set it to "
+                            "sizeof(npu_admin_version_t)", ret->size);
+        if ((st = npu_call(ctx, "version", NULL, &res)) != NPU_OK)
+                return st;
+        get_str(res, "version", v.version, sizeof(v.version));
+        v.protocol = get_int(res, "protocol");
+        v.protocol_min = get_int(res, "protocol_min");
+        get_str(res, "backend", v.backend, sizeof(v.backend));
+        json_decref(res);
+        size_t size = ret->size < sizeof(v) ? ret->size : sizeof(v);
+        memcpy(ret, &v, size); /* a caller's older, smaller struct gets its own part */
+        ret->size = size;
+        return NPU_OK;
+}
+
+NPU_EXPORT npu_status_t npu_admin_reload(npu_context_t *ctx)
+{
+        return admin_do(ctx, "reload", json_object());
+}

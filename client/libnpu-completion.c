@@ -22,7 +22,12 @@
 
 #include "client/libnpu-internal.h"
 
-#define UNSOLICITED_MAX 256 /* unread device notices kept (nobody asked for them) */
+/* Unread device notices kept; past it the oldest one is dropped and counted. They are kept
+ * from the connection on, before the program first asks for completions: a server that
+ * creates its completion fd after loading its models still learns that a device failed
+ * meanwhile (the queue then exists without its fds, which the first call of the completion
+ * API creates). */
+#define UNSOLICITED_MAX 256
 
 struct compl_node {
         struct compl_node *next;
@@ -43,11 +48,13 @@ struct host_func {
 };
 
 struct npu_compl {
-        int epfd;      /* the program's fd: watches efd, and the socket until the thread runs */
+        int epfd;      /* the program's fd: watches efd, and the socket until the thread runs;
+                        * -1 until the program first asks (only notices are queued then) */
         int efd;       /* readable while the queue is not empty or the connection is lost */
         int signalled; /* efd's counter is not 0 */
         struct compl_node *head, *tail;
         unsigned unsolicited;
+        uint64_t dropped; /* device notices dropped, the oldest first, past UNSOLICITED_MAX */
         struct host_func *funcs;              /* registered, their point not reached yet */
         struct host_func *ready, *ready_tail; /* reached: for the reader thread to run */
         pthread_t thread;
@@ -55,11 +62,13 @@ struct npu_compl {
         pid_t pid; /* the process that created it: a forked child has no reader thread */
 };
 
+static struct npu_compl *compl_alloc(void);
+
 static void efd_signal_locked(struct npu_compl *c)
 {
         uint64_t one = 1;
 
-        if (!c->signalled && write(c->efd, &one, sizeof(one)) == sizeof(one))
+        if (c->efd >= 0 && !c->signalled && write(c->efd, &one, sizeof(one)) == sizeof(one))
                 c->signalled = 1;
 }
 
@@ -75,8 +84,23 @@ static void push_locked(struct npu_compl *c, const npu_completion_t *in, int uns
 {
         struct compl_node *n;
 
-        if (unsolicited && c->unsolicited >= UNSOLICITED_MAX)
-                return;
+        if (unsolicited && c->unsolicited >= UNSOLICITED_MAX) {
+                /* the newest says how the device is now: the oldest unread one goes */
+                struct compl_node **pp = &c->head, *prev = NULL;
+                while (*pp && !(*pp)->unsolicited) {
+                        prev = *pp;
+                        pp = &(*pp)->next;
+                }
+                if (*pp) {
+                        struct compl_node *old = *pp;
+                        *pp = old->next;
+                        if (c->tail == old)
+                                c->tail = prev;
+                        free(old);
+                        c->unsolicited--;
+                }
+                c->dropped++;
+        }
         if (!(n = malloc(sizeof(*n))))
                 return; /* a notify the program waits for is then lost: memory is gone anyway */
         n->next = NULL;
@@ -114,6 +138,12 @@ static void on_completion_locked(npu_context_t *ctx, struct npu_compl *c, json_t
         e.tag = json_u64(d, "tag");
         e.error_task = json_u64(d, "error_task");
         copy_string(e.message, sizeof(e.message), json_object_get(d, "message"));
+        if (json_is_integer(json_object_get(d, "event"))) { /* npu_event_notify */
+                e.kind = NPU_COMPLETION_EVENT;
+                e.event.id = (uint32_t)json_u64(d, "event");
+                push_locked(c, &e, 0);
+                return;
+        }
         if (json_is_true(json_object_get(d, "host_func"))) {
                 for (struct host_func **pp = &c->funcs; *pp; pp = &(*pp)->next) {
                         struct host_func *h = *pp;
@@ -144,8 +174,6 @@ void npu_notify_frame_locked(npu_context_t *ctx, const uint8_t *body, size_t len
         json_t *msg, *d;
         const char *ev;
 
-        if (!c)
-                return; /* nobody asked: notices are dropped as before */
         if (!(msg = proto_json_parse(body, len, err, sizeof(err))))
                 return;
         ev = json_string_value(json_object_get(msg, "event"));
@@ -153,6 +181,13 @@ void npu_notify_frame_locked(npu_context_t *ctx, const uint8_t *body, size_t len
         if (!ev || !json_is_object(d)) {
                 json_decref(msg);
                 return;
+        }
+        /* the first notice makes the queue, fds aside (the program did not ask for them) */
+        if (!c && strcmp(ev, "completion") != 0 && (c = compl_alloc()))
+                ctx->compl = c;
+        if (!c) {
+                json_decref(msg);
+                return; /* a completion nobody asked for, or no memory for the queue */
         }
         if (strcmp(ev, "completion") == 0) {
                 on_completion_locked(ctx, c, d);
@@ -223,28 +258,39 @@ static void *reader_main(void *arg)
         return NULL;
 }
 
-static struct npu_compl *compl_new(npu_context_t *ctx)
+/* The queue alone, without fds: what a device notice makes before the program asks. */
+static struct npu_compl *compl_alloc(void)
 {
         struct npu_compl *c = calloc(1, sizeof(*c));
-        struct epoll_event ev = { .events = EPOLLIN };
 
         if (!c)
                 return NULL;
+        c->efd = c->epfd = -1;
+        c->pid = getpid();
+        return c;
+}
+
+/* The program's fds for a queue that may already hold notices; -1 with errno. */
+static int compl_open(npu_context_t *ctx, struct npu_compl *c)
+{
+        struct epoll_event ev = { .events = EPOLLIN };
+
         c->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         c->epfd = epoll_create1(EPOLL_CLOEXEC);
         if (c->efd >= 0 && c->epfd >= 0 && epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->efd, &ev) == 0 &&
             epoll_ctl(c->epfd, EPOLL_CTL_ADD, ctx->fd, &ev) == 0) {
-                c->pid = getpid();
-                return c;
+                if (c->head || ctx->broken)
+                        efd_signal_locked(c); /* notices queued before: readable at once */
+                return 0;
         }
         int e = errno;
         if (c->efd >= 0)
                 close(c->efd);
         if (c->epfd >= 0)
                 close(c->epfd);
-        free(c);
+        c->efd = c->epfd = -1;
         errno = e;
-        return NULL;
+        return -1;
 }
 
 /* The completion queue, and the reader thread when thread; NULL with the message set. */
@@ -265,7 +311,9 @@ static struct npu_compl *compl_get(npu_context_t *ctx, const char *fn, int threa
                            "process connects anew", fn);
                 return NULL;
         }
-        if (!c && !(c = ctx->compl = compl_new(ctx))) {
+        if (!c)
+                c = ctx->compl = compl_alloc();
+        if (!c || (c->epfd < 0 && compl_open(ctx, c) < 0)) {
                 pthread_mutex_unlock(&ctx->mu);
                 *st = fail(NPU_ERR_SYSTEM, "%s: cannot create the completion queue: %s", fn,
                            strerror(errno));
@@ -321,8 +369,10 @@ void npu_completion_shutdown(npu_context_t *ctx)
                 next = h->next;
                 free(h);
         }
-        close(c->efd);
-        close(c->epfd);
+        if (c->efd >= 0)
+                close(c->efd);
+        if (c->epfd >= 0)
+                close(c->epfd);
         free(c);
         ctx->compl = NULL;
 }
@@ -354,9 +404,11 @@ NPU_EXPORT npu_status_t npu_completion_next(npu_context_t *ctx, npu_completion_t
         c = ctx->compl;
         /* nothing queued: what the socket holds, unless another call or the thread reads it
          * (and so queues what it finds) */
-        if (c && !c->head && !c->thread_started && !ctx->reader_active && !ctx->broken &&
-            c->pid == getpid())
+        if ((c ? !c->head && !c->thread_started && c->pid == getpid() : ctx->pid == getpid()) &&
+            !ctx->reader_active && !ctx->broken) {
                 npu_read_once_locked(ctx, 0);
+                c = ctx->compl; /* a notice read now may have made it */
+        }
         if (ctx->broken && c)
                 efd_signal_locked(c);
         if (!c || !c->head) {
@@ -455,4 +507,31 @@ NPU_EXPORT npu_status_t npu_launch_host_func(npu_context_t *ctx, npu_stream_t st
                 pthread_mutex_unlock(&ctx->mu);
         }
         return st;
+}
+
+NPU_EXPORT npu_status_t npu_completion_dropped(npu_context_t *ctx, uint64_t *ret_count)
+{
+        if (!ctx || !ret_count)
+                return fail(NPU_ERR_INVALID, "npu_completion_dropped: NULL argument");
+        pthread_mutex_lock(&ctx->mu);
+        *ret_count = ctx->compl ? ctx->compl->dropped : 0;
+        pthread_mutex_unlock(&ctx->mu);
+        return NPU_OK;
+}
+
+NPU_EXPORT npu_status_t npu_event_notify(npu_context_t *ctx, npu_event_t event, uint64_t tag)
+{
+        npu_status_t st = NPU_OK;
+
+        if (!ctx)
+                return fail(NPU_ERR_INVALID, "npu_event_notify: NULL context");
+        if (!compl_get(ctx, "npu_event_notify", 0, &st))
+                return st;
+        /* the records before it must reach npud first, or the event's last record would be
+         * an older one */
+        if ((st = npu_flush(ctx)) != NPU_OK)
+                return st;
+        return npu_call(ctx, "event_notify",
+                        json_pack("{s:I, s:I}", "event", (json_int_t)event.id, "tag", (json_int_t)tag),
+                        NULL);
 }

@@ -1,10 +1,12 @@
 /* libnpu administration: typed calls for what npuctl shows and does (sessions, devices,
- * tenants, scheduler statistics, session kill, tenant quota, device drain/reset and fault
- * injection), part of libnpu.so.1 beside npu.h.
+ * tenants, scheduler statistics, memory and who holds it, health, version; session kill,
+ * tenant quota, configuration reload, device drain/reset and fault injection), part of
+ * libnpu.so.1 beside npu.h.
  *
- * Rights are npud's: the listings answer any client (sessions and nothing else is filtered:
- * a client that is not root or in npud's admin group sees only its own user's sessions,
- * *ret_all = 0); session kill, quota, drain, reset and faults need root or the admin group
+ * Rights are npud's: the listings answer any client (sessions, and the sessions among the memory
+ * holders, are all that is filtered: a client that is not root or in npud's admin group sees
+ * only its own user's sessions, *ret_all = 0); session kill, quota, reload, drain, reset and
+ * faults need root or the admin group
  * and fail with NPU_ERR_PERMISSION otherwise.
  *
  * Listings come back as one library-allocated array of count elements, freed with
@@ -92,6 +94,64 @@ npu_status_t npu_admin_tenants(npu_context_t *ctx, size_t elem_size, npu_admin_t
                                size_t *ret_count);
 npu_status_t npu_admin_sched(npu_context_t *ctx, size_t elem_size, npu_admin_sched_t **ret_list,
                              size_t *ret_count);
+/* Device memory of one device (npuctl mem): how much is used and how it is cut up. */
+typedef struct npu_admin_mem {
+        size_t size;
+        int device;
+        uint64_t memory_total, memory_used, free_bytes;
+        uint64_t largest_free;    /* the largest allocation that can succeed now */
+        uint64_t free_segments, live_blocks;
+        double fragmentation;     /* 1 - largest_free / free_bytes, 0 to 1 */
+} npu_admin_mem_t;
+
+/* Who holds device memory: one element per device and session, then per device and tenant.
+ * Sessions are filtered like npu_admin_sessions (a client that is not root or in the admin
+ * group sees only its own user's, *ret_all = 0); tenants are all listed. */
+typedef enum npu_admin_holder_kind {
+        NPU_ADMIN_HOLDER_SESSION = 1,
+        NPU_ADMIN_HOLDER_TENANT = 2,
+} npu_admin_holder_kind_t;
+
+typedef struct npu_admin_mem_holder {
+        size_t size;
+        int device;
+        npu_admin_holder_kind_t kind;
+        uint64_t session;         /* SESSION: its id (npu_admin_session_kill); TENANT: 0 */
+        int pid, uid;             /* SESSION */
+        char comm[32];            /* SESSION */
+        char tenant[NPU_ADMIN_NAME_LEN]; /* the session's tenant, or the tenant */
+        uint64_t bytes;           /* held on this device */
+} npu_admin_mem_holder_t;
+
+/* One device's health and the (simulated) faults in force on it. */
+typedef struct npu_admin_health {
+        size_t size;
+        int device;
+        char health[16];          /* "ok", "degraded", "failed", "resetting", ... */
+        int draining, resetting;
+        int failed;               /* NPU_FAULT_FAIL_DEVICE in force */
+        uint64_t fail_next;       /* tasks NPU_FAULT_FAIL_NEXT still fails, 0: none */
+        double slow;              /* NPU_FAULT_SLOW factor; 1.0: none */
+} npu_admin_health_t;
+
+/* npud's version, its session protocol range and its backend. ret->size is set by the
+ * caller (sizeof(npu_admin_version_t)), as for npu_completion_t. */
+typedef struct npu_admin_version {
+        size_t size;
+        char version[32];
+        int protocol, protocol_min;
+        char backend[32];
+} npu_admin_version_t;
+
+/* device -1: every device; else that device only (NPU_ERR_INVALID naming it when it does
+ * not exist). Any client may list. */
+npu_status_t npu_admin_mem(npu_context_t *ctx, int device, size_t elem_size, npu_admin_mem_t **ret_list,
+                           size_t *ret_count);
+npu_status_t npu_admin_mem_holders(npu_context_t *ctx, int device, size_t elem_size,
+                                   npu_admin_mem_holder_t **ret_list, size_t *ret_count, int *ret_all);
+npu_status_t npu_admin_health(npu_context_t *ctx, size_t elem_size, npu_admin_health_t **ret_list,
+                              size_t *ret_count);
+npu_status_t npu_admin_version(npu_context_t *ctx, npu_admin_version_t *ret);
 /* Frees a list of any npu_admin_* listing; NULL is ignored. */
 void npu_admin_free(void *list);
 
@@ -102,6 +162,10 @@ npu_status_t npu_admin_session_kill(npu_context_t *ctx, uint64_t session);
  * devices; a device id sets the per-device quota, one value that applies to every device (the
  * id must name a device). Quotas limit new allocations; memory already held stays. */
 npu_status_t npu_admin_quota_set(npu_context_t *ctx, const char *tenant, int device, uint64_t bytes);
+/* Re-read npud's configuration file (tenants, limits); on an error the old configuration
+ * stays and the message says what was wrong (NPU_ERR_INVALID). Needs root or the admin
+ * group. */
+npu_status_t npu_admin_reload(npu_context_t *ctx);
 /* drain 1: the device takes no new streams (existing ones run on); 0: takes them again. */
 npu_status_t npu_admin_device_drain(npu_context_t *ctx, int device, int drain);
 /* Cancel the device's queued work and clear its faults. */

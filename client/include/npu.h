@@ -285,9 +285,13 @@ npu_status_t npu_event_elapsed_ms(npu_context_t *ctx, npu_event_t start, npu_eve
  * last npu_stream_synchronize (error_task and message name the failed task), never another
  * stream's, and the failure is not cleared by it. NPU_COMPLETION_DEVICE_HEALTH (device,
  * health "ok"/"failed"/"resetting", draining) and NPU_COMPLETION_MEMORY_LOW (device,
- * free_bytes, total_bytes) are npud's notices to every client; they are queued only once the
- * completion queue exists (any of the three calls above), at most 256 unread at a time (later
- * ones are dropped until the program reads). After the connection is lost the fd stays
+ * free_bytes, total_bytes) are npud's notices to every client; they are queued from
+ * npu_connect on, whether or not the program has called a completion function yet (a server
+ * that creates its fd after loading its models still learns that a device failed meanwhile;
+ * they are read from the socket by any call, or by npu_completion_next), at most 256 unread
+ * at a time: past that the oldest unread notice is dropped, and npu_completion_dropped
+ * counts the notices dropped since the connection. NPU_COMPLETION_EVENT (event, tag, status,
+ * error_task, message) answers npu_event_notify. After the connection is lost the fd stays
  * readable and npu_completion_next returns NPU_ERR_CONNECTION once the queue is empty.
  *
  * Fork: a child must connect anew (the reader thread of host callbacks is not in it) (the calls here fail
@@ -297,6 +301,7 @@ typedef enum npu_completion_kind {
         NPU_COMPLETION_NOTIFY = 1,
         NPU_COMPLETION_DEVICE_HEALTH = 2,
         NPU_COMPLETION_MEMORY_LOW = 3,
+        NPU_COMPLETION_EVENT = 4,
 } npu_completion_kind_t;
 
 typedef struct npu_completion {
@@ -305,13 +310,14 @@ typedef struct npu_completion {
         npu_status_t status; /* NOTIFY: the stream's failure, NPU_OK when it has none */
         npu_stream_t stream; /* NOTIFY */
         uint64_t task;       /* NOTIFY: the task number npu_stream_notify returned */
-        uint64_t tag;        /* NOTIFY: the caller's tag */
+        uint64_t tag;        /* NOTIFY, EVENT: the caller's tag */
         uint64_t error_task; /* NOTIFY: the failed task when status is not NPU_OK, else 0 */
         int device;          /* DEVICE_HEALTH, MEMORY_LOW */
         int draining;        /* DEVICE_HEALTH */
         char health[16];     /* DEVICE_HEALTH */
         uint64_t free_bytes, total_bytes; /* MEMORY_LOW */
-        char message[256];   /* NOTIFY: the failure's detail; "" when status is NPU_OK */
+        char message[256];   /* NOTIFY, EVENT: the failure's detail; "" when status is NPU_OK */
+        npu_event_t event;   /* EVENT (added after message: an older caller's size stops before) */
 } npu_completion_t;
 
 npu_status_t npu_completion_fd(npu_context_t *ctx, int *ret_fd);
@@ -320,6 +326,18 @@ npu_status_t npu_completion_fd(npu_context_t *ctx, int *ret_fd);
  * NPU_ERR_BAD_HANDLE for a stream this context did not create or has destroyed. */
 npu_status_t npu_stream_notify(npu_context_t *ctx, npu_stream_t stream, uint64_t tag,
                                uint64_t *ret_task);
+/* Ask for a NPU_COMPLETION_EVENT (event, tag) once the event is complete, when
+ * npu_event_synchronize would return (npu_event_query says NPU_OK): at once when it is, or
+ * was never recorded. status is what npu_event_synchronize would return (the failure its
+ * stream held when the record ran, not cleared). As for npu_event_synchronize, a record
+ * reaching npud after this call but before the event completed is waited for too. Unlike npu_stream_notify after npu_event_record, it needs no
+ * access to the recording stream (another thread's, or one whose later work must not delay
+ * it) and tells the event's status, not the stream's. A request to npud (not batched); until
+ * it fires it counts as one of the session's waiting synchronizations (npud's
+ * limits.max_waiters, NPU_ERR_LIMIT past it). NPU_ERR_BAD_HANDLE for an unknown event. */
+npu_status_t npu_event_notify(npu_context_t *ctx, npu_event_t event, uint64_t tag);
+/* The device notices dropped since npu_connect because 256 were unread (the oldest go). */
+npu_status_t npu_completion_dropped(npu_context_t *ctx, uint64_t *ret_count);
 /* The oldest queued completion into *ret (ret->size set by the caller); NPU_ERR_NOT_READY
  * when none is queued. Never blocks. */
 npu_status_t npu_completion_next(npu_context_t *ctx, npu_completion_t *ret);

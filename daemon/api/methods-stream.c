@@ -335,6 +335,39 @@ static void method_event_synchronize(struct request *req)
                 sched_check_event_waiters(&req->session->npud->ex, e);
 }
 
+/* A "completion" notification (with "event" and "tag") once the event's last record, as of
+ * now, has completed: at once when it has or was never recorded. The request is answered
+ * first; the waiter counts against limits.max_waiters until it fires. */
+static void method_event_notify(struct request *req)
+{
+        static const char *const keys[] = { "event", "tag", NULL };
+        struct npu_evt *e;
+        struct waiter *w;
+        json_t *tagv = json_object_get(req->params, "tag");
+        uint64_t h;
+
+        if (params_only(req, keys) < 0 || !(e = event_param(req, "event")))
+                return;
+        /* the tag is the client's 64 bits, echoed as they came (a negative integer is a tag
+         * of 2^63 and up, as in the completions of NOTIFY records) */
+        if (tagv && !json_is_integer(tagv)) {
+                session_reply_error(req->session, req->id, PROTO_E_INVALID,
+                                    "event_notify: parameter 'tag' must be an integer");
+                return;
+        }
+        uint64_t tag = tagv ? (uint64_t)json_integer_value(tagv) : 0;
+        h = json_integer_value(json_object_get(req->params, "event"));
+        if (waiter_add(req, WAIT_EVENT, e, &e->waiters) < 0)
+                return;
+        w = TAILQ_LAST(&e->waiters, waiter_list);
+        w->notify = 1;
+        w->notify_event = (uint32_t)h;
+        w->notify_tag = tag;
+        session_reply_result(req->session, req->id, NULL);
+        if (!req->session->closing)
+                sched_check_event_waiters(&req->session->npud->ex, e);
+}
+
 static void method_event_elapsed(struct request *req)
 {
         static const char *const keys[] = { "start", "end", NULL };
@@ -372,5 +405,6 @@ const struct method methods_stream[] = {
         { "event_query", method_event_query, 0 },
         { "event_synchronize", method_event_synchronize, 0 },
         { "event_elapsed", method_event_elapsed, 0 },
+        { "event_notify", method_event_notify, 0 },
         { NULL, NULL, 0 },
 };

@@ -915,7 +915,17 @@ static void waiter_reply(struct waiter *w, const struct stream_error *e)
         struct session *s = w->session;
 
         TAILQ_REMOVE(&s->waiters, w, session_link);
-        if (e && e->code)
+        if (w->notify) {
+                int code = e ? e->code : 0;
+                session_send_json(s, PROTO_KIND_NOTIFY, 0,
+                                  proto_notify_new("completion",
+                                                   json_pack("{s:I, s:I, s:i, s:s, s:I, s:s}", "event",
+                                                             (json_int_t)w->notify_event, "tag",
+                                                             (json_int_t)w->notify_tag, "code", code,
+                                                             "name", proto_error_name(code),
+                                                             "error_task", (json_int_t)(code ? e->seq : 0),
+                                                             "message", code ? e->message : "")));
+        } else if (e && e->code)
                 reply_with_error(s, w->request_id, e);
         else
                 session_reply_result(s, w->request_id, NULL);

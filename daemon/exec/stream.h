@@ -71,6 +71,11 @@ struct waiter {
         uint64_t request_id;
         enum waiter_kind kind;
         void *target;
+        /* event_notify: answered by a "completion" notification naming the event (its
+         * handle) and the tag, not by a reply (the request was answered at once) */
+        int notify;
+        uint32_t notify_event;
+        uint64_t notify_tag;
 };
 
 TAILQ_HEAD(waiter_list, waiter);

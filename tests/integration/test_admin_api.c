@@ -233,6 +233,142 @@ START_TEST(test_admin_actions)
 }
 END_TEST
 
+/* Memory per device and who holds it, health with the faults in force, npud's version. */
+START_TEST(test_mem_health_version)
+{
+        npu_admin_mem_t *mem;
+        npu_admin_mem_holder_t *h;
+        npu_admin_health_t *health;
+        npu_admin_version_t v = { .size = sizeof(v) };
+        npu_buffer_t b;
+        size_t n;
+        int all = -1, sessions = 0, tenants = 0;
+
+        OK(npu_malloc(ctx, 0, 1 << 20, &b));
+        OK(npu_admin_mem(ctx, -1, sizeof(*mem), &mem, &n));
+        ck_assert_uint_eq(n, 2);
+        ck_assert_int_eq(mem[0].device, 0);
+        ck_assert_int_eq(mem[1].device, 1);
+        ck_assert_uint_eq(mem[0].size, sizeof(*mem));
+        ck_assert_uint_ge(mem[0].memory_used, 1 << 20);
+        ck_assert_uint_gt(mem[0].memory_total, mem[0].memory_used);
+        ck_assert_uint_ge(mem[0].free_bytes, mem[0].largest_free);
+        ck_assert_uint_gt(mem[0].largest_free, 0);
+        ck_assert_uint_ge(mem[0].live_blocks, 1);
+        ck_assert(mem[0].fragmentation >= 0 && mem[0].fragmentation <= 1);
+        npu_admin_free(mem);
+        OK(npu_admin_mem(ctx, 1, sizeof(*mem), &mem, &n));
+        ck_assert_uint_eq(n, 1);
+        ck_assert_int_eq(mem[0].device, 1);
+        npu_admin_free(mem);
+        ck_assert_int_eq(npu_admin_mem(ctx, 7, sizeof(*mem), &mem, &n), NPU_ERR_INVALID);
+        ck_assert_msg(strstr(npu_error_message(), "7"), "%s", npu_error_message());
+        ck_assert_int_eq(npu_admin_mem(ctx, -2, sizeof(*mem), &mem, &n), NPU_ERR_INVALID);
+        ck_assert_int_eq(npu_admin_mem(ctx, -1, 8, &mem, &n), NPU_ERR_INVALID);
+
+        /* device 0's holders: this session (the MiB) and its tenant */
+        OK(npu_admin_mem_holders(ctx, 0, sizeof(*h), &h, &n, &all));
+        ck_assert_int_eq(all, 1);
+        for (size_t i = 0; i < n; i++) {
+                ck_assert_int_eq(h[i].device, 0);
+                if (h[i].kind == NPU_ADMIN_HOLDER_SESSION && h[i].pid == (int)getpid()) {
+                        ck_assert_uint_ge(h[i].bytes, 1 << 20);
+                        ck_assert_uint_ne(h[i].session, 0);
+                        ck_assert_str_eq(h[i].tenant, npu_tenant(ctx));
+                        sessions++;
+                } else if (h[i].kind == NPU_ADMIN_HOLDER_TENANT &&
+                           strcmp(h[i].tenant, npu_tenant(ctx)) == 0) {
+                        ck_assert_uint_ge(h[i].bytes, 1 << 20);
+                        ck_assert_uint_eq(h[i].session, 0);
+                        tenants++;
+                }
+        }
+        ck_assert_int_eq(sessions, 1);
+        ck_assert_int_eq(tenants, 1);
+        npu_admin_free(h);
+        OK(npu_admin_mem_holders(ctx, 1, sizeof(*h), &h, &n, NULL));
+        ck_assert_uint_eq(n, 0); /* nobody holds memory on device 1 */
+        npu_admin_free(h);
+        OK(npu_free(ctx, b));
+
+        /* health: the faults injected, then none */
+        OK(npu_admin_fault_inject(ctx, 0, NPU_FAULT_SLOW, 2.5));
+        OK(npu_admin_fault_inject(ctx, 1, NPU_FAULT_FAIL_NEXT, 3));
+        OK(npu_admin_device_drain(ctx, 1, 1));
+        OK(npu_admin_health(ctx, sizeof(*health), &health, &n));
+        ck_assert_uint_eq(n, 2);
+        ck_assert_str_eq(health[0].health, "ok");
+        ck_assert(health[0].slow == 2.5);
+        ck_assert_uint_eq(health[0].fail_next, 0);
+        ck_assert_int_eq(health[0].draining, 0);
+        ck_assert_uint_eq(health[1].fail_next, 3);
+        ck_assert(health[1].slow == 1.0);
+        ck_assert_int_eq(health[1].draining, 1);
+        ck_assert_int_eq(health[1].failed, 0);
+        npu_admin_free(health);
+        OK(npu_admin_fault_clear(ctx, 0));
+        OK(npu_admin_fault_clear(ctx, 1));
+        OK(npu_admin_device_drain(ctx, 1, 0));
+        OK(npu_admin_fault_inject(ctx, 1, NPU_FAULT_FAIL_DEVICE, 1));
+        OK(npu_admin_health(ctx, sizeof(*health), &health, &n));
+        ck_assert_int_eq(health[1].failed, 1);
+        ck_assert_str_eq(health[1].health, "failed");
+        ck_assert(health[0].slow == 1.0);
+        npu_admin_free(health);
+        OK(npu_admin_device_reset(ctx, 1));
+
+        OK(npu_admin_version(ctx, &v));
+        ck_assert_uint_eq(v.size, sizeof(v));
+        ck_assert_int_ge(v.protocol, 3);
+        ck_assert_int_le(v.protocol_min, v.protocol);
+        ck_assert_str_ne(v.version, "");
+        ck_assert_str_eq(v.backend, "sim");
+        v.size = 8;
+        ck_assert_int_eq(npu_admin_version(ctx, &v), NPU_ERR_INVALID);
+        ck_assert_int_eq(npu_admin_version(ctx, NULL), NPU_ERR_INVALID);
+}
+END_TEST
+
+/* npu_admin_reload re-reads the configuration file; a bad one is refused, the old stays. */
+START_TEST(test_reload)
+{
+        struct npud_proc p2;
+        char conf[64];
+        npu_context_t *c;
+        npu_admin_tenant_t *t;
+        size_t n;
+        FILE *f;
+
+        snprintf(conf, sizeof(conf), "/tmp/npud-admin-api-%d.conf", (int)getpid());
+        ck_assert_ptr_nonnull(f = fopen(conf, "w"));
+        fputs("{\"tenants\": [{\"name\": \"before\", \"gids\": [0]}]}", f);
+        fclose(f);
+        const char *extra[] = { "--config", conf, NULL };
+        ck_assert_int_eq(harness_start(&p2, extra), 0);
+        OK(npu_connect(p2.sock, &c));
+        OK(npu_admin_reload(c)); /* unchanged: fine */
+        ck_assert_ptr_nonnull(f = fopen(conf, "w"));
+        fputs("{\"tenants\": [{\"name\": \"after\", \"gids\": [0]}]}", f);
+        fclose(f);
+        OK(npu_admin_reload(c));
+        OK(npu_admin_tenants(c, sizeof(*t), &t, &n));
+        int found = 0;
+        for (size_t i = 0; i < n; i++)
+                found |= strcmp(t[i].name, "after") == 0;
+        ck_assert_int_eq(found, 1);
+        npu_admin_free(t);
+        ck_assert_ptr_nonnull(f = fopen(conf, "w"));
+        fputs("{\"tenants\": [{\"name\": \"bad\", \"class\": \"urgent\"}]}", f);
+        fclose(f);
+        ck_assert_int_eq(npu_admin_reload(c), NPU_ERR_INVALID);
+        ck_assert_msg(strstr(npu_error_message(), "class"), "%s", npu_error_message());
+        ck_assert_int_eq(npu_admin_reload(NULL), NPU_ERR_INVALID);
+        npu_disconnect(c);
+        unlink(conf);
+        ck_assert_int_eq(harness_stop(&p2), 0);
+}
+END_TEST
+
 /* As an unprivileged user: listings answer (sessions only its own), actions are refused
  * with NPU_ERR_PERMISSION. arg: the id of root's session. */
 static int unprivileged(void *arg)
@@ -260,6 +396,35 @@ static int unprivileged(void *arg)
         ck_assert_int_eq(npu_admin_fault_clear(c, 0), NPU_ERR_PERMISSION);
         ck_assert_int_eq(npu_admin_device_drain(c, 0, 1), NPU_ERR_PERMISSION);
         ck_assert_int_eq(npu_admin_device_reset(c, 0), NPU_ERR_PERMISSION);
+        ck_assert_int_eq(npu_admin_reload(c), NPU_ERR_PERMISSION);
+
+        /* memory, health and version answer; the memory holders are its own sessions only */
+        npu_admin_mem_t *mem;
+        npu_admin_mem_holder_t *h;
+        npu_admin_health_t *health;
+        npu_admin_version_t v = { .size = sizeof(v) };
+        npu_buffer_t b;
+        int mine = 0;
+        OK(npu_malloc(c, 0, 8192, &b));
+        OK(npu_admin_mem(c, -1, sizeof(*mem), &mem, &n));
+        ck_assert_uint_eq(n, 2);
+        ck_assert_uint_ge(mem[0].memory_used, 4096 + 8192); /* root's buffer counts too */
+        npu_admin_free(mem);
+        all = -1;
+        OK(npu_admin_mem_holders(c, 0, sizeof(*h), &h, &n, &all));
+        ck_assert_int_eq(all, 0);
+        for (size_t i = 0; i < n; i++)
+                if (h[i].kind == NPU_ADMIN_HOLDER_SESSION) {
+                        ck_assert_int_eq(h[i].uid, (int)getuid());
+                        mine++;
+                }
+        ck_assert_int_eq(mine, 1);
+        npu_admin_free(h);
+        OK(npu_admin_health(c, sizeof(*health), &health, &n));
+        ck_assert_uint_eq(n, 2);
+        npu_admin_free(health);
+        OK(npu_admin_version(c, &v));
+        OK(npu_free(c, b));
         OK(npu_ping(c));
         npu_disconnect(c);
         return 0;
@@ -387,6 +552,8 @@ int main(void)
         tcase_add_test(tc, test_listings);
         tcase_add_test(tc, test_elem_size);
         tcase_add_test(tc, test_admin_actions);
+        tcase_add_test(tc, test_mem_health_version);
+        tcase_add_test(tc, test_reload);
         tcase_add_test(tc, test_unprivileged);
         tcase_add_test(tc, test_fork);
         tcase_add_test(tc, test_restart);

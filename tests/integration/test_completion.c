@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "npu-admin.h"
 #include "npu.h"
 #include "harness.h"
 
@@ -276,6 +277,136 @@ START_TEST(test_device_health_notice)
 }
 END_TEST
 
+/* A device notice that comes before the program first asks for completions is kept: a
+ * server that creates its completion fd late, after calls of its own that read the socket,
+ * still learns that a device failed. */
+START_TEST(test_notice_before_fd)
+{
+        npu_context_t *admin;
+        npu_completion_t c = { .size = sizeof(c) };
+        npu_buffer_t b;
+        uint64_t dropped = 1;
+        int fd, ep = epoll_create1(EPOLL_CLOEXEC);
+        struct epoll_event ev = { .events = EPOLLIN }, got;
+
+        OK(npu_connect(daemon_proc.sock, &admin));
+        OK(npu_admin_fault_inject(admin, 1, NPU_FAULT_FAIL_DEVICE, 1));
+        /* ctx's own calls read the notice from the socket (it came before their replies) */
+        OK(npu_ping(ctx));
+        OK(npu_malloc(ctx, 0, 4096, &b));
+        OK(npu_free(ctx, b));
+        OK(npu_completion_dropped(ctx, &dropped));
+        ck_assert_uint_eq(dropped, 0);
+        OK(npu_completion_fd(ctx, &fd));
+        ck_assert_int_eq(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev), 0);
+        ck_assert_int_eq(epoll_wait(ep, &got, 1, 0), 1); /* readable at once */
+        OK(npu_completion_next(ctx, &c));
+        ck_assert_int_eq(c.kind, NPU_COMPLETION_DEVICE_HEALTH);
+        ck_assert_int_eq(c.device, 1);
+        ck_assert_str_eq(c.health, "failed");
+        ck_assert_int_eq(npu_completion_next(ctx, &c), NPU_ERR_NOT_READY);
+        ck_assert_int_eq(epoll_wait(ep, &got, 1, 0), 0);
+        OK(npu_admin_device_reset(admin, 1));
+        OK(wait_completion(ctx, &c)); /* and the ones after the fd as before */
+        ck_assert_int_eq(c.kind, NPU_COMPLETION_DEVICE_HEALTH);
+        ck_assert_int_eq(c.device, 1);
+        close(ep);
+        npu_disconnect(admin);
+}
+END_TEST
+
+/* Past 256 unread notices the oldest go, counted; the newest (the device as it is now) stay. */
+START_TEST(test_notice_overflow)
+{
+        enum { PAIRS = 150 };
+        npu_context_t *admin;
+        npu_completion_t c = { .size = sizeof(c) };
+        uint64_t dropped = 0;
+        int n = 0, last_draining = -1;
+
+        OK(npu_connect(daemon_proc.sock, &admin));
+        for (int i = 0; i < PAIRS; i++) { /* each changes draining: one notice each */
+                OK(npu_admin_device_drain(admin, 1, 1));
+                OK(npu_admin_device_drain(admin, 1, 0));
+        }
+        OK(npu_ping(ctx)); /* all of them read, before the fd exists */
+        OK(npu_completion_dropped(ctx, &dropped));
+        ck_assert_uint_eq(dropped, 2 * PAIRS - 256);
+        while (npu_completion_next(ctx, &c) == NPU_OK) {
+                ck_assert_int_eq(c.kind, NPU_COMPLETION_DEVICE_HEALTH);
+                /* the kept ones are the newest: they start where the dropped ones end */
+                if (n == 0)
+                        ck_assert_int_eq(c.draining, (2 * PAIRS - 256) % 2 == 0);
+                last_draining = c.draining;
+                n++;
+        }
+        ck_assert_int_eq(n, 256);
+        ck_assert_int_eq(last_draining, 0);
+        ck_assert_int_eq(npu_completion_dropped(NULL, &dropped), NPU_ERR_INVALID);
+        ck_assert_int_eq(npu_completion_dropped(ctx, NULL), NPU_ERR_INVALID);
+        npu_disconnect(admin);
+}
+END_TEST
+
+/* npu_event_notify: a completion once the event's last record completed, with the event's
+ * status; at once for an event never recorded; bad handles refused. */
+START_TEST(test_event_notify)
+{
+        enum { N = 384 };
+        npu_buffer_t a, b, o;
+        npu_stream_t s, bad;
+        npu_event_t ev, never, failed_ev, gone = { 876543 };
+        npu_completion_t c;
+        uint64_t bad_task = 0;
+
+        OK(npu_malloc(ctx, 0, N * N * 4, &a));
+        OK(npu_malloc(ctx, 0, N * N * 4, &b));
+        OK(npu_malloc(ctx, 0, N * N * 4, &o));
+        OK(npu_stream_create(ctx, 0, 2, &s));
+        OK(npu_event_create(ctx, &ev));
+        OK(npu_memset_async(ctx, s, a, 0, 0, N * N * 4, NULL));
+        OK(npu_memset_async(ctx, s, b, 0, 0, N * N * 4, NULL));
+        npu_tensor_t in[2] = { tensor2(a, N, N), tensor2(b, N, N) }, out = tensor2(o, N, N);
+        OK(npu_launch(ctx, s, "MatMul", in, 2, &out, 1, NULL, 0, NULL));
+        OK(npu_event_record(ctx, ev, s));
+        OK(npu_event_notify(ctx, ev, 0xfeedface12345678ull));
+        OK(wait_completion(ctx, &c));
+        ck_assert_int_eq(c.kind, NPU_COMPLETION_EVENT);
+        ck_assert_uint_eq(c.event.id, ev.id);
+        ck_assert_uint_eq(c.tag, 0xfeedface12345678ull);
+        ck_assert_int_eq(c.status, NPU_OK);
+        OK(npu_event_query(ctx, ev)); /* it had completed */
+
+        /* never recorded: at once */
+        OK(npu_event_create(ctx, &never));
+        OK(npu_event_notify(ctx, never, 7));
+        OK(wait_completion(ctx, &c));
+        ck_assert_int_eq(c.kind, NPU_COMPLETION_EVENT);
+        ck_assert_uint_eq(c.event.id, never.id);
+        ck_assert_uint_eq(c.tag, 7);
+
+        /* the event's stream failed before the record: the event's status says so */
+        OK(npu_stream_create(ctx, 0, 2, &bad));
+        OK(npu_event_create(ctx, &failed_ev));
+        OK(npu_memset_async(ctx, bad, a, N * N * 4 - 8, 0, 64, &bad_task)); /* out of range */
+        OK(npu_event_record(ctx, failed_ev, bad));
+        OK(npu_event_notify(ctx, failed_ev, 8));
+        OK(wait_completion(ctx, &c));
+        ck_assert_int_eq(c.kind, NPU_COMPLETION_EVENT);
+        ck_assert_int_eq(c.status, NPU_ERR_OUT_OF_RANGE);
+        ck_assert_uint_eq(c.error_task, bad_task);
+        ck_assert_msg(c.message[0], "no message");
+        ck_assert_int_eq(npu_stream_synchronize(ctx, bad), NPU_ERR_OUT_OF_RANGE);
+
+        ck_assert_int_eq(npu_event_notify(ctx, gone, 0), NPU_ERR_BAD_HANDLE);
+        ck_assert_msg(strstr(npu_error_message(), "876543"), "%s", npu_error_message());
+        ck_assert_int_eq(npu_event_notify(NULL, ev, 0), NPU_ERR_INVALID);
+        c.size = sizeof(c);
+        ck_assert_int_eq(npu_completion_next(ctx, &c), NPU_ERR_NOT_READY);
+        OK(npu_stream_synchronize(ctx, s));
+}
+END_TEST
+
 /* Bad input: clear errors naming what is wrong, nothing queued for it. */
 START_TEST(test_bad_input)
 {
@@ -442,6 +573,9 @@ int main(void)
         tcase_add_test(tc, test_host_func_orders_stream);
         tcase_add_test(tc, test_host_func_gets_stream_error);
         tcase_add_test(tc, test_device_health_notice);
+        tcase_add_test(tc, test_notice_before_fd);
+        tcase_add_test(tc, test_notice_overflow);
+        tcase_add_test(tc, test_event_notify);
         tcase_add_test(tc, test_bad_input);
         tcase_add_test(tc, test_raw_notify_unknown_stream);
         tcase_add_test(tc, test_unacked_callback_isolated);
