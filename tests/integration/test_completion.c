@@ -401,6 +401,14 @@ START_TEST(test_event_notify)
         ck_assert_int_eq(npu_event_notify(ctx, gone, 0), NPU_ERR_BAD_HANDLE);
         ck_assert_msg(strstr(npu_error_message(), "876543"), "%s", npu_error_message());
         ck_assert_int_eq(npu_event_notify(NULL, ev, 0), NPU_ERR_INVALID);
+        /* a raw request's tag must be an integer; nothing is queued for a refused one */
+        char *json = NULL;
+        char req[96];
+        snprintf(req, sizeof(req), "{\"event\": %u, \"tag\": \"x\"}", ev.id);
+        ck_assert_int_eq(npu_admin_call(ctx, "event_notify", req, &json), NPU_ERR_INVALID);
+        ck_assert_msg(strstr(npu_error_message(), "tag"), "%s", npu_error_message());
+        snprintf(req, sizeof(req), "{\"event\": %u, \"extra\": 1}", ev.id);
+        ck_assert_int_eq(npu_admin_call(ctx, "event_notify", req, &json), NPU_ERR_INVALID);
         c.size = sizeof(c);
         ck_assert_int_eq(npu_completion_next(ctx, &c), NPU_ERR_NOT_READY);
         OK(npu_stream_synchronize(ctx, s));
