@@ -238,9 +238,13 @@ static void print_tenants(json_t *sched_dev, json_t *mem)
                 json_array_foreach(json_object_get(mem, "tenants"), k, mt)
                         if (strcmp(get_str(mt, "name"), get_str(t, "name")) == 0)
                                 bytes = get_int(mt, "bytes");
+                char name[160];
                 npuctl_format_bytes((double)bytes, b, sizeof(b));
+                /* a tenant a reload removed: its work stays counted, as in sched and metrics */
+                snprintf(name, sizeof(name), "%s%s", npuctl_esc(get_str(t, "name")),
+                         json_is_true(json_object_get(t, "removed")) ? " (removed)" : "");
                 printf("%-16s %-16s %12s %10lld %10.3f %6.1f%% %6.1f%% %8.0f us %8.0f us\n",
-                       npuctl_esc(get_str(t, "name")), npuctl_esc(get_str(t, "class")), b,
+                       name, npuctl_esc(get_str(t, "class")), b,
                        (long long)get_int(t, "tasks"),
                        json_number_value(json_object_get(t, "engine_seconds")),
                        100 * json_number_value(json_object_get(t, "share")),
