@@ -40,6 +40,13 @@ j=json.load(open(sys.argv[1]))
 $code" "$dir/out" 2>"$dir/pyerr"; then pass "$what"; else
                 fail "$what"; sed 's/^/    /' "$dir/pyerr" | tail -3; sed 's/^/    /' "$dir/out" | head -20; fi
 }
+# pyraw WHAT CODE: run python CODE on the last command's stdout (sys.argv[1]), not parsed
+pyraw() {
+        what=$1; code=$2
+        if python3 -c "import sys
+$code" "$dir/out" 2>"$dir/pyerr"; then pass "$what"; else
+                fail "$what"; sed 's/^/    /' "$dir/pyerr" | tail -3; sed 's/^/    /' "$dir/out" | head -20; fi
+}
 # until_ok SECONDS CMD...: retry CMD until it succeeds
 until_ok() {
         t=$(( $1 * 20 )); shift
@@ -227,6 +234,26 @@ expect_exit 0 "sched --json" sched --json
 py "sched JSON" "lc=[t for t in j[0]['tenants'] if t['name']=='lc'][0]; assert lc['tasks'] > 0 and lc['engine_seconds'] > 0 and lc['share'] == 1.0 and lc['wait_p99_us'] >= lc['wait_p50_us'] >= 0"
 expect_exit 0 "sched --csv --fields" sched --csv --fields device,tenant,share
 out_has "^0,lc,1.000000$" "sched CSV row"
+
+# CSV is raw numbers everywhere: no units, no percent signs, utilization a fraction 0..1
+for cmd in devices health sessions mem tenants "quota show" sched "device show 0"; do
+        # shellcheck disable=SC2086
+        "$npuctl" --socket "$sock" --csv $cmd >"$dir/out" 2>"$dir/err" || { fail "$cmd --csv: $(cat "$dir/err")"; continue; }
+        pyraw "$cmd --csv has raw numbers only" "
+import csv, re
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert rows, 'no rows'
+for r in rows:
+    for k, v in r.items():
+        assert not re.search(r'[0-9.] ?(B|KiB|MiB|GiB|TiB|%|us|ms|s)\\b|unlimited', v or ''), (k, v)"
+done
+expect_exit 0 "devices --csv utilization and memory" devices --csv --fields id,memory,memory_used,cube,vector,aicpu,dma
+pyraw "CSV utilization is a fraction, memory raw bytes" "
+import csv
+for r in csv.DictReader(open(sys.argv[1])):
+    assert r['memory'] == r['memory_used'] and int(r['memory']) >= 0, r
+    for k in ('cube', 'vector', 'aicpu', 'dma'):
+        assert 0.0 <= float(r[k]) <= 1.0, (k, r[k])"
 
 # health, drain, undrain
 expect_exit 0 "health" health
