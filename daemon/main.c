@@ -190,6 +190,7 @@ out:
         device_registry_deinit(&d.ex.devices); /* unmaps device memory: the backend goes after */
         if (d.ex.backend)
                 d.ex.backend->ops->destroy(d.ex.backend);
+        failure_summary_flush_all(&d);
         tenant_registry_deinit(&d.tenants);
         event_free(d.ex.sched_event);
         event_free(d.sig_int);

@@ -38,21 +38,32 @@ void failure_summary_note(struct npud *d, struct tenant *t)
                   t->pol.name, FAILSUM_WINDOW_NS / 1000000000ull);
 }
 
-static void flush_one(struct tenant *t, uint64_t now)
+static void flush_one(struct tenant *t, uint64_t now, int force)
 {
-        if (t->fail_unlogged && now - t->fail_window_ns >= FAILSUM_WINDOW_NS) {
+        if (t->fail_unlogged && (force || now - t->fail_window_ns >= FAILSUM_WINDOW_NS)) {
                 summary_line(t, now);
                 t->fail_window_ns = now; /* the next window starts with this line */
         }
 }
 
-void failure_summary_flush(struct npud *d)
+static void flush(struct npud *d, int force)
 {
         uint64_t now = now_ns();
         struct tenant_registry *r = &d->tenants;
 
         for (int i = 0; i < r->ntenants; i++)
-                flush_one(r->tenants[i], now);
+                flush_one(r->tenants[i], now, force);
         for (int i = 0; i < r->nretired; i++)
-                flush_one(r->retired[i], now);
+                flush_one(r->retired[i], now, force);
+}
+
+void failure_summary_flush(struct npud *d)
+{
+        flush(d, 0);
+}
+
+/* At shutdown: what the windows still hold, so no failure goes unlogged. */
+void failure_summary_flush_all(struct npud *d)
+{
+        flush(d, 1);
 }

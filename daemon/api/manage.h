@@ -37,6 +37,7 @@ void manage_audit(struct npud *d, int level, const char *mid, int device, const 
 struct tenant;
 void failure_summary_note(struct npud *d, struct tenant *t);
 void failure_summary_flush(struct npud *d);
+void failure_summary_flush_all(struct npud *d); /* at shutdown, windows or not */
 /* Who asked for the admin operation in progress (d->actor), e.g. "uid 0 via socket". */
 const char *manage_actor_text(struct npud *d, char *buf, size_t len);
 /* Re-read the configuration file; on error the old configuration stays in force. */

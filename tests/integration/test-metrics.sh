@@ -217,15 +217,27 @@ assert t['failed'] >= 1 and t['removed'] == (sys.argv[5] == 'removed'), t" "$dir
   "tenants": [{"name": "other", "class": "normal"}]}\n' "$port" >"$dir/npud.conf"
         "$npuctl" --socket "$sock" reload >/dev/null || fail "reload removing lc-team"
         agree "after a reload removed the tenant" removed
-        grep -q "tenant 'lc-team': a task failed" "$dir/npud.log" && pass "failed tasks logged (summed up per tenant)" \
+        grep -q "tenant 'lc-team': a task failed" "$dir/npud.log" && pass "a failed task is logged" \
                 || fail "no failure line: $(cat "$dir/npud.log")"
+        # a burst of failures within 10 s (now of tenant default): one line at once, the rest
+        # summed up in one line (here at exit)
+        "$npuctl" --socket "$sock" fault inject 0 fail-next 5 >/dev/null || fail "fault inject 5"
+        for i in 1 2 3 4 5; do "$build/bin/example-matmul" "$sock" >/dev/null 2>&1; done
+        failsum=1
 fi
 
 scrape "$url/other" GET "$dir/other"
+
 [ "$(cat "$dir/other.status")" = 404 ] && pass "GET /other is 404" || fail "GET /other: $(cat "$dir/other.status")"
 scrape "$url/metrics" POST "$dir/post"
 [ "$(cat "$dir/post.status")" = 405 ] && pass "POST /metrics is 405" || fail "POST /metrics: $(cat "$dir/post.status")"
 stop_npud "tcp"
+if [ "${failsum:-0}" = 1 ]; then
+        n=$(grep -c "tenant 'default': a task failed" "$dir/npud.log")
+        [ "$n" = 1 ] && pass "5 failures within 10 s: one immediate line" || fail "$n immediate failure lines: $(cat "$dir/npud.log")"
+        grep -q "tenant 'default': 4 task(s) failed in the last [0-9]* s" "$dir/npud.log" \
+                && pass "the rest summed up in one line (flushed at exit)" || fail "no summary line: $(cat "$dir/npud.log")"
+fi
 
 # Unix socket, from the command line.
 msock=$dir/metrics.sock
