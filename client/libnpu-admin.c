@@ -221,6 +221,8 @@ static void fill_sched(void *elem, json_t *o, void *arg)
         s->target_share = get_num(o, "target_share");
         s->wait_p50_us = get_num(o, "wait_p50_us");
         s->wait_p99_us = get_num(o, "wait_p99_us");
+        s->cancelled = get_u64(o, "cancelled");
+        s->removed = json_is_true(json_object_get(o, "removed"));
 }
 
 NPU_EXPORT npu_status_t npu_admin_sched(npu_context_t *ctx, size_t elem_size,

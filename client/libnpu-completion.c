@@ -415,7 +415,7 @@ NPU_EXPORT npu_status_t npu_completion_next(npu_context_t *ctx, npu_completion_t
                 int broken = ctx->broken;
                 pthread_mutex_unlock(&ctx->mu);
                 if (broken)
-                        return fail(NPU_ERR_CONNECTION, "npu_completion_next: connection to npud lost");
+                        return npu_fail_lost(ctx, "npu_completion_next");
                 return fail(NPU_ERR_NOT_READY, "npu_completion_next: no completion queued");
         }
         n = c->head;

@@ -58,6 +58,9 @@ struct npu_context {
         pthread_cond_t cv;
         int reader_active;
         int broken;
+        /* why npud closed the connection, when it said so first ("session-killed"): the
+         * errors of calls that find the connection gone carry it */
+        char closed_reason[160];
         uint64_t next_id, next_seq;
         struct pending *pending;
         struct proto_reader reader;
@@ -100,6 +103,9 @@ extern __thread uint64_t npu_tls_task;
 /* Sets the per-thread message and returns st. */
 npu_status_t npu_fail(npu_status_t st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define fail npu_fail
+/* NPU_ERR_CONNECTION, with "METHOD: " before (method may be NULL) and the reason npud gave
+ * for closing the connection after, when it gave one. Takes ctx->mu: call it unlocked. */
+npu_status_t npu_fail_lost(npu_context_t *ctx, const char *method);
 
 /* Framing; ctx->mu held. */
 int npu_send_frame_locked(npu_context_t *ctx, int kind, uint64_t id, const void *body, size_t len,

@@ -17,6 +17,41 @@ npu_status_t npu_fail(npu_status_t st, const char *fmt, ...)
         return st;
 }
 
+npu_status_t npu_fail_lost(npu_context_t *ctx, const char *method)
+{
+        char reason[sizeof(ctx->closed_reason)];
+
+        pthread_mutex_lock(&ctx->mu);
+        /* A request written after npud closed fails before its reply is awaited: the notice
+         * saying why may still wait unread in the socket. Read what is there, without
+         * waiting, unless another thread is the reader (it hands the notice over itself). */
+        if (!ctx->closed_reason[0] && !ctx->reader_active && ctx->fd >= 0)
+                npu_read_once_locked(ctx, 0);
+        memcpy(reason, ctx->closed_reason, sizeof(reason));
+        pthread_mutex_unlock(&ctx->mu);
+        return fail(NPU_ERR_CONNECTION, "%s%sconnection to npud lost%s%s", method ? method : "",
+                    method ? ": " : "", reason[0] ? ": " : "", reason);
+}
+
+/* npud tells a session why it closes it (an administrator's session kill) just before; keep
+ * the reason for the error of whichever call finds the connection gone. */
+static void note_closed_locked(npu_context_t *ctx, const uint8_t *body, size_t len)
+{
+        static const char ev[] = "\"session-killed\"";
+        char err[64];
+        json_t *msg;
+
+        if (!memmem(body, len, ev, sizeof(ev) - 1) ||
+            !(msg = proto_json_parse(body, len, err, sizeof(err))))
+                return;
+        const char *name = json_string_value(json_object_get(msg, "event"));
+        const char *reason = json_string_value(json_object_get(json_object_get(msg, "data"), "reason"));
+        if (name && strcmp(name, "session-killed") == 0)
+                snprintf(ctx->closed_reason, sizeof(ctx->closed_reason), "%s",
+                         reason ? reason : "closed by npud");
+        json_decref(msg);
+}
+
 NPU_EXPORT const char *npu_strerror(npu_status_t status)
 {
         switch (status) {
@@ -94,6 +129,7 @@ static void handle_frame_locked(npu_context_t *ctx, const struct proto_frame *f)
         if (f->hdr.kind == PROTO_KIND_NOTIFY) {
                 /* completions and device notices for the completion queue (libnpu-completion.c);
                  * task failures are also reported at the next synchronize */
+                note_closed_locked(ctx, f->body, f->hdr.body_len);
                 npu_notify_frame_locked(ctx, f->body, f->hdr.body_len);
                 return;
         }
@@ -218,7 +254,7 @@ npu_status_t npu_call_fds(npu_context_t *ctx, const char *method, json_t *params
                 pthread_mutex_unlock(&ctx->mu);
                 if (text != bare)
                         free(text);
-                return fail(NPU_ERR_CONNECTION, "%s: connection to npud lost", method);
+                return npu_fail_lost(ctx, method);
         }
         p.id = ++ctx->next_id;
         pthread_cond_init(&p.cv, NULL);
@@ -236,7 +272,7 @@ npu_status_t npu_call_fds(npu_context_t *ctx, const char *method, json_t *params
         if (text != bare)
                 free(text);
         if (!p.done)
-                return fail(NPU_ERR_CONNECTION, "%s: connection to npud lost", method);
+                return npu_fail_lost(ctx, method);
         if (p.empty_result) {
                 if (ret_result && !(*ret_result = json_object()))
                         return fail(NPU_ERR_SYSTEM, "%s: out of memory", method);
@@ -725,7 +761,7 @@ npu_status_t npu_submit(npu_context_t *ctx, struct proto_rec *rec, uint64_t *ret
         pthread_mutex_lock(&ctx->mu);
         if (ctx->broken) {
                 pthread_mutex_unlock(&ctx->mu);
-                return fail(NPU_ERR_CONNECTION, "connection to npud lost");
+                return npu_fail_lost(ctx, NULL);
         }
         if (batch_reserve_locked(ctx, size) < 0) {
                 pthread_mutex_unlock(&ctx->mu);
@@ -738,7 +774,7 @@ npu_status_t npu_submit(npu_context_t *ctx, struct proto_rec *rec, uint64_t *ret
                 *ret_task = rec->seq;
         int e = ctx->batch_len >= BATCH_FLUSH_BYTES ? npu_flush_locked(ctx) : 0;
         pthread_mutex_unlock(&ctx->mu);
-        return e < 0 ? fail(NPU_ERR_CONNECTION, "connection to npud lost") : NPU_OK;
+        return e < 0 ? npu_fail_lost(ctx, NULL) : NPU_OK;
 }
 
 NPU_EXPORT npu_status_t npu_flush(npu_context_t *ctx)
@@ -750,7 +786,7 @@ NPU_EXPORT npu_status_t npu_flush(npu_context_t *ctx)
         pthread_mutex_lock(&ctx->mu);
         int e = ctx->broken ? -EPIPE : npu_flush_locked(ctx);
         pthread_mutex_unlock(&ctx->mu);
-        return e < 0 ? fail(NPU_ERR_CONNECTION, "connection to npud lost") : NPU_OK;
+        return e < 0 ? npu_fail_lost(ctx, NULL) : NPU_OK;
 }
 
 static npu_status_t copy_async(npu_context_t *ctx, npu_stream_t stream, uint8_t dkind, uint32_t dst,
@@ -964,7 +1000,7 @@ NPU_EXPORT npu_status_t npu_launch(npu_context_t *ctx, npu_stream_t stream, cons
         size = proto_launch_size(id >= 0, (unsigned)(ninputs + noutputs), (unsigned)nattrs);
         if (ctx->broken) {
                 pthread_mutex_unlock(&ctx->mu);
-                return fail(NPU_ERR_CONNECTION, "connection to npud lost");
+                return npu_fail_lost(ctx, NULL);
         }
         if (batch_reserve_locked(ctx, size) < 0) {
                 pthread_mutex_unlock(&ctx->mu);
@@ -987,7 +1023,7 @@ NPU_EXPORT npu_status_t npu_launch(npu_context_t *ctx, npu_stream_t stream, cons
                 *ret_task = seq;
         int e = ctx->batch_len >= BATCH_FLUSH_BYTES ? npu_flush_locked(ctx) : 0;
         pthread_mutex_unlock(&ctx->mu);
-        return e < 0 ? fail(NPU_ERR_CONNECTION, "connection to npud lost") : NPU_OK;
+        return e < 0 ? npu_fail_lost(ctx, NULL) : NPU_OK;
 }
 
 /* ---- streams and events ---- */

@@ -37,6 +37,18 @@ static const char *get_str(json_t *o, const char *key)
         return s ? s : "?";
 }
 
+/* Utilization: npud answers a percentage (JSON, D-Bus); the table shows it so, CSV has the
+ * fraction 0..1 like every share (npuctl(8)). */
+static void set_util(struct npuctl_table *t, const char *engine, json_t *util)
+{
+        double pct = json_number_value(json_object_get(util, engine));
+        char text[32], raw[32];
+
+        snprintf(text, sizeof(text), "%.1f", pct);
+        snprintf(raw, sizeof(raw), "%.6f", pct / 100.0);
+        npuctl_table_set(t, engine, text, raw);
+}
+
 static void device_row(struct npuctl_table *t, json_t *dev)
 {
         json_t *util = json_object_get(dev, "utilization");
@@ -53,14 +65,16 @@ static void device_row(struct npuctl_table *t, json_t *dev)
         npuctl_format_bytes((double)get_int(dev, "memory_used"), u, sizeof(u));
         npuctl_format_bytes((double)get_int(dev, "memory_total"), tot, sizeof(tot));
         snprintf(mem, sizeof(mem), "%s / %s", u, tot);
-        npuctl_table_str(t, "memory", mem);
+        /* CSV has raw numbers only: the bytes in use, as memory_used */
+        snprintf(u, sizeof(u), "%lld", (long long)get_int(dev, "memory_used"));
+        npuctl_table_set(t, "memory", mem, u);
         npuctl_table_bytes(t, "memory_used", (uint64_t)get_int(dev, "memory_used"));
         npuctl_table_bytes(t, "memory_total", (uint64_t)get_int(dev, "memory_total"));
         npuctl_table_bytes(t, "largest_free", (uint64_t)get_int(dev, "largest_free"));
-        npuctl_table_num(t, "cube", "%.1f", json_number_value(json_object_get(util, "cube")));
-        npuctl_table_num(t, "vector", "%.1f", json_number_value(json_object_get(util, "vector")));
-        npuctl_table_num(t, "aicpu", "%.1f", json_number_value(json_object_get(util, "aicpu")));
-        npuctl_table_num(t, "dma", "%.1f", json_number_value(json_object_get(util, "dma")));
+        set_util(t, "cube", util);
+        set_util(t, "vector", util);
+        set_util(t, "aicpu", util);
+        set_util(t, "dma", util);
         npuctl_table_int(t, "sessions", get_int(dev, "sessions"));
         npuctl_table_int(t, "streams", get_int(dev, "streams"));
         npuctl_table_int(t, "tasks_completed", get_int(dev, "tasks_completed"));
@@ -238,9 +252,13 @@ static void print_tenants(json_t *sched_dev, json_t *mem)
                 json_array_foreach(json_object_get(mem, "tenants"), k, mt)
                         if (strcmp(get_str(mt, "name"), get_str(t, "name")) == 0)
                                 bytes = get_int(mt, "bytes");
+                char name[160];
                 npuctl_format_bytes((double)bytes, b, sizeof(b));
+                /* a tenant a reload removed: its work stays counted, as in sched and metrics */
+                snprintf(name, sizeof(name), "%s%s", npuctl_esc(get_str(t, "name")),
+                         json_is_true(json_object_get(t, "removed")) ? " (removed)" : "");
                 printf("%-16s %-16s %12s %10lld %10.3f %6.1f%% %6.1f%% %8.0f us %8.0f us\n",
-                       npuctl_esc(get_str(t, "name")), npuctl_esc(get_str(t, "class")), b,
+                       name, npuctl_esc(get_str(t, "class")), b,
                        (long long)get_int(t, "tasks"),
                        json_number_value(json_object_get(t, "engine_seconds")),
                        100 * json_number_value(json_object_get(t, "share")),

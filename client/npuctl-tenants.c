@@ -107,8 +107,53 @@ static const struct npuctl_col quota_cols[] = {
         { "memory_used", "MEMORY USED", COL_RIGHT | COL_DEFAULT },
         { "memory_quota_total", "QUOTA TOTAL", COL_RIGHT | COL_DEFAULT },
         { "memory_quota_per_device", "QUOTA PER DEVICE", COL_RIGHT | COL_DEFAULT },
+        { "memory_quota_by_device", "BY DEVICE", COL_DEFAULT },
+        { "runtime", "SET AT RUN TIME", COL_DEFAULT },
         { NULL, NULL, 0 },
 };
+
+/* The quota in force on each device: "0:1.0 GiB 1:512 MiB" for people, "0:1073741824
+ * 1:536870912" for scripts (0: unlimited). */
+static void set_by_device(struct npuctl_table *t, json_t *e)
+{
+        char text[512] = "", raw[512] = "", b[32];
+        size_t pt = 0, pr = 0, i;
+        json_t *q;
+
+        json_array_foreach(json_object_get(e, "memory_quota_by_device"), i, q) {
+                json_int_t v = json_integer_value(q);
+                if (v)
+                        npuctl_format_bytes((double)v, b, sizeof(b));
+                int n = snprintf(text + pt, sizeof(text) - pt, "%s%zu:%s", pt ? " " : "", i,
+                                 v ? b : "unlimited");
+                int m = snprintf(raw + pr, sizeof(raw) - pr, "%s%zu:%lld", pr ? " " : "", i, (long long)v);
+                if (n < 0 || m < 0 || (size_t)n >= sizeof(text) - pt || (size_t)m >= sizeof(raw) - pr)
+                        break;
+                pt += (size_t)n;
+                pr += (size_t)m;
+        }
+        npuctl_table_set(t, "memory_quota_by_device", pt ? text : "-", pr ? raw : "");
+}
+
+/* Which quotas were set with `quota set` (they survive reloads that leave the file's value
+ * of that quota alone): "total;device 1" or "-" ("" in CSV). */
+static void set_runtime(struct npuctl_table *t, json_t *e)
+{
+        json_t *rt = json_object_get(e, "runtime_quotas"), *d;
+        char text[256] = "";
+        size_t pos = 0, i;
+
+        if (json_object_get(rt, "total"))
+                pos += (size_t)snprintf(text, sizeof(text), "total");
+        json_array_foreach(json_object_get(rt, "devices"), i, d) {
+                int n = snprintf(text + pos, sizeof(text) - pos, "%sdevice %lld", pos ? ";" : "",
+                                 (long long)get_int(d, "device"));
+                if (n < 0 || (size_t)n >= sizeof(text) - pos)
+                        break;
+                pos += (size_t)n;
+        }
+        npuctl_table_set(t, "runtime", pos ? text : "-", pos ? text : "");
+}
 
 static int quota_show(struct npuctl *c, int argc, char **argv)
 {
@@ -140,11 +185,13 @@ static int quota_show(struct npuctl *c, int argc, char **argv)
                 json_t *out = json_array();
                 json_array_foreach(json_object_get(res, "tenants"), i, e)
                         if (!found || e == found)
-                                json_array_append_new(out, json_pack("{s:O, s:O, s:O, s:O}",
+                                json_array_append_new(out, json_pack("{s:O, s:O, s:O, s:O, s:O*, s:O*}",
                                         "name", json_object_get(e, "name"),
                                         "memory_used", json_object_get(e, "memory_used"),
                                         "memory_quota_total", json_object_get(e, "memory_quota_total"),
-                                        "memory_quota_per_device", json_object_get(e, "memory_quota_per_device")));
+                                        "memory_quota_per_device", json_object_get(e, "memory_quota_per_device"),
+                                        "memory_quota_by_device", json_object_get(e, "memory_quota_by_device"),
+                                        "runtime_quotas", json_object_get(e, "runtime_quotas")));
                 npuctl_print_json(out);
                 json_decref(out);
                 json_decref(res);
@@ -159,6 +206,8 @@ static int quota_show(struct npuctl *c, int argc, char **argv)
                 npuctl_table_bytes(t, "memory_used", (uint64_t)get_int(e, "memory_used"));
                 set_limit_bytes(t, "memory_quota_total", get_int(e, "memory_quota_total"));
                 set_limit_bytes(t, "memory_quota_per_device", get_int(e, "memory_quota_per_device"));
+                set_by_device(t, e);
+                set_runtime(t, e);
         }
         code = npuctl_table_print(c, t);
         npuctl_table_free(t);
@@ -213,9 +262,13 @@ static int quota_set(struct npuctl *c, int argc, char **argv)
                         printf("tenant '%s': total device-memory quota %s\n", npuctl_esc(ops[0]),
                                bytes ? b : "unlimited");
                 else
-                        printf("tenant '%s': device-memory quota per device %s\n", npuctl_esc(ops[0]),
-                               bytes ? b : "unlimited");
+                        printf("tenant '%s': device-memory quota on device %d %s\n",
+                               npuctl_esc(ops[0]), dev, bytes ? b : "unlimited");
         }
+        /* on stderr, so scripts reading stdout (or the JSON's "warning") are not confused */
+        if (json_is_string(json_object_get(res, "warning")))
+                fprintf(stderr, "npuctl quota set: warning: %s\n",
+                        npuctl_esc(json_string_value(json_object_get(res, "warning"))));
         json_decref(res);
         return 0;
 }
@@ -240,6 +293,7 @@ static const struct npuctl_col sched_cols[] = {
         { "weight", "WEIGHT", COL_RIGHT | COL_DEFAULT },
         { "tasks", "TASKS", COL_RIGHT | COL_DEFAULT },
         { "failed", "FAILED", COL_RIGHT | COL_DEFAULT },
+        { "cancelled", "CANCELLED", COL_RIGHT | COL_DEFAULT },
         { "engine_seconds", "ENGINE-S", COL_RIGHT | COL_DEFAULT },
         { "share", "SHARE", COL_RIGHT | COL_DEFAULT },
         { "target_share", "TARGET", COL_RIGHT | COL_DEFAULT },
@@ -289,11 +343,19 @@ int npuctl_cmd_sched(struct npuctl *c, int argc, char **argv)
                 json_array_foreach(json_object_get(dev, "tenants"), k, e) {
                         npuctl_table_row(t);
                         npuctl_table_int(t, "device", get_int(dev, "id"));
-                        npuctl_table_str(t, "tenant", get_str(e, "name"));
+                        if (json_is_true(json_object_get(e, "removed"))) {
+                                /* removed by a reload: its work stays counted */
+                                char name[160];
+                                snprintf(name, sizeof(name), "%s (removed)", get_str(e, "name"));
+                                npuctl_table_str(t, "tenant", name);
+                        } else {
+                                npuctl_table_str(t, "tenant", get_str(e, "name"));
+                        }
                         npuctl_table_str(t, "class", get_str(e, "class"));
                         npuctl_table_num(t, "weight", "%g", json_number_value(json_object_get(e, "weight")));
                         npuctl_table_int(t, "tasks", get_int(e, "tasks"));
                         npuctl_table_int(t, "failed", get_int(e, "failed"));
+                        npuctl_table_int(t, "cancelled", get_int(e, "cancelled"));
                         npuctl_table_num(t, "engine_seconds", "%.3f",
                                          json_number_value(json_object_get(e, "engine_seconds")));
                         set_share(t, "share", json_number_value(json_object_get(e, "share")));
@@ -317,10 +379,21 @@ int npuctl_cmd_reload(struct npuctl *c, int argc, char **argv)
                 return NPUCTL_USAGE;
         if (!(res = npuctl_call(c, "reload", NULL, &code)))
                 return code;
-        if (c->json)
+        if (c->json) {
                 npuctl_print_json(res);
-        else
+        } else {
+                json_t *kept = json_object_get(res, "runtime_quotas_kept"), *e;
+                size_t i;
                 printf("configuration reloaded\n");
+                /* run-time quotas outlive a reload unless the file changed that quota */
+                json_array_foreach(kept, i, e)
+                        printf("tenant '%s' keeps its %s quota set with 'npuctl quota set'\n",
+                               npuctl_esc(get_str(e, "tenant")), npuctl_esc(get_str(e, "quota")));
+                json_array_foreach(json_object_get(res, "runtime_quotas_dropped"), i, e)
+                        printf("tenant '%s': %s quota set with 'npuctl quota set' replaced by the "
+                               "configuration file's\n", npuctl_esc(get_str(e, "tenant")),
+                               npuctl_esc(get_str(e, "quota")));
+        }
         json_decref(res);
         return 0;
 }

@@ -34,6 +34,7 @@ static void on_sighup(evutil_socket_t sig, short what, void *arg)
         char err[512] = "";
 
         log_info("SIGHUP: reloading the configuration");
+        d->actor = (struct npud_actor){ (uid_t)-1, 0, "signal" }; /* libevent hides the sender */
         notify_reloading();
         manage_reload(d, err, sizeof(err)); /* logs its own outcome */
         notify_ready(d);
@@ -50,6 +51,7 @@ static void on_util_timer(evutil_socket_t fd, short what, void *arg)
         uint64_t now = now_ns();
         for (int i = 0; i < d->ex.devices.count; i++)
                 device_update_util(&d->ex.devices.devices[i], now);
+        failure_summary_flush(d);
 }
 
 static int units_in_flight(struct npud *d)
@@ -188,6 +190,7 @@ out:
         device_registry_deinit(&d.ex.devices); /* unmaps device memory: the backend goes after */
         if (d.ex.backend)
                 d.ex.backend->ops->destroy(d.ex.backend);
+        failure_summary_flush_all(&d);
         tenant_registry_deinit(&d.tenants);
         event_free(d.ex.sched_event);
         event_free(d.sig_int);

@@ -84,6 +84,9 @@ typedef struct npu_admin_sched {
         double share;             /* of the device's engine time, 0 to 1 */
         double target_share;      /* what the policy gives it among the tenants that used it */
         double wait_p50_us, wait_p99_us;  /* queue wait */
+        /* since 0.1.0's sched statistics: present when size covers them */
+        uint64_t cancelled;       /* never ran: behind a failure of the same unit; not in failed */
+        int removed;              /* the tenant was removed by a reload; its statistics stay */
 } npu_admin_sched_t;
 
 npu_status_t npu_admin_sessions(npu_context_t *ctx, size_t elem_size, npu_admin_session_t **ret_list,

@@ -122,18 +122,23 @@ static int require_admin(sd_bus_message *m, struct bus *b, sd_bus_error *error)
         const struct npud_config *c = &b->npud->config;
         sd_bus_creds *creds = NULL;
         const gid_t *gids;
-        uid_t euid;
+        uid_t euid = (uid_t)-1;
+        pid_t pid = 0;
         gid_t egid;
         int r, n, ok = 0;
 
-        r = sd_bus_query_sender_creds(m, SD_BUS_CREDS_EUID | SD_BUS_CREDS_EGID |
+        r = sd_bus_query_sender_creds(m, SD_BUS_CREDS_EUID | SD_BUS_CREDS_EGID | SD_BUS_CREDS_PID |
                                                  SD_BUS_CREDS_SUPPLEMENTARY_GIDS |
                                                  SD_BUS_CREDS_AUGMENT,
                                       &creds);
         if (r < 0)
                 return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED,
                                          "cannot identify the caller: %s", strerror(-r));
-        if (sd_bus_creds_get_euid(creds, &euid) >= 0 && euid == 0)
+        if (sd_bus_creds_get_pid(creds, &pid) < 0)
+                pid = 0;
+        if (sd_bus_creds_get_euid(creds, &euid) < 0)
+                euid = (uid_t)-1;
+        else if (euid == 0)
                 ok = 1;
         else if (c->have_admin_gid) {
                 if (sd_bus_creds_get_egid(creds, &egid) >= 0 && egid == c->admin_gid)
@@ -151,6 +156,7 @@ static int require_admin(sd_bus_message *m, struct bus *b, sd_bus_error *error)
                                          "%s requires root or group %s",
                                          sd_bus_message_get_member(m), c->admin_group);
         }
+        b->npud->actor = (struct npud_actor){ euid, pid, "dbus" };
         return 0;
 }
 

@@ -53,6 +53,8 @@ void dispatch_request(struct request *req)
                                     "method '%s' requires root or the admin group", m->name);
                 return;
         }
+        if (m->flags & METHOD_ADMIN)
+                s->npud->actor = (struct npud_actor){ s->uid, s->pid, "socket" };
         m->handler(req);
 }
 

@@ -10,6 +10,7 @@
  * notification. */
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,38 @@ const char *manage_fault_name(int kind)
 
 /* Device events carry NPUD_DEVICE in the journal. */
 #define dev_log(level, dev, ...) log_session_msg(level, 0, 0, NULL, (dev)->id, __VA_ARGS__)
+
+/* An admin action, for the audit trail: the message names who asked (as the journal fields
+ * NPUD_UID, NPUD_PID, NPUD_VIA do), and MESSAGE_ID the kind of action. */
+void manage_audit(struct npud *d, int level, const char *mid, int device, const char *fmt, ...)
+{
+        const struct npud_actor *a = &d->actor;
+        char what[512], who[96];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(what, sizeof(what), fmt, ap);
+        va_end(ap);
+        if (!a->via)
+                snprintf(who, sizeof(who), "npud");
+        else if (a->uid == (uid_t)-1)
+                snprintf(who, sizeof(who), "%s", a->via);
+        else
+                snprintf(who, sizeof(who), "uid %u pid %d via %s", (unsigned)a->uid, (int)a->pid,
+                         a->via);
+        log_event((enum log_level)level, mid, device, a->uid, a->pid, a->via, "%s (by %s)", what, who);
+}
+
+const char *manage_actor_text(struct npud *d, char *buf, size_t len)
+{
+        const struct npud_actor *a = &d->actor;
+
+        if (a->via && a->uid != (uid_t)-1)
+                snprintf(buf, len, "uid %u via %s", (unsigned)a->uid, a->via);
+        else
+                snprintf(buf, len, "%s", a->via ? a->via : "npud");
+        return buf;
+}
 
 static struct device *find_device(struct npud *d, int device, char *err, size_t errlen)
 {
@@ -88,8 +121,8 @@ int manage_device_drain(struct npud *d, int device, int drain, char *err, size_t
         if (!dev->draining == !drain)
                 return 0;
         dev->draining = drain != 0;
-        dev_log(LOG_LVL_INFO, dev, "device %d %s", device,
-                drain ? "draining: no new streams" : "undrained");
+        manage_audit(d, LOG_LVL_INFO, LOG_MID_DEVICE_DRAIN, device, "device %d %s", device,
+              drain ? "draining: no new streams" : "undrained");
         device_announce(d, dev);
         return 0;
 }
@@ -147,8 +180,8 @@ int manage_device_reset(struct npud *d, int device, char *err, size_t errlen)
                 }
         dev->resetting = 1;
         dev->draining = 1;
-        dev_log(LOG_LVL_WARN, dev, "device %d: reset: cancelling the queued work of %zu stream(s)",
-                device, n);
+        manage_audit(d, LOG_LVL_WARN, LOG_MID_DEVICE_RESET, device,
+              "device %d: reset: cancelling the queued work of %zu stream(s)", device, n);
         device_announce(d, dev);
         snprintf(msg, sizeof(msg), "device %d was reset", device);
         for (size_t i = 0; i < n; i++) {
@@ -181,13 +214,24 @@ int manage_session_kill(struct npud *d, uint64_t session_id, char *err, size_t e
                 snprintf(err, errlen, "no session %llu", (unsigned long long)session_id);
                 return PROTO_E_INVALID;
         }
-        /* Tell the client why before the connection goes (it may still read it). */
-        if (s->version)
+        char who[64], reason[128];
+        manage_actor_text(d, who, sizeof(who));
+        snprintf(reason, sizeof(reason), "killed by administrator (%s)", who);
+        manage_audit(d, LOG_LVL_WARN, LOG_MID_SESSION_KILL, -1,
+              "session %llu (pid %d uid %d, %s) killed", (unsigned long long)s->id, (int)s->pid,
+              (int)s->uid, s->comm);
+        /* Tell the client why before the connection goes: libnpu keeps the reason for the
+         * error of the call that finds the connection closed. The notice is written out now,
+         * as far as the socket takes it; what is still buffered at the close is lost. */
+        if (s->version) {
                 session_send_json(s, PROTO_KIND_NOTIFY, 0,
                                   proto_notify_new("session-killed",
-                                                   json_pack("{s:s}", "reason",
-                                                             "killed by administrator")));
-        session_close(s, "killed by administrator");
+                                                   json_pack("{s:s}", "reason", reason)));
+                if (!s->closing)
+                        proto_writer_flush(&s->writer, s->fd);
+        }
+        if (!s->closing)
+                session_close(s, reason);
         return 0;
 }
 
@@ -230,10 +274,13 @@ int manage_fault_inject(struct npud *d, int device, int kind, double value, char
                 snprintf(err, errlen, "fault injection failed: %s", strerror(-e));
                 return PROTO_E_INVALID;
         }
-        dev_log(LOG_LVL_WARN, dev, "device %d: injected fault %s (%g)", device,
-                manage_fault_name(kind), value);
+        manage_audit(d, LOG_LVL_WARN, LOG_MID_FAULT_INJECT, device, "device %d: injected fault %s (%g)",
+              device, manage_fault_name(kind), value);
         if (kind == FAULT_FAIL_DEVICE && dev->health != DEVICE_FAILED) {
                 dev->health = DEVICE_FAILED;
+                log_event(LOG_LVL_ERROR, LOG_MID_DEVICE_FAILED, device, 0, 0, NULL,
+                          "device %d failed: health 'failed', its work fails until a reset",
+                          device);
                 device_announce(d, dev);
         }
         return 0;
@@ -247,7 +294,7 @@ int manage_fault_clear(struct npud *d, int device, char *err, size_t errlen)
                 return PROTO_E_INVALID;
         if (d->ex.backend->faults)
                 d->ex.backend->faults->clear(d->ex.backend, device);
-        dev_log(LOG_LVL_INFO, dev, "device %d: faults cleared", device);
+        manage_audit(d, LOG_LVL_INFO, LOG_MID_FAULT_CLEAR, device, "device %d: faults cleared", device);
         if (dev->health != DEVICE_OK) {
                 dev->health = DEVICE_OK;
                 device_announce(d, dev);

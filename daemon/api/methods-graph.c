@@ -78,12 +78,11 @@ static int storage_alloc(void *ctx, uint64_t size, void **ret, char *err, size_t
                          pol->name, rounded, s->tenant->mem_used, pol->quota_total);
                 return PROTO_E_QUOTA;
         }
-        if (pol->quota_per_device && (rounded > pol->quota_per_device ||
-                                      s->tenant->dev[dev->id].mem_used > pol->quota_per_device - rounded)) {
+        uint64_t qdev = tenant_quota_device(s->tenant, dev->id);
+        if (qdev && (rounded > qdev || s->tenant->dev[dev->id].mem_used > qdev - rounded)) {
                 snprintf(err, errlen, "tenant '%s' would exceed its quota on device %d with %" PRIu64
                          " bytes of weights: %" PRIu64 " bytes used, %" PRIu64 " allowed",
-                         pol->name, dev->id, rounded, s->tenant->dev[dev->id].mem_used,
-                         pol->quota_per_device);
+                         pol->name, dev->id, rounded, s->tenant->dev[dev->id].mem_used, qdev);
                 return PROTO_E_QUOTA;
         }
         alloc_get_stats(dev->alloc, &st);

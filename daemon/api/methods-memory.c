@@ -77,11 +77,12 @@ static void method_mem_alloc(struct request *req)
                                     pol->name, used, rounded, pol->quota_total);
                 return;
         }
-        if (pol->quota_per_device && dev_used + rounded > pol->quota_per_device) {
+        uint64_t qdev = tenant_quota_device(s->tenant, dev->id);
+        if (qdev && dev_used + rounded > qdev) {
                 session_reply_error(s, req->id, PROTO_E_QUOTA,
                                     "mem_alloc: tenant '%s' would exceed its quota on device %d: %" PRIu64
                                     " bytes used + %" PRIu64 " requested > %" PRIu64 " allowed",
-                                    pol->name, dev->id, dev_used, rounded, pol->quota_per_device);
+                                    pol->name, dev->id, dev_used, rounded, qdev);
                 return;
         }
         uint64_t reserve = s->npud->tenants.policy->lc_reserved;

@@ -47,6 +47,20 @@ static void method_tenants(struct request *req)
                                   "max_streams", (int)t->pol.max_streams,
                                   "max_queued_tasks", (int)t->pol.max_queued_tasks, "devices",
                                   device_list(t->pol.devices, reg->ndevices));
+                /* the quota in force on each device, and which quotas were set at run time
+                 * (they survive reloads that leave the file's value unchanged) */
+                json_t *qd = json_array(), *rt = json_object(), *rtd = json_array();
+                for (int dv = 0; dv < reg->ndevices; dv++) {
+                        json_array_append_new(qd, json_integer((json_int_t)tenant_quota_device(t, dv)));
+                        if (t->dev[dv].has_quota)
+                                json_array_append_new(rtd, json_pack("{s:i, s:I}", "device", dv, "bytes",
+                                                                     (json_int_t)t->dev[dv].quota));
+                }
+                if (t->has_quota_total)
+                        json_object_set_new(rt, "total", json_integer((json_int_t)t->quota_total));
+                json_object_set_new(rt, "devices", rtd);
+                json_object_set_new(o, "memory_quota_by_device", qd);
+                json_object_set_new(o, "runtime_quotas", rt);
                 /* graph intermediates and kernel workspaces of running work; run limits */
                 json_object_update(tj, o);
                 json_decref(o);
@@ -77,6 +91,23 @@ static double target_share(const struct tenant_registry *reg, int dev, const str
         return t->pol.weight / wsum;
 }
 
+static json_t *sched_tenant_json(const struct tenant_registry *reg, int dv, const struct tenant *t,
+                                  uint64_t total)
+{
+        const struct tenant_device *td = &t->dev[dv];
+        json_t *o = json_pack("{s:s, s:s, s:f, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:b}",
+                              "name", t->pol.name, "class", policy_class_name(t->pol.klass),
+                              "weight", t->pol.weight, "tasks", (json_int_t)td->tasks, "failed",
+                              (json_int_t)td->failed, "cancelled", (json_int_t)td->cancelled,
+                              "engine_seconds", (double)td->engine_ns / 1e9, "share",
+                              total ? (double)td->engine_ns / (double)total : 0.0,
+                              "target_share", t->index >= 0 ? target_share(reg, dv, t) : 0.0,
+                              "wait_p50_us", (double)tenant_wait_quantile(t, dv, 0.5) / 1e3,
+                              "wait_p99_us", (double)tenant_wait_quantile(t, dv, 0.99) / 1e3,
+                              "removed", t->index < 0);
+        return o;
+}
+
 static void method_sched(struct request *req)
 {
         static const char *const keys[] = { NULL };
@@ -92,21 +123,16 @@ static void method_sched(struct request *req)
                 json_t *tl = json_array();
                 for (int i = 0; i < reg->ntenants; i++)
                         total += reg->tenants[i]->dev[dv].engine_ns;
-                for (int i = 0; i < reg->ntenants; i++) {
-                        const struct tenant *t = reg->tenants[i];
-                        const struct tenant_device *td = &t->dev[dv];
-                        json_array_append_new(
-                                tl, json_pack("{s:s, s:s, s:f, s:I, s:I, s:f, s:f, s:f, s:f, s:f}",
-                                              "name", t->pol.name, "class",
-                                              policy_class_name(t->pol.klass), "weight", t->pol.weight,
-                                              "tasks", (json_int_t)td->tasks, "failed",
-                                              (json_int_t)td->failed, "engine_seconds",
-                                              (double)td->engine_ns / 1e9, "share",
-                                              total ? (double)td->engine_ns / (double)total : 0.0,
-                                              "target_share", target_share(reg, dv, t),
-                                              "wait_p50_us", (double)tenant_wait_quantile(t, dv, 0.5) / 1e3,
-                                              "wait_p99_us", (double)tenant_wait_quantile(t, dv, 0.99) / 1e3));
-                }
+                for (int i = 0; i < reg->nretired; i++)
+                        total += reg->retired[i]->dev[dv].engine_ns;
+                for (int i = 0; i < reg->ntenants; i++)
+                        json_array_append_new(tl, sched_tenant_json(reg, dv, reg->tenants[i], total));
+                /* tenants a reload removed: their work stays counted, as in metrics; only
+                 * those that ran something on the device */
+                for (int i = 0; i < reg->nretired; i++)
+                        if (reg->retired[i]->dev[dv].tasks)
+                                json_array_append_new(tl, sched_tenant_json(reg, dv, reg->retired[i],
+                                                                            total));
                 json_array_append_new(devs, json_pack("{s:i, s:o}", "id", dv, "tenants", tl));
         }
         session_reply_result(req->session, req->id, json_pack("{s:o}", "devices", devs));
@@ -120,12 +146,13 @@ static void method_reload(struct request *req)
         if (params_only(req, keys) < 0)
                 return;
         notify_reloading(); /* ExecReload= runs `npuctl reload`: the manager waits for READY */
-        int code = manage_reload(req->session->npud, err, sizeof(err));
+        json_t *info = NULL;
+        int code = manage_reload_info(req->session->npud, &info, err, sizeof(err));
         notify_ready(req->session->npud);
         if (code)
                 session_reply_error(req->session, req->id, code, "reload: %s", err);
         else
-                session_reply_result(req->session, req->id, NULL);
+                session_reply_result(req->session, req->id, info);
 }
 
 static void method_quota_set(struct request *req)
@@ -143,12 +170,14 @@ static void method_quota_set(struct request *req)
                                     "quota_set: 'tenant' must be a name and 'device' -1 (total) or a device id");
                 return;
         }
-        int code = manage_tenant_quota(req->session->npud, json_string_value(tenant),
-                                       dev ? (int)json_integer_value(dev) : -1, bytes, err, sizeof(err));
+        json_t *info = NULL;
+        int code = manage_tenant_quota_info(req->session->npud, json_string_value(tenant),
+                                            dev ? (int)json_integer_value(dev) : -1, bytes, &info,
+                                            err, sizeof(err));
         if (code)
                 session_reply_error(req->session, req->id, code, "quota_set: %s", err);
         else
-                session_reply_result(req->session, req->id, NULL);
+                session_reply_result(req->session, req->id, info);
 }
 
 const struct method methods_sched[] = {

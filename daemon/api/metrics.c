@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "metrics.h"
+#include "util/log.h"
 #include "util/sock.h"
 #include "npud.h"
 #include "session.h"
@@ -52,7 +53,7 @@ static const struct {
 
 struct metrics_tenant {
         char *name;
-        uint64_t *done; /* [device * 2 + failed] */
+        uint64_t *done; /* [device * 3 + outcome (EXEC_TASK_*)] */
 };
 
 struct metrics_latency {
@@ -264,22 +265,22 @@ static void render_queues(struct out *o, struct npud *d)
 
 static void render_tenant_tasks(struct out *o, struct metrics *m, const struct metrics_tenant *t)
 {
-        static const char *const status[2] = { "completed", "failed" };
+        static const char *const status[3] = { "completed", "failed", "cancelled" };
 
         for (int dev = 0; dev < m->ndevices; dev++)
-                for (int f = 0; f < 2; f++) {
-                        if (!t->done[dev * 2] && !t->done[dev * 2 + 1])
+                for (int f = 0; f < 3; f++) {
+                        if (!t->done[dev * 3] && !t->done[dev * 3 + 1] && !t->done[dev * 3 + 2])
                                 continue; /* no series for devices the tenant never used */
                         out_printf(o, "npud_tasks_total{tenant=\"");
                         out_label_value(o, t->name);
                         out_printf(o, "\",device=\"%d\",status=\"%s\"} %" PRIu64 "\n", dev,
-                                   status[f], t->done[dev * 2 + f]);
+                                   status[f], t->done[dev * 3 + f]);
                 }
 }
 
 static void render_tasks(struct out *o, struct metrics *m)
 {
-        out_family(o, "npud_tasks_total", "counter", "Tasks that finished on an engine.");
+        out_family(o, "npud_tasks_total", "counter", "Tasks that finished on an engine: completed, failed, or cancelled behind a failure in the same stream.");
         for (int i = 0; i < m->ntenants; i++)
                 render_tenant_tasks(o, m, &m->tenants[i]);
         render_tenant_tasks(o, m, &m->other);
@@ -401,7 +402,7 @@ static void tenant_free(struct metrics_tenant *t)
 static int tenant_init(struct metrics_tenant *t, const char *name, int ndevices)
 {
         t->name = strdup(name);
-        t->done = calloc((size_t)ndevices * 2 + 2, sizeof(*t->done));
+        t->done = calloc((size_t)ndevices * 3 + 3, sizeof(*t->done));
         if (!t->name || !t->done) {
                 tenant_free(t);
                 return -ENOMEM;
@@ -421,6 +422,31 @@ static void metrics_free(struct metrics *m)
                 tenant_free(&m->tenants[i]);
         tenant_free(&m->other);
         free(m);
+}
+
+/* Name the address the listener really has (a port 0 in the config picks one), so an
+ * operator reading the log knows where to point the scraper. */
+static void log_listen_address(int fd, const char *where)
+{
+        struct sockaddr_storage a;
+        socklen_t alen = sizeof(a);
+        char host[INET6_ADDRSTRLEN] = "?";
+
+        if (getsockname(fd, (struct sockaddr *)&a, &alen) < 0) {
+                log_info("metrics: listening on %s", where);
+                return;
+        }
+        if (a.ss_family == AF_INET) {
+                const struct sockaddr_in *in = (const struct sockaddr_in *)&a;
+                inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+                log_info("metrics: listening on http://%s:%u/metrics", host, ntohs(in->sin_port));
+        } else if (a.ss_family == AF_INET6) {
+                const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&a;
+                inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+                log_info("metrics: listening on http://[%s]:%u/metrics", host, ntohs(in6->sin6_port));
+        } else {
+                log_info("metrics: listening on %s", where); /* a socket path */
+        }
 }
 
 int metrics_start(struct npud *d, char *err, size_t errlen)
@@ -479,6 +505,7 @@ int metrics_start(struct npud *d, char *err, size_t errlen)
                 goto fail;
         }
         d->metrics = m;
+        log_listen_address(fd, where);
         return 0;
 fail:
         metrics_free(m);
@@ -512,7 +539,7 @@ static struct metrics_tenant *tenant_get(struct metrics *m, const char *name)
 }
 
 void metrics_task_done(struct npud *d, const char *tenant, const char *tenant_class, int device,
-                       int failed, uint64_t latency_ns)
+                       int outcome, uint64_t latency_ns)
 {
         struct metrics *m = d->metrics;
         struct metrics_latency *l;
@@ -520,7 +547,9 @@ void metrics_task_done(struct npud *d, const char *tenant, const char *tenant_cl
 
         if (!m || device < 0 || device >= m->ndevices)
                 return;
-        tenant_get(m, tenant ? tenant : "default")->done[device * 2 + (failed != 0)]++;
+        if (outcome < 0 || outcome > 2)
+                outcome = 1;
+        tenant_get(m, tenant ? tenant : "default")->done[device * 3 + outcome]++;
         for (c = 0; c < NCLASSES; c++)
                 if (tenant_class && strcmp(tenant_class, class_names[c]) == 0)
                         break;

@@ -32,9 +32,10 @@ void metrics_stop(struct npud *d);
  * are off, or -ENOMEM. */
 int metrics_render(struct npud *d, struct evbuffer *out);
 
-/* One task finished on an engine (called by the scheduler on the loop thread). No-op while
+/* One task finished on an engine (outcome: EXEC_TASK_COMPLETED, _FAILED or _CANCELLED behind
+ * a failure; called by the scheduler on the loop thread). No-op while
  * metrics are off. */
 void metrics_task_done(struct npud *d, const char *tenant, const char *tenant_class, int device,
-                       int failed, uint64_t latency_ns);
+                       int outcome, uint64_t latency_ns);
 
 #endif

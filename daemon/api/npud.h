@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 #include <sys/queue.h>
+#include <sys/types.h>
 
 #include "config.h"
 #include "daemon/exec/device.h"
@@ -27,6 +28,15 @@ struct npud_hooks {
         void *userdata;
 };
 
+/* Who asked for the admin operation in progress, for the audit log: set by each entry point
+ * (the protocol's dispatch, the D-Bus handlers, the SIGHUP handler) before it calls into
+ * manage.c. uid (uid_t)-1 when unknown (a signal). */
+struct npud_actor {
+        uid_t uid;
+        pid_t pid;
+        const char *via; /* "socket", "dbus", "signal" */
+};
+
 struct npud {
         struct event_base *base;
         struct npud_config config;
@@ -45,6 +55,7 @@ struct npud {
         struct export_list exports;
         int argc;    /* the command line, re-read on reload */
         char **argv;
+        struct npud_actor actor; /* loop thread */
 };
 
 #endif

@@ -775,7 +775,7 @@ int session_new(struct npud *d, int fd, struct session **ret)
         d->nsessions++;
         if (d->hooks.session_opened)
                 d->hooks.session_opened(d, s);
-        log_session_msg(LOG_LVL_INFO, s->id, s->pid,
+        log_session_msg(LOG_LVL_DEBUG, s->id, s->pid,
                         s->tenant ? s->tenant->pol.name : NULL, -1,
                         "session %llu opened: pid %d uid %d (%s)", (unsigned long long)s->id,
                         (int)s->pid, (int)s->uid, s->comm);
@@ -811,7 +811,7 @@ void session_close(struct session *s, const char *reason)
         if (s->closing)
                 return;
         s->closing = 1;
-        log_session_msg(LOG_LVL_INFO, s->id, s->pid,
+        log_session_msg(LOG_LVL_DEBUG, s->id, s->pid,
                         s->tenant ? s->tenant->pol.name : NULL, -1,
                         "session %llu closed (pid %d): %s; %u tasks queued",
                         (unsigned long long)s->id, (int)s->pid, reason, s->queued_tasks);
@@ -983,11 +983,14 @@ static void obs_task_failed(void *data, struct stream *st, uint64_t seq, int cod
         notify_task_failed(st->session, st, seq, code, msg);
 }
 
-static void obs_task_done(void *data, struct stream *st, int failed, uint64_t latency_ns)
+static void obs_task_done(void *data, struct stream *st, int outcome, uint64_t latency_ns)
 {
-        if (st->tenant)
-                metrics_task_done(data, st->tenant->pol.name, policy_class_name(st->tenant->pol.klass),
-                                  st->dev->id, failed, latency_ns);
+        if (!st->tenant)
+                return;
+        metrics_task_done(data, st->tenant->pol.name, policy_class_name(st->tenant->pol.klass),
+                          st->dev->id, outcome, latency_ns);
+        if (outcome == EXEC_TASK_FAILED)
+                failure_summary_note(data, st->tenant);
 }
 
 /* A task left the system: the owner's counts, and reading resumes for sessions paused on

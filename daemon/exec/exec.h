@@ -31,10 +31,13 @@ struct stream;
 struct waiter;
 struct stream_error;
 
+/* How a task ended, for task_done. */
+enum { EXEC_TASK_COMPLETED = 0, EXEC_TASK_FAILED = 1, EXEC_TASK_CANCELLED = 2 };
+
 struct exec_observer {
         void *data;
         void (*task_failed)(void *data, struct stream *st, uint64_t seq, int code, const char *msg);
-        void (*task_done)(void *data, struct stream *st, int failed, uint64_t latency_ns);
+        void (*task_done)(void *data, struct stream *st, int outcome, uint64_t latency_ns);
         void (*task_retired)(void *data, struct stream *st, int failed); /* failed: 0 or 1 */
         void (*stream_idle)(void *data, struct stream *st);
         void (*waiter_done)(void *data, struct waiter *w, const struct stream_error *e);

@@ -676,14 +676,21 @@ static void task_account(struct exec *x, struct stream *st, struct task *t, int 
                 dev->tasks_completed++;
         else
                 dev->tasks_failed++;
+        /* Work behind a failure in the same unit never ran: it is counted apart, so one
+         * failed task is one failure in `npuctl sched` and metrics, as at the client. A task
+         * its owner cancelled is that owner's failure. */
+        int outcome = status == 0 ? EXEC_TASK_COMPLETED
+                      : status == PROTO_E_CANCELLED && !t->cancel_requested ? EXEC_TASK_CANCELLED
+                                                                             : EXEC_TASK_FAILED;
         if (st->tenant) {
                 struct tenant_device *td = &st->tenant->dev[dev->id];
                 td->tasks++;
-                td->failed += status != 0;
+                td->failed += outcome == EXEC_TASK_FAILED;
+                td->cancelled += outcome == EXEC_TASK_CANCELLED;
                 td->engine_ns += engine_ns;
         }
         if (x->obs.task_done)
-                x->obs.task_done(x->obs.data, st, status != 0, end_ns - t->enqueue_ns);
+                x->obs.task_done(x->obs.data, st, outcome, end_ns - t->enqueue_ns);
         if (status == 0 && t->item.kind == EXEC_GRAPH && t->item.graph && t->item.graph->flex)
                 stream_keep_result(st, t->seq, t->item.graph->nout, t->item.graph->got);
         /* a cancellation the owner asked for is its task's failure; others (a reset, the

@@ -23,7 +23,7 @@ void tenant_ws_sync(struct tenant *t, int device)
         atomic_store(&t->ws.limit, t->pol.quota_total);
         atomic_store(&t->ws.held, t->mem_used);
         if (device >= 0 && device < t->ndevices) {
-                atomic_store(&t->dev[device].ws.limit, t->pol.quota_per_device);
+                atomic_store(&t->dev[device].ws.limit, tenant_quota_device(t, device));
                 atomic_store(&t->dev[device].ws.held, t->dev[device].mem_used);
         }
 }
@@ -42,6 +42,7 @@ static struct tenant *tenant_new(const struct policy_tenant *pol, int index, int
         t->refs = 1;
         t->index = index;
         t->pol = *pol;
+        t->file = *pol;
         t->ndevices = ndevices;
         ws_host_init();
         snprintf(t->ws_name, sizeof(t->ws_name), "tenant '%s'", pol->name);
@@ -78,10 +79,54 @@ int tenant_registry_init(struct tenant_registry *r, const struct policy_config *
         return tenant_registry_apply(r, policy);
 }
 
+uint64_t tenant_quota_device(const struct tenant *t, int device)
+{
+        if (device >= 0 && device < t->ndevices && t->dev[device].has_quota)
+                return t->dev[device].quota;
+        return t->pol.quota_per_device;
+}
+
+void tenant_quota_set(struct tenant *t, int device, uint64_t bytes)
+{
+        if (device < 0) {
+                t->has_quota_total = 1;
+                t->quota_total = bytes;
+                t->pol.quota_total = bytes;
+        } else if (device < t->ndevices) {
+                t->dev[device].has_quota = 1;
+                t->dev[device].quota = bytes;
+        }
+}
+
+/* The file's policy for a tenant that stays: run-time quotas survive unless the file's own
+ * value of that quota changed. */
+static void tenant_repolicy(struct tenant *t, const struct policy_tenant *pol)
+{
+        if (t->file.quota_total != pol->quota_total)
+                t->has_quota_total = 0;
+        if (t->file.quota_per_device != pol->quota_per_device)
+                for (int d = 0; d < t->ndevices; d++)
+                        t->dev[d].has_quota = 0;
+        t->file = *pol;
+        t->pol = *pol;
+        if (t->has_quota_total)
+                t->pol.quota_total = t->quota_total;
+}
+
+static void tenant_forget_quotas(struct tenant *t)
+{
+        t->has_quota_total = 0;
+        for (int d = 0; d < t->ndevices; d++)
+                t->dev[d].has_quota = 0;
+}
+
 void tenant_registry_deinit(struct tenant_registry *r)
 {
         for (int i = 0; i < r->ntenants; i++)
                 tenant_unref(r->tenants[i]);
+        for (int i = 0; i < r->nretired; i++)
+                tenant_unref(r->retired[i]);
+        free(r->retired);
         free(r->tenants);
         free(r->policy);
         memset(r, 0, sizeof(*r));
@@ -92,7 +137,9 @@ int tenant_registry_apply(struct tenant_registry *r, const struct policy_config 
         struct policy_config *copy = malloc(sizeof(*copy));
         struct tenant **next = calloc((size_t)policy->ntenants, sizeof(*next));
 
-        if (!copy || !next) {
+        if (!r->retired)
+                r->retired = calloc(TENANT_RETIRED_MAX, sizeof(*r->retired));
+        if (!copy || !next || !r->retired) {
                 free(copy);
                 free(next);
                 return -ENOMEM;
@@ -104,7 +151,20 @@ int tenant_registry_apply(struct tenant_registry *r, const struct policy_config 
                         if (r->tenants[j] && strcmp(r->tenants[j]->pol.name, pol->name) == 0) {
                                 next[i] = r->tenants[j];
                                 r->tenants[j] = NULL;
+                                tenant_repolicy(next[i], pol);
                                 break;
+                        }
+                /* named again after a reload removed it: its statistics come back, the
+                 * run-time quotas of before do not (the tenant was gone) */
+                for (int j = 0; !next[i] && j < r->nretired; j++)
+                        if (strcmp(r->retired[j]->pol.name, pol->name) == 0) {
+                                next[i] = r->retired[j];
+                                memmove(&r->retired[j], &r->retired[j + 1],
+                                        (size_t)(r->nretired - j - 1) * sizeof(*r->retired));
+                                r->nretired--;
+                                tenant_forget_quotas(next[i]);
+                                next[i]->file = *pol;
+                                next[i]->pol = *pol;
                         }
                 if (!next[i] && !(next[i] = tenant_new(pol, i, r->ndevices))) {
                         for (int k = 0; k < i; k++)
@@ -114,7 +174,6 @@ int tenant_registry_apply(struct tenant_registry *r, const struct policy_config 
                         return -ENOMEM;
                 }
                 next[i]->index = i;
-                next[i]->pol = *pol;
                 for (int d = 0; d < r->ndevices; d++) {
                         next[i]->dev[d].pd.klass = pol->klass;
                         next[i]->dev[d].pd.weight = pol->weight;
@@ -123,7 +182,13 @@ int tenant_registry_apply(struct tenant_registry *r, const struct policy_config 
         for (int j = 0; j < r->ntenants; j++)
                 if (r->tenants[j]) {
                         r->tenants[j]->index = -1; /* removed; lives while referenced */
-                        tenant_unref(r->tenants[j]);
+                        if (r->nretired == TENANT_RETIRED_MAX) { /* the oldest goes */
+                                tenant_unref(r->retired[0]);
+                                memmove(&r->retired[0], &r->retired[1],
+                                        (size_t)(r->nretired - 1) * sizeof(*r->retired));
+                                r->nretired--;
+                        }
+                        r->retired[r->nretired++] = r->tenants[j]; /* takes the reference */
                 }
         free(r->tenants);
         free(r->policy);

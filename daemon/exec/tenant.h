@@ -20,6 +20,11 @@ struct tenant_device {
         struct pd_tenant pd;
         uint64_t mem_used;
         uint64_t tasks, failed;
+        uint64_t cancelled; /* behind a failure in its stream, never run (not in failed) */
+        /* run-time per-device quota (npuctl quota set --device): wins over the policy's
+         * quota_per_device on this device while has_quota */
+        int has_quota;
+        uint64_t quota;
         uint64_t engine_ns;
         uint64_t wait_hist[WAIT_BUCKETS];
         /* graph intermediates and kernel workspaces of the tenant's running work on this
@@ -30,7 +35,12 @@ struct tenant_device {
 struct tenant {
         int refs;
         int index; /* in the current policy; -1 once removed by a reload */
-        struct policy_tenant pol;
+        struct policy_tenant pol;  /* in force: the file's, with the run-time quotas below */
+        struct policy_tenant file; /* as the configuration file says */
+        /* Quotas set at run time (npuctl quota set, D-Bus SetTenantQuota). A reload keeps
+         * them unless the file's value of that quota changed: the operator edited it since. */
+        int has_quota_total;
+        uint64_t quota_total;
         uint64_t mem_used;
         uint64_t mem_peak;
         uint64_t region_bytes;
@@ -38,6 +48,10 @@ struct tenant {
         uint32_t queued;
         uint32_t sessions;
         uint32_t graph_units;   /* graph runs at the backend now, all devices */
+        /* the log's failure summary (daemon/api/failsum.c): failures not logged yet, and
+         * when the current window began (0: none yet) */
+        uint64_t fail_unlogged;
+        uint64_t fail_window_ns;
         int ndevices;
         struct tenant_device *dev;
         char ws_name[POLICY_NAME_MAX + 16];
@@ -51,12 +65,25 @@ extern struct ops_mem_budget tenant_ws_host;
  * (loop thread; before work of the tenant starts). */
 void tenant_ws_sync(struct tenant *t, int device);
 
+/* Tenants a reload removed keep their statistics, shown beside the current ones (sched,
+ * device show) as metrics keep their series: counts under a name never go back. A later
+ * reload that names the tenant again takes it back with its statistics. */
+#define TENANT_RETIRED_MAX 256
+
 struct tenant_registry {
         struct policy_config *policy; /* owned */
         struct tenant **tenants;      /* current tenants, by policy index */
         int ntenants;
         int ndevices;
+        struct tenant **retired;      /* removed by a reload, oldest first; referenced */
+        int nretired;
 };
+
+/* The device-memory quota of t on one device (0: unlimited): a run-time per-device quota, else
+ * the policy's quota_per_device. */
+uint64_t tenant_quota_device(const struct tenant *t, int device);
+/* Set a run-time quota: device -1 = total. Recomputes t->pol. */
+void tenant_quota_set(struct tenant *t, int device, uint64_t bytes);
 
 int tenant_registry_init(struct tenant_registry *r, const struct policy_config *policy,
                          int ndevices);

@@ -92,7 +92,7 @@ def main():
                 print("closed", flush=True)
                 return
             if f[0] == NOTIFY:
-                print("notify", f[2].get("event"), flush=True)
+                print("notify", f[2].get("event"), json.dumps(f[2].get("data")), flush=True)
     elif mode == "reset":
         size = 64 << 20
         buf = c.result("mem_alloc", {"device": 0, "size": size})["buffer"]

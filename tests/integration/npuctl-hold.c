@@ -1,7 +1,8 @@
 /* npuctl-hold: a client for tests/integration/test-npuctl*.sh that holds device memory.
  * Usage: npuctl-hold [--name COMM] SOCKET DEVICE BYTES [SECONDS]. Connects, allocates BYTES on
  * DEVICE, prints "ready" and its own session's view, then sleeps (default 30 s) or until
- * killed, so that npuctl mem, sessions and tenants have something to show. --name sets the
+ * killed, so that npuctl mem, sessions and tenants have something to show; exits 3 with the
+ * error when its session was killed meanwhile. --name sets the
  * process name (comm, at most 15 bytes, any bytes but NUL) before connecting: the name npud
  * reports, as a hostile tenant could set it. */
 #include <stdio.h>
@@ -47,7 +48,14 @@ int main(int argc, char **argv)
         printf("ready\n");
         fflush(stdout);
         sleep(seconds);
-        npu_free(ctx, buf);
+        /* a session killed meanwhile: the error names why (test-npuctl.sh) */
+        st = npu_free(ctx, buf);
+        if (st != NPU_OK) {
+                fprintf(stderr, "npuctl-hold: npu_free: %s (%s)\n", npu_strerror(st),
+                        npu_error_message());
+                npu_disconnect(ctx);
+                return 3;
+        }
         npu_disconnect(ctx);
         return 0;
 }

@@ -258,6 +258,19 @@ grep -A1 'member=SessionOpened' "$dir/monitor.log" | grep -q "uint64 $sid" \
         && pass "SessionOpened signal" || fail "no SessionOpened for $sid"
 call KillSession t 999999 >/dev/null 2>"$dir/err"
 grep -q "no session" "$dir/err" && pass "KillSession of an unknown id refused" || fail "KillSession 999999: $(cat "$dir/err")"
+grep -q 'notify session-killed.*killed by administrator (uid 0 via dbus)' "$dir/hold.out" \
+        && pass "KillSession: the notice names the reason and D-Bus" || fail "KillSession reason: $(cat "$dir/hold.out")"
+grep -Eq "session $sid \(pid [0-9]+ uid [0-9]+, .*\) killed \(by uid 0 pid [0-9]+ via dbus\)" "$dir/npud.log" \
+        && pass "KillSession logged naming the caller" || fail "KillSession audit line: $(grep killed "$dir/npud.log")"
+call SetTenantQuota sit -- default 1 4096 && pass "SetTenantQuota on device 1" || fail "SetTenantQuota refused"
+"$npuctl" --socket "$sock" --json tenants >"$dir/out"
+python3 -c "import json,sys
+t=[x for x in json.load(open(sys.argv[1]))['tenants'] if x['name']=='default'][0]
+assert t['memory_quota_by_device']==[0, 4096] and t['memory_quota_per_device']==0, t" "$dir/out" 2>"$dir/err" \
+        && pass "SetTenantQuota with a device sets only that device (as npuctl shows)" || fail "SetTenantQuota device: $(cat "$dir/err")"
+grep -Eq "tenant 'default': device 1 memory quota set to 4096 bytes \(by uid 0 pid [0-9]+ via dbus\)" "$dir/npud.log" \
+        && pass "SetTenantQuota logged naming the caller" || fail "SetTenantQuota audit line: $(grep quota "$dir/npud.log")"
+call SetTenantQuota sit -- default 1 0 || fail "SetTenantQuota back to unlimited"
 call SetTenantQuota sit -- default -1 0 && pass "SetTenantQuota" || fail "SetTenantQuota refused"
 call SetTenantQuota sit -- nobody-tenant -1 0 >/dev/null 2>"$dir/err"
 grep -q "no tenant" "$dir/err" && pass "SetTenantQuota of an unknown tenant refused" \

@@ -193,11 +193,51 @@ s=$(value "$m" npud_sessions)
 awk '$1 == "npud_uptime_seconds" && $2 > 0 { ok = 1 } END { exit !ok }' "$m" && pass "uptime > 0" || fail "uptime"
 grep -Eq 'pid=|session=' "$m" && fail "per-session or per-pid labels" || pass "no session or pid labels"
 
+# Failed and cancelled-behind-a-failure tasks: metrics and npuctl sched count them alike, and
+# a tenant a reload removes keeps its series and its sched rows (marked removed) alike.
+npuctl=$build/bin/npuctl
+if [ "$(id -u)" = 0 ] && [ -x "$npuctl" ]; then
+        "$npuctl" --socket "$sock" fault inject 0 fail-next 1 >/dev/null || fail "fault inject"
+        "$build/bin/example-matmul" "$sock" >/dev/null 2>&1 && fail "fail-next did not fail example-matmul"
+        agree() { # WHAT: metrics and sched agree on lc-team's device-0 failed/cancelled counts
+                scrape "$url/metrics" GET "$dir/m2.txt"
+                "$npuctl" --socket "$sock" --json sched >"$dir/sched.json"
+                mf=$(sum "$dir/m2.txt" 'npud_tasks_total{tenant="lc-team",device="0",status="failed"}')
+                mc=$(sum "$dir/m2.txt" 'npud_tasks_total{tenant="lc-team",device="0",status="cancelled"}')
+                mt=$(sum "$dir/m2.txt" 'npud_tasks_total{tenant="lc-team",device="0",')
+                python3 -c "import json,sys
+t=[x for x in json.load(open(sys.argv[1]))[0]['tenants'] if x['name']=='lc-team'][0]
+assert (t['failed'], t['cancelled'], t['tasks']) == tuple(map(int, sys.argv[2:5])), (t, sys.argv[2:])
+assert t['failed'] >= 1 and t['removed'] == (sys.argv[5] == 'removed'), t" "$dir/sched.json" "$mf" "$mc" "$mt" "$2" 2>"$dir/err" \
+                        && pass "$1: metrics and sched agree (failed $mf, cancelled $mc, tasks $mt)" \
+                        || fail "$1: $(cat "$dir/err")"
+        }
+        agree "after a failure" current
+        printf '{"sim": {"devices": 2, "profile": "910B3"}, "metrics": {"listen": "127.0.0.1:%s"},
+  "tenants": [{"name": "other", "class": "normal"}]}\n' "$port" >"$dir/npud.conf"
+        "$npuctl" --socket "$sock" reload >/dev/null || fail "reload removing lc-team"
+        agree "after a reload removed the tenant" removed
+        grep -q "tenant 'lc-team': a task failed" "$dir/npud.log" && pass "a failed task is logged" \
+                || fail "no failure line: $(cat "$dir/npud.log")"
+        # a burst of failures within 10 s (now of tenant default): one line at once, the rest
+        # summed up in one line (here at exit)
+        "$npuctl" --socket "$sock" fault inject 0 fail-next 5 >/dev/null || fail "fault inject 5"
+        for i in 1 2 3 4 5; do "$build/bin/example-matmul" "$sock" >/dev/null 2>&1; done
+        failsum=1
+fi
+
 scrape "$url/other" GET "$dir/other"
+
 [ "$(cat "$dir/other.status")" = 404 ] && pass "GET /other is 404" || fail "GET /other: $(cat "$dir/other.status")"
 scrape "$url/metrics" POST "$dir/post"
 [ "$(cat "$dir/post.status")" = 405 ] && pass "POST /metrics is 405" || fail "POST /metrics: $(cat "$dir/post.status")"
 stop_npud "tcp"
+if [ "${failsum:-0}" = 1 ]; then
+        n=$(grep -c "tenant 'default': a task failed" "$dir/npud.log")
+        [ "$n" = 1 ] && pass "5 failures within 10 s: one immediate line" || fail "$n immediate failure lines: $(cat "$dir/npud.log")"
+        grep -q "tenant 'default': 4 task(s) failed in the last [0-9]* s" "$dir/npud.log" \
+                && pass "the rest summed up in one line (flushed at exit)" || fail "no summary line: $(cat "$dir/npud.log")"
+fi
 
 # Unix socket, from the command line.
 msock=$dir/metrics.sock

@@ -40,6 +40,13 @@ j=json.load(open(sys.argv[1]))
 $code" "$dir/out" 2>"$dir/pyerr"; then pass "$what"; else
                 fail "$what"; sed 's/^/    /' "$dir/pyerr" | tail -3; sed 's/^/    /' "$dir/out" | head -20; fi
 }
+# pyraw WHAT CODE: run python CODE on the last command's stdout (sys.argv[1]), not parsed
+pyraw() {
+        what=$1; code=$2
+        if python3 -c "import sys
+$code" "$dir/out" 2>"$dir/pyerr"; then pass "$what"; else
+                fail "$what"; sed 's/^/    /' "$dir/pyerr" | tail -3; sed 's/^/    /' "$dir/out" | head -20; fi
+}
 # until_ok SECONDS CMD...: retry CMD until it succeeds
 until_ok() {
         t=$(( $1 * 20 )); shift
@@ -196,11 +203,20 @@ out_has "^batch,best-effort$" "tenants CSV row"
 expect_exit 0 "quota set (total)" quota set lc 2G
 expect_exit 0 "quota set --device" quota set lc --device 1 1.5M
 expect_exit 0 "tenants after quota set" --json tenants
-py "quota shows in tenants" "t={x['name']:x for x in j['tenants']}; assert t['lc']['memory_quota_total']==2<<30 and t['lc']['memory_quota_per_device']==1572864, t['lc']"
+py "quota shows in tenants" "t={x['name']:x for x in j['tenants']}; assert t['lc']['memory_quota_total']==2<<30 and t['lc']['memory_quota_per_device']==0, t['lc']"
+py "quota set --device sets only that device" "t={x['name']:x for x in j['tenants']}; assert t['lc']['memory_quota_by_device']==[0, 1572864] and t['lc']['runtime_quotas']=={'total': 2<<30, 'devices': [{'device': 1, 'bytes': 1572864}]}, t['lc']"
 expect_exit 0 "quota show lc" quota show lc
 out_has "2.0 GiB" "quota show gives the total quota"
+out_has "0:unlimited 1:1.5 MiB" "quota show gives the quota of each device"
 expect_exit 0 "quota show --csv" quota show --csv
-out_has "^lc,1048576,2147483648,1572864$" "quota show CSV"
+out_has "^lc,1048576,2147483648,0,0:0 1:1572864,total;device 1$" "quota show CSV: raw bytes, run-time quotas named"
+# below what the tenant already holds (1 MiB on device 1): a warning, and the JSON says so
+expect_exit 0 "quota set below usage" quota set lc --device 1 512K
+err_has "warning: tenant 'lc' already uses 1048576 bytes (device 1)" "quota set below usage warns"
+expect_exit 0 "quota set below usage --json" --json quota set lc --device 1 512K
+py "quota set JSON flags the quota below usage" "assert j['below_usage'] is True and j['memory_used']==1048576 and 'warning' in j and j['device']==1, j"
+expect_exit 0 "quota set above usage --json" --json quota set lc --device 1 1.5M
+py "quota set JSON without warning" "assert j['below_usage'] is False and 'warning' not in j, j"
 "$hold" "$sock" 1 1048576 0 >"$dir/hold2.out" 2>&1 && fail "allocation over the per-device quota succeeded" \
         || { grep -qi quota "$dir/hold2.out" && pass "per-device quota enforced" || fail "quota error: $(cat "$dir/hold2.out")"; }
 expect_exit 0 "quota set unlimited" quota set lc --device 1 unlimited
@@ -218,6 +234,26 @@ expect_exit 0 "sched --json" sched --json
 py "sched JSON" "lc=[t for t in j[0]['tenants'] if t['name']=='lc'][0]; assert lc['tasks'] > 0 and lc['engine_seconds'] > 0 and lc['share'] == 1.0 and lc['wait_p99_us'] >= lc['wait_p50_us'] >= 0"
 expect_exit 0 "sched --csv --fields" sched --csv --fields device,tenant,share
 out_has "^0,lc,1.000000$" "sched CSV row"
+
+# CSV is raw numbers everywhere: no units, no percent signs, utilization a fraction 0..1
+for cmd in devices health sessions mem tenants "quota show" sched "device show 0"; do
+        # shellcheck disable=SC2086
+        "$npuctl" --socket "$sock" --csv $cmd >"$dir/out" 2>"$dir/err" || { fail "$cmd --csv: $(cat "$dir/err")"; continue; }
+        pyraw "$cmd --csv has raw numbers only" "
+import csv, re
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert rows, 'no rows'
+for r in rows:
+    for k, v in r.items():
+        assert not re.search(r'[0-9.] ?(B|KiB|MiB|GiB|TiB|%|us|ms|s)\\b|unlimited', v or ''), (k, v)"
+done
+expect_exit 0 "devices --csv utilization and memory" devices --csv --fields id,memory,memory_used,cube,vector,aicpu,dma
+pyraw "CSV utilization is a fraction, memory raw bytes" "
+import csv
+for r in csv.DictReader(open(sys.argv[1])):
+    assert r['memory'] == r['memory_used'] and int(r['memory']) >= 0, r
+    for k in ('cube', 'vector', 'aicpu', 'dma'):
+        assert 0.0 <= float(r[k]) <= 1.0, (k, r[k])"
 
 # health, drain, undrain
 expect_exit 0 "health" health
@@ -257,8 +293,17 @@ if [ $root = 1 ]; then
         expect_exit 0 "health --csv with faults" health --csv --fields id,faults
         out_has "^1,fail-next=2;slow=3$" "health CSV lists the faults"
         expect_exit 0 "fault clear 1" fault clear 1
+        "$npuctl" --socket "$sock" --json sched >"$dir/sched0"
         expect_exit 0 "fault inject fail-next on device 0" fault inject 0 fail-next
         "$build/bin/example-matmul" "$sock" >/dev/null 2>&1 && fail "fail-next did not fail a task" || pass "fail-next fails the next task"
+        "$npuctl" --socket "$sock" --json sched >"$dir/out"
+        py "sched counts one failure for one failed task" "
+b=json.load(open('$dir/sched0'))
+def f(x, k): return sum(t[k] for t in x[0]['tenants'] if t['name']=='lc')
+assert f(j, 'failed') - f(b, 'failed') == 1, (f(j, 'failed'), f(b, 'failed'), f(j, 'cancelled'))
+assert 'cancelled' in j[0]['tenants'][0]"
+        expect_exit 0 "sched --csv has the cancelled column" sched --csv --fields tenant,failed,cancelled
+        out_has "^lc,[0-9]*,[0-9]*$" "sched CSV failed and cancelled"
         expect_exit 0 "faults after fail-next" --json health
         py "fail-next consumed" "assert j[0]['faults'] == [] and j[0]['health'] == 'ok'"
         expect_exit 2 "fault inject of an unknown kind" fault inject 0 melt
@@ -283,6 +328,17 @@ print(m[0]['id'] if m else '')" "$dir/out" "$py_pid")
         else
                 fail "raw connection not listed as a session: $(cat "$dir/out")"
         fi
+        # a libnpu client is told why: the error of its next call names the kill
+        "$hold" "$sock" 0 4096 3 >"$dir/hold3.out" 2>&1 &
+        h3=$!; pids="$pids $h3"
+        until_ok 5 grep -q ready "$dir/hold3.out"
+        "$npuctl" --socket "$sock" --json sessions >"$dir/out"
+        sid=$(python3 -c "import json,sys
+print([s['id'] for s in json.load(open(sys.argv[1])) if s['pid']==int(sys.argv[2])][0])" "$dir/out" "$h3")
+        expect_exit 0 "session kill of a libnpu client" session kill "$sid"
+        wait $h3; r=$?
+        [ $r = 3 ] && grep -q "connection to npud lost: killed by administrator (uid 0 via socket)" "$dir/hold3.out" \
+                && pass "killed client's error carries the reason" || fail "killed client: exit $r: $(cat "$dir/hold3.out")"
         expect_exit 1 "session kill of an unknown session" session kill 999999
         err_has 999999 "unknown session named"
         expect_exit 2 "session kill of a non-number" session kill abc
@@ -293,9 +349,42 @@ print(m[0]['id'] if m else '')" "$dir/out" "$py_pid")
              {"name": "batch", "class": "best-effort", "weight": 2, "uids": [65534]},
              {"name": "extra", "class": "normal"}]}
 EOF
+        expect_exit 0 "quota set before reload" quota set lc 3G
         expect_exit 0 "reload" reload
+        out_has "tenant 'lc' keeps its total quota set with 'npuctl quota set'" "reload names the run-time quotas it keeps"
         expect_exit 0 "tenants after reload" --json tenants
         py "reload added a tenant" "assert [t['name'] for t in j['tenants']] == ['default', 'lc', 'batch', 'extra']"
+        py "run-time quota survives a reload that leaves the file's quota alone" "t={x['name']:x for x in j['tenants']}; assert t['lc']['memory_quota_total']==3<<30 and t['lc']['runtime_quotas']['total']==3<<30, t['lc']"
+        # the file now sets lc's total quota: the file wins for that quota only
+        cat >"$conf" <<'EOF'
+{"tenants": [{"name": "lc", "class": "latency-critical", "uids": [0], "memory_quota": {"total": 1073741824}},
+             {"name": "batch", "class": "best-effort", "weight": 2, "uids": [65534]},
+             {"name": "extra", "class": "normal"}]}
+EOF
+        expect_exit 0 "reload --json with a changed quota" --json reload
+        py "reload JSON: the changed quota is the file's, the others stay" "assert j['runtime_quotas_dropped']==[{'tenant': 'lc', 'quota': 'total'}] and j['runtime_quotas_kept']==[{'tenant': 'lc', 'quota': 'device 1'}], j"
+        expect_exit 0 "tenants after the quota changed in the file" --json tenants
+        py "file's new total wins" "t={x['name']:x for x in j['tenants']}; assert t['lc']['memory_quota_total']==1<<30 and 'total' not in t['lc']['runtime_quotas'], t['lc']"
+        # a tenant removed by a reload: its work stays in sched and device show
+        cat >"$conf" <<'EOF'
+{"tenants": [{"name": "batch", "class": "best-effort", "weight": 2, "uids": [65534]},
+             {"name": "extra", "class": "normal"}]}
+EOF
+        expect_exit 0 "reload removing lc" reload
+        expect_exit 0 "sched --json after lc was removed" --json sched
+        py "removed tenant's work stays in sched" "lc=[t for t in j[0]['tenants'] if t['name']=='lc']; assert lc and lc[0]['removed'] is True and lc[0]['tasks'] > 0, j[0]"
+        expect_exit 0 "sched table after lc was removed" sched
+        out_has "lc (removed)" "sched table marks the removed tenant"
+        expect_exit 0 "device show after lc was removed" device show 0
+        out_has "lc (removed)" "device show keeps the removed tenant's work"
+        cat >"$conf" <<'EOF'
+{"tenants": [{"name": "lc", "class": "latency-critical", "uids": [0]},
+             {"name": "batch", "class": "best-effort", "weight": 2, "uids": [65534]},
+             {"name": "extra", "class": "normal"}]}
+EOF
+        expect_exit 0 "reload naming lc again" reload
+        expect_exit 0 "sched --json after lc came back" --json sched
+        py "a tenant named again takes its statistics back" "lc=[t for t in j[0]['tenants'] if t['name']=='lc']; assert len(lc)==1 and lc[0]['removed'] is False and lc[0]['tasks'] > 0, j[0]"
         cat >"$conf" <<'EOF'
 {"tenants": [{"name": "lc", "clas": "latency-critical"}]}
 EOF

@@ -215,15 +215,20 @@ grep -q " STOPPING=1" "$nlog" && pass "STOPPING=1 on SIGTERM" || fail "no STOPPI
 
 # --- 6: logging -----------------------------------------------------------------------------------
 # $JOURNAL_STREAM that is not fd 2 (a child of a service whose stderr was redirected): plain.
-JOURNAL_STREAM=1:1 "$npud" --socket "$sock" --sim-devices 1 --log-level info 2>"$dir/plain.log" &
+mport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+JOURNAL_STREAM=1:1 "$npud" --socket "$sock" --sim-devices 1 --log-level debug \
+        --metrics-listen "127.0.0.1:$mport" 2>"$dir/plain.log" &
 ppid=$!; pids="$pids $ppid"
 wait_for "$dir/plain.log" "npud ready" || fail "npud did not start with a foreign JOURNAL_STREAM"
 "$npuctl" --socket "$sock" version >/dev/null 2>&1
 wait_for "$dir/plain.log" "session [0-9]+ closed"
 kill -TERM $ppid; wait $ppid
-grep -q '^npud\[info\]: session [0-9]* opened: pid' "$dir/plain.log" \
-        && pass "plain log lines when JOURNAL_STREAM is not stderr" \
+grep -Eq '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z npud\[debug\]: session [0-9]+ opened: pid' "$dir/plain.log" \
+        && pass "plain log lines with a UTC timestamp when JOURNAL_STREAM is not stderr; sessions at debug" \
         || { fail "plain log lines"; cat "$dir/plain.log"; }
+grep -Eq "npud\[info\]: metrics: listening on http://127\.0\.0\.1:$mport/metrics" "$dir/plain.log" \
+        && pass "the metrics address is logged at start" \
+        || { fail "metrics address not logged"; cat "$dir/plain.log"; }
 # JOURNAL_STREAM naming fd 2: entries go to /run/systemd/journal/socket with fields. A private
 # mount namespace with a tmpfs on /run lets a fake journald listen there.
 cat >"$dir/journal.py" <<'EOF'
@@ -245,9 +250,11 @@ jpid=$!
 i=0; while [ ! -e "$1/journal.log.ready" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
 : >"$1/stderr.log"
 exec 2>>"$1/stderr.log"
-JOURNAL_STREAM=$(stat -c '%d:%i' "$1/stderr.log") "$2" --socket "$1/j.sock" --sim-devices 1 &
+JOURNAL_STREAM=$(stat -c '%d:%i' "$1/stderr.log") "$2" --socket "$1/j.sock" --sim-devices 1 --log-level debug &
 npid=$!
 i=0; while ! "$3" --socket "$1/j.sock" version >/dev/null 2>&1 && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+"$3" --socket "$1/j.sock" drain 0 >/dev/null 2>&1
+"$3" --socket "$1/j.sock" fault inject 0 fail-device >/dev/null 2>&1
 sleep 0.3
 kill -TERM $npid; wait $npid
 kill $jpid
@@ -261,8 +268,18 @@ fi
 if [ $rc = 77 ] || grep -q "unshare failed" "$dir/unshare.err" 2>/dev/null; then
         echo "skip: structured journal entries (needs root and a mount namespace)"
 else
+        if grep 'MESSAGE=device 0 draining' "$dir/journal.log" | grep 'by uid 0 pid [0-9]* via socket' \
+                | grep 'MESSAGE_ID=85fa777a48334f35bc05377e5655c824' | grep 'NPUD_UID=0' \
+                | grep 'NPUD_VIA=socket' | grep 'NPUD_PID=' | grep -q 'NPUD_DEVICE=0'; then
+                pass "admin actions name who did them: MESSAGE_ID, NPUD_UID, NPUD_PID, NPUD_VIA"
+        else
+                fail "audit entry of a drain"; cat "$dir/journal.log"
+        fi
+        grep 'MESSAGE=device 0 failed' "$dir/journal.log" | grep 'PRIORITY=3' \
+                | grep -q 'MESSAGE_ID=4a87292b65194eb4978a5af1e72c0f32' \
+                && pass "a device failure is logged at error" || { fail "device failure entry"; cat "$dir/journal.log"; }
         if grep 'MESSAGE=session [0-9]* opened' "$dir/journal.log" | grep 'NPUD_SESSION=' \
-                | grep 'NPUD_PID=' | grep 'NPUD_TENANT=' | grep 'PRIORITY=6' \
+                | grep 'NPUD_PID=' | grep 'NPUD_TENANT=' | grep 'PRIORITY=7' \
                 | grep -q 'SYSLOG_IDENTIFIER=npud'; then
                 pass "journal entries carry NPUD_SESSION, NPUD_PID, NPUD_TENANT, PRIORITY, SYSLOG_IDENTIFIER"
         else

@@ -139,6 +139,8 @@ START_TEST(test_listings)
                         found = 1;
                         ck_assert_uint_ge(sched[i].tasks, 1);
                         ck_assert(sched[i].share > 0 && sched[i].share <= 1);
+                        ck_assert_uint_eq(sched[i].cancelled, 0);
+                        ck_assert_int_eq(sched[i].removed, 0);
                 }
         }
         ck_assert_int_eq(found, 1);

@@ -5,6 +5,7 @@
 #include <check.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -105,6 +106,61 @@ START_TEST(test_fault_stays_on_its_stream)
         ck_assert_mem_eq(back, data, sizeof(data));
         OK(npu_synchronize(ctx));
         npu_disconnect(other);
+}
+END_TEST
+
+/* The failed and cancelled counts of `sched` for the default tenant on device 0. */
+static void sched_counts(json_int_t *failed, json_int_t *cancelled, json_int_t *tasks)
+{
+        char *text = NULL;
+        json_t *j, *t;
+        size_t i;
+
+        OK(npu_admin_call(ctx, "sched", NULL, &text));
+        j = json_loads(text, 0, NULL);
+        ck_assert_ptr_nonnull(j);
+        *failed = *cancelled = *tasks = -1;
+        json_array_foreach(json_object_get(json_array_get(json_object_get(j, "devices"), 0), "tenants"), i, t)
+                if (strcmp(json_string_value(json_object_get(t, "name")), "default") == 0) {
+                        *failed = json_integer_value(json_object_get(t, "failed"));
+                        *cancelled = json_integer_value(json_object_get(t, "cancelled"));
+                        *tasks = json_integer_value(json_object_get(t, "tasks"));
+                }
+        json_decref(j);
+        free(text);
+}
+
+/* fail-next 3 used to show 3 failures at the client and 9 in `sched`: the work queued behind
+ * each failure, cancelled unrun, was counted as failed too. Now one failed task is one
+ * failure; what was cancelled behind it is counted apart. */
+START_TEST(test_failed_counted_apart_from_cancelled)
+{
+        enum { ROUNDS = 3, BEHIND = 16 };
+        npu_buffer_t b;
+        npu_stream_t s;
+        json_int_t f0, c0, t0, f1, c1, t1;
+
+        OK(npu_malloc(ctx, 0, 4096, &b));
+        OK(npu_stream_create(ctx, 0, 0, &s));
+        OK(npu_memset(ctx, b, 0, 0, 4096));
+        sched_counts(&f0, &c0, &t0);
+        admin("fault_inject", "{\"device\": 0, \"kind\": \"fail-next\", \"value\": 3}");
+        for (int r = 0; r < ROUNDS; r++) {
+                /* one batch: the scheduler chains small tasks into one unit */
+                for (int i = 0; i <= BEHIND; i++)
+                        OK(npu_memset_async(ctx, s, b, 0, (uint8_t)i, 4096, NULL));
+                ck_assert_int_eq(npu_stream_synchronize(ctx, s), NPU_ERR_DEVICE);
+        }
+        sched_counts(&f1, &c1, &t1);
+        ck_assert_msg(f1 - f0 == ROUNDS, "failed went from %lld to %lld (cancelled %lld -> %lld)",
+                      (long long)f0, (long long)f1, (long long)c0, (long long)c1);
+        ck_assert_msg(t1 - t0 == (f1 - f0) + (c1 - c0), "tasks %lld -> %lld, failed +%lld, cancelled +%lld",
+                      (long long)t0, (long long)t1, (long long)(f1 - f0), (long long)(c1 - c0));
+        printf("errors: fail-next 3 with %d tasks behind each: failed +%lld, cancelled +%lld\n",
+               BEHIND, (long long)(f1 - f0), (long long)(c1 - c0));
+        OK(npu_memset_async(ctx, s, b, 0, 1, 4096, NULL));
+        OK(npu_stream_synchronize(ctx, s));
+        OK(npu_free(ctx, b));
 }
 END_TEST
 
@@ -229,6 +285,7 @@ int main(void)
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_set_timeout(tc, 60);
         tcase_add_test(tc, test_detail_survives_later_success);
+        tcase_add_test(tc, test_failed_counted_apart_from_cancelled);
         tcase_add_test(tc, test_fault_stays_on_its_stream);
         tcase_add_test(tc, test_threads_keep_their_errors);
         tcase_add_test(tc, test_comm_not_utf8_listed);
