@@ -49,7 +49,7 @@ static int cast_check(const struct ops_def *def, const struct ops_call *call, ch
 static int cast_run(const struct ops_def *def, const struct ops_call *call, char *err,
                     size_t errlen)
 {
-        ops_convert_tensor(&call->in[0], &call->out[0]);
+        ops_convert_tensor_opset(&call->in[0], &call->out[0], call->opset);
         return 0;
 }
 

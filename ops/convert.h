@@ -19,5 +19,11 @@ void ops_convert(int ddtype, void *dst, int sdtype, const void *src, int64_t sst
 /* in to out's dtype, element for element (same element count); out may start at in's
  * address even when the sizes differ. */
 void ops_convert_tensor(const struct ops_tensor *in, const struct ops_tensor *out);
+/* Whether Cast and CastLike of a model declaring opset (0: a wire launch, no model) truncate
+ * floats to bfloat16 instead of rounding to nearest even; see convert.c. */
+int ops_convert_bf16_truncates(int opset);
+/* ops_convert_tensor as Cast/CastLike of a model declaring opset compute it. */
+void ops_convert_tensor_opset(const struct ops_tensor *in, const struct ops_tensor *out,
+                              int opset);
 
 #endif

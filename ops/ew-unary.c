@@ -190,7 +190,7 @@ static int castlike_check(const struct ops_def *def, const struct ops_call *call
 static int castlike_run(const struct ops_def *def, const struct ops_call *call, char *err,
                         size_t errlen)
 {
-        ops_convert_tensor(&call->in[0], &call->out[0]);
+        ops_convert_tensor_opset(&call->in[0], &call->out[0], call->opset);
         return 0;
 }
 

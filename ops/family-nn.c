@@ -1,7 +1,7 @@
-/* The nn kernel family's registry list (kernels live in their own files, nn-*.c; MatMul,
- * which wire launches use, is in the core list of ops.c). Where an operator has several
- * definitions (one per ONNX semantics change) the newest comes first, so that ops_lookup,
- * which wire launches use, finds it. */
+/* The nn kernel family's registry list (kernels live in their own files, nn-*.c, and the
+ * signal operators in spectral.c; MatMul, which wire launches use, is in the core list of
+ * ops.c). Where an operator has several definitions (one per ONNX semantics change) the
+ * newest comes first, so that ops_lookup, which wire launches use, finds it. */
 #include "nn-common.h"
 
 const struct ops_def *const ops_family_nn[] = {
@@ -39,5 +39,11 @@ const struct ops_def *const ops_family_nn[] = {
         &ops_roi_align_def,
         &ops_roi_align10_def,
         &ops_grid_sample_def,
+        &ops_hann_window_def,
+        &ops_hamming_window_def,
+        &ops_blackman_window_def,
+        &ops_mel_weight_matrix_def,
+        &ops_dft_def,
+        &ops_stft_def,
         NULL,
 };

@@ -1,6 +1,7 @@
-/* The shape kernel family's registry list (kernels in shape.c, shape-move.c, shape-index.c
- * and shape-resize.c). Where an operator has several definitions (one per ONNX semantics
- * change) the newest comes first, so that ops_lookup, which wire launches use, finds it. */
+/* The shape kernel family's registry list (kernels in shape.c, shape-move.c, shape-index.c,
+ * shape-resize.c, and random.c for the random generators). Where an operator has several
+ * definitions (one per ONNX semantics change) the newest comes first, so that ops_lookup,
+ * which wire launches use, finds it. */
 #include "shape-common.h"
 
 const struct ops_def *const ops_family_shape[] = {
@@ -49,5 +50,11 @@ const struct ops_def *const ops_family_shape[] = {
         &ops_resize11_def,
         &ops_resize10_def,
         &ops_upsample_def,
+        &ops_random_normal_def,
+        &ops_random_uniform_def,
+        &ops_random_normal_like_def,
+        &ops_random_uniform_like_def,
+        &ops_bernoulli_def,
+        &ops_multinomial_def,
         NULL,
 };

@@ -13,6 +13,9 @@
 #include "ops-internal.h"
 
 extern const struct ops_def ops_gemm_def;
+/* spectral.c */
+extern const struct ops_def ops_hann_window_def, ops_hamming_window_def, ops_blackman_window_def;
+extern const struct ops_def ops_mel_weight_matrix_def, ops_dft_def, ops_stft_def;
 extern const struct ops_def ops_conv_def;
 extern const struct ops_def ops_conv_transpose_def;
 extern const struct ops_def ops_conv_integer_def;

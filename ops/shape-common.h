@@ -47,6 +47,10 @@ extern const struct ops_def ops_one_hot_def, ops_non_zero_def, ops_compress_def,
         ops_unique_def;
 extern const struct ops_def ops_resize_def, ops_resize11_def, ops_resize10_def,
         ops_upsample_def;
+/* random.c */
+extern const struct ops_def ops_random_normal_def, ops_random_uniform_def;
+extern const struct ops_def ops_random_normal_like_def, ops_random_uniform_like_def;
+extern const struct ops_def ops_bernoulli_def, ops_multinomial_def;
 
 /* Dtype sets as bit masks of proto dtype codes. */
 #define SHP_T(d) (1u << (d))

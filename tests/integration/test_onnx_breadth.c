@@ -1,0 +1,391 @@
+/* The ONNX breadth of issue 15 through the real npud and libnpu (npu_graph_run_host):
+ * a model of opset 6 whose Add broadcasts along an axis (converted on import), RandomNormal
+ * with a seed giving the same numbers on every run with the right statistics, CastLike
+ * accepting a "like" input bound with another shape and truncating to bfloat16 at opset
+ * 17, DFT of an impulse, and STFT refusing a zero frame_step with a message naming the
+ * node. */
+#include <check.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <onnx.pb-c.h>
+
+#include "harness.h"
+#include "npu.h"
+
+static struct npud_proc daemon_proc;
+static npu_context_t *ctx;
+
+static void setup(void)
+{
+        ck_assert_int_eq(harness_start(&daemon_proc, NULL), 0);
+        ck_assert_int_eq(npu_connect(daemon_proc.sock, &ctx), NPU_OK);
+}
+
+static void teardown(void)
+{
+        npu_disconnect(ctx);
+        ctx = NULL;
+        ck_assert_int_eq(harness_stop(&daemon_proc), 0);
+}
+
+#define OK(expr) ck_assert_msg((expr) == NPU_OK, "%s: %s", #expr, npu_error_message())
+
+/* ---- building models: every allocation is kept until the model is packed ---- */
+
+static void *keep[1024];
+static int nkeep;
+
+static void *K(size_t n)
+{
+        void *p = calloc(1, n ? n : 1);
+
+        ck_assert_ptr_nonnull(p);
+        ck_assert_int_lt(nkeep, 1024);
+        keep[nkeep++] = p;
+        return p;
+}
+
+static void keep_free(void)
+{
+        while (nkeep)
+                free(keep[--nkeep]);
+}
+
+static void **list(int n, ...)
+{
+        void **v = K(sizeof(void *) * (size_t)(n ? n : 1));
+        va_list ap;
+
+        va_start(ap, n);
+        for (int i = 0; i < n; i++)
+                v[i] = va_arg(ap, void *);
+        va_end(ap);
+        return v;
+}
+
+/* A tensor value; ndim < 0: no shape; an extent < 0: open. */
+static Onnx__ValueInfoProto *tvalue(const char *name, int dtype, int ndim, const int64_t *dims)
+{
+        Onnx__ValueInfoProto *vi = K(sizeof(*vi));
+        Onnx__TypeProto *tp = K(sizeof(*tp));
+        Onnx__TypeProto__Tensor *tt = K(sizeof(*tt));
+
+        onnx__value_info_proto__init(vi);
+        onnx__type_proto__init(tp);
+        onnx__type_proto__tensor__init(tt);
+        vi->name = (char *)name;
+        vi->type = tp;
+        tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+        tp->tensor_type = tt;
+        tt->has_elem_type = 1;
+        tt->elem_type = dtype;
+        if (ndim >= 0) {
+                Onnx__TensorShapeProto *sh = K(sizeof(*sh));
+
+                onnx__tensor_shape_proto__init(sh);
+                tt->shape = sh;
+                sh->n_dim = (size_t)ndim;
+                sh->dim = K(sizeof(*sh->dim) * (size_t)(ndim ? ndim : 1));
+                for (int i = 0; i < ndim; i++) {
+                        Onnx__TensorShapeProto__Dimension *d = K(sizeof(*d));
+
+                        onnx__tensor_shape_proto__dimension__init(d);
+                        if (dims[i] < 0) { /* open */
+                                d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+                                d->dim_param = (char *)"n";
+                        } else {
+                                d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+                                d->dim_value = dims[i];
+                        }
+                        sh->dim[i] = d;
+                }
+        }
+        return vi;
+}
+
+static Onnx__NodeProto *node(const char *op, int nin, const char *const *in, int nout,
+                             const char *const *out)
+{
+        Onnx__NodeProto *n = K(sizeof(*n));
+
+        onnx__node_proto__init(n);
+        n->op_type = (char *)op;
+        n->n_input = (size_t)nin;
+        n->input = K(sizeof(char *) * (size_t)(nin ? nin : 1));
+        memcpy(n->input, in, sizeof(char *) * (size_t)nin);
+        n->n_output = (size_t)nout;
+        n->output = K(sizeof(char *) * (size_t)nout);
+        memcpy(n->output, out, sizeof(char *) * (size_t)nout);
+        return n;
+}
+
+static void node_attr(Onnx__NodeProto *n, Onnx__AttributeProto *a)
+{
+        Onnx__AttributeProto **v = K(sizeof(*v) * (n->n_attribute + 1));
+
+        memcpy(v, n->attribute, sizeof(*v) * n->n_attribute);
+        v[n->n_attribute++] = a;
+        n->attribute = v;
+}
+
+static void attr_i(Onnx__NodeProto *n, const char *name, int64_t i)
+{
+        Onnx__AttributeProto *a = K(sizeof(*a));
+
+        onnx__attribute_proto__init(a);
+        a->name = (char *)name;
+        a->has_type = 1;
+        a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+        a->has_i = 1;
+        a->i = i;
+        node_attr(n, a);
+}
+
+static void attr_f(Onnx__NodeProto *n, const char *name, float f)
+{
+        Onnx__AttributeProto *a = K(sizeof(*a));
+
+        onnx__attribute_proto__init(a);
+        a->name = (char *)name;
+        a->has_type = 1;
+        a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
+        a->has_f = 1;
+        a->f = f;
+        node_attr(n, a);
+}
+
+static void attr_ints(Onnx__NodeProto *n, const char *name, int cnt, const int64_t *v)
+{
+        Onnx__AttributeProto *a = K(sizeof(*a));
+
+        onnx__attribute_proto__init(a);
+        a->name = (char *)name;
+        a->has_type = 1;
+        a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
+        a->n_ints = (size_t)cnt;
+        a->ints = K(sizeof(int64_t) * (size_t)(cnt ? cnt : 1));
+        memcpy(a->ints, v, sizeof(int64_t) * (size_t)cnt);
+        node_attr(n, a);
+}
+
+struct model {
+        int opset;
+        int nnode, nin, nout;
+        Onnx__NodeProto *nodes[8];
+        Onnx__ValueInfoProto *in[8], *out[8];
+        
+};
+
+/* Packs m and loads it into npud. */
+static npu_status_t load(const struct model *mm, npu_graph_t *ret)
+{
+        Onnx__ModelProto *m = K(sizeof(*m));
+        Onnx__OperatorSetIdProto *o = K(sizeof(*o));
+        Onnx__GraphProto *g = K(sizeof(*g));
+        npu_status_t st;
+        uint8_t *buf;
+        size_t len;
+
+        onnx__model_proto__init(m);
+        onnx__operator_set_id_proto__init(o);
+        onnx__graph_proto__init(g);
+        o->domain = (char *)"";
+        o->has_version = 1;
+        o->version = mm->opset;
+        m->n_opset_import = 1;
+        m->opset_import = (Onnx__OperatorSetIdProto **)list(1, o);
+        g->n_node = (size_t)mm->nnode;
+        g->node = (Onnx__NodeProto **)mm->nodes;
+        g->n_input = (size_t)mm->nin;
+        g->input = (Onnx__ValueInfoProto **)mm->in;
+        g->n_output = (size_t)mm->nout;
+        g->output = (Onnx__ValueInfoProto **)mm->out;
+        m->graph = g;
+        len = onnx__model_proto__get_packed_size(m);
+        buf = malloc(len);
+        ck_assert_ptr_nonnull(buf);
+        onnx__model_proto__pack(m, buf);
+        keep_free();
+        st = npu_graph_load(ctx, 0, buf, len, ret);
+        free(buf);
+        return st;
+}
+
+
+static npu_host_tensor_t hin(void *data, uint64_t bytes, npu_dtype_t dtype, int ndim, ...)
+{
+        npu_host_tensor_t t = { .data = data, .bytes = bytes, .dtype = dtype, .ndim = ndim };
+        va_list ap;
+
+        va_start(ap, ndim);
+        for (int i = 0; i < ndim; i++)
+                t.dims[i] = va_arg(ap, int64_t);
+        va_end(ap);
+        return t;
+}
+
+START_TEST(test_opset6_add_axis)
+{
+        static const int64_t da[] = { 2, 3, 2 }, db[] = { 3 };
+        float a[12], b[3] = { 10, 20, 30 }, y[12];
+        struct model m = { .opset = 6 };
+        npu_host_tensor_t in[2], out[1] = { { .data = y, .bytes = sizeof(y) } };
+        npu_graph_t g;
+
+        m.nodes[0] = node("Add", 2, (const char *[]){ "a", "b" }, 1, (const char *[]){ "y" });
+        attr_i(m.nodes[0], "broadcast", 1);
+        attr_i(m.nodes[0], "axis", 1);
+        m.nnode = 1;
+        m.in[m.nin++] = tvalue("a", NPU_FLOAT32, 3, da);
+        m.in[m.nin++] = tvalue("b", NPU_FLOAT32, 1, db);
+        m.out[m.nout++] = tvalue("y", NPU_FLOAT32, 3, da);
+        OK(load(&m, &g));
+        for (int i = 0; i < 12; i++)
+                a[i] = (float)i;
+        in[0] = hin(a, sizeof(a), NPU_FLOAT32, 3, (int64_t)2, (int64_t)3, (int64_t)2);
+        in[1] = hin(b, sizeof(b), NPU_FLOAT32, 1, (int64_t)3);
+        OK(npu_graph_run_host(ctx, g, in, 2, out, 1));
+        for (int i = 0; i < 12; i++)
+                ck_assert_float_eq(y[i], a[i] + b[(i / 2) % 3]);
+        OK(npu_graph_unload(ctx, g));
+}
+END_TEST
+
+START_TEST(test_random_normal_seeded)
+{
+        enum { N = 20000 };
+        static const int64_t shape[] = { N };
+        static float y1[N], y2[N];
+        struct model m = { .opset = 17 };
+        npu_host_tensor_t out[1];
+        double s = 0, s2 = 0;
+        npu_graph_t g;
+
+        m.nodes[0] = node("RandomNormal", 0, NULL, 1, (const char *[]){ "y" });
+        attr_ints(m.nodes[0], "shape", 1, shape);
+        attr_f(m.nodes[0], "seed", 42);
+        attr_f(m.nodes[0], "mean", 1);
+        attr_f(m.nodes[0], "scale", 2);
+        m.nnode = 1;
+        m.out[m.nout++] = tvalue("y", NPU_FLOAT32, 1, shape);
+        OK(load(&m, &g));
+        out[0] = (npu_host_tensor_t){ .data = y1, .bytes = sizeof(y1) };
+        OK(npu_graph_run_host(ctx, g, NULL, 0, out, 1));
+        out[0] = (npu_host_tensor_t){ .data = y2, .bytes = sizeof(y2) };
+        OK(npu_graph_run_host(ctx, g, NULL, 0, out, 1));
+        ck_assert_int_eq(memcmp(y1, y2, sizeof(y1)), 0);
+        for (int i = 0; i < N; i++) {
+                s += y1[i];
+                s2 += (double)y1[i] * y1[i];
+        }
+        s /= N;
+        s2 = s2 / N - s * s;
+        /* standard errors: mean 0.014, variance 0.04 */
+        ck_assert_msg(fabs(s - 1) < 0.08 && fabs(s2 - 4) < 0.25, "mean %g variance %g", s, s2);
+        OK(npu_graph_unload(ctx, g));
+}
+END_TEST
+
+START_TEST(test_castlike_bf16_like_any_shape)
+{
+        static const int64_t d4[] = { 4 }, d23[] = { 2, 3 };
+        uint32_t bits[4] = { 0x3ef5e000, 0x3f800000, 0xbf7fffff, 0x40490fdb };
+        float x[4];
+        uint16_t like = 0, y[4];
+        struct model m = { .opset = 17 };
+        npu_host_tensor_t in[2], out[1] = { { .data = y, .bytes = sizeof(y) } };
+        npu_graph_t g;
+
+        memcpy(x, bits, sizeof(x));
+        m.nodes[0] = node("CastLike", 2, (const char *[]){ "x", "like" }, 1,
+                          (const char *[]){ "y" });
+        m.nnode = 1;
+        m.in[m.nin++] = tvalue("x", NPU_FLOAT32, 1, d4);
+        m.in[m.nin++] = tvalue("like", NPU_BFLOAT16, 2, d23);
+        m.out[m.nout++] = tvalue("y", NPU_BFLOAT16, 1, d4);
+        OK(load(&m, &g));
+        in[0] = hin(x, sizeof(x), NPU_FLOAT32, 1, (int64_t)4);
+        in[1] = hin(&like, sizeof(like), NPU_BFLOAT16, 1, (int64_t)1);
+        OK(npu_graph_run_host(ctx, g, in, 2, out, 1));
+        for (int i = 0; i < 4; i++)
+                ck_assert_uint_eq(y[i], bits[i] >> 16); /* truncated, opset 17 */
+        OK(npu_graph_unload(ctx, g));
+}
+END_TEST
+
+START_TEST(test_dft_and_bad_stft)
+{
+        static const int64_t dx[] = { 1, 8, 1 }, dy[] = { 1, 8, 2 }, dsig[] = { 1, 16, 1 };
+        static const int64_t dout[] = { 1, -1, 5, 2 }, d0[] = { 0 };
+        float x[8] = { 1 }, y[16], sig[16] = { 0 }, spec[200];
+        int64_t step = 0, flen = 8;
+        struct model m = { .opset = 17 };
+        npu_host_tensor_t in[3], out[1] = { { .data = y, .bytes = sizeof(y) } };
+        npu_graph_t g;
+
+        m.nodes[0] = node("DFT", 1, (const char *[]){ "x" }, 1, (const char *[]){ "y" });
+        m.nnode = 1;
+        m.in[m.nin++] = tvalue("x", NPU_FLOAT32, 3, dx);
+        m.out[m.nout++] = tvalue("y", NPU_FLOAT32, 3, dy);
+        OK(load(&m, &g));
+        in[0] = hin(x, sizeof(x), NPU_FLOAT32, 3, (int64_t)1, (int64_t)8, (int64_t)1);
+        OK(npu_graph_run_host(ctx, g, in, 1, out, 1));
+        for (int k = 0; k < 8; k++) {
+                ck_assert_float_eq_tol(y[2 * k], 1, 1e-6);
+                ck_assert_float_eq_tol(y[2 * k + 1], 0, 1e-6);
+        }
+        OK(npu_graph_unload(ctx, g));
+
+        m = (struct model){ .opset = 17 };
+        m.nodes[0] = node("STFT", 4, (const char *[]){ "sig", "step", "", "len" }, 1,
+                          (const char *[]){ "spec" });
+        m.nodes[0]->name = (char *)"spectrum";
+        m.nnode = 1;
+        m.in[m.nin++] = tvalue("sig", NPU_FLOAT32, 3, dsig);
+        m.in[m.nin++] = tvalue("step", NPU_INT64, 0, d0);
+        m.in[m.nin++] = tvalue("len", NPU_INT64, 0, d0);
+        m.out[m.nout++] = tvalue("spec", NPU_FLOAT32, 4, dout);
+        OK(load(&m, &g));
+        in[0] = hin(sig, sizeof(sig), NPU_FLOAT32, 3, (int64_t)1, (int64_t)16, (int64_t)1);
+        in[1] = hin(&step, sizeof(step), NPU_INT64, 0);
+        in[2] = hin(&flen, sizeof(flen), NPU_INT64, 0);
+        out[0] = (npu_host_tensor_t){ .data = spec, .bytes = sizeof(spec), .dtype = NPU_FLOAT32,
+                                      .ndim = 4, .dims = { 1, 3, 5, 2 } };
+        ck_assert_int_ne(npu_graph_run_host(ctx, g, in, 3, out, 1), NPU_OK);
+        ck_assert_msg(strstr(npu_error_message(), "spectrum") &&
+                              strstr(npu_error_message(), "frame_step 0 < 1"),
+                      "%s", npu_error_message());
+        /* a good step: (16 - 8) / 4 + 1 = 3 frames of 5 bins */
+        step = 4;
+        out[0] = (npu_host_tensor_t){ .data = spec, .bytes = sizeof(spec), .dtype = NPU_FLOAT32,
+                                      .ndim = 4, .dims = { 1, 3, 5, 2 } };
+        OK(npu_graph_run_host(ctx, g, in, 3, out, 1));
+        ck_assert_int_eq(out[0].dims[1], 3);
+        OK(npu_graph_unload(ctx, g));
+}
+END_TEST
+
+int main(void)
+{
+        Suite *s = suite_create("onnx_breadth");
+        TCase *tc = tcase_create("onnx_breadth");
+        SRunner *sr;
+        int failed;
+
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_set_timeout(tc, 60);
+        tcase_add_test(tc, test_opset6_add_axis);
+        tcase_add_test(tc, test_random_normal_seeded);
+        tcase_add_test(tc, test_castlike_bf16_like_any_shape);
+        tcase_add_test(tc, test_dft_and_bad_stft);
+        suite_add_tcase(s, tc);
+        sr = srunner_create(s);
+        srunner_run_all(sr, CK_NORMAL);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed ? 1 : 0;
+}
