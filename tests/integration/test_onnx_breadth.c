@@ -116,7 +116,8 @@ static Onnx__NodeProto *node(const char *op, int nin, const char *const *in, int
         n->op_type = (char *)op;
         n->n_input = (size_t)nin;
         n->input = K(sizeof(char *) * (size_t)(nin ? nin : 1));
-        memcpy(n->input, in, sizeof(char *) * (size_t)nin);
+        if (nin)
+                memcpy(n->input, in, sizeof(char *) * (size_t)nin);
         n->n_output = (size_t)nout;
         n->output = K(sizeof(char *) * (size_t)nout);
         memcpy(n->output, out, sizeof(char *) * (size_t)nout);
@@ -127,7 +128,8 @@ static void node_attr(Onnx__NodeProto *n, Onnx__AttributeProto *a)
 {
         Onnx__AttributeProto **v = K(sizeof(*v) * (n->n_attribute + 1));
 
-        memcpy(v, n->attribute, sizeof(*v) * n->n_attribute);
+        if (n->n_attribute) /* memcpy from a NULL array is undefined even for 0 bytes */
+                memcpy(v, n->attribute, sizeof(*v) * n->n_attribute);
         v[n->n_attribute++] = a;
         n->attribute = v;
 }
