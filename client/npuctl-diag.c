@@ -323,7 +323,12 @@ static npu_status_t diag_connect(struct npuctl *c, npu_context_t **ret)
                 }
                 json_decref(res);
         }
-        return npu_connect(c->socket, ret);
+        npu_status_t st = npu_connect(c->socket, ret);
+        if (st == NPU_OK)
+                fprintf(stderr, "npuctl diag: no best-effort tenant admits this user; running in "
+                                "tenant '%s' at the lowest stream priority\n",
+                        npuctl_esc(npu_tenant(*ret)));
+        return st;
 }
 
 int npuctl_cmd_diag(struct npuctl *c, int argc, char **argv)
