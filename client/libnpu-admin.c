@@ -335,11 +335,13 @@ NPU_EXPORT npu_status_t npu_admin_fault_inject(npu_context_t *ctx, int device, n
 {
         static const char *const names[] = { [NPU_FAULT_FAIL_NEXT] = "fail-next",
                                              [NPU_FAULT_FAIL_DEVICE] = "fail-device",
-                                             [NPU_FAULT_SLOW] = "slow" };
+                                             [NPU_FAULT_SLOW] = "slow",
+                                             [NPU_FAULT_ECC_CORRECTED] = "ecc-corrected",
+                                             [NPU_FAULT_ECC_UNCORRECTED] = "ecc-uncorrected" };
 
-        if (kind < NPU_FAULT_FAIL_NEXT || kind > NPU_FAULT_SLOW)
+        if (kind < NPU_FAULT_FAIL_NEXT || kind > NPU_FAULT_ECC_UNCORRECTED)
                 return fail(NPU_ERR_INVALID, "npu_admin_fault_inject: unknown fault kind %d "
-                            "(NPU_FAULT_FAIL_NEXT, _FAIL_DEVICE or _SLOW)", (int)kind);
+                            "(NPU_FAULT_FAIL_NEXT, _FAIL_DEVICE, _SLOW, _ECC_CORRECTED or _ECC_UNCORRECTED)", (int)kind);
         if (device < 0)
                 return fail(NPU_ERR_INVALID, "npu_admin_fault_inject: no device %d", device);
         if (!isfinite(value))

@@ -23,6 +23,17 @@ static const struct npuctl_col device_cols[] = {
         { "streams", "Streams", COL_RIGHT | COL_DEFAULT },
         { "tasks_completed", "Tasks done", COL_RIGHT | COL_CSV },
         { "tasks_failed", "Tasks failed", COL_RIGHT | COL_CSV },
+        { "temperature", "Temp(C)", COL_RIGHT | COL_DEFAULT },
+        { "power", "Power(W)", COL_RIGHT | COL_DEFAULT },
+        { "power_limit", "Power limit(W)", COL_RIGHT | COL_CSV },
+        { "clock_mhz", "AICore MHz", COL_RIGHT | COL_CSV },
+        { "ecc_corrected", "ECC corrected", COL_RIGHT | COL_CSV },
+        { "ecc_uncorrected", "ECC uncorrected", COL_RIGHT | COL_CSV },
+        { "uuid", "UUID", COL_CSV },
+        { "serial", "Serial", COL_CSV },
+        { "bus_id", "Bus-Id", COL_CSV },
+        { "firmware", "Firmware", COL_CSV },
+        { "driver", "Driver", COL_CSV },
         { NULL, NULL, 0 },
 };
 
@@ -79,6 +90,18 @@ static void device_row(struct npuctl_table *t, json_t *dev)
         npuctl_table_int(t, "streams", get_int(dev, "streams"));
         npuctl_table_int(t, "tasks_completed", get_int(dev, "tasks_completed"));
         npuctl_table_int(t, "tasks_failed", get_int(dev, "tasks_failed"));
+        npuctl_table_num(t, "temperature", "%.0f", json_number_value(json_object_get(dev, "temperature")));
+        npuctl_table_num(t, "power", "%.1f", json_number_value(json_object_get(dev, "power")));
+        npuctl_table_num(t, "power_limit", "%.0f", json_number_value(json_object_get(dev, "power_limit")));
+        npuctl_table_num(t, "clock_mhz", "%.0f", json_number_value(json_object_get(dev, "clock_mhz")));
+        json_t *ecc = json_object_get(dev, "ecc");
+        npuctl_table_int(t, "ecc_corrected", get_int(ecc, "corrected"));
+        npuctl_table_int(t, "ecc_uncorrected", get_int(ecc, "uncorrected"));
+        npuctl_table_str(t, "uuid", get_str(dev, "uuid"));
+        npuctl_table_str(t, "serial", get_str(dev, "serial"));
+        npuctl_table_str(t, "bus_id", get_str(dev, "bus_id"));
+        npuctl_table_str(t, "firmware", get_str(dev, "firmware"));
+        npuctl_table_str(t, "driver", get_str(dev, "driver"));
 }
 
 int npuctl_cmd_devices(struct npuctl *c, int argc, char **argv)
@@ -88,6 +111,8 @@ int npuctl_cmd_devices(struct npuctl *c, int argc, char **argv)
         json_t *res, *dev;
         size_t i;
 
+        if (argc >= 2 && strcmp(argv[1], "--history") == 0)
+                return npuctl_devices_history(c, argc - 1, argv + 1);
         if (npuctl_nargs("devices", argc, argv, 0, 0) < 0 ||
             npuctl_table_check_fields(c, device_cols))
                 return NPUCTL_USAGE;
@@ -328,6 +353,18 @@ int npuctl_cmd_device(struct npuctl *c, int argc, char **argv)
         printf("  Health:       %s%s\n", npuctl_esc(get_str(dev, "health")),
                json_is_true(json_object_get(dev, "draining")) ? " (draining: no new streams)" : "");
         printf("  Faults:       %s\n", npuctl_esc(ft));
+        printf("  UUID:         %s\n", npuctl_esc(get_str(dev, "uuid")));
+        printf("  Serial:       %s\n", npuctl_esc(get_str(dev, "serial")));
+        printf("  Bus-Id:       %s\n", npuctl_esc(get_str(dev, "bus_id")));
+        printf("  Firmware:     %s, driver %s\n", npuctl_esc(get_str(dev, "firmware")),
+               npuctl_esc(get_str(dev, "driver")));
+        printf("  Temperature:  %.1f C\n", json_number_value(json_object_get(dev, "temperature")));
+        printf("  Power:        %.1f W of %.0f W\n", json_number_value(json_object_get(dev, "power")),
+               json_number_value(json_object_get(dev, "power_limit")));
+        printf("  AI core:      %.0f MHz\n", json_number_value(json_object_get(dev, "clock_mhz")));
+        printf("  HBM ECC:      %lld corrected, %lld uncorrected\n",
+               (long long)get_int(json_object_get(dev, "ecc"), "corrected"),
+               (long long)get_int(json_object_get(dev, "ecc"), "uncorrected"));
         npuctl_format_bytes((double)get_int(dev, "memory_used"), b1, sizeof(b1));
         npuctl_format_bytes((double)get_int(dev, "memory_total"), b2, sizeof(b2));
         npuctl_format_bytes((double)get_int(mdev, "largest_free"), b3, sizeof(b3));

@@ -72,6 +72,8 @@ int npuctl_cmd_fault(struct npuctl *c, int argc, char **argv)
                 { "fail-next", NPU_FAULT_FAIL_NEXT },
                 { "fail-device", NPU_FAULT_FAIL_DEVICE },
                 { "slow", NPU_FAULT_SLOW },
+                { "ecc-corrected", NPU_FAULT_ECC_CORRECTED },
+                { "ecc-uncorrected", NPU_FAULT_ECC_UNCORRECTED },
         };
         const char *sub = argc > 1 ? argv[1] : "";
         int dev;
@@ -96,7 +98,7 @@ int npuctl_cmd_fault(struct npuctl *c, int argc, char **argv)
                 if (strcmp(argv[3], kinds[i].name) == 0)
                         kind = kinds[i].kind;
         if (!kind) {
-                fprintf(stderr, "npuctl fault inject: unknown kind '%s' (fail-next, fail-device, slow)\n",
+                fprintf(stderr, "npuctl fault inject: unknown kind '%s' (fail-next, fail-device, slow, ecc-corrected, ecc-uncorrected)\n",
                         npuctl_esc(argv[3]));
                 return NPUCTL_USAGE;
         }

@@ -27,7 +27,9 @@ static const struct {
         unsigned flags;
         const char *synopsis, *help;
 } cmds[] = {
-        { "devices", npuctl_cmd_devices, CMD_WATCH, "devices", "device table: health, memory, AI core use, sessions" },
+        { "devices", npuctl_cmd_devices, CMD_WATCH, "devices [--history [SECONDS]]",
+          "device table: health, memory, AI core use, sessions, temperature, power; --history: "
+          "utilization, temperature and power per second over the last SECONDS (default 60, at most 300)" },
         { "device", npuctl_cmd_device, CMD_WATCH, "device show N", "one device in detail: memory, engines, faults, holders, tenants" },
         { "top", npuctl_cmd_top, 0, "top", "live view of devices, engines and tenants (q or Ctrl-C quits)" },
         { "health", npuctl_cmd_health, CMD_WATCH, "health", "device health, draining and injected faults" },
@@ -38,12 +40,16 @@ static const struct {
         { "undrain", npuctl_cmd_undrain, 0, "undrain DEV", "let a drained device take streams again" },
         { "reset", npuctl_cmd_reset, 0, "reset DEV", "cancel a device's queued work, clear faults, health ok" },
         { "fault", npuctl_cmd_fault, 0, "fault inject DEV KIND [VALUE] | fault clear DEV",
-          "simulated faults: fail-next [N], fail-device, slow [FACTOR]" },
+          "simulated faults: fail-next [N], fail-device, slow [FACTOR], ecc-corrected [N], ecc-uncorrected [N]" },
         { "tenants", npuctl_cmd_tenants, CMD_WATCH, "tenants", "tenants: class, weight, usage, quotas, limits" },
         { "quota", npuctl_cmd_quota, 0, "quota show [TENANT] | quota set TENANT [--device N] BYTES",
           "tenant device-memory quotas (BYTES: 512, 64K, 1.5G, 2T; 0 = unlimited)" },
         { "sched", npuctl_cmd_sched, CMD_WATCH, "sched", "per device and tenant: tasks, engine time, share, queue wait" },
         { "reload", npuctl_cmd_reload, 0, "reload", "re-read the configuration file (old one stays on error)" },
+        { "topo", npuctl_cmd_topo, CMD_WATCH, "topo", "how the devices connect (HCCS, PCIe switch, NUMA node), as a matrix" },
+        { "diag", npuctl_cmd_diag, 0, "diag [-r 1|2|3]",
+          "diagnostics as a best-effort tenant: known-answer kernels per engine kind, memory pattern "
+          "and copy bandwidth per device (level 1 quick, 2 medium, 3 long)" },
         { "version", npuctl_cmd_version, 0, "version", "npuctl, libnpu and npud versions" },
 };
 

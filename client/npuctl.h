@@ -134,5 +134,9 @@ int npuctl_cmd_tenants(struct npuctl *c, int argc, char **argv);
 int npuctl_cmd_quota(struct npuctl *c, int argc, char **argv);
 int npuctl_cmd_sched(struct npuctl *c, int argc, char **argv);
 int npuctl_cmd_reload(struct npuctl *c, int argc, char **argv);
+/* npuctl-telemetry.c: topo, devices --history [SECONDS]; npuctl-diag.c: diag [-r LEVEL] */
+int npuctl_cmd_topo(struct npuctl *c, int argc, char **argv);
+int npuctl_devices_history(struct npuctl *c, int argc, char **argv);
+int npuctl_cmd_diag(struct npuctl *c, int argc, char **argv);
 
 #endif

@@ -21,7 +21,7 @@ _npuctl()
                 cword=$COMP_CWORD
         }
         local commands="devices device top health sessions session mem drain undrain reset fault
-                        tenants quota sched reload version help"
+                        tenants quota sched reload topo diag version help"
         local globals="--socket --json --csv --fields --watch --count --help"
         local _npuctl_socket="" cmd="" i
         local -a args=()
@@ -45,6 +45,8 @@ _npuctl()
         if [[ $cur == -* ]]; then
                 local extra=""
                 [[ $cmd == quota && ${args[0]} == set ]] && extra="--device"
+                [[ $cmd == devices ]] && extra="--history"
+                [[ $cmd == diag ]] && extra="-r"
                 COMPREPLY=($(compgen -W "$globals $extra" -- "$cur"))
                 return
         fi
@@ -66,11 +68,13 @@ _npuctl()
                 if ((n == 0)); then COMPREPLY=($(compgen -W "inject clear" -- "$cur"))
                 elif ((n == 1)); then COMPREPLY=($(compgen -W "$(_npuctl_query devices id)" -- "$cur"))
                 elif ((n == 2)) && [[ ${args[0]} == inject ]]; then
-                        COMPREPLY=($(compgen -W "fail-next fail-device slow" -- "$cur"))
+                        COMPREPLY=($(compgen -W "fail-next fail-device slow ecc-corrected ecc-uncorrected" -- "$cur"))
                 fi ;;
         quota)
                 if ((n == 0)); then COMPREPLY=($(compgen -W "show set" -- "$cur"))
                 elif ((n == 1)); then COMPREPLY=($(compgen -W "$(_npuctl_query tenants name)" -- "$cur")); fi ;;
+        diag)
+                [[ $prev == -r ]] && COMPREPLY=($(compgen -W "1 2 3" -- "$cur")) ;;
         help)
                 ;;
         esac

@@ -179,6 +179,8 @@ typedef enum npu_fault {
         NPU_FAULT_FAIL_NEXT = 1,   /* the next value tasks on the device fail (value >= 1) */
         NPU_FAULT_FAIL_DEVICE = 2, /* the device fails: its work fails until reset */
         NPU_FAULT_SLOW = 3,        /* the device runs value times slower */
+        NPU_FAULT_ECC_CORRECTED = 4,   /* value more corrected HBM ECC errors counted */
+        NPU_FAULT_ECC_UNCORRECTED = 5, /* value more uncorrected HBM ECC errors counted */
 } npu_fault_t;
 npu_status_t npu_admin_fault_inject(npu_context_t *ctx, int device, npu_fault_t kind, double value);
 npu_status_t npu_admin_fault_clear(npu_context_t *ctx, int device);

@@ -419,6 +419,36 @@ static int prop_dev_draining(sd_bus *bus, const char *path, const char *iface, c
         return sd_bus_message_append(reply, "b", v);
 }
 
+/* Identity (constant) and telemetry (as of the last utilization period), by property name. */
+static int prop_dev_telemetry(sd_bus *bus, const char *path, const char *iface, const char *prop,
+                              sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+        const struct device *dev = userdata;
+        const struct backend_health *h = &dev->telemetry;
+
+        if (strcmp(prop, "Uuid") == 0)
+                return sd_bus_message_append(reply, "s", dev->desc.uuid);
+        if (strcmp(prop, "Serial") == 0)
+                return sd_bus_message_append(reply, "s", dev->desc.serial);
+        if (strcmp(prop, "BusId") == 0)
+                return sd_bus_message_append(reply, "s", dev->desc.bus_id);
+        if (strcmp(prop, "Firmware") == 0)
+                return sd_bus_message_append(reply, "s", dev->desc.firmware);
+        if (strcmp(prop, "Driver") == 0)
+                return sd_bus_message_append(reply, "s", dev->desc.driver);
+        if (strcmp(prop, "Temperature") == 0)
+                return sd_bus_message_append(reply, "d", h->temperature_c);
+        if (strcmp(prop, "Power") == 0)
+                return sd_bus_message_append(reply, "d", h->power_w);
+        if (strcmp(prop, "PowerLimit") == 0)
+                return sd_bus_message_append(reply, "d", dev->desc.power_limit_w);
+        if (strcmp(prop, "ClockMHz") == 0)
+                return sd_bus_message_append(reply, "d", h->clock_mhz);
+        if (strcmp(prop, "EccErrors") == 0)
+                return sd_bus_message_append(reply, "(tt)", h->ecc_corrected, h->ecc_uncorrected);
+        return sd_bus_error_setf(error, SD_BUS_ERROR_UNKNOWN_PROPERTY, "no property %s", prop);
+}
+
 static const sd_bus_vtable device_vtable[] = {
         SD_BUS_VTABLE_START(0),
         SD_BUS_PROPERTY("Name", "s", prop_dev_name, 0, SD_BUS_VTABLE_PROPERTY_CONST),
@@ -432,6 +462,17 @@ static const sd_bus_vtable device_vtable[] = {
         SD_BUS_PROPERTY("Utilization", "a{sd}", prop_dev_utilization, 0, 0),
         SD_BUS_PROPERTY("Draining", "b", prop_dev_draining, 0,
                         SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Uuid", "s", prop_dev_telemetry, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Serial", "s", prop_dev_telemetry, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("BusId", "s", prop_dev_telemetry, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Firmware", "s", prop_dev_telemetry, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Driver", "s", prop_dev_telemetry, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("PowerLimit", "d", prop_dev_telemetry, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        /* telemetry changes all the time, like Utilization: read it when needed */
+        SD_BUS_PROPERTY("Temperature", "d", prop_dev_telemetry, 0, 0),
+        SD_BUS_PROPERTY("Power", "d", prop_dev_telemetry, 0, 0),
+        SD_BUS_PROPERTY("ClockMHz", "d", prop_dev_telemetry, 0, 0),
+        SD_BUS_PROPERTY("EccErrors", "(tt)", prop_dev_telemetry, 0, 0),
         SD_BUS_VTABLE_END,
 };
 

@@ -44,6 +44,7 @@ extern const struct method methods_admin[];
 extern const struct method methods_sched[];
 extern const struct method methods_share[];
 extern const struct method methods_manage[];
+extern const struct method methods_telemetry[];
 extern const struct method methods_graph[];
 extern const struct method methods_run[];
 

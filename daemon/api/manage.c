@@ -28,11 +28,13 @@ static const char *const fault_names[] = {
         [FAULT_FAIL_NEXT] = "fail-next",
         [FAULT_FAIL_DEVICE] = "fail-device",
         [FAULT_SLOW] = "slow",
+        [FAULT_ECC_CORRECTED] = "ecc-corrected",
+        [FAULT_ECC_UNCORRECTED] = "ecc-uncorrected",
 };
 
 int manage_fault_parse(const char *name)
 {
-        for (int k = FAULT_FAIL_NEXT; k <= FAULT_SLOW; k++)
+        for (int k = FAULT_FAIL_NEXT; k <= FAULT_ECC_UNCORRECTED; k++)
                 if (name && strcmp(name, fault_names[k]) == 0)
                         return k;
         return -1;
@@ -40,7 +42,7 @@ int manage_fault_parse(const char *name)
 
 const char *manage_fault_name(int kind)
 {
-        return kind >= FAULT_FAIL_NEXT && kind <= FAULT_SLOW ? fault_names[kind] : "unknown";
+        return kind >= FAULT_FAIL_NEXT && kind <= FAULT_ECC_UNCORRECTED ? fault_names[kind] : "unknown";
 }
 
 /* Device events carry NPUD_DEVICE in the journal. */
@@ -265,8 +267,17 @@ int manage_fault_inject(struct npud *d, int device, int kind, double value, char
                         return PROTO_E_INVALID;
                 }
                 break;
+        case FAULT_ECC_CORRECTED:
+        case FAULT_ECC_UNCORRECTED:
+                if (!(value >= 1 && value <= 1e9) || value != floor(value)) {
+                        snprintf(err, errlen, "%s: the value must be a whole number of errors "
+                                              "from 1 to 1000000000", manage_fault_name(kind));
+                        return PROTO_E_INVALID;
+                }
+                break;
         default:
-                snprintf(err, errlen, "unknown fault kind (fail-next, fail-device or slow)");
+                snprintf(err, errlen, "unknown fault kind (fail-next, fail-device, slow, "
+                                      "ecc-corrected or ecc-uncorrected)");
                 return PROTO_E_INVALID;
         }
         e = d->ex.backend->faults->inject(d->ex.backend, device, kind, value);
@@ -276,6 +287,10 @@ int manage_fault_inject(struct npud *d, int device, int kind, double value, char
         }
         manage_audit(d, LOG_LVL_WARN, LOG_MID_FAULT_INJECT, device, "device %d: injected fault %s (%g)",
               device, manage_fault_name(kind), value);
+        /* ECC counters show at once, not at the next utilization period */
+        struct backend_health h = { .slow = 1.0 };
+        if (d->ex.backend->ops->health(d->ex.backend, device, &h) == 0)
+                dev->telemetry = h;
         if (kind == FAULT_FAIL_DEVICE && dev->health != DEVICE_FAILED) {
                 dev->health = DEVICE_FAILED;
                 log_event(LOG_LVL_ERROR, LOG_MID_DEVICE_FAILED, device, 0, 0, NULL,

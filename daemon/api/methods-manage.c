@@ -113,7 +113,8 @@ static void method_fault_inject(struct request *req)
         if (k < 0) {
                 session_reply_error(req->session, req->id, PROTO_E_INVALID,
                                     "fault_inject: parameter 'kind' must be \"fail-next\", "
-                                    "\"fail-device\" or \"slow\"");
+                                    "\"fail-device\", \"slow\", \"ecc-corrected\" or "
+                                    "\"ecc-uncorrected\"");
                 return;
         }
         if (value && !json_is_number(value)) {

@@ -240,6 +240,61 @@ static void render_devices(struct out *o, struct npud *d)
                                    r->devices[i].id, engine_names[k], r->devices[i].desc.cores[k]);
 }
 
+/* Identity and telemetry (backend.h), as of the last utilization period: dcgm-exporter's and
+ * npu-exporter's device info, temperature, power, clock and ECC series. */
+static void render_telemetry(struct out *o, struct npud *d)
+{
+        struct device_registry *r = &d->ex.devices;
+
+        out_family(o, "npud_device_info", "gauge", "Always 1; the device's identity in its labels.");
+        for (int i = 0; i < r->count; i++) {
+                const struct backend_device_desc *dd = &r->devices[i].desc;
+                out_printf(o, "npud_device_info{device=\"%d\",uuid=\"", r->devices[i].id);
+                out_label_value(o, dd->uuid);
+                out_printf(o, "\",serial=\"");
+                out_label_value(o, dd->serial);
+                out_printf(o, "\",profile=\"");
+                out_label_value(o, dd->profile);
+                out_printf(o, "\",bus_id=\"");
+                out_label_value(o, dd->bus_id);
+                out_printf(o, "\",firmware=\"");
+                out_label_value(o, dd->firmware);
+                out_printf(o, "\",driver=\"");
+                out_label_value(o, dd->driver);
+                out_printf(o, "\"} 1\n");
+        }
+        out_family(o, "npud_device_temperature_celsius", "gauge", "Die temperature.");
+        for (int i = 0; i < r->count; i++)
+                out_printf(o, "npud_device_temperature_celsius{device=\"%d\"} %.2f\n", r->devices[i].id,
+                           r->devices[i].telemetry.temperature_c);
+        out_family(o, "npud_device_power_watts", "gauge", "Board power draw.");
+        for (int i = 0; i < r->count; i++)
+                out_printf(o, "npud_device_power_watts{device=\"%d\"} %.2f\n", r->devices[i].id,
+                           r->devices[i].telemetry.power_w);
+        out_family(o, "npud_device_power_limit_watts", "gauge", "Board power limit.");
+        for (int i = 0; i < r->count; i++)
+                out_printf(o, "npud_device_power_limit_watts{device=\"%d\"} %.0f\n", r->devices[i].id,
+                           r->devices[i].desc.power_limit_w);
+        out_family(o, "npud_device_clock_mhz", "gauge", "AI core clock.");
+        for (int i = 0; i < r->count; i++)
+                out_printf(o, "npud_device_clock_mhz{device=\"%d\"} %.0f\n", r->devices[i].id,
+                           r->devices[i].telemetry.clock_mhz);
+        out_family(o, "npud_device_ecc_errors_total", "counter",
+                   "HBM ECC errors since the driver loaded, corrected and uncorrected.");
+        for (int i = 0; i < r->count; i++) {
+                out_printf(o, "npud_device_ecc_errors_total{device=\"%d\",type=\"corrected\"} %" PRIu64 "\n",
+                           r->devices[i].id, r->devices[i].telemetry.ecc_corrected);
+                out_printf(o, "npud_device_ecc_errors_total{device=\"%d\",type=\"uncorrected\"} %" PRIu64 "\n",
+                           r->devices[i].id, r->devices[i].telemetry.ecc_uncorrected);
+        }
+        out_family(o, "npud_engine_utilization_ratio", "gauge",
+                   "Fraction of an engine's cores busy over the last utilization period (1 s).");
+        for (int i = 0; i < r->count; i++)
+                for (int k = 0; k < OPS_ENGINE_COUNT; k++)
+                        out_printf(o, "npud_engine_utilization_ratio{device=\"%d\",engine=\"%s\"} %.4f\n",
+                                   r->devices[i].id, engine_names[k], r->devices[i].util[k]);
+}
+
 /* Queued tasks are counted where they wait, on the streams of live sessions. */
 static void render_queues(struct out *o, struct npud *d)
 {
@@ -321,6 +376,7 @@ int metrics_render(struct npud *d, struct evbuffer *buf)
         out_family(o, "npud_sessions", "gauge", "Connected client sessions.");
         out_printf(o, "npud_sessions %" PRIu32 "\n", d->nsessions);
         render_devices(o, d);
+        render_telemetry(o, d);
         render_queues(o, d);
         render_tasks(o, m);
         return o->failed ? -ENOMEM : 0;

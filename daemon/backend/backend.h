@@ -38,6 +38,20 @@ struct backend_device_desc {
         double mem_bandwidth;                    /* bytes/s */
         double clock_mhz;
         uint32_t max_streams;
+        /* Identity, as npu-smi and nvidia-smi report it: a UUID stable across restarts, the
+         * board serial, the PCI address, the firmware and the driver's versions. */
+        char uuid[40];
+        char serial[24];
+        char bus_id[16]; /* "0000:c1:00.0" */
+        char firmware[24];
+        char driver[24];
+        /* Where the device sits: its NUMA node, the PCIe switch above it (devices under one
+         * switch copy peer to peer without the host bridge) and its HCCS group (devices of
+         * one group are linked by HCCS, Huawei's chip-to-chip fabric; -1: none). */
+        int numa_node;
+        int pcie_switch;
+        int hccs_group;
+        double power_limit_w; /* board power limit (TDP) */
 };
 
 /* EXEC_GRAPH: a whole graph (ONNX model) run by the graph executor on one engine. */
@@ -149,6 +163,10 @@ enum fault_kind {
         FAULT_FAIL_NEXT = 1, /* the next `value` tasks on the device fail with a device error */
         FAULT_FAIL_DEVICE,   /* the device fails: health "failed", all its work errors out */
         FAULT_SLOW,          /* tasks take `value` times longer */
+        /* HBM ECC events: `value` more corrected (single-bit) or uncorrected (multi-bit)
+         * errors counted. Counters, not faults in force: clearing the faults keeps them. */
+        FAULT_ECC_CORRECTED,
+        FAULT_ECC_UNCORRECTED,
 };
 
 typedef void (*backend_complete_fn)(struct exec_unit *unit, void *userdata);
@@ -162,6 +180,13 @@ struct backend_health {
          * items still to fail, and the factor stretching every item's duration. */
         int fail_next;
         double slow;
+        /* Telemetry, as the device's management firmware reports it: die temperature,
+         * board power draw, the AI core clock, and the HBM ECC error counters since the
+         * driver loaded. A backend that cannot read one leaves it 0. */
+        double temperature_c;
+        double power_w;
+        double clock_mhz;
+        uint64_t ecc_corrected, ecc_uncorrected;
 };
 
 struct backend_ops {

@@ -16,6 +16,7 @@
  * Every item runs under a run context (ops/runctx.h): the unit's cancel flag, its deadline
  * (the tenant's longest run) and its memory budget, which long kernels poll. */
 #include <errno.h>
+#include <math.h>
 #include <event2/event.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -40,14 +41,17 @@ struct sim_profile {
         double clock_mhz;
         double bandwidth;
         uint32_t max_streams;
+        /* Board power: idle and limit (W); die temperature at idle and at the limit (C). */
+        double idle_w, tdp_w, idle_c, hot_c;
+        int hccs; /* parts linked by HCCS (910B: a ring of 8 per server); 0: PCIe only */
 };
 
 /* Core counts, memory and clocks of the real parts; rates per core derive from the clock. */
 static const struct sim_profile profiles[] = {
-        { "910B1", 24, 48, 6, 8, 64ull << 30, 1850, 1.6e12, 1984 },
-        { "910B3", 20, 40, 6, 8, 64ull << 30, 1800, 1.6e12, 1984 },
-        { "910B4", 20, 40, 6, 8, 32ull << 30, 1500, 0.8e12, 1984 },
-        { "310P3", 8, 7, 7, 4, 24000000000ull, 1060, 0.2048e12, 1024 },
+        { "910B1", 24, 48, 6, 8, 64ull << 30, 1850, 1.6e12, 1984, 95, 400, 38, 78, 1 },
+        { "910B3", 20, 40, 6, 8, 64ull << 30, 1800, 1.6e12, 1984, 90, 350, 37, 76, 1 },
+        { "910B4", 20, 40, 6, 8, 32ull << 30, 1500, 0.8e12, 1984, 75, 300, 36, 74, 1 },
+        { "310P3", 8, 7, 7, 4, 24000000000ull, 1060, 0.2048e12, 1024, 15, 72, 34, 68, 0 },
 };
 
 /* Device addresses of simulated memory start here (a device's memory is [SIM_ADDR_BASE,
@@ -60,7 +64,16 @@ struct sim_device {
         atomic_int fail_next;   /* items still to fail (FAULT_FAIL_NEXT) */
         atomic_int failed;      /* every item fails (FAULT_FAIL_DEVICE) */
         atomic_uint_fast64_t slow_milli; /* duration factor × 1000 (FAULT_SLOW); 0 = none */
+        atomic_uint_fast64_t ecc_corrected, ecc_uncorrected; /* injected ECC events */
+        /* Telemetry (loop thread): core-ns of completed units per engine, and the thermal
+         * state brought forward at each health call. */
+        uint64_t busy_ns[OPS_ENGINE_COUNT], therm_busy[OPS_ENGINE_COUNT], therm_ns;
+        double temp_c, power_w;
 };
+
+/* Thermal time constant of the board and heat sink: the die temperature moves towards the
+ * power's steady-state temperature by 1 - e^(-dt/tau) in dt. */
+#define SIM_THERMAL_TAU_S 15.0
 
 /* A unit held back on the loop thread: a slowed device's extra time (compute mode), or the
  * whole modelled duration (model mode). */
@@ -81,6 +94,10 @@ struct sim {
         struct sim_device *devices;
         backend_complete_fn complete;
         void *userdata;
+        const struct sim_profile *profile;
+        /* the daemon's completion callback; complete above counts the busy time first */
+        backend_complete_fn up_complete;
+        void *up_userdata;
 
         /* worker pool (compute mode) */
         pthread_t *threads;
@@ -456,6 +473,13 @@ static int sim_inject_fault(struct backend *b, int device, int kind, double valu
                 uint64_t m = (uint64_t)(value * 1000.0 + 0.5);
                 atomic_store(&sd->slow_milli, m ? m : 1);
                 return 0;
+        case FAULT_ECC_CORRECTED:
+        case FAULT_ECC_UNCORRECTED:
+                if (!(value >= 1 && value <= 1e9))
+                        return -EINVAL;
+                atomic_fetch_add(kind == FAULT_ECC_CORRECTED ? &sd->ecc_corrected : &sd->ecc_uncorrected,
+                                 (uint64_t)value);
+                return 0;
         }
         return -EINVAL;
 }
@@ -476,6 +500,44 @@ static int sim_clear_fault(struct backend *b, int device)
         return 0;
 }
 
+/* Count a unit's busy time, then hand it to the daemon. Loop thread. */
+static void sim_complete(struct exec_unit *u, void *arg)
+{
+        struct sim *s = arg;
+
+        if (u->device >= 0 && u->device < s->ndevices && u->engine >= 0 &&
+            u->engine < OPS_ENGINE_COUNT && u->end_ns > u->start_ns)
+                s->devices[u->device].busy_ns[u->engine] +=
+                        (u->end_ns - u->start_ns) * (uint64_t)(u->cores > 0 ? u->cores : 1);
+        s->up_complete(u, s->up_userdata);
+}
+
+/* Bring power and temperature forward to now. Power follows the load of the period since
+ * the last step (cube cores draw most, DMA least); temperature follows power with the
+ * board's thermal time constant. Steps shorter than half a second keep the last figures,
+ * so frequent health calls do not turn into noisy utilization. */
+static void sim_thermal(struct sim *s, struct sim_device *d)
+{
+        static const double weight[OPS_ENGINE_COUNT] = { 0.6, 0.25, 0.05, 0.1 };
+        const struct sim_profile *p = s->profile;
+        uint64_t now = now_ns(), dt = now - d->therm_ns;
+        double load = 0;
+
+        if (dt < 500000000ull)
+                return;
+        for (int k = 0; k < OPS_ENGINE_COUNT; k++) {
+                uint64_t busy = d->busy_ns[k] - d->therm_busy[k];
+                double u = d->desc.cores[k] ? (double)busy / ((double)dt * d->desc.cores[k]) : 0;
+                load += weight[k] * (u > 1 ? 1 : u);
+                d->therm_busy[k] = d->busy_ns[k];
+        }
+        d->therm_ns = now;
+        d->power_w = p->idle_w + (p->tdp_w - p->idle_w) * load;
+        double target = p->idle_c + (p->hot_c - p->idle_c) * (d->power_w - p->idle_w) /
+                                            (p->tdp_w - p->idle_w);
+        d->temp_c += (target - d->temp_c) * (1.0 - exp(-(double)dt / 1e9 / SIM_THERMAL_TAU_S));
+}
+
 static int sim_health(struct backend *b, int device, struct backend_health *ret)
 {
         struct sim *s = (struct sim *)b;
@@ -487,6 +549,12 @@ static int sim_health(struct backend *b, int device, struct backend_health *ret)
         ret->failed = atomic_load(&s->devices[device].failed);
         m = atomic_load(&s->devices[device].slow_milli);
         ret->slow = m ? (double)m / 1000.0 : 1.0;
+        sim_thermal(s, &s->devices[device]);
+        ret->temperature_c = s->devices[device].temp_c;
+        ret->power_w = s->devices[device].power_w;
+        ret->clock_mhz = s->devices[device].desc.clock_mhz;
+        ret->ecc_corrected = atomic_load(&s->devices[device].ecc_corrected);
+        ret->ecc_uncorrected = atomic_load(&s->devices[device].ecc_uncorrected);
         return 0;
 }
 
@@ -555,6 +623,43 @@ static const struct backend_fault_hooks sim_faults = {
         .clear = sim_clear_fault,
 };
 
+/* A simulated device's identity and place, the same for a profile and index on every start:
+ * UUID and serial from a hash of both, bus numbers as Atlas 800 servers enumerate their
+ * eight NPUs, two NPUs under each PCIe switch, half the devices on each of two NUMA nodes,
+ * and the HCCS parts in rings of eight. */
+static void sim_identity(const struct sim_profile *p, int i, struct backend_device_desc *d)
+{
+        static const uint8_t bus[8] = { 0xc1, 0x81, 0x41, 0x01, 0xc2, 0x82, 0x42, 0x02 };
+        uint64_t h = 1469598103934665603ull; /* FNV-1a of "profile/index" */
+        char key[48];
+
+        snprintf(key, sizeof(key), "%s/%d", p->name, i);
+        for (const char *c = key; *c; c++)
+                h = (h ^ (uint8_t)*c) * 1099511628211ull;
+        /* splitmix64's finalizer: FNV leaves keys that differ in the last character alike in
+         * their high bits */
+        h ^= h >> 30;
+        h *= 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 27;
+        h *= 0x94d049bb133111ebull;
+        h ^= h >> 31;
+        uint64_t h2 = (h ^ 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull;
+        h2 ^= h2 >> 29;
+        snprintf(d->uuid, sizeof(d->uuid), "%08x-%04x-4%03x-8%03x-%012llx", (unsigned)(h >> 32),
+                 (unsigned)(h >> 16) & 0xffff, (unsigned)h & 0xfff, (unsigned)(h2 >> 52),
+                 (unsigned long long)(h2 & 0xffffffffffffull));
+        snprintf(d->serial, sizeof(d->serial), "SIM%s%08llu", p->name,
+                 (unsigned long long)(h2 % 100000000ull));
+        snprintf(d->bus_id, sizeof(d->bus_id), "0000:%02x:00.0",
+                 (unsigned)(bus[i % 8] + (unsigned)(i / 8) * 4) & 0xff);
+        snprintf(d->firmware, sizeof(d->firmware), "%s", p->hccs ? "7.1.0.5.220" : "7.1.0.3.220");
+        snprintf(d->driver, sizeof(d->driver), "24.1.rc2-sim");
+        d->numa_node = (i % 8) / 4;
+        d->pcie_switch = i / 2;
+        d->hccs_group = p->hccs ? i / 8 : -1;
+        d->power_limit_w = p->tdp_w;
+}
+
 int sim_backend_new(struct event_base *base, int ndevices, const char *profile, int mode,
                     int workers, backend_complete_fn complete, void *userdata,
                     struct backend **ret, char *err, size_t errlen)
@@ -576,8 +681,11 @@ int sim_backend_new(struct event_base *base, int ndevices, const char *profile, 
         s->base.faults = &sim_faults;
         s->evbase = base;
         s->mode = mode;
-        s->complete = complete;
-        s->userdata = userdata;
+        s->complete = sim_complete;
+        s->userdata = s;
+        s->up_complete = complete;
+        s->up_userdata = userdata;
+        s->profile = p;
         s->efd = -1;
         pthread_mutex_init(&s->lock, NULL);
         pthread_cond_init(&s->cond, NULL);
@@ -611,6 +719,10 @@ int sim_backend_new(struct event_base *base, int ndevices, const char *profile, 
                 d->mem_bandwidth = p->bandwidth;
                 d->clock_mhz = p->clock_mhz;
                 d->max_streams = p->max_streams;
+                sim_identity(p, i, d);
+                s->devices[i].power_w = p->idle_w;
+                s->devices[i].temp_c = p->idle_c;
+                s->devices[i].therm_ns = now_ns();
         }
         s->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (s->efd < 0)

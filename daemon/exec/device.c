@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "alloc.h"
 #include "device.h"
@@ -53,6 +54,8 @@ int device_registry_init(struct device_registry *r, struct backend *b, double mi
                 for (int k = 0; k < d->calib_slots * OPS_ENGINE_COUNT; k++)
                         d->calib[k] = 1.0;
                 d->util_last_ns = now_ns();
+                d->telemetry.slow = 1.0;
+                b->ops->health(b, i, &d->telemetry);
         }
         r->count = n;
         return 0;
@@ -92,6 +95,39 @@ void device_update_util(struct device *d, uint64_t now)
                 d->util_last_busy[k] = d->busy_ns[k];
         }
         d->util_last_ns = now;
+        /* telemetry follows the same period; a failed read keeps the last figures */
+        struct backend_health h = { .slow = 1.0 };
+        if (d->backend->ops->health(d->backend, d->id, &h) == 0)
+                d->telemetry = h;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        struct device_sample *sm = &d->hist[d->hist_head];
+        sm->wall_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+        for (int k = 0; k < OPS_ENGINE_COUNT; k++)
+                sm->util[k] = (float)d->util[k];
+        sm->temperature_c = (float)d->telemetry.temperature_c;
+        sm->power_w = (float)d->telemetry.power_w;
+        d->hist_head = (d->hist_head + 1) % DEVICE_HISTORY;
+        if (d->hist_count < DEVICE_HISTORY)
+                d->hist_count++;
+}
+
+const struct device_sample *device_sample_at(const struct device *d, int i)
+{
+        return &d->hist[(d->hist_head - d->hist_count + i + DEVICE_HISTORY) % DEVICE_HISTORY];
+}
+
+const char *device_link(const struct device *a, const struct device *b)
+{
+        if (a == b)
+                return "X";
+        if (a->desc.hccs_group >= 0 && a->desc.hccs_group == b->desc.hccs_group)
+                return "HCCS";
+        if (a->desc.pcie_switch == b->desc.pcie_switch)
+                return "PIX";
+        if (a->desc.numa_node == b->desc.numa_node)
+                return "NODE";
+        return "SYS";
 }
 
 const char *device_health_name(enum device_health h)

@@ -16,6 +16,15 @@ struct stream;
 
 enum device_health { DEVICE_OK = 0, DEVICE_FAILED = 1 };
 
+/* Utilization history: one sample a utilization period (a second), the last five minutes. */
+#define DEVICE_HISTORY 300
+
+struct device_sample {
+        uint64_t wall_ms; /* CLOCK_REALTIME, ms */
+        float util[OPS_ENGINE_COUNT]; /* fractions 0..1 */
+        float temperature_c, power_w;
+};
+
 struct device {
         int id;
         char name[16];
@@ -31,6 +40,12 @@ struct device {
         uint64_t busy_ns[OPS_ENGINE_COUNT]; /* core-ns spent in completed units */
         uint64_t util_last_busy[OPS_ENGINE_COUNT], util_last_ns;
         double util[OPS_ENGINE_COUNT]; /* fraction of cores busy over the last period */
+        /* The backend's health and telemetry at the last utilization period (temperature,
+         * power, clock, ECC counters), and the samples of the last DEVICE_HISTORY periods,
+         * oldest first from hist_head - hist_count (a ring). */
+        struct backend_health telemetry;
+        struct device_sample hist[DEVICE_HISTORY];
+        int hist_head, hist_count;
         uint64_t tasks_completed, tasks_failed;
         uint32_t streams; /* live streams placed on this device */
         struct pd_device pd;  /* dispatch policy state */
@@ -56,6 +71,12 @@ void device_registry_deinit(struct device_registry *r);
 struct device *device_get(struct device_registry *r, int id); /* NULL if out of range */
 /* Update the utilization figures (called periodically). */
 void device_update_util(struct device *d, uint64_t now);
+/* The i-th sample of the history, oldest first (i < hist_count). */
+const struct device_sample *device_sample_at(const struct device *d, int i);
+/* Link between two devices, as nvidia-smi topo names them: "X" (itself), "HCCS" (one HCCS
+ * group), "PIX" (one PCIe switch), "NODE" (one NUMA node, through its host bridge) or
+ * "SYS" (across the NUMA interconnect). */
+const char *device_link(const struct device *a, const struct device *b);
 const char *device_health_name(enum device_health h);
 
 #endif

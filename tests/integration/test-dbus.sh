@@ -175,6 +175,18 @@ busctl --system tree org.npud.Manager1 | grep -q /org/npud/Manager1/device/1 \
         || fail "device properties: $(busctl --system introspect $D0 2>&1)"
 prop $D0 Utilization | grep -q '^a{sd} 4 "cube" .* "vector" .* "aicpu" .* "dma"' \
         && pass "Utilization" || fail "Utilization: $(prop $D0 Utilization)"
+# identity and telemetry agree with npuctl devices --json
+uuid=$(dev0 uuid)
+[ "$(prop $D0 Uuid)" = "s $uuid" ] && [ "$(prop $D0 BusId)" = "s $(dev0 bus_id)" ] &&
+        [ "$(prop $D0 Serial)" = "s $(dev0 serial)" ] && [ "$(prop $D0 Driver)" = "s $(dev0 driver)" ] &&
+        [ "$(prop $D0 Firmware)" = "s $(dev0 firmware)" ] && [ "$(prop $D0 PowerLimit)" = "d 350" ] \
+        && pass "identity properties (Uuid $uuid)" || fail "identity: $(prop $D0 Uuid) vs $uuid, $(prop $D0 BusId)"
+prop $D0 Temperature | grep -Eq '^d [0-9.]+$' && prop $D0 Power | grep -Eq '^d [0-9.]+$' &&
+        [ "$(prop $D0 ClockMHz)" = "d 1800" ] && [ "$(prop $D0 EccErrors)" = "(tt) 0 0" ] \
+        && pass "telemetry properties" || fail "telemetry: $(prop $D0 Temperature) $(prop $D0 Power) $(prop $D0 ClockMHz) $(prop $D0 EccErrors)"
+call InjectFault usd 0 ecc-corrected 2 && call InjectFault usd 0 ecc-uncorrected 1 &&
+        [ "$(prop $D0 EccErrors)" = "(tt) 2 1" ] && health_is ok \
+        && pass "InjectFault ecc-*: EccErrors (2, 1), health ok" || fail "ECC through D-Bus: $(prop $D0 EccErrors)"
 
 # --- 3. drain -----------------------------------------------------------------------------------
 call Drain u 0 && [ "$(dev0 draining)" = true ] && draining_is true && pass "Drain" \

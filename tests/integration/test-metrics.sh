@@ -174,6 +174,20 @@ for dev in 0 1; do
         [ "$(value "$m" "npud_queue_depth{device=\"$dev\"}")" = 0 ] && pass "device $dev queue depth 0" \
                 || fail "device $dev queue depth '$(value "$m" "npud_queue_depth{device=\"$dev\"}")'"
 done
+# identity and telemetry series
+for dev in 0 1; do
+        grep -Eq "^npud_device_info\{device=\"$dev\",uuid=\"[0-9a-f-]{36}\",serial=\"[^\"]+\",profile=\"910B3\",bus_id=\"0000:[0-9a-f]{2}:00.0\",firmware=\"[^\"]+\",driver=\"[^\"]+\"\} 1$" "$m" \
+                && pass "device $dev info" || fail "device $dev info: $(grep npud_device_info "$m")"
+        t=$(value "$m" "npud_device_temperature_celsius{device=\"$dev\"}")
+        p=$(value "$m" "npud_device_power_watts{device=\"$dev\"}")
+        python3 -c "import sys; t,p=float(sys.argv[1]),float(sys.argv[2]); assert 30 <= t <= 80 and 80 <= p <= 350" "$t" "$p" 2>/dev/null \
+                && pass "device $dev temperature $t C, power $p W" || fail "device $dev temperature '$t' power '$p'"
+        [ "$(value "$m" "npud_device_power_limit_watts{device=\"$dev\"}")" = 350 ] &&
+                [ "$(value "$m" "npud_device_clock_mhz{device=\"$dev\"}")" = 1800 ] &&
+                [ "$(value "$m" "npud_device_ecc_errors_total{device=\"$dev\",type=\"uncorrected\"}")" = 0 ] &&
+                [ -n "$(value "$m" "npud_engine_utilization_ratio{device=\"$dev\",engine=\"cube\"}")" ] \
+                && pass "device $dev power limit, clock, ECC, utilization gauge" || fail "device $dev clock/ECC/utilization series"
+done
 busy=$(awk '$1 ~ /^npud_engine_busy_seconds_total\{device="0",engine="(cube|dma)"\}$/ && $2 > 0' "$m" | wc -l)
 [ "$busy" = 2 ] && pass "cube and dma busy seconds > 0 on device 0" || fail "engine busy seconds: $(grep busy_seconds "$m")"
 done_tasks=$(sum "$m" 'npud_tasks_total{tenant="lc-team",device="0",status="completed"}')
@@ -197,6 +211,12 @@ grep -Eq 'pid=|session=' "$m" && fail "per-session or per-pid labels" || pass "n
 # a tenant a reload removes keeps its series and its sched rows (marked removed) alike.
 npuctl=$build/bin/npuctl
 if [ "$(id -u)" = 0 ] && [ -x "$npuctl" ]; then
+        # injected ECC errors reach the counter
+        "$npuctl" --socket "$sock" fault inject 1 ecc-corrected 7 >/dev/null || fail "fault inject ecc-corrected"
+        scrape "$url/metrics" GET "$dir/ecc.txt"
+        [ "$(value "$dir/ecc.txt" 'npud_device_ecc_errors_total{device="1",type="corrected"}')" = 7 ] \
+                && pass "npud_device_ecc_errors_total counts injected ECC errors" \
+                || fail "ECC counter: $(grep ecc_errors "$dir/ecc.txt")"
         "$npuctl" --socket "$sock" fault inject 0 fail-next 1 >/dev/null || fail "fault inject"
         "$build/bin/example-matmul" "$sock" >/dev/null 2>&1 && fail "fail-next did not fail example-matmul"
         agree() { # WHAT: metrics and sched agree on lc-team's device-0 failed/cancelled counts

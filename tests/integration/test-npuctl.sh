@@ -92,7 +92,7 @@ assert len(opts) > 8 and len(keys) > 20 and not bad, 'undocumented: ' + ' '.join
         && pass "npud.8 and npud.conf.5 cover every option and key" || fail "$(tail -1 "$dir/err")"
 # every command npuctl --help lists is in the man page and the completion
 "$npuctl" --help >"$dir/help" 2>&1 || fail "npuctl --help"
-for c in devices device top health sessions session mem drain undrain reset fault tenants quota sched reload version; do
+for c in devices device top health sessions session mem drain undrain reset fault tenants quota sched reload topo diag version; do
         grep -q "^  $c" "$dir/help" || fail "npuctl --help lacks $c"
         grep -qw -- "$c" docs/man/npuctl.8 || fail "npuctl.8 lacks $c"
         grep -qw -- "$c" client/completion/npuctl.bash || fail "completion lacks $c"
@@ -306,6 +306,19 @@ assert 'cancelled' in j[0]['tenants'][0]"
         out_has "^lc,[0-9]*,[0-9]*$" "sched CSV failed and cancelled"
         expect_exit 0 "faults after fail-next" --json health
         py "fail-next consumed" "assert j[0]['faults'] == [] and j[0]['health'] == 'ok'"
+        # HBM ECC errors through the fault path: counters, not faults in force
+        expect_exit 0 "fault inject ecc-corrected 3" fault inject 1 ecc-corrected 3
+        expect_exit 0 "fault inject ecc-uncorrected" fault inject 1 ecc-uncorrected
+        expect_exit 0 "devices CSV with ECC counters" devices --csv --fields id,ecc_corrected,ecc_uncorrected
+        out_has "^1,3,1$" "ECC counters in the device table"
+        out_has "^0,0,0$" "ECC counters of the other device untouched"
+        expect_exit 0 "health after ECC errors" --csv --fields id,health,faults health
+        out_has "^1,ok,$" "ECC errors are not faults in force"
+        expect_exit 0 "fault clear keeps ECC counters" fault clear 1
+        expect_exit 0 "device show after ECC errors" device show 1
+        out_has "HBM ECC:      3 corrected, 1 uncorrected" "device show has the ECC counters"
+        expect_exit 1 "ecc-corrected of a fraction" fault inject 1 ecc-corrected 0.5
+        err_has "whole number of errors" "ECC count error names what it must be"
         expect_exit 2 "fault inject of an unknown kind" fault inject 0 melt
         expect_exit 1 "fault inject on an unknown device" fault inject 4 slow 2
         err_has "device 4" "fault inject names the device"
@@ -407,6 +420,10 @@ EOF
                 [ $r = 0 ] && python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['all'] is False and all(not d['sessions'] for d in j['devices'])" "$dir/out" \
                         && pass "unprivileged mem hides other users' sessions" || fail "unprivileged mem: exit $r $(cat "$dir/out")"
                 nobody health; r=$?; [ $r = 0 ] && pass "unprivileged health" || fail "unprivileged health: exit $r"
+                # diag joins the best-effort tenant npud lets the user into
+                nobody --json diag; r=$?
+                [ $r = 0 ] && python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['tenant'] == 'batch' and j['passed'], j" "$dir/out" \
+                        && pass "diag as nobody runs in the best-effort tenant" || fail "diag as nobody: exit $r $(cat "$dir/err" "$dir/out" | head -5)"
         else
                 fail "setpriv is missing (util-linux)"
         fi
@@ -430,6 +447,67 @@ expect_exit 0 "devices --watch --count 3" --watch 0.1 --count 3 devices
 [ "$(grep -c '^Every 0.1s: npuctl devices' "$dir/out")" = 3 ] && pass "--watch repeats the command" || fail "--watch output: $(head -5 "$dir/out")"
 expect_exit 0 "mem --watch with --csv" mem --csv --watch 0.1 --count 2
 [ "$(grep -c '^device,' "$dir/out")" = 2 ] && pass "--watch --csv prints each run" || fail "--watch --csv: $(cat "$dir/out")"
+
+# ---- telemetry: identity, temperature, power, clock, ECC; topology; history; diagnostics ----
+expect_exit 0 "devices --json telemetry" --json devices
+py "devices have identity and telemetry" "
+import re
+for d in j:
+        assert re.fullmatch(r'[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-8[0-9a-f]{3}-[0-9a-f]{12}', d['uuid']), d['uuid']
+        assert re.fullmatch(r'0000:[0-9a-f]{2}:00\\.0', d['bus_id']) and d['serial'] and d['firmware'] and d['driver']
+        assert 30 <= d['temperature'] <= 80 and 80 <= d['power'] <= d['power_limit'] == 350, d
+        assert d['clock_mhz'] == 1800 and set(d['ecc']) == {'corrected', 'uncorrected'}
+assert j[0]['uuid'] != j[1]['uuid'] and j[0]['bus_id'] != j[1]['bus_id']"
+expect_exit 0 "devices table has temperature and power" devices
+out_has "Temp(C)" "devices table temperature column"
+out_has "Power(W)" "devices table power column"
+expect_exit 0 "devices --csv raw telemetry" devices --csv --fields id,temperature,power,clock_mhz,uuid,bus_id
+pyraw "CSV telemetry is raw numbers" "
+import csv
+rows=list(csv.DictReader(open(sys.argv[1])))
+assert len(rows) == 2
+for r in rows: float(r['temperature']); float(r['power']); assert r['clock_mhz'] == '1800' and len(r['uuid']) == 36"
+expect_exit 0 "device show telemetry" device show 0
+out_has "Temperature:  " "device show temperature"
+out_has "Power:        .* W of 350 W" "device show power and limit"
+out_has "AI core:      1800 MHz" "device show clock"
+out_has "Bus-Id:       0000:" "device show bus id"
+expect_exit 0 "topo" topo
+out_has "^NPU0 *X *HCCS" "topo matrix: 910B3 devices linked by HCCS"
+out_has "HCCS = " "topo legend"
+expect_exit 0 "topo --json" --json topo
+py "topo JSON matrix" "assert j['links'] == [['X', 'HCCS'], ['HCCS', 'X']] and [d['hccs_group'] for d in j['devices']] == [0, 0] and j['devices'][0]['pcie_switch'] == 0"
+expect_exit 2 "topo --csv" topo --csv
+expect_exit 0 "diag" diag
+out_has "cube:MatMul *pass" "diag: known answer on the cube cores"
+out_has "vector:Add *pass" "diag: known answer on the vector cores"
+out_has "aicpu:Cast *pass" "diag: known answer on the AI CPUs"
+out_has "memory:pattern *pass" "diag: memory pattern"
+out_has "bandwidth:d2d *pass *[0-9.]* GB/s" "diag: copy bandwidth with its figure"
+out_has "^PASS: 0 failures" "diag verdict"
+expect_exit 0 "diag -r 2 --csv" diag -r 2 --csv --fields id,test,result,value
+pyraw "diag CSV: every test of both devices passes, bandwidths as numbers" "
+import csv
+rows=list(csv.DictReader(open(sys.argv[1])))
+assert len(rows) == 16 and all(r['result'] == 'pass' for r in rows), rows
+assert all(float(r['value']) > 0 for r in rows if r['test'].startswith('bandwidth'))"
+expect_exit 2 "diag -r 4" diag -r 4
+err_has "1|2|3" "diag names the levels"
+# power follows the load: the diagnostics' copies show in the per-second history
+sleep 1.2
+expect_exit 0 "devices --history --json" --json devices --history 30
+py "history: samples per second with utilization, temperature and power" "
+d=j['devices'][0]; n=len(d['time_ms'])
+assert j['period_ms'] == 1000 and 2 <= n <= 30 and all(len(d[k]) == n for k in ('cube','vector','aicpu','dma','temperature','power'))
+assert max(d['power']) > 90 and max(d['dma']) > 0, (d['power'], d['dma'])"
+expect_exit 0 "devices --history table" devices --history 5
+out_has "TEMP(C)" "history table"
+expect_exit 0 "devices --history --csv" devices --history 3 --csv --fields time,id,cube,power
+pyraw "history CSV raw" "
+import csv
+rows=list(csv.DictReader(open(sys.argv[1])))
+assert 2 <= len(rows) <= 6 and all(0 <= float(r['cube']) <= 1 and float(r['time']) > 1e9 for r in rows), rows"
+expect_exit 2 "devices --history 301" devices --history 301
 
 expect_exit 0 "version" version
 out_has "npud 0.1.0" "version names npud"
