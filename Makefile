@@ -16,7 +16,7 @@ WERROR     ?= -Werror
 
 DEB_PKGS   := build-essential pkg-config libevent-dev libjansson-dev libsystemd-dev check \
               libopenblas-dev libprotobuf-c-dev protobuf-c-compiler python3 systemd groff-base \
-              libonnx-dev libonnx-testdata dbus
+              libonnx-dev libonnx-testdata dbus python3-dev python3-numpy
 
 PKGS       := libevent jansson openblas libsystemd libprotobuf-c
 PKG_CFLAGS  = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -71,12 +71,24 @@ CORE_A     := $(BUILD)/lib/libnpud-core.a
 EXAMPLES   := $(patsubst client/examples/%.c,$(BUILD)/bin/example-%,$(wildcard client/examples/*.c))
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
 INTEG_TESTS:= $(patsubst tests/integration/%.c,$(BUILD)/tests/integ-%,$(wildcard tests/integration/test_*.c))
+# The Python module npu (python/, docs/python.md): built against Debian's python3 and NumPy,
+# libnpu linked in statically (its symbols kept private) so the installed module needs no
+# libnpu.so. PYTHON is Debian's interpreter, not whatever python3 is first on PATH.
+PYTHON     ?= /usr/bin/python3
+PY_EXT     := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))' 2>/dev/null)
+PY_INC     := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null)
+PY_NP_INC  := $(shell $(PYTHON) -c 'import numpy; print(numpy.get_include())' 2>/dev/null)
+PY_VER     := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+PY_MOD     := $(BUILD)/python/npu$(PY_EXT)
+# Where Debian's python3 looks: /usr/lib/python3/dist-packages for PREFIX=/usr, else
+# PREFIX/lib/python3.X/dist-packages (/usr/local/lib/python3.11/dist-packages).
+PYTHON_SITE ?= $(if $(filter /usr,$(PREFIX)),$(PREFIX)/lib/python3/dist-packages,$(PREFIX)/lib/python$(PY_VER)/dist-packages)
 BENCHES    := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(wildcard tests/bench/bench_*.c))
 
 .SECONDARY:
 .PHONY: all deps run check check-asan unit integration bench fuzz install clean examples conformance
 all: $(NPUD) $(LIBNPU) $(BUILD)/lib/libnpu.so $(NPUCTL) $(BUILD)/lib/libnpu.pc $(EXAMPLES) $(NPUSIM) \
-  $(ONNX_TEST)
+  $(ONNX_TEST) $(PY_MOD)
 
 deps:
 	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -194,6 +206,34 @@ $(BUILD)/tests/test_onnx_tensor: $(BUILD)/obj/tests/unit/test_onnx_tensor.o $(ON
 
 examples: $(EXAMPLES)
 
+# Python's and NumPy's headers as system headers: the project's warnings are for its own code.
+$(BUILD)/obj/python/npumodule.o: python/npumodule.c
+	@mkdir -p $(dir $@)
+	@[ -n "$(PY_NP_INC)" ] || { echo "python: NumPy for $(PYTHON) is missing; run: make deps"; exit 1; }
+	$(CC) $(CFLAGS_ALL) -isystem $(PY_INC) -isystem $(PY_NP_INC) -MMD -MP -c $< -o $@
+
+$(PY_MOD): $(BUILD)/obj/python/npumodule.o $(LIBNPU_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -shared -Wl,--exclude-libs,ALL -o $@ $^ $(shell pkg-config --libs jansson)
+
+.PHONY: python-check python-bench
+# The module's unittest suite against a private npud. Under ASan (SAN set) the module is
+# instrumented, so Debian's (uninstrumented) python3 must preload the sanitizer runtimes;
+# leak checking is off there because the interpreter keeps its objects at exit by design.
+PY_PRELOAD = $(if $(SAN),LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
+  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1,)
+python-check: $(PY_MOD) $(NPUD) $(NPUCTL)
+	cd python/tests && NPUD_BIN=$(abspath $(NPUD)) NPUCTL_BIN=$(abspath $(NPUCTL)) \
+	  PYTHONPATH=$(abspath $(BUILD)/python) $(PY_PRELOAD) $(PYTHON) -m unittest
+
+python-bench: $(PY_MOD) $(NPUD) $(BUILD)/bench/pyloop-c
+	NPUD_BIN=$(abspath $(NPUD)) PYTHONPATH=$(abspath $(BUILD)/python) \
+	  $(PYTHON) python/bench/bench_loop.py $(BUILD)/bench/pyloop-c
+
+$(BUILD)/bench/pyloop-c: $(BUILD)/obj/python/bench/pyloop-c.o $(LIBNPU_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(shell pkg-config --libs jansson) -lm
+
 run: deps all
 	$(NPUD) --sim-devices 2 --log-level info
 
@@ -224,6 +264,7 @@ integration: all $(INTEG_TESTS) $(BUILD)/tests/npuctl-hold
 	@set -e; tests/integration/test-dbus.sh $(BUILD)
 	@set -e; tests/integration/test-npusim.sh $(BUILD)
 	@set -e; tests/onnx/check-expected.sh $(BUILD)
+	@set -e; $(MAKE) --no-print-directory python-check
 
 check: deps
 	$(MAKE) all
@@ -239,6 +280,7 @@ check-asan: deps
 bench: deps all $(BENCHES) $(NPUBENCH)
 	@set -e; for b in $(BENCHES); do echo "== $$b"; NPUD_BIN=$(NPUD) $$b; done
 	$(BUILD)/bin/npusim --generate mixed --seed 1 --duration-ms 2000
+	$(MAKE) --no-print-directory python-bench
 
 # Every ONNX backend node test through a private npud's graph API: one result per test in
 # $(BUILD)/conformance.json (tests/onnx/update-expected.sh makes the CI list from it).
@@ -323,6 +365,8 @@ install: all
 	install -m 0644 docs/man/libnpu.3 $(DESTDIR)$(PREFIX)/share/man/man3/libnpu.3
 	install -m 0644 docs/man/npud.conf.5 $(DESTDIR)$(PREFIX)/share/man/man5/npud.conf.5
 	install -m 0644 docs/man/npud.8 docs/man/npuctl.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+	install -d $(DESTDIR)$(PYTHON_SITE)
+	install -m 0644 $(PY_MOD) $(DESTDIR)$(PYTHON_SITE)/
 
 clean:
 	rm -rf build
