@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <npu.h>
@@ -2364,6 +2365,67 @@ static PyObject *Graph_get_outputs(GraphObject *g, void *u)
         return PyList_GetSlice(g->outputs, 0, g->nout);
 }
 
+/* make bench's C side (python/bench/bench_loop.py): the request loop of graph.run written in
+ * C, npu_graph_run_host on the same arrays `iters` times, the GIL released throughout; returns
+ * each request's latency in seconds. Lives here so the C and the Python loops alternate in one
+ * process, on one session and one graph: a noisy host slows both alike. */
+static PyObject *Graph_c_loop(GraphObject *g, PyObject *args)
+{
+        PyObject *inputs, *list;
+        PyArrayObject *arrs[MAX_IO], *outs[MAX_IO];
+        npu_host_tensor_t hin[MAX_IO], hout[MAX_IO];
+        npu_status_t st = NPU_OK;
+        struct timespec t0, t1;
+        double *lat;
+        int iters;
+
+        if (!PyArg_ParseTuple(args, "Oi:_c_loop", &inputs, &iters) || iters <= 0 || iters > 10000000) {
+                if (!PyErr_Occurred())
+                        PyErr_SetString(PyExc_ValueError, "_c_loop: iters 1 to 10000000");
+                return NULL;
+        }
+        if (run_prepare(g, inputs, Py_None, arrs, outs) < 0) {
+                run_drop(g, arrs, outs);
+                return NULL;
+        }
+        lat = malloc(sizeof(double) * (size_t)iters);
+        if (!lat || !ctx_enter(g->ctx)) {
+                free(lat);
+                run_drop(g, arrs, outs);
+                return lat ? NULL : PyErr_NoMemory();
+        }
+        Py_BEGIN_ALLOW_THREADS
+        for (int i = 0; i < iters && st == NPU_OK; i++) {
+                clock_gettime(CLOCK_MONOTONIC, &t0);
+                /* What graph.run does per request, in C: describe the arrays, run. */
+                for (int k = 0; k < g->nin; k++)
+                        host_tensor(&hin[k], arrs[k]);
+                for (int k = 0; k < g->nout; k++)
+                        host_tensor(&hout[k], outs[k]);
+                st = npu_graph_run_host(g->ctx->ctx, g->graph, hin, g->nin, hout, g->nout);
+                clock_gettime(CLOCK_MONOTONIC, &t1);
+                lat[i] = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+        }
+        Py_END_ALLOW_THREADS
+        ctx_leave(g->ctx);
+        run_drop(g, arrs, outs);
+        if (st != NPU_OK) {
+                free(lat);
+                return raise_last(st);
+        }
+        list = PyList_New(iters);
+        for (int i = 0; list && i < iters; i++) {
+                PyObject *v = PyFloat_FromDouble(lat[i]);
+                if (!v) {
+                        Py_CLEAR(list);
+                        break;
+                }
+                PyList_SET_ITEM(list, i, v);
+        }
+        free(lat);
+        return list;
+}
+
 static PyMethodDef Graph_methods[] = {
         { "run", (PyCFunction)(void (*)(void))Graph_run, METH_VARARGS | METH_KEYWORDS,
           "run(inputs, outputs=None, stream=None, output_shapes=None)\n\n"
@@ -2379,6 +2441,8 @@ static PyMethodDef Graph_methods[] = {
           "with the outputs dict (or the run's Error) when the context's completion fd reports it. No thread "
           "waits: the loop watches the fd." },
         { "unload", (PyCFunction)Graph_unload, METH_NOARGS, "unload()\n\nRelease the graph now." },
+        { "_c_loop", (PyCFunction)Graph_c_loop, METH_VARARGS,
+          "_c_loop(inputs, iters) -> list of seconds\n\nmake bench's C request loop (npu_graph_run_host)." },
         { NULL },
 };
 
