@@ -324,5 +324,36 @@ class TestRefcounts(Base):
         self.assertEqual([d.memory_used for d in self.ctx.devices()], mem0)
 
 
+class TestExampleServer(unittest.TestCase):
+    def test_server(self):
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+        import server
+        m, w, c = onnxbuild.mlp(2, 4, 3)
+
+        async def main():
+            ready = asyncio.get_running_loop().create_future()
+            task = asyncio.create_task(server.serve(m, port=0, socket=D.sock, ready=ready))
+            port = await ready
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            x = [[1, 2, 3, 4], [5, 6, 7, 8]]
+            answers = []
+            for req in [{"X": x}, {"X": [[1, 2, 3]]}, {"X": x}]:
+                writer.write(json.dumps(req).encode() + b"\n")
+                await writer.drain()
+                answers.append(json.loads(await reader.readline()))
+            writer.close()
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+            return x, answers
+        x, answers = asyncio.run(main())
+        ref = np.maximum(np.array(x, np.float32) @ w + c, 0)
+        np.testing.assert_allclose(answers[0]["Y"], ref, rtol=1e-5)
+        self.assertEqual(answers[1]["status"], npu.ShapeError.status)
+        np.testing.assert_allclose(answers[2]["Y"], ref, rtol=1e-5)
+
+
 if __name__ == "__main__":
     unittest.main()
