@@ -244,6 +244,8 @@ typedef struct {
         PyObject_HEAD
         npu_context_t *ctx;          /* NULL once closed */
         pthread_rwlock_t lock;       /* calls hold it shared; close() exclusively */
+        int closing;                 /* close() began: new calls fail (the lock prefers readers,
+                                        so without it a stream of calls would starve close) */
         Py_ssize_t exports;          /* buffer-protocol views of host regions alive */
         npu_stream_t default_stream[16]; /* per device, made at first need */
         int has_default[16];
@@ -259,6 +261,10 @@ static PyTypeObject Context_Type;
 /* Enter a call on the context: NULL (exception set) when closed. Leave with ctx_leave. */
 static npu_context_t *ctx_enter(ContextObject *c)
 {
+        if (__atomic_load_n(&c->closing, __ATOMIC_ACQUIRE)) {
+                raise_status(NPU_ERR_CONNECTION, "the context is closed", 0);
+                return NULL;
+        }
         pthread_rwlock_rdlock(&c->lock);
         if (!c->ctx) {
                 pthread_rwlock_unlock(&c->lock);
@@ -318,6 +324,7 @@ static PyObject *Context_close(ContextObject *c, PyObject *unused)
                 PyErr_Clear(); /* a closed loop: nothing to remove */
                 Py_CLEAR(c->reader_loop);
         }
+        __atomic_store_n(&c->closing, 1, __ATOMIC_RELEASE);
         Py_BEGIN_ALLOW_THREADS
         pthread_rwlock_wrlock(&c->lock);
         ctx = c->ctx;
@@ -415,6 +422,7 @@ static PyObject *npu_connect_py(PyObject *mod, PyObject *args, PyObject *kw)
         c->ctx = ctx;
         pthread_rwlock_init(&c->lock, NULL);
         c->exports = 0;
+        c->closing = 0;
         memset(c->has_default, 0, sizeof(c->has_default));
         c->cfd = -1;
         c->pending = NULL;
@@ -1232,10 +1240,12 @@ static PyObject *Event_record(HandleObject *h, PyObject *stream)
         npu_stream_t s;
         npu_status_t st;
 
-        if (stream_arg(h->ctx, stream, 0, &s) < 0)
-                return NULL;
         if (!ctx_enter(h->ctx))
                 return NULL;
+        if (stream_arg(h->ctx, stream, 0, &s) < 0) {
+                ctx_leave(h->ctx);
+                return NULL;
+        }
         Py_BEGIN_ALLOW_THREADS
         st = npu_event_record(h->ctx->ctx, (npu_event_t){ h->id }, s);
         Py_END_ALLOW_THREADS

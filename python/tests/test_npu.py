@@ -295,6 +295,29 @@ class TestThreads(Base):
             t.join()
         self.assertEqual(errors, [])
 
+    def test_close_under_running_threads(self):
+        m, _, _ = onnxbuild.mlp(4, 16, 8)
+        g = self.ctx.load(m)
+        x = np.ones((4, 16), np.float32)
+        ended = []
+        started = threading.Barrier(5)
+
+        def worker():
+            started.wait()
+            try:
+                while True:
+                    g.run({"X": x})
+            except npu.ConnectionLostError as e:
+                ended.append(e)
+        ts = [threading.Thread(target=worker) for _ in range(4)]
+        for t in ts:
+            t.start()
+        started.wait()
+        self.ctx.close()  # waits for the calls in flight, then every later call fails cleanly
+        for t in ts:
+            t.join()
+        self.assertEqual(len(ended), 4)
+
 
 class TestRefcounts(Base):
     def test_no_leak_over_10000_runs(self):
