@@ -20,6 +20,7 @@
 #include "proto/errors.h"
 #include "ops/control.h"
 #include "ops/runctx.h"
+#include "compile.h"
 #include "exec.h"
 #include "util/err.h"
 
@@ -36,6 +37,9 @@ struct frame {
         const struct ops_tensor *bound; /* the caller's outputs (the model's graph only) */
         int nbound;
         int flex; /* bound outputs are capacities (GRAPH_RUN_FLEX) */
+        /* The run's arena when the graph has a memory plan (compile.h): planned
+         * intermediates live at their offsets in it instead of buffers of their own. */
+        char *arena;
 };
 
 /* "[2,?,3]" ('?' for an undeclared extent), "[]" for a scalar, "[...]" for an unknown rank. */
@@ -164,6 +168,8 @@ static void frame_release(struct frame *f)
                 ops_buf_free(f->slots[v].owned);
         free(f->slots);
         f->slots = NULL;
+        ops_buf_free(f->arena);
+        f->arena = NULL;
 }
 
 /* Slots for g: inputs, initializers and outer values available, the rest pending. */
@@ -296,6 +302,13 @@ static int run_node(struct frame *f, int n, char *err, size_t errlen)
                         o->data = b->data;
                         continue;
                 }
+                /* A planned intermediate: its bytes in the arena, when the run's shape
+                 * fits what the plan gave it. */
+                if (v >= 0 && f->arena && v < g->plan->nvalues && g->plan->offset[v] >= 0 &&
+                    bytes <= g->plan->size[v]) {
+                        o->data = f->arena + g->plan->offset[v];
+                        continue;
+                }
                 msg[0] = 0;
                 mem[j] = ops_buf_alloc((uint64_t)bytes, msg, sizeof(msg));
                 if (!mem[j]) {
@@ -375,6 +388,16 @@ static int exec_run(const struct graph *g, int nin, const struct ops_tensor *in,
         f.bound = out;
         f.nbound = nout;
         f.flex = flex;
+        if (g->plan && g->plan->arena_bytes) {
+                char msg[256] = "";
+                f.arena = ops_buf_alloc(g->plan->arena_bytes, msg, sizeof(msg));
+                if (!f.arena) {
+                        frame_release(&f);
+                        return err_set(err, errlen, node_code(PROTO_E_EXEC),
+                                       "arena of %llu bytes for the intermediates: %s",
+                                       (unsigned long long)g->plan->arena_bytes, msg);
+                }
+        }
         rc = frame_run(&f, err, errlen);
         /* Outputs not written in place: graph inputs or initializers passed through, or a
          * value listed as several outputs. */

@@ -41,6 +41,9 @@ struct graph_value {
         int output;                 /* index of its first listing among the outputs, -1 */
 };
 
+struct graph_plan;
+struct graph_compile_stats;
+
 struct graph_node {
         char *name;    /* the model's node name, "#N" (index in its graph) when it has none */
         char *op_type;
@@ -73,6 +76,10 @@ struct graph {
         /* name -> value index (open addressing, index + 1, 0 = empty) */
         int *hash;
         int hash_cap;
+        /* What the compiler (compile.h) made of the graph at load; NULL when it did not run.
+         * Both are graph_alloc'd. plan: arena offsets of the intermediates (root graph). */
+        struct graph_plan *plan;
+        struct graph_compile_stats *stats;
         /* every other allocation of the graph, freed with it */
         void **allocs;
         int nallocs, allocs_cap;

@@ -41,6 +41,10 @@ enum ops_attr_type {
         OPS_ATTR_TENSOR = 6,
         OPS_ATTR_GRAPH = 7,
         OPS_ATTR_STRINGS = 8,
+        /* Internal to the graph compiler (graph/compile*.c): a structure in .graph that only
+         * the definition that made it reads (a fused node's chain). Never from the wire or a
+         * model, and not freed as a subgraph. */
+        OPS_ATTR_OPAQUE = 9,
 };
 
 struct ops_attr {

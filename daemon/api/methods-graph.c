@@ -31,6 +31,7 @@
 #include "daemon/exec/alloc.h"
 #include "dispatch.h"
 #include "export.h"
+#include "graph/compile.h"
 #include "graph/exec.h"
 #include "daemon/exec/graph-obj.h"
 #include "graph/onnx-import.h"
@@ -213,6 +214,42 @@ static json_t *value_json(const char *name, int dtype, int ndim, const int64_t *
         return json_pack("{s:s, s:i, s:o}", "name", name, "dtype", dtype, "shape", shape);
 }
 
+/* What the compiler did at load (null when it was off): nodes before and after, what each
+ * pass removed or made, and the memory plan's arena against the sum of the intermediates it
+ * placed. */
+static json_t *compile_json(const struct graph *g)
+{
+        const struct graph_compile_stats *st = g->stats;
+        json_t *groups;
+
+        if (!st)
+                return json_null();
+        groups = json_array();
+        for (int n = 0; n < g->nnodes; n++) {
+                const struct graph_node *gn = &g->nodes[n];
+                const struct graph_fused *fz = NULL;
+                json_t *ops;
+                if (gn->def != &graph_fused_def)
+                        continue;
+                for (int a = 0; a < gn->nattr; a++)
+                        if (gn->attr[a].type == OPS_ATTR_OPAQUE)
+                                fz = gn->attr[a].graph;
+                if (!fz)
+                        continue;
+                ops = json_array();
+                for (int s = 0; s < fz->nsteps; s++)
+                        json_array_append_new(ops, json_string(fz->steps[s].def->name));
+                json_array_append_new(groups, json_pack("{s:s, s:o}", "node", gn->name, "ops", ops));
+        }
+        return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:o, s:i, s:i, s:I, s:I}",
+                         "nodes_before", st->nodes_before, "nodes_after", st->nodes_after,
+                         "folded", st->folded, "bn_folded", st->bn_folded, "dead", st->dead,
+                         "fused_nodes", st->fused_nodes, "fused_groups", groups,
+                         "planned", st->planned, "in_place", st->inplace,
+                         "arena_bytes", (json_int_t)st->arena_bytes,
+                         "intermediate_bytes", (json_int_t)st->intermediate_bytes);
+}
+
 static json_t *graph_json(const struct graph_obj *o, uint32_t handle)
 {
         const struct graph *g = o->g;
@@ -226,9 +263,10 @@ static json_t *graph_json(const struct graph_obj *o, uint32_t handle)
                 const struct ops_tensor *d = &g->output_decl[k];
                 json_array_append_new(out, value_json(g->values[g->outputs[k]].name, d->dtype, d->ndim, d->dims));
         }
-        return json_pack("{s:I, s:i, s:o, s:o, s:i, s:I, s:i}", "graph", (json_int_t)handle,
+        return json_pack("{s:I, s:i, s:o, s:o, s:i, s:I, s:i, s:o}", "graph", (json_int_t)handle,
                          "device", o->dev->id, "inputs", in, "outputs", out, "nodes", g->nnodes,
-                         "weight_bytes", (json_int_t)g->storage_bytes, "opset", g->opset);
+                         "weight_bytes", (json_int_t)g->storage_bytes, "opset", g->opset,
+                         "compile", compile_json(g));
 }
 
 /* Map a sealed model memfd read-only. Consumes fd. 0 or a PROTO_E_* code with a message. */
@@ -318,6 +356,13 @@ static void method_graph_load(struct request *req)
         if (!rc && (rc = graph_check_static(g, err, sizeof(err))) != 0) {
                 graph_free(g);
                 g = NULL;
+        }
+        /* Compile at load (graph/compile.h); NPUD_GRAPH_COMPILE=0 keeps the graph as
+         * imported, for comparisons. */
+        if (!rc && graph_compile_flags() && graph_compile(g, graph_compile_flags(), err, sizeof(err)) < 0) {
+                graph_free(g);
+                g = NULL;
+                rc = PROTO_E_NO_MEMORY;
         }
         if (rc) {
                 buffer_unref(sc.b);

@@ -1,0 +1,250 @@
+/* FusedElementwise: a chain of elementwise operators applied block by block (see compile.h).
+ *
+ * The chain's steps are registry operators; each block of GRAPH_FUSE_BLOCK elements goes
+ * through every step with the intermediate results in two small buffers on the stack, so
+ * that the intermediates never reach memory and each input and the output are touched once.
+ * That needs every tensor of the chain to be element-aligned with the output: every input
+ * and every step's result has the output's element count (then broadcasting only adds
+ * leading or unit dims and the row-major orders agree) or is a single element. When a run's
+ * shapes do not allow it (a step broadcasts for real), the chain runs step by step over
+ * whole tensors instead, with the same kernels, so results never depend on the choice. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ops/control.h"
+#include "ops/runctx.h"
+#include "proto/dtype.h"
+#include "compile.h"
+
+static const struct graph_fused *fused_of(const struct ops_call *call)
+{
+        for (int a = 0; a < call->nattr; a++)
+                if (call->attr[a].type == OPS_ATTR_OPAQUE)
+                        return call->attr[a].graph;
+        return NULL;
+}
+
+static int no_chain(char *err, size_t errlen)
+{
+        snprintf(err, errlen, "FusedElementwise without its chain");
+        return -EINVAL;
+}
+
+/* The call of step s with the fused call's inputs and acc as the previous result. */
+static void step_call(const struct graph_fused *fz, int s, const struct ops_call *call,
+                      const struct ops_tensor *acc, struct ops_call *c)
+{
+        const struct graph_fused_step *st = &fz->steps[s];
+
+        memset(c, 0, offsetof(struct ops_call, attr));
+        c->nin = st->nin;
+        for (int i = 0; i < st->nin; i++) {
+                if (st->src[i] == -1 && acc)
+                        c->in[i] = *acc;
+                else if (st->src[i] >= 0)
+                        c->in[i] = call->in[st->src[i]];
+        }
+        c->nout = 1;
+        c->nattr = st->nattr;
+        if (st->nattr)
+                memcpy(c->attr, st->attr, sizeof(c->attr[0]) * (size_t)st->nattr);
+        c->opset = fz->opset;
+}
+
+static int step_err(const struct graph_fused *fz, int s, int rc, const char *msg, char *err,
+                    size_t errlen)
+{
+        snprintf(err, errlen, "fused step '%s' (%s): %s", fz->steps[s].name, fz->steps[s].def->name,
+                 msg[0] ? msg : "failed");
+        return rc < 0 ? rc : -EINVAL;
+}
+
+/* Shapes of every step's result (res[s]); 0 or an error naming the step. */
+static int chain_infer(const struct graph_fused *fz, const struct ops_call *call,
+                       struct ops_tensor *res, char *err, size_t errlen)
+{
+        struct ops_call *cp = __builtin_alloca(sizeof(*cp));
+        struct ops_tensor acc = { 0 };
+        char msg[256];
+
+        for (int s = 0; s < fz->nsteps; s++) {
+                int rc;
+                step_call(fz, s, call, &acc, cp);
+                msg[0] = 0;
+                rc = ops_infer(fz->steps[s].def, cp, msg, sizeof(msg));
+                ops_control_forget();
+                if (rc < 0)
+                        return step_err(fz, s, rc, msg, err, errlen);
+                res[s] = cp->out[0];
+                res[s].data = NULL;
+                acc = res[s];
+        }
+        return 0;
+}
+
+static int fused_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
+{
+        const struct graph_fused *fz = fused_of(call);
+        struct ops_tensor res[GRAPH_FUSE_MAX_STEPS];
+
+        if (!fz || fz->nsteps < 1 || fz->nsteps > GRAPH_FUSE_MAX_STEPS)
+                return no_chain(err, errlen);
+        int rc = chain_infer(fz, call, res, err, errlen);
+        if (rc)
+                return rc;
+        call->nout = 1;
+        call->out[0] = res[fz->nsteps - 1];
+        return 0;
+}
+
+/* Can the chain run block by block? */
+static int blockable(const struct graph_fused *fz, const struct ops_call *call,
+                     const struct ops_tensor *res, int64_t n)
+{
+        for (int s = 0; s < fz->nsteps; s++)
+                if (ops_tensor_numel(&res[s]) != n || proto_dtype_size(res[s].dtype) > 8 ||
+                    proto_dtype_size(res[s].dtype) == 0)
+                        return 0;
+        for (int i = 0; i < call->nin; i++) {
+                int64_t m;
+                if (!call->in[i].dtype)
+                        continue;
+                m = ops_tensor_numel(&call->in[i]);
+                if ((m != n && m != 1) || proto_dtype_size(call->in[i].dtype) > 8)
+                        return 0;
+        }
+        return 1;
+}
+
+/* Step by step over whole tensors (shapes that broadcast for real). */
+static int run_unblocked(const struct graph_fused *fz, const struct ops_call *call,
+                         const struct ops_tensor *res, char *err, size_t errlen)
+{
+        struct ops_call *c = __builtin_alloca(sizeof(*c));
+        struct ops_tensor acc = { 0 };
+        void *prev = NULL;
+        char msg[256];
+        int rc = 0;
+
+        for (int s = 0; s < fz->nsteps && !rc; s++) {
+                struct ops_tensor o = res[s];
+                void *mem = NULL;
+                step_call(fz, s, call, &acc, c);
+                if (s == fz->nsteps - 1) {
+                        o.data = call->out[0].data;
+                } else {
+                        uint64_t bytes = (uint64_t)ops_tensor_numel(&o) * proto_dtype_size(o.dtype);
+                        msg[0] = 0;
+                        mem = ops_buf_alloc(bytes, msg, sizeof(msg));
+                        if (!mem) {
+                                rc = step_err(fz, s, -ENOMEM, msg, err, errlen);
+                                break;
+                        }
+                        o.data = mem;
+                }
+                c->out[0] = o;
+                msg[0] = 0;
+                rc = ops_run(fz->steps[s].def, c, msg, sizeof(msg));
+                if (rc < 0)
+                        rc = step_err(fz, s, rc, msg, err, errlen);
+                ops_buf_free(prev);
+                prev = mem;
+                acc = o;
+        }
+        ops_buf_free(prev);
+        return rc;
+}
+
+static int fused_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                     size_t errlen)
+{
+        const struct graph_fused *fz = fused_of(call);
+        struct ops_tensor res[GRAPH_FUSE_MAX_STEPS];
+        /* per step: its call, prepared once; only data pointers and extents change */
+        struct ops_call *calls;
+        uint64_t buf[2][GRAPH_FUSE_BLOCK];
+        int64_t n = ops_tensor_numel(&call->out[0]);
+        char msg[256];
+        int rc;
+
+        if (!fz || fz->nsteps < 1 || fz->nsteps > GRAPH_FUSE_MAX_STEPS)
+                return no_chain(err, errlen);
+        rc = chain_infer(fz, call, res, err, errlen);
+        if (rc)
+                return rc;
+        if (!blockable(fz, call, res, n))
+                return run_unblocked(fz, call, res, err, errlen);
+        calls = ops_buf_alloc(sizeof(*calls) * (uint64_t)fz->nsteps, msg, sizeof(msg));
+        if (!calls) {
+                snprintf(err, errlen, "fused chain: %s", msg);
+                return -ENOMEM;
+        }
+        for (int s = 0; s < fz->nsteps; s++) {
+                struct ops_call *c = &calls[s];
+                step_call(fz, s, call, s ? &res[s - 1] : NULL, c);
+                for (int i = 0; i < c->nin; i++) {
+                        if (!c->in[i].dtype)
+                                continue;
+                        if (ops_tensor_numel(&c->in[i]) == 1 && fz->steps[s].src[i] != -1)
+                                c->in[i].ndim = 0; /* a scalar stays a scalar */
+                        else
+                                c->in[i].ndim = 1;
+                }
+                c->out[0] = res[s];
+                c->out[0].ndim = 1;
+        }
+        for (int64_t off = 0; off < n && !rc; off += GRAPH_FUSE_BLOCK) {
+                int64_t blk = n - off < GRAPH_FUSE_BLOCK ? n - off : GRAPH_FUSE_BLOCK;
+                int cur = 0;
+                for (int s = 0; s < fz->nsteps; s++) {
+                        struct ops_call *c = &calls[s];
+                        for (int i = 0; i < c->nin; i++) {
+                                int src = fz->steps[s].src[i];
+                                if (src == -1) {
+                                        c->in[i].data = buf[cur];
+                                        c->in[i].dims[0] = blk;
+                                } else if (src >= 0 && c->in[i].ndim == 1) {
+                                        size_t es = proto_dtype_size(c->in[i].dtype);
+                                        c->in[i].data = (char *)call->in[src].data + (size_t)off * es;
+                                        c->in[i].dims[0] = blk;
+                                }
+                        }
+                        c->out[0].dims[0] = blk;
+                        if (s == fz->nsteps - 1)
+                                c->out[0].data = (char *)call->out[0].data +
+                                                 (size_t)off * proto_dtype_size(c->out[0].dtype);
+                        else
+                                c->out[0].data = buf[cur ^ 1];
+                        msg[0] = 0;
+                        rc = ops_run(fz->steps[s].def, c, msg, sizeof(msg));
+                        if (rc < 0) {
+                                rc = step_err(fz, s, rc, msg, err, errlen);
+                                break;
+                        }
+                        cur ^= 1;
+                }
+        }
+        ops_buf_free(calls);
+        return rc;
+}
+
+static void fused_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                       uint64_t *ret_bytes)
+{
+        const struct graph_fused *fz = fused_of(call);
+        uint64_t n = (uint64_t)ops_tensor_numel(&call->out[0]);
+        uint64_t bytes = n * proto_dtype_size(call->out[0].dtype);
+
+        for (int i = 0; i < call->nin; i++)
+                if (call->in[i].dtype)
+                        bytes += (uint64_t)ops_tensor_numel(&call->in[i]) * proto_dtype_size(call->in[i].dtype);
+        *ret_flops = n * (uint64_t)(fz ? fz->nsteps : 1);
+        *ret_bytes = bytes;
+}
+
+const struct ops_def graph_fused_def = {
+        .name = "FusedElementwise", .min_inputs = 0, .max_inputs = OPS_MAX_INPUTS, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .run = fused_run, .cost = fused_cost,
+        .flags = OPS_FLAG_ELEMENTWISE, .infer = fused_infer, .domain = "npud",
+};

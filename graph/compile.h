@@ -1,0 +1,97 @@
+/* Graph compiler: what npud does to an imported graph at load, before any run.
+ *
+ * Passes over the IR of the model's graph (subgraphs are left as they are):
+ *  - constant folding: a node whose inputs are all initializers is computed once through the
+ *    operator registry and its outputs become initializers (host memory owned by the graph);
+ *  - BatchNormalization (inference form) after a Conv whose output nothing else reads is
+ *    folded into the Conv's weights and bias;
+ *  - dead-node removal: nodes none of whose outputs reaches a graph output;
+ *  - elementwise fusion: chains of elementwise nodes, each the only reader of the previous
+ *    one's output, become one FusedElementwise node that applies the whole chain block by
+ *    block (compile-fused.c), so the data is read once and written once.
+ * Then a static memory plan: the intermediates whose size the model fixes get offsets in one
+ * arena by liveness, sharing bytes when their lifetimes do not overlap and, for elementwise
+ * nodes, taking their input's bytes in place when that input dies there. The executor
+ * allocates one arena per run instead of one buffer per intermediate.
+ *
+ * Everything here is an optimisation: a run gives the same results with NPUD_GRAPH_COMPILE=0
+ * in npud's environment (passes and plan off; a mask of the flags below picks passes), which benches use for comparison. */
+#ifndef NPUD_GRAPH_COMPILE_H
+#define NPUD_GRAPH_COMPILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "graph.h"
+
+enum graph_compile_flags {
+        GRAPH_COMPILE_FOLD = 1 << 0,
+        GRAPH_COMPILE_BN = 1 << 1,
+        GRAPH_COMPILE_DEAD = 1 << 2,
+        GRAPH_COMPILE_FUSE = 1 << 3,
+        GRAPH_COMPILE_PLAN = 1 << 4,
+        GRAPH_COMPILE_ALL = 0x1f,
+};
+
+struct graph_compile_stats {
+        unsigned flags;           /* passes that ran */
+        int nodes_before, nodes_after;
+        int folded;               /* nodes computed at load */
+        int bn_folded;            /* BatchNormalization nodes folded into a Conv */
+        int dead;                 /* nodes removed as dead */
+        int fused_groups;         /* FusedElementwise nodes made */
+        int fused_nodes;          /* nodes they replace */
+        int planned;              /* intermediates placed in the arena */
+        int inplace;              /* of which sharing their input's bytes in place */
+        uint64_t arena_bytes;     /* arena one run allocates */
+        uint64_t intermediate_bytes; /* sum of the planned intermediates' sizes */
+        uint64_t folded_bytes;    /* initializers made by folding */
+};
+
+/* Arena offsets by value index (the root graph's values), -1 for a value not planned; a
+ * run whose computed value is larger than size[v] allocates it the usual way. */
+struct graph_plan {
+        int nvalues;
+        int64_t *offset;
+        int64_t *size;
+        uint64_t arena_bytes;
+};
+
+/* Folded outputs larger than this stay nodes (a constant Expand must not blow up a model);
+ * so do folds past GRAPH_FOLD_TOTAL bytes in all. */
+#define GRAPH_FOLD_MAX (16ull << 20)
+#define GRAPH_FOLD_TOTAL (64ull << 20)
+/* Elements per block of a fused chain (the two buffers live on the worker's stack). */
+#define GRAPH_FUSE_BLOCK 2048
+/* Longest chain one fused node takes. */
+#define GRAPH_FUSE_MAX_STEPS 32
+
+/* Run the passes in flags on a finalized graph g (the model's graph). 0, or -ENOMEM with a
+ * message (the graph is then unusable and must be freed). Nodes that cannot be folded
+ * (their kernel fails) are left to the run, which reports the failure as usual. */
+int graph_compile(struct graph *g, unsigned flags, char *err, size_t errlen);
+
+/* The passes this process runs: NPUD_GRAPH_COMPILE in the environment, a mask of
+ * enum graph_compile_flags ("0": none, the graph runs as imported); all when unset. */
+unsigned graph_compile_flags(void);
+
+/* The fused node's definition (compile-fused.c); its node carries the chain as an
+ * OPS_ATTR_OPAQUE attribute. */
+extern const struct ops_def graph_fused_def;
+
+struct graph_fused_step {
+        const struct ops_def *def;
+        const char *name;          /* the original node's name (messages) */
+        int nin;
+        int src[OPS_MAX_INPUTS];   /* -1: the previous step's result, -2: omitted, k: node input k */
+        int nattr;
+        const struct ops_attr *attr;
+};
+
+struct graph_fused {
+        int nsteps;
+        int opset;
+        struct graph_fused_step *steps;
+};
+
+#endif

@@ -1,0 +1,423 @@
+/* Graph compiler (graph/compile.h) on small hand-built graphs of registry operators: each
+ * pass (constant folding, BatchNormalization into Conv, dead nodes, elementwise fusion) and
+ * the memory plan, with every compiled graph's results compared against the same graph run
+ * as built. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/compile.h"
+#include "graph/exec.h"
+#include "graph/graph.h"
+#include "proto/dtype.h"
+
+#define OPSET 17
+
+static struct graph *G;
+
+static int value(const char *name, int kind, int ndim, const int64_t *dims)
+{
+        int v = graph_add_value(G, name, kind, kind == GRAPH_VALUE_NODE ? 0 : PROTO_DTYPE_FLOAT32,
+                                kind == GRAPH_VALUE_NODE ? -1 : ndim, dims);
+        ck_assert_int_ge(v, 0);
+        return v;
+}
+
+static void init(const char *name, int ndim, const int64_t *dims, const float *data)
+{
+        int v = value(name, GRAPH_VALUE_INIT, ndim, dims);
+        struct ops_tensor *t = graph_alloc(G, sizeof(*t));
+        int64_t n = 1;
+
+        for (int d = 0; d < ndim; d++)
+                n *= dims[d];
+        t->dtype = PROTO_DTYPE_FLOAT32;
+        t->ndim = ndim;
+        memcpy(t->dims, dims, sizeof(dims[0]) * (size_t)ndim);
+        t->data = graph_alloc(G, sizeof(float) * (size_t)n);
+        memcpy(t->data, data, sizeof(float) * (size_t)n);
+        G->values[v].tensor = t;
+}
+
+static void scalar(const char *name, float x)
+{
+        init(name, 0, NULL, &x);
+}
+
+/* out = op(in...) with the registry's definition at OPSET. */
+static void node(const char *op, const char *out, int nin, const char *const *in, int nattr,
+                 const struct ops_attr *attr)
+{
+        const struct ops_def *def = ops_lookup_onnx(NULL, op, OPSET);
+        int n, v;
+        struct graph_node *gn;
+
+        ck_assert_msg(def != NULL, "no %s", op);
+        n = graph_add_node(G, NULL, op, "", def);
+        ck_assert_int_ge(n, 0);
+        v = graph_find_value(G, out) >= 0 ? graph_find_value(G, out) : value(out, GRAPH_VALUE_NODE, -1, NULL);
+        gn = &G->nodes[n];
+        gn->nin = nin;
+        gn->in = graph_alloc(G, sizeof(int) * (size_t)(nin + 1));
+        for (int i = 0; i < nin; i++) {
+                gn->in[i] = graph_find_value(G, in[i]);
+                ck_assert_msg(gn->in[i] >= 0, "no value %s", in[i]);
+        }
+        gn->nout = 1;
+        gn->out = graph_alloc(G, sizeof(int));
+        gn->out[0] = v;
+        gn->nattr = nattr;
+        if (nattr) {
+                gn->attr = graph_alloc(G, sizeof(*attr) * (size_t)nattr);
+                memcpy(gn->attr, attr, sizeof(*attr) * (size_t)nattr);
+        }
+        G->values[v].producer = n;
+}
+
+#define N1(op, out, a) node(op, out, 1, (const char *const[]){ a }, 0, NULL)
+#define N2(op, out, a, b) node(op, out, 2, (const char *const[]){ a, b }, 0, NULL)
+
+static void io(const char *in, const char *out)
+{
+        char err[256];
+
+        G->inputs = graph_alloc(G, sizeof(int));
+        G->outputs = graph_alloc(G, sizeof(int));
+        G->output_decl = graph_alloc(G, sizeof(*G->output_decl));
+        G->inputs[G->ninputs++] = graph_find_value(G, in);
+        G->outputs[G->noutputs++] = graph_find_value(G, out);
+        G->values[G->outputs[0]].output = 0;
+        ck_assert_msg(graph_finalize(G, err, sizeof(err)) == 0, "%s", err);
+}
+
+static struct graph *begin(void)
+{
+        G = graph_new(NULL);
+        ck_assert_ptr_nonnull(G);
+        G->opset = OPSET;
+        return G;
+}
+
+static float *run(struct graph *g, const float *x, int xnd, const int64_t *xd, int ynd,
+                  const int64_t *yd)
+{
+        struct ops_tensor in = { .dtype = PROTO_DTYPE_FLOAT32, .ndim = xnd }, out = in;
+        int64_t n = 1;
+        char err[512];
+
+        memcpy(in.dims, xd, sizeof(xd[0]) * (size_t)xnd);
+        in.data = (void *)x;
+        out.ndim = ynd;
+        memcpy(out.dims, yd, sizeof(yd[0]) * (size_t)ynd);
+        for (int d = 0; d < ynd; d++)
+                n *= yd[d];
+        out.data = calloc((size_t)n, sizeof(float));
+        ck_assert_msg(graph_exec(g, 1, &in, 1, &out, err, sizeof(err)) == 0, "%s", err);
+        return out.data;
+}
+
+static void same(const float *a, const float *b, int64_t n, double tol)
+{
+        for (int64_t i = 0; i < n; i++)
+                ck_assert_msg(fabs((double)a[i] - b[i]) <= tol * (1 + fabs((double)b[i])),
+                              "element %lld: %g vs %g", (long long)i, a[i], b[i]);
+}
+
+static void compile(struct graph *g, unsigned flags)
+{
+        char err[256];
+
+        ck_assert_msg(graph_compile(g, flags, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_ptr_nonnull(g->stats);
+}
+
+/* ---- the elementwise chain of the bench: 8 operators, two of them with a tensor ---- */
+
+#define CHAIN_N 10000 /* not a multiple of the block: the last block is short */
+
+static struct graph *chain(void)
+{
+        static float c2[CHAIN_N];
+        int64_t d[1] = { CHAIN_N };
+
+        for (int i = 0; i < CHAIN_N; i++)
+                c2[i] = 0.5f + (float)(i % 7) * 0.25f;
+        begin();
+        value("x", GRAPH_VALUE_INPUT, 1, d);
+        scalar("one", 1.0f);
+        scalar("three", 3.0f);
+        init("c2", 1, d, c2);
+        N2("Add", "a", "x", "one");
+        N2("Mul", "b", "a", "c2");
+        N2("Sub", "c", "b", "three");
+        N1("Relu", "e", "c");
+        N2("Div", "f", "e", "three");
+        N1("Sigmoid", "h", "f");
+        N2("Mul", "k", "h", "x");
+        N1("Tanh", "y", "k");
+        io("x", "y");
+        return G;
+}
+
+START_TEST(test_fuse_chain)
+{
+        struct graph *plain = chain(), *fused = chain();
+        static float x[CHAIN_N];
+        int64_t d[1] = { CHAIN_N };
+        float *r0, *r1;
+
+        for (int i = 0; i < CHAIN_N; i++)
+                x[i] = (float)((i * 37) % 101) / 10.0f - 5.0f;
+        compile(fused, GRAPH_COMPILE_ALL);
+        ck_assert_int_eq(fused->stats->nodes_before, 8);
+        ck_assert_int_eq(fused->stats->nodes_after, 1);
+        ck_assert_int_eq(fused->stats->fused_groups, 1);
+        ck_assert_int_eq(fused->stats->fused_nodes, 8);
+        ck_assert_ptr_eq(fused->nodes[0].def, &graph_fused_def);
+        r0 = run(plain, x, 1, d, 1, d);
+        r1 = run(fused, x, 1, d, 1, d);
+        same(r1, r0, CHAIN_N, 1e-6);
+        free(r0);
+        free(r1);
+        graph_free(plain);
+        graph_free(fused);
+}
+END_TEST
+
+/* A chain whose first step broadcasts for real ([3,1] + [4] -> [3,4]) runs step by step. */
+static struct graph *bcast(void)
+{
+        float w[4] = { 1, -2, 3, -4 };
+
+        begin();
+        value("x", GRAPH_VALUE_INPUT, 2, (int64_t[]){ 3, 1 });
+        init("w", 1, (int64_t[]){ 4 }, w);
+        N2("Add", "a", "x", "w");
+        N1("Relu", "b", "a");
+        N2("Mul", "y", "b", "w");
+        io("x", "y");
+        return G;
+}
+
+START_TEST(test_fuse_broadcast)
+{
+        struct graph *plain = bcast(), *fused = bcast();
+        float x[3] = { -1, 0.5f, 7 };
+        float *r0, *r1;
+
+        compile(fused, GRAPH_COMPILE_ALL);
+        ck_assert_int_eq(fused->stats->fused_groups, 1);
+        ck_assert_int_eq(fused->nnodes, 1);
+        r0 = run(plain, x, 2, (int64_t[]){ 3, 1 }, 2, (int64_t[]){ 3, 4 });
+        r1 = run(fused, x, 2, (int64_t[]){ 3, 1 }, 2, (int64_t[]){ 3, 4 });
+        same(r1, r0, 12, 0);
+        free(r0);
+        free(r1);
+        graph_free(plain);
+        graph_free(fused);
+}
+END_TEST
+
+/* y = x * (w1 + w2) + Relu(x) read by nobody: the sum is folded, the Relu is dead. */
+static struct graph *foldable(void)
+{
+        float w1[4] = { 1, 2, 3, 4 }, w2[4] = { 0.5f, 0.25f, -1, 2 };
+
+        begin();
+        value("x", GRAPH_VALUE_INPUT, 1, (int64_t[]){ 4 });
+        init("w1", 1, (int64_t[]){ 4 }, w1);
+        init("w2", 1, (int64_t[]){ 4 }, w2);
+        N2("Add", "c", "w1", "w2");
+        N1("Relu", "unused", "x");
+        N2("Mul", "y", "x", "c");
+        io("x", "y");
+        return G;
+}
+
+START_TEST(test_fold_and_dead)
+{
+        struct graph *plain = foldable(), *g = foldable();
+        float x[4] = { 1, -1, 2, -2 };
+        float *r0, *r1;
+
+        compile(g, GRAPH_COMPILE_FOLD | GRAPH_COMPILE_DEAD);
+        ck_assert_int_eq(g->stats->folded, 1);
+        ck_assert_int_eq(g->stats->dead, 1);
+        ck_assert_int_eq(g->nnodes, 1);
+        ck_assert_str_eq(g->nodes[0].op_type, "Mul");
+        ck_assert_int_eq(g->values[graph_find_value(g, "c")].kind, GRAPH_VALUE_INIT);
+        r0 = run(plain, x, 1, (int64_t[]){ 4 }, 1, (int64_t[]){ 4 });
+        r1 = run(g, x, 1, (int64_t[]){ 4 }, 1, (int64_t[]){ 4 });
+        same(r1, r0, 4, 0);
+        free(r0);
+        free(r1);
+        graph_free(plain);
+        graph_free(g);
+}
+END_TEST
+
+/* Conv (pads 1) then BatchNormalization, with and without a Conv bias. */
+static struct graph *conv_bn(int with_bias)
+{
+        float w[3 * 2 * 3 * 3], b[3] = { 0.1f, -0.2f, 0.3f };
+        float scale[3] = { 1.5f, 0.5f, -1 }, beta[3] = { 0.1f, 0.2f, 0.3f };
+        float mean[3] = { 0.2f, -0.1f, 0.05f }, var[3] = { 1, 4, 0.25f };
+        static const int64_t pad1[4] = { 1, 1, 1, 1 }; /* outlives the graph */
+        struct ops_attr pads = { .name = "pads", .type = OPS_ATTR_INTS, .n = 4, .ints = pad1 };
+        struct ops_attr eps = { .name = "epsilon", .type = OPS_ATTR_FLOAT, .f = 1e-3 };
+
+        for (int i = 0; i < (int)(sizeof(w) / sizeof(w[0])); i++)
+                w[i] = (float)((i * 13) % 17) / 8.0f - 1.0f;
+        begin();
+        value("x", GRAPH_VALUE_INPUT, 4, (int64_t[]){ 1, 2, 5, 5 });
+        init("w", 4, (int64_t[]){ 3, 2, 3, 3 }, w);
+        init("b", 1, (int64_t[]){ 3 }, b);
+        init("scale", 1, (int64_t[]){ 3 }, scale);
+        init("beta", 1, (int64_t[]){ 3 }, beta);
+        init("mean", 1, (int64_t[]){ 3 }, mean);
+        init("var", 1, (int64_t[]){ 3 }, var);
+        if (with_bias)
+                node("Conv", "c", 3, (const char *const[]){ "x", "w", "b" }, 1, &pads);
+        else
+                node("Conv", "c", 2, (const char *const[]){ "x", "w" }, 1, &pads);
+        node("BatchNormalization", "y", 5, (const char *const[]){ "c", "scale", "beta", "mean", "var" },
+             1, &eps);
+        io("x", "y");
+        return G;
+}
+
+START_TEST(test_bn_into_conv)
+{
+        float x[50];
+        int64_t xd[4] = { 1, 2, 5, 5 }, yd[4] = { 1, 3, 5, 5 };
+
+        for (int i = 0; i < 50; i++)
+                x[i] = (float)((i * 7) % 11) / 5.0f - 1.0f;
+        for (int bias = 0; bias < 2; bias++) {
+                struct graph *plain = conv_bn(bias), *g = conv_bn(bias);
+                float *r0, *r1;
+                compile(g, GRAPH_COMPILE_ALL);
+                ck_assert_int_eq(g->stats->bn_folded, 1);
+                ck_assert_int_eq(g->nnodes, 1);
+                ck_assert_str_eq(g->nodes[0].op_type, "Conv");
+                r0 = run(plain, x, 4, xd, 4, yd);
+                r1 = run(g, x, 4, xd, 4, yd);
+                same(r1, r0, 75, 1e-5);
+                free(r0);
+                free(r1);
+                graph_free(plain);
+                graph_free(g);
+        }
+}
+END_TEST
+
+/* An MLP of three layers: MatMul, Add, Relu each; the plan reuses bytes across layers and
+ * Add / Relu write over their dying input. */
+#define H 64
+static struct graph *mlp(void)
+{
+        static float w[H * H], b[H];
+        int64_t wd[2] = { H, H }, bd[1] = { H };
+        char wn[8], bn[8], m[8], a[8], r[8], prev[8] = "x";
+
+        for (int i = 0; i < H * H; i++)
+                w[i] = (float)((i * 31) % 29) / 64.0f - 0.2f;
+        for (int i = 0; i < H; i++)
+                b[i] = (float)(i % 5) / 10.0f;
+        begin();
+        value("x", GRAPH_VALUE_INPUT, 2, (int64_t[]){ 8, H });
+        for (int l = 0; l < 3; l++) {
+                snprintf(wn, sizeof(wn), "w%d", l);
+                snprintf(bn, sizeof(bn), "b%d", l);
+                snprintf(m, sizeof(m), "m%d", l);
+                snprintf(a, sizeof(a), "a%d", l);
+                snprintf(r, sizeof(r), l == 2 ? "y" : "r%d", l);
+                init(wn, 2, wd, w);
+                init(bn, 1, bd, b);
+                N2("MatMul", m, prev, wn);
+                N2("Add", a, m, bn);
+                N1("Relu", r, a);
+                snprintf(prev, sizeof(prev), "%s", r);
+        }
+        io("x", "y");
+        return G;
+}
+
+START_TEST(test_memory_plan)
+{
+        static float x[8 * H];
+        int64_t d[2] = { 8, H };
+
+        for (int i = 0; i < 8 * H; i++)
+                x[i] = (float)((i * 5) % 13) / 13.0f - 0.5f;
+        for (int fuse = 0; fuse < 2; fuse++) {
+                struct graph *plain = mlp(), *g = mlp();
+                float *r0, *r1;
+                compile(g, GRAPH_COMPILE_PLAN | (fuse ? GRAPH_COMPILE_FUSE : 0));
+                ck_assert_ptr_nonnull(g->plan);
+                /* 8 intermediates of 2 KiB (the last Relu is the output) */
+                ck_assert_int_eq(g->stats->planned, fuse ? 5 : 8);
+                ck_assert_int_eq(g->stats->intermediate_bytes, (fuse ? 5 : 8) * 8 * H * 4);
+                ck_assert_int_le(g->stats->arena_bytes, 2 * 8 * H * 4);
+                if (!fuse)
+                        ck_assert_int_ge(g->stats->inplace, 4);
+                r0 = run(plain, x, 2, d, 2, d);
+                r1 = run(g, x, 2, d, 2, d);
+                same(r1, r0, 8 * H, 0);
+                /* a second run reuses nothing of the first */
+                free(r1);
+                r1 = run(g, x, 2, d, 2, d);
+                same(r1, r0, 8 * H, 0);
+                free(r0);
+                free(r1);
+                graph_free(plain);
+                graph_free(g);
+        }
+}
+END_TEST
+
+/* A planned graph bound with a shape the model leaves open runs without the plan's sizes. */
+START_TEST(test_plan_open_shapes)
+{
+        struct graph *g;
+        float x[6] = { -1, 2, -3, 4, -5, 6 }, *r;
+
+        begin();
+        value("x", GRAPH_VALUE_INPUT, 1, (int64_t[]){ -1 });
+        N1("Neg", "a", "x");
+        N1("Relu", "b", "a");
+        N1("Exp", "y", "b");
+        io("x", "y");
+        g = G;
+        compile(g, GRAPH_COMPILE_PLAN);
+        ck_assert_int_eq(g->stats->planned, 0);
+        r = run(g, x, 1, (int64_t[]){ 6 }, 1, (int64_t[]){ 6 });
+        for (int i = 0; i < 6; i++)
+                ck_assert_float_eq_tol(r[i], expf(x[i] < 0 ? -x[i] : 0), 1e-6);
+        free(r);
+        graph_free(g);
+}
+END_TEST
+
+int main(void)
+{
+        Suite *s = suite_create("compile");
+        TCase *tc = tcase_create("passes");
+        SRunner *sr;
+        int failed;
+
+        tcase_add_test(tc, test_fuse_chain);
+        tcase_add_test(tc, test_fuse_broadcast);
+        tcase_add_test(tc, test_fold_and_dead);
+        tcase_add_test(tc, test_bn_into_conv);
+        tcase_add_test(tc, test_memory_plan);
+        tcase_add_test(tc, test_plan_open_shapes);
+        suite_add_tcase(s, tc);
+        sr = srunner_create(s);
+        srunner_run_all(sr, CK_NORMAL);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed ? 1 : 0;
+}
