@@ -98,6 +98,15 @@ static int fused_infer(const struct ops_def *def, struct ops_call *call, char *e
         return 0;
 }
 
+static int overlaps(const struct ops_tensor *a, const struct ops_tensor *b)
+{
+        uintptr_t pa = (uintptr_t)a->data, pb = (uintptr_t)b->data;
+        uint64_t na = (uint64_t)ops_tensor_numel(a) * proto_dtype_size(a->dtype);
+        uint64_t nb = (uint64_t)ops_tensor_numel(b) * proto_dtype_size(b->dtype);
+
+        return na && nb && pa < pb + nb && pb < pa + na;
+}
+
 /* Can the chain run block by block? */
 static int blockable(const struct graph_fused *fz, const struct ops_call *call,
                      const struct ops_tensor *res, int64_t n)
@@ -166,7 +175,7 @@ static int fused_run(const struct ops_def *def, const struct ops_call *call, cha
         uint64_t buf[2][GRAPH_FUSE_BLOCK];
         int64_t n = ops_tensor_numel(&call->out[0]);
         char msg[256];
-        int rc;
+        int rc, alias = 0;
 
         if (!fz || fz->nsteps < 1 || fz->nsteps > GRAPH_FUSE_MAX_STEPS)
                 return no_chain(err, errlen);
@@ -194,6 +203,12 @@ static int fused_run(const struct ops_def *def, const struct ops_call *call, cha
                 c->out[0] = res[s];
                 c->out[0].ndim = 1;
         }
+        /* The memory plan may put the output over an input that dies here. Block by block
+         * that is safe (a block's inputs are read before its output is written), but the
+         * kernels take their slow path for an output that overlaps an input; the last step
+         * then writes to the stack too and the block is copied out. */
+        for (int i = 0; i < call->nin && !alias; i++)
+                alias = call->in[i].data && overlaps(&call->in[i], &call->out[0]);
         for (int64_t off = 0; off < n && !rc; off += GRAPH_FUSE_BLOCK) {
                 int64_t blk = n - off < GRAPH_FUSE_BLOCK ? n - off : GRAPH_FUSE_BLOCK;
                 int cur = 0;
@@ -211,7 +226,7 @@ static int fused_run(const struct ops_def *def, const struct ops_call *call, cha
                                 }
                         }
                         c->out[0].dims[0] = blk;
-                        if (s == fz->nsteps - 1)
+                        if (s == fz->nsteps - 1 && !alias)
                                 c->out[0].data = (char *)call->out[0].data +
                                                  (size_t)off * proto_dtype_size(c->out[0].dtype);
                         else
@@ -223,6 +238,10 @@ static int fused_run(const struct ops_def *def, const struct ops_call *call, cha
                                 break;
                         }
                         cur ^= 1;
+                }
+                if (!rc && alias) {
+                        size_t es = proto_dtype_size(call->out[0].dtype);
+                        memcpy((char *)call->out[0].data + (size_t)off * es, buf[cur], (size_t)blk * es);
                 }
         }
         ops_buf_free(calls);

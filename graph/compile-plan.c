@@ -1,9 +1,9 @@
 /* Static memory plan (see compile.h). Shapes are propagated from the initializers and from
  * the inputs whose dtype and shape the model fixes; every node output of known size that is
  * not a graph output is an intermediate to place. Its lifetime runs from the step of its
- * producer to the step of its last reader (subgraph readers included). An elementwise node
- * whose input of the same size dies at that node writes over it: the two share one block
- * (a group) whose lifetime is the union. Groups are placed largest first at the lowest
+ * producer to the step of its last reader (subgraph readers included). A fused elementwise
+ * node whose input of the same size dies at that node writes over it: the two share one
+ * block (a group) whose lifetime is the union. Groups are placed largest first at the lowest
  * offset that no group alive at the same time covers (first fit over the placed groups
  * sorted by offset). */
 #include <errno.h>
@@ -163,7 +163,10 @@ int graph_compile_plan(struct graph *g, struct graph_compile_stats *st, char *er
                         int v = gn->out[j], share = -1;
                         if (v < 0 || bytes[v] < 0 || start[v] < 0)
                                 continue;
-                        if ((gn->def->flags & OPS_FLAG_ELEMENTWISE) && gn->nout == 1)
+                        /* Only fused chains: a registry kernel whose output overlaps an
+                         * input takes its scalar strided path (several times slower), while
+                         * the fused kernel writes such a block through its stack buffers. */
+                        if (gn->def == &graph_fused_def && gn->nout == 1)
                                 for (int i = 0; i < gn->nin && share < 0; i++) {
                                         int u = gn->in[i];
                                         if (u >= 0 && grp[u] >= 0 && end[u] == k &&

@@ -19,11 +19,15 @@
 
 #define F_RELU(T, x) ((x) < 0 ? (T)0 : (x))
 /* One exp of -|x| serves both branches (libm calls are not merged: they may set errno). */
-#define F_SIGMOID(T, x)                                                                        \
+#define F_SIGMOID_G(T, x)                                                                      \
         ({                                                                                     \
                 T e_ = exp(-fabs(x));                                                          \
                 (x) >= 0 ? (T)1 / ((T)1 + e_) : e_ / ((T)1 + e_);                              \
         })
+/* float32 (and float16 / bfloat16, computed in float) through the vectorizable ew_sigmoidf */
+#define F_SIGMOID(T, x)                                                                        \
+        __builtin_choose_expr(__builtin_types_compatible_p(T, float), ew_sigmoidf((float)(x)), \
+                              F_SIGMOID_G(T, x))
 /* alpha 1/6, beta 1/2 */
 #define F_HARDSWISH(T, x)                                                                      \
         ((x) * ((x) / (T)6 + (T)0.5 < 0 ? (T)0 : (x) / (T)6 + (T)0.5 > 1 ? (T)1                \

@@ -77,7 +77,9 @@ EW_DEFINE(ops_sign_def, "Sign", sign_op, 1, 1, OPS_ENGINE_VECTOR, 9)
 #define F_ACOSH(T, x) acosh(x)
 #define F_ATANH(T, x) atanh(x)
 #define F_ERF(T, x) erf(x)
-#define F_TANH(T, x) tanh(x)
+/* float32 through the vectorizable ew_tanhf (ew.h) */
+#define F_TANH(T, x)                                                                           \
+        __builtin_choose_expr(__builtin_types_compatible_p(T, float), ew_tanhf((float)(x)), tanh(x))
 
 EW_MATH(uexp, ops_exp_def, "Exp", EW_FLOATS, F_EXP, 8, 6)
 EW_MATH(ulog, ops_log_def, "Log", EW_FLOATS, F_LOG, 8, 6)

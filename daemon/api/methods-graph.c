@@ -264,8 +264,8 @@ static json_t *graph_json(const struct graph_obj *o, uint32_t handle)
                 json_array_append_new(out, value_json(g->values[g->outputs[k]].name, d->dtype, d->ndim, d->dims));
         }
         return json_pack("{s:I, s:i, s:o, s:o, s:i, s:I, s:i, s:o}", "graph", (json_int_t)handle,
-                         "device", o->dev->id, "inputs", in, "outputs", out, "nodes", g->nnodes,
-                         "weight_bytes", (json_int_t)g->storage_bytes, "opset", g->opset,
+                         "device", o->dev->id, "inputs", in, "outputs", out,
+                         "nodes", g->stats ? g->stats->nodes_before : g->nnodes, "weight_bytes", (json_int_t)g->storage_bytes, "opset", g->opset,
                          "compile", compile_json(g));
 }
 
