@@ -212,6 +212,13 @@ static int fused_run(const struct ops_def *def, const struct ops_call *call, cha
         for (int64_t off = 0; off < n && !rc; off += GRAPH_FUSE_BLOCK) {
                 int64_t blk = n - off < GRAPH_FUSE_BLOCK ? n - off : GRAPH_FUSE_BLOCK;
                 int cur = 0;
+                /* The kernels poll the run context per call, and a block is far below
+                 * their polling interval: the chain polls for them (cancel, deadline). */
+                if (off && off % (GRAPH_FUSE_BLOCK * 32) == 0 && ops_runctx_check(msg, sizeof(msg))) {
+                        snprintf(err, errlen, "fused chain stopped: %s", msg);
+                        rc = -ECANCELED;
+                        break;
+                }
                 for (int s = 0; s < fz->nsteps; s++) {
                         struct ops_call *c = &calls[s];
                         for (int i = 0; i < c->nin; i++) {

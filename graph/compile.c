@@ -140,6 +140,14 @@ static int fold_node(struct graph *g, int n, struct graph_compile_stats *st)
         msg[0] = 0;
         if (ops_infer(gn->def, call, msg, sizeof(msg)) < 0)
                 goto out;
+        /* Folding runs on the loop thread, outside any run's time limit: a model must not
+         * make npud compute something large there (it stays a node, run on a worker). */
+        if (gn->def->cost) {
+                uint64_t flops = 0, bytes = 0;
+                ops_cost(gn->def, call, &flops, &bytes);
+                if (flops > GRAPH_FOLD_FLOPS || bytes > GRAPH_FOLD_TOTAL)
+                        goto out;
+        }
         for (int j = 0; j < gn->nout; j++) {
                 struct ops_tensor *o = &call->out[j];
                 int64_t numel = ops_tensor_numel(o);

@@ -61,6 +61,8 @@ struct graph_plan {
  * so do folds past GRAPH_FOLD_TOTAL bytes in all. */
 #define GRAPH_FOLD_MAX (16ull << 20)
 #define GRAPH_FOLD_TOTAL (64ull << 20)
+/* Nor is a node folded whose cost model says more work than this (about 10 ms of a core). */
+#define GRAPH_FOLD_FLOPS (64ull << 20)
 /* Elements per block of a fused chain (the two buffers live on the worker's stack). */
 #define GRAPH_FUSE_BLOCK 2048
 /* Longest chain one fused node takes. */
