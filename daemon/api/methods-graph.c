@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -364,6 +365,22 @@ static void method_graph_load(struct request *req)
                 g = NULL;
                 rc = PROTO_E_NO_MEMORY;
         }
+        /* A run needs its whole arena at once: a plan larger than what the tenant may hold in
+         * intermediates could never run, so it is refused now rather than at every run. */
+        if (!rc && g->stats && g->stats->arena_bytes) {
+                uint64_t lim = atomic_load(&s->tenant->ws.limit);
+                uint64_t dlim = atomic_load(&s->tenant->dev[dev->id].ws.limit);
+                if (dlim && (!lim || dlim < lim))
+                        lim = dlim;
+                if (lim && g->stats->arena_bytes > lim) {
+                        snprintf(err, sizeof(err), "the model's intermediates need an arena of %" PRIu64
+                                 " bytes per run, more than tenant '%s' may hold (%" PRIu64 " bytes)",
+                                 g->stats->arena_bytes, s->tenant->pol.name, lim);
+                        graph_free(g);
+                        g = NULL;
+                        rc = PROTO_E_QUOTA;
+                }
+        }
         if (rc) {
                 buffer_unref(sc.b);
                 snprintf(msg, sizeof(msg), "graph_load: %s", err);
@@ -390,10 +407,11 @@ static void method_graph_load(struct request *req)
         }
         charge(s, o, 1);
         log_session_msg(LOG_LVL_INFO, s->id, s->pid, s->tenant->pol.name, dev->id,
-                        "graph %u loaded on device %d: %d nodes, %d inputs, %d outputs, "
-                        "%llu bytes of weights, opset %d",
-                        h, dev->id, g->nnodes, g->ninputs, g->noutputs,
-                        (unsigned long long)g->storage_bytes, g->opset);
+                        "graph %u loaded on device %d: %d nodes (%d compiled), %d inputs, %d outputs, "
+                        "%llu bytes of weights, opset %d, arena %llu bytes",
+                        h, dev->id, g->stats ? g->stats->nodes_before : g->nnodes, g->nnodes,
+                        g->ninputs, g->noutputs, (unsigned long long)g->storage_bytes, g->opset,
+                        (unsigned long long)(g->stats ? g->stats->arena_bytes : 0));
         session_reply_result(s, req->id, graph_json(o, h));
 }
 

@@ -208,7 +208,7 @@ static uint8_t *mlp_model(size_t *ret)
         struct model m;
         int64_t d[2] = { MLP_B, MLP_H }, wd[2] = { MLP_H, MLP_H }, bd[1] = { MLP_H };
         float *w = rand_buf((size_t)MLP_H * MLP_H, 5), *b = rand_buf(MLP_H, 6);
-        char wn[8], bn[8], mm[8], ad[8], re[8], prev[8] = "X";
+        char wn[16], bn[16], mm[16], ad[16], re[16], prev[16] = "X";
 
         for (size_t i = 0; i < (size_t)MLP_H * MLP_H; i++)
                 w[i] *= 0.05f;

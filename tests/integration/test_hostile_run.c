@@ -346,6 +346,42 @@ static int attack_big(void *arg)
         return 0;
 }
 
+/* ReduceSum(Relu(x)) with x fixed at 20 M float32: the memory plan gives one run an 80 MiB
+ * arena, more than the attacker's 64 MiB quota, so the model is refused at load (QUOTA,
+ * naming the tenant) instead of failing at every run. Root (no quota) loads it. */
+static void big_plan_model(struct pb *m)
+{
+        struct pb g = { .n = 0 };
+        const char *xin[] = { "x" }, *rin[] = { "r" };
+
+        pb_node(&g, "Relu", xin, 1, "r", NULL, NULL, 0);
+        pb_node(&g, "ReduceSum", rin, 1, "sum", NULL, "keepdims", 0);
+        pb_str(&g, 2, "bigplan");
+        pb_value(&g, 11, "x", 1, 20 << 20);
+        pb_value(&g, 12, "sum", 1, -1);
+        pb_model(m, &g);
+}
+
+static int attack_big_plan(void *arg)
+{
+        struct pb model;
+        npu_context_t *c;
+        npu_graph_t g;
+        npu_status_t st;
+
+        big_plan_model(&model);
+        if (npu_connect(daemon_proc.sock, &c) != NPU_OK)
+                return 2;
+        st = npu_graph_load(c, 0, model.b, model.n, &g);
+        if (st != NPU_ERR_QUOTA || !strstr(npu_error_message(), "arena") ||
+            !strstr(npu_error_message(), "tenant 'attack'")) {
+                fprintf(stderr, "attacker: big plan: %d %s\n", st, npu_error_message());
+                return 3;
+        }
+        npu_disconnect(c);
+        return 0;
+}
+
 /* Load the endless model (with weights when weighted) and stage the inputs (trip count
  * INT64_MAX, cond true) on dev. */
 static int loop_prepare_w(npu_context_t *c, int dev, struct loop_run *r, int weighted)
@@ -674,6 +710,12 @@ START_TEST(test_intermediates_charged)
         if (attacker_uid) {
                 long before = harness_proc_kib(daemon_proc.pid, "VmRSS");
                 ck_assert_int_eq(harness_run_as(attacker_uid, attacker_gid, attack_big, NULL), 0);
+                ck_assert_int_eq(harness_run_as(attacker_uid, attacker_gid, attack_big_plan, NULL), 0);
+                struct pb plan_model;
+                npu_graph_t pg;
+                big_plan_model(&plan_model);
+                OK(npu_graph_load(ctx, 0, plan_model.b, plan_model.n, &pg));
+                OK(npu_graph_unload(ctx, pg));
                 /* root has no quota: half of the host's memory bounds all running work */
                 ck_assert_int_eq(run_big_intermediate(ctx, 1ll << 40, NULL), NPU_ERR_QUOTA);
                 ck_assert_ptr_nonnull(strstr(run_message, "host memory"));

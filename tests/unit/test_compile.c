@@ -320,7 +320,7 @@ static struct graph *mlp(void)
 {
         static float w[H * H], b[H];
         int64_t wd[2] = { H, H }, bd[1] = { H };
-        char wn[8], bn[8], m[8], a[8], r[8], prev[8] = "x";
+        char wn[16], bn[16], m[16], a[16], r[16], prev[16] = "x";
 
         for (int i = 0; i < H * H; i++)
                 w[i] = (float)((i * 31) % 29) / 64.0f - 0.2f;
