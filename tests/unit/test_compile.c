@@ -186,6 +186,72 @@ START_TEST(test_fuse_chain)
 }
 END_TEST
 
+/* Dtypes change along the chain (float -> int32 -> double -> float): the blocks carry each
+ * step's own element type. */
+static struct graph *casts(void)
+{
+        struct ops_attr to_i32 = { .name = "to", .type = OPS_ATTR_INT, .i = PROTO_DTYPE_INT32 };
+        struct ops_attr to_f64 = { .name = "to", .type = OPS_ATTR_INT, .i = PROTO_DTYPE_FLOAT64 };
+        struct ops_attr to_f32 = { .name = "to", .type = OPS_ATTR_INT, .i = PROTO_DTYPE_FLOAT32 };
+
+        begin();
+        value("x", GRAPH_VALUE_INPUT, 1, (int64_t[]){ 5000 });
+        scalar("k", 2.75f);
+        N2("Mul", "a", "x", "k");
+        node("Cast", "b", 1, (const char *const[]){ "a" }, 1, &to_i32);
+        node("Cast", "c", 1, (const char *const[]){ "b" }, 1, &to_f64);
+        node("Cast", "d", 1, (const char *const[]){ "c" }, 1, &to_f32);
+        N2("Sub", "y", "d", "x");
+        io("x", "y");
+        return G;
+}
+
+START_TEST(test_fuse_casts)
+{
+        struct graph *plain = casts(), *fused = casts();
+        static float x[5000];
+        float *r0, *r1;
+
+        for (int i = 0; i < 5000; i++)
+                x[i] = (float)(i - 2500) / 7.0f;
+        compile(fused, GRAPH_COMPILE_ALL);
+        ck_assert_int_eq(fused->nnodes, 1);
+        ck_assert_int_eq(fused->stats->fused_nodes, 5);
+        r0 = run(plain, x, 1, (int64_t[]){ 5000 }, 1, (int64_t[]){ 5000 });
+        r1 = run(fused, x, 1, (int64_t[]){ 5000 }, 1, (int64_t[]){ 5000 });
+        same(r1, r0, 5000, 0);
+        free(r0);
+        free(r1);
+        graph_free(plain);
+        graph_free(fused);
+}
+END_TEST
+
+/* A constant node too costly to compute on the loop thread stays a node. */
+START_TEST(test_fold_cost_cap)
+{
+        static float w[1024 * 1024];
+        struct graph *g;
+        float x = 1.0f, *r;
+
+        begin();
+        value("x", GRAPH_VALUE_INPUT, 1, (int64_t[]){ 1 });
+        init("w", 2, (int64_t[]){ 1024, 1024 }, w);
+        N2("MatMul", "ww", "w", "w"); /* 2 G operations */
+        node("ReduceSum", "s", 1, (const char *const[]){ "ww" }, 0, NULL);
+        N2("Add", "y", "s", "x");
+        io("x", "y");
+        g = G;
+        compile(g, GRAPH_COMPILE_FOLD);
+        ck_assert_int_eq(g->stats->folded, 0);
+        ck_assert_int_eq(g->nnodes, 3);
+        r = run(g, &x, 1, (int64_t[]){ 1 }, 2, (int64_t[]){ 1, 1 }); /* keepdims */
+        ck_assert_float_eq(r[0], 1.0f);
+        free(r);
+        graph_free(g);
+}
+END_TEST
+
 /* A chain whose first step broadcasts for real ([3,1] + [4] -> [3,4]) runs step by step. */
 static struct graph *bcast(void)
 {
@@ -455,6 +521,8 @@ int main(void)
 
         tcase_add_test(tc, test_fuse_chain);
         tcase_add_test(tc, test_fuse_broadcast);
+        tcase_add_test(tc, test_fuse_casts);
+        tcase_add_test(tc, test_fold_cost_cap);
         tcase_add_test(tc, test_fold_and_dead);
         tcase_add_test(tc, test_bn_into_conv);
         tcase_add_test(tc, test_memory_plan);
