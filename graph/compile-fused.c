@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ops/control.h"
 #include "ops/runctx.h"
 #include "proto/dtype.h"
 #include "compile.h"
@@ -73,7 +72,6 @@ static int chain_infer(const struct graph_fused *fz, const struct ops_call *call
                 step_call(fz, s, call, &acc, cp);
                 msg[0] = 0;
                 rc = ops_infer(fz->steps[s].def, cp, msg, sizeof(msg));
-                ops_control_forget();
                 if (rc < 0)
                         return step_err(fz, s, rc, msg, err, errlen);
                 res[s] = cp->out[0];
