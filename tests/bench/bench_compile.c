@@ -111,7 +111,8 @@ static void add_init(struct model *m, const char *name, int ndim, const int64_t 
         t->name = strdup(name);
         t->n_dims = (size_t)ndim;
         t->dims = xmalloc(sizeof(int64_t) * (size_t)(ndim ? ndim : 1));
-        memcpy(t->dims, dims, sizeof(int64_t) * (size_t)ndim);
+        if (ndim)
+                memcpy(t->dims, dims, sizeof(int64_t) * (size_t)ndim);
         t->has_data_type = 1;
         t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
         t->has_raw_data = 1;

@@ -35,7 +35,8 @@ static void init(const char *name, int ndim, const int64_t *dims, const float *d
                 n *= dims[d];
         t->dtype = PROTO_DTYPE_FLOAT32;
         t->ndim = ndim;
-        memcpy(t->dims, dims, sizeof(dims[0]) * (size_t)ndim);
+        if (ndim)
+                memcpy(t->dims, dims, sizeof(dims[0]) * (size_t)ndim);
         t->data = graph_alloc(G, sizeof(float) * (size_t)n);
         memcpy(t->data, data, sizeof(float) * (size_t)n);
         G->values[v].tensor = t;
