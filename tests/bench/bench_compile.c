@@ -7,7 +7,8 @@
  *   2. a 3-layer MLP (32x1024, 1024x1024 layers, MatMul + Add + Relu): time before and after;
  *   3. the memory plan of each: arena bytes against the sum of the planned intermediates
  *      (from graph_info; target <= 0.5x).
- * Each side is timed best of 3 rounds of several back-to-back runs. */
+ * Each side is timed best of 5 rounds of several back-to-back runs, the three sides' rounds
+ * interleaved. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -238,21 +239,27 @@ struct result {
         double s;            /* best time per run */
         float *y;            /* output */
         long long nodes_after, arena, inter;
+        /* the loaded graph and its buffers on one npud */
+        npu_context_t *ctx;
+        npu_graph_t g;
+        npu_buffer_t bx, by;
+        npu_stream_t st;
+        npu_tensor_t tx, ty;
+        size_t n;
 };
 
-static void run_model(const char *sock, const uint8_t *model, size_t msize, int ndim,
-                      const int64_t *dims, const float *x, size_t n, int reps, struct result *r)
+static void side_load(const char *sock, const uint8_t *model, size_t msize, int ndim,
+                      const int64_t *dims, const float *x, size_t n, struct result *r)
 {
-        npu_context_t *ctx;
-        npu_buffer_t bx, by;
-        npu_stream_t s;
-        npu_graph_t g;
         char *info;
         json_t *j, *c;
 
-        CHECK(npu_connect(sock, &ctx));
-        CHECK(npu_graph_load(ctx, 0, model, msize, &g));
-        CHECK(npu_graph_info(ctx, g, &info));
+        memset(r, 0, sizeof(*r));
+        r->n = n;
+        r->s = 1e9;
+        CHECK(npu_connect(sock, &r->ctx));
+        CHECK(npu_graph_load(r->ctx, 0, model, msize, &r->g));
+        CHECK(npu_graph_info(r->ctx, r->g, &info));
         j = json_loads(info, 0, NULL);
         free(info);
         c = j ? json_object_get(j, "compile") : NULL;
@@ -260,32 +267,52 @@ static void run_model(const char *sock, const uint8_t *model, size_t msize, int 
         r->arena = c ? json_integer_value(json_object_get(c, "arena_bytes")) : -1;
         r->inter = c ? json_integer_value(json_object_get(c, "intermediate_bytes")) : -1;
         json_decref(j);
-        CHECK(npu_malloc(ctx, 0, n * sizeof(float), &bx));
-        CHECK(npu_malloc(ctx, 0, n * sizeof(float), &by));
-        CHECK(npu_memcpy_to_device(ctx, bx, 0, x, n * sizeof(float)));
-        CHECK(npu_stream_create(ctx, 0, 0, &s));
-        npu_tensor_t tx = { .buf = bx, .dtype = NPU_FLOAT32, .ndim = ndim };
-        memcpy(tx.dims, dims, sizeof(int64_t) * (size_t)ndim);
-        npu_tensor_t ty = tx;
-        ty.buf = by;
-        CHECK(npu_graph_run(ctx, s, g, &tx, 1, &ty, 1, NULL)); /* warm */
-        CHECK(npu_stream_synchronize(ctx, s));
-        r->s = 1e9;
-        for (int round = 0; round < 3; round++) {
-                double t0 = now_s(), t;
-                for (int i = 0; i < reps; i++)
-                        CHECK(npu_graph_run(ctx, s, g, &tx, 1, &ty, 1, NULL));
-                CHECK(npu_stream_synchronize(ctx, s));
-                t = (now_s() - t0) / reps;
-                if (t < r->s)
-                        r->s = t;
-        }
-        r->y = xmalloc(n * sizeof(float));
-        CHECK(npu_memcpy_from_device(ctx, r->y, by, 0, n * sizeof(float)));
-        CHECK(npu_graph_unload(ctx, g));
-        CHECK(npu_free(ctx, bx));
-        CHECK(npu_free(ctx, by));
-        npu_disconnect(ctx);
+        CHECK(npu_malloc(r->ctx, 0, n * sizeof(float), &r->bx));
+        CHECK(npu_malloc(r->ctx, 0, n * sizeof(float), &r->by));
+        CHECK(npu_memcpy_to_device(r->ctx, r->bx, 0, x, n * sizeof(float)));
+        CHECK(npu_stream_create(r->ctx, 0, 0, &r->st));
+        r->tx = (npu_tensor_t){ .buf = r->bx, .dtype = NPU_FLOAT32, .ndim = ndim };
+        memcpy(r->tx.dims, dims, sizeof(int64_t) * (size_t)ndim);
+        r->ty = r->tx;
+        r->ty.buf = r->by;
+        CHECK(npu_graph_run(r->ctx, r->st, r->g, &r->tx, 1, &r->ty, 1, NULL)); /* warm */
+        CHECK(npu_stream_synchronize(r->ctx, r->st));
+}
+
+/* One round of reps back-to-back runs; keeps the best time per run. */
+static void side_round(struct result *r, int reps)
+{
+        double t0 = now_s(), t;
+
+        for (int i = 0; i < reps; i++)
+                CHECK(npu_graph_run(r->ctx, r->st, r->g, &r->tx, 1, &r->ty, 1, NULL));
+        CHECK(npu_stream_synchronize(r->ctx, r->st));
+        t = (now_s() - t0) / reps;
+        if (t < r->s)
+                r->s = t;
+}
+
+static void side_done(struct result *r)
+{
+        r->y = xmalloc(r->n * sizeof(float));
+        CHECK(npu_memcpy_from_device(r->ctx, r->y, r->by, 0, r->n * sizeof(float)));
+        CHECK(npu_graph_unload(r->ctx, r->g));
+        CHECK(npu_free(r->ctx, r->bx));
+        CHECK(npu_free(r->ctx, r->by));
+        npu_disconnect(r->ctx);
+}
+
+/* The model on the three npuds, rounds interleaved so that a busy host slows all alike. */
+static void run3(const char *const socks[3], const uint8_t *model, size_t msize, int ndim,
+                 const int64_t *dims, const float *x, size_t n, int reps, struct result r[3])
+{
+        for (int k = 0; k < 3; k++)
+                side_load(socks[k], model, msize, ndim, dims, x, n, &r[k]);
+        for (int round = 0; round < 5; round++)
+                for (int k = 0; k < 3; k++)
+                        side_round(&r[k], reps);
+        for (int k = 0; k < 3; k++)
+                side_done(&r[k]);
 }
 
 static double max_diff(const float *a, const float *b, size_t n)
@@ -325,7 +352,6 @@ int main(void)
 {
         const char *extra[] = { "--sim-devices", "1", NULL };
         struct npud_proc off = { 0 }, plan = { 0 }, on = { 0 };
-        struct result r_off, r_plan, r_on;
         size_t csize, msize;
         uint8_t *chain = chain_model(&csize), *mlp = mlp_model(&msize);
         float *cx = rand_buf(CHAIN_N, 1), *mx = rand_buf((size_t)MLP_B * MLP_H, 2);
@@ -349,20 +375,17 @@ int main(void)
                 harness_stop(&plan);
                 return 1;
         }
-        run_model(off.sock, chain, csize, 1, (int64_t[]){ CHAIN_N }, cx, CHAIN_N, 5, &r_off);
-        run_model(plan.sock, chain, csize, 1, (int64_t[]){ CHAIN_N }, cx, CHAIN_N, 5, &r_plan);
-        run_model(on.sock, chain, csize, 1, (int64_t[]){ CHAIN_N }, cx, CHAIN_N, 5, &r_on);
-        report("elementwise chain, 8 ops over 4 M float32", &r_off, &r_plan, &r_on, CHAIN_N);
-        free(r_off.y);
-        free(r_plan.y);
-        free(r_on.y);
-        run_model(off.sock, mlp, msize, 2, (int64_t[]){ MLP_B, MLP_H }, mx, (size_t)MLP_B * MLP_H, 10, &r_off);
-        run_model(plan.sock, mlp, msize, 2, (int64_t[]){ MLP_B, MLP_H }, mx, (size_t)MLP_B * MLP_H, 10, &r_plan);
-        run_model(on.sock, mlp, msize, 2, (int64_t[]){ MLP_B, MLP_H }, mx, (size_t)MLP_B * MLP_H, 10, &r_on);
-        report("MLP 3 layers 32x1024x1024", &r_off, &r_plan, &r_on, (size_t)MLP_B * MLP_H);
-        free(r_off.y);
-        free(r_plan.y);
-        free(r_on.y);
+        const char *socks[3] = { off.sock, plan.sock, on.sock };
+        struct result r[3];
+
+        run3(socks, chain, csize, 1, (int64_t[]){ CHAIN_N }, cx, CHAIN_N, 4, r);
+        report("elementwise chain, 8 ops over 4 M float32", &r[0], &r[1], &r[2], CHAIN_N);
+        for (int k = 0; k < 3; k++)
+                free(r[k].y);
+        run3(socks, mlp, msize, 2, (int64_t[]){ MLP_B, MLP_H }, mx, (size_t)MLP_B * MLP_H, 10, r);
+        report("MLP 3 layers 32x1024x1024", &r[0], &r[1], &r[2], (size_t)MLP_B * MLP_H);
+        for (int k = 0; k < 3; k++)
+                free(r[k].y);
         if (harness_stop(&off) != 0 || harness_stop(&plan) != 0 || harness_stop(&on) != 0) {
                 fprintf(stderr, "bench_compile: npud did not exit cleanly\n");
                 rc = 1;
