@@ -247,7 +247,7 @@ check-abi: $(LIBNPU)
 unit: all $(UNIT_TESTS) check-layers check-abi
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
 
-integration: all $(INTEG_TESTS) $(BUILD)/tests/npuctl-hold
+integration: all $(INTEG_TESTS) $(BUILD)/tests/npuctl-hold $(BUILD)/tests/npuctl-crowd
 	@set -e; tests/abi/check-abi.sh $(BUILD)
 	@set -e; for t in $(INTEG_TESTS); do echo "== $$t"; NPUD_BIN=$(NPUD) $$t; done
 	@set -e; tests/integration/run-examples.sh $(BUILD)

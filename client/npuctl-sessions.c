@@ -1,6 +1,7 @@
 /* npuctl sessions, session kill ID and version. */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "npuctl.h"
 
@@ -10,6 +11,8 @@ static const struct npuctl_col session_cols[] = {
         { "uid", "UID", COL_DEFAULT },
         { "gid", "GID", COL_CSV },
         { "comm", "COMMAND", COL_DEFAULT },
+        { "tenant", "TENANT", COL_DEFAULT },
+        { "started", "STARTED", COL_DEFAULT }, /* table: local time; CSV: Unix seconds */
         { "buffers", "BUFFERS", COL_RIGHT | COL_DEFAULT },
         { "buffer_bytes", "DEVICE MEM", COL_RIGHT | COL_DEFAULT },
         { "regions", "REGIONS", COL_RIGHT | COL_CSV },
@@ -38,6 +41,11 @@ int npuctl_cmd_sessions(struct npuctl *c, int argc, char **argv)
         res = npuctl_call(c, "sessions", NULL, &code);
         if (!res)
                 return code;
+        /* the session npuctl lists through is not one the admin is looking for */
+        json_t *list = json_object_get(res, "sessions");
+        for (i = json_array_size(list); i-- > 0;)
+                if (json_is_true(json_object_get(json_array_get(list, i), "self")))
+                        json_array_remove(list, i);
         if (c->json) {
                 npuctl_print_json(json_object_get(res, "sessions"));
                 json_decref(res);
@@ -50,6 +58,18 @@ int npuctl_cmd_sessions(struct npuctl *c, int argc, char **argv)
                 for (size_t k = 0; k < sizeof(ints) / sizeof(ints[0]); k++)
                         npuctl_table_int(t, ints[k], json_integer_value(json_object_get(s, ints[k])));
                 npuctl_table_str(t, "comm", comm ? comm : "");
+                const char *tenant = json_string_value(json_object_get(s, "tenant"));
+                npuctl_table_str(t, "tenant", tenant ? tenant : "");
+                json_int_t started = json_integer_value(json_object_get(s, "started"));
+                time_t when = (time_t)started;
+                struct tm tm;
+                char text[32], raw[24];
+                if (started > 0 && localtime_r(&when, &tm))
+                        strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S", &tm);
+                else
+                        snprintf(text, sizeof(text), "-");
+                snprintf(raw, sizeof(raw), "%lld", (long long)started);
+                npuctl_table_set(t, "started", text, raw);
                 npuctl_table_bytes(t, "buffer_bytes",
                                    (uint64_t)json_integer_value(json_object_get(s, "buffer_bytes")));
                 npuctl_table_bytes(t, "region_bytes",

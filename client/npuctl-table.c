@@ -321,11 +321,20 @@ int npuctl_table_check_fields(const struct npuctl *c, const struct npuctl_col *c
 
         while (cols[ncols].key)
                 ncols++;
+        /* --fields help: the field names, one a line (bash completion asks this way) */
+        if (c->fields && strcmp(c->fields, "help") == 0) {
+                for (int i = 0; i < ncols; i++)
+                        printf("%s\n", cols[i].key);
+                exit(NPUCTL_OK);
+        }
         int *sel = calloc((size_t)ncols * 4 + 1, sizeof(int));
         int n = sel ? select_cols(c, cols, ncols, sel) : -1;
         free(sel);
         return n < 0 ? NPUCTL_USAGE : 0;
 }
+
+/* --watch --csv has printed its one header line */
+static int csv_header_done;
 
 static void csv_field(const char *s)
 {
@@ -388,13 +397,22 @@ int npuctl_table_print(const struct npuctl *c, struct npuctl_table *t)
                 goto out;
         }
         if (c->csv) {
-                for (int i = 0; i < n; i++) {
-                        if (i)
-                                putchar(',');
-                        csv_field(t->cols[sel[i]].key);
+                if (!(c->stamp[0] && csv_header_done)) {
+                        if (c->stamp[0])
+                                fputs(n ? "timestamp," : "timestamp", stdout);
+                        for (int i = 0; i < n; i++) {
+                                if (i)
+                                        putchar(',');
+                                csv_field(t->cols[sel[i]].key);
+                        }
+                        putchar('\n');
                 }
-                putchar('\n');
+                /* a log (--watch --csv): one header; rows of every refresh follow it */
+                if (c->stamp[0])
+                        csv_header_done = 1;
                 for (size_t row = 0; row < t->nrows; row++) {
+                        if (c->stamp[0])
+                                printf(n ? "%s," : "%s", c->stamp);
                         for (int i = 0; i < n; i++) {
                                 const struct cell *cl = &t->cells[row * (size_t)t->ncols + (size_t)sel[i]];
                                 if (i)

@@ -68,9 +68,12 @@ static void usage(FILE *f)
                 "  --json            the daemon's JSON answer\n"
                 "  --csv             CSV with a header line (listings)\n"
                 "  --fields A,B,C    columns of a listing, in this order (table and CSV)\n"
-                "  --watch SECONDS   repeat the command every SECONDS, clearing the screen\n"
-                "                    (top: refresh period, default 1)\n"
+                "  --watch SECONDS, -l SECONDS, --loop SECONDS\n"
+                "                    repeat the command every SECONDS, clearing the screen\n"
+                "                    (top: refresh period, default 1); with --csv a log: one\n"
+                "                    header, a timestamp column; reconnects when npud restarts\n"
                 "  --count N         stop --watch and top after N refreshes\n"
+                "  --version         npuctl's version (npuctl version asks npud too)\n"
                 "  --help            this help\n\n"
                 "Exit codes: 0 ok, 1 request failed, 2 usage, 3 npud unreachable, 4 permission denied.\n");
 }
@@ -84,7 +87,8 @@ int npuctl_connect(struct npuctl *c)
         st = npu_connect(c->socket, &c->ctx);
         if (st == NPU_OK)
                 return 0;
-        fprintf(stderr, "npuctl: %s\n", npuctl_esc(npu_error_message()));
+        if (!c->quiet_connect)
+                fprintf(stderr, "npuctl: %s\n", npuctl_esc(npu_error_message()));
         return st == NPU_ERR_PERMISSION ? NPUCTL_PERMISSION : NPUCTL_CONNECT;
 }
 
@@ -382,7 +386,12 @@ static int take_globals(struct npuctl *c, int *argc, char **argv)
                                 argv[out++] = argv[++i];
                         break;
                 }
-                if (strcmp(a, "--json") == 0) {
+                if ((strcmp(a, "-l") == 0 || strcmp(a, "--loop") == 0) && i + 1 < *argc) {
+                        /* nvidia-smi's spelling of the watch interval */
+                        if (set_option(c, "watch", argv[++i]) < 0)
+                                return -1;
+                        taken = 1;
+                } else if (strcmp(a, "--json") == 0) {
                         c->json = 1;
                         taken = 1;
                 } else if (strcmp(a, "--csv") == 0) {
@@ -424,6 +433,8 @@ int main(int argc, char **argv)
                 { "fields", required_argument, NULL, 'f' },
                 { "watch", required_argument, NULL, 'w' },
                 { "count", required_argument, NULL, 'n' },
+                { "loop", required_argument, NULL, 'l' },
+                { "version", no_argument, NULL, 'V' },
                 { "help", no_argument, NULL, 'h' },
                 { NULL, 0, NULL, 0 },
         };
@@ -433,13 +444,15 @@ int main(int argc, char **argv)
         size_t i;
 
         opterr = 0;
-        while ((opt = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+        while ((opt = getopt_long(argc, argv, "+hl:", opts, NULL)) != -1) {
                 switch (opt) {
                 case 's': c.socket = optarg; break;
                 case 'j': c.json = 1; break;
                 case 'c': c.csv = 1; break;
                 case 'f': if (set_option(&c, "fields", optarg) < 0) return NPUCTL_USAGE; break;
-                case 'w': if (set_option(&c, "watch", optarg) < 0) return NPUCTL_USAGE; break;
+                case 'w':
+                case 'l': if (set_option(&c, "watch", optarg) < 0) return NPUCTL_USAGE; break;
+                case 'V': printf("npuctl %s (libnpu %s)\n", NPUD_VERSION, npu_version()); return 0;
                 case 'n': if (set_option(&c, "count", optarg) < 0) return NPUCTL_USAGE; break;
                 case 'h': usage(stdout); return 0;
                 default:
@@ -484,9 +497,14 @@ int main(int argc, char **argv)
                 r = cmds[i].fn(&c, cargc, cargv);
         } else {
                 /* like watch(1): the output of each run replaces the previous one */
+                int lost = 0;
                 for (long n = 1;; n++) {
+                        if (c.csv) {
+                                time_t now = time(NULL);
+                                strftime(c.stamp, sizeof(c.stamp), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+                        }
                         npuctl_clear(&c);
-                        if (!c.tty && n > 1)
+                        if (!c.tty && !c.csv && n > 1)
                                 printf("\n");
                         if (!c.json && !c.csv) {
                                 time_t now = time(NULL);
@@ -497,6 +515,24 @@ int main(int argc, char **argv)
                         r = cmds[i].fn(&c, cargc, cargv);
                         fflush(stdout);
                         npuctl_esc_release();
+                        /* npud went away after a first answer (a restart): a log must not end
+                         * there. Say so once, retry every interval, say when it is back. */
+                        if (r == NPUCTL_CONNECT && n > 1 - lost) {
+                                if (!lost)
+                                        fprintf(stderr, "npuctl: lost npud; reconnecting every %gs\n", c.watch);
+                                lost = 1;
+                                c.quiet_connect = 1;
+                                npu_disconnect(c.ctx);
+                                c.ctx = NULL;
+                                if ((c.count && n >= c.count) || npuctl_wait(c.watch))
+                                        break;
+                                continue;
+                        }
+                        if (lost && r != NPUCTL_CONNECT) {
+                                fprintf(stderr, "npuctl: reconnected to npud\n");
+                                lost = 0;
+                                c.quiet_connect = 0;
+                        }
                         if (r == NPUCTL_USAGE || r == NPUCTL_CONNECT || r == NPUCTL_PERMISSION ||
                             (c.count && n >= c.count) || npuctl_wait(c.watch))
                                 break;

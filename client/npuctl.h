@@ -29,6 +29,10 @@ struct npuctl {
         double watch;       /* --watch SECONDS: repeat (top: refresh period); 0 = once */
         long count;         /* --count N: iterations of --watch and top; 0 = until q/Ctrl-C */
         int tty;            /* stdout is a terminal: clear the screen between refreshes */
+        /* --watch with --csv, a log: the CSV header only on the first refresh, and a first
+         * column "timestamp" (ISO 8601 UTC of the refresh); "" otherwise */
+        char stamp[32];
+        int quiet_connect;  /* --watch retrying after npud went away: no message per try */
         npu_context_t *ctx;
 };
 

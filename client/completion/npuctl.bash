@@ -22,7 +22,7 @@ _npuctl()
         }
         local commands="devices device top health sessions session mem drain undrain reset fault
                         tenants quota sched reload topo diag version help"
-        local globals="--socket --json --csv --fields --watch --count --help"
+        local globals="--socket --json --csv --fields --watch --loop --count --version --help"
         local _npuctl_socket="" cmd="" i
         local -a args=()
 
@@ -31,7 +31,7 @@ _npuctl()
                 case ${words[i]} in
                 --socket) _npuctl_socket=${words[i+1]}; ((i++)) ;;
                 --socket=*) _npuctl_socket=${words[i]#--socket=} ;;
-                --fields|--watch|--count|--device) ((i++)) ;;
+                --fields|--watch|--count|--device|-l|--loop) ((i++)) ;;
                 -*) ;;
                 *) if [[ -z $cmd ]]; then cmd=${words[i]}; else args+=("${words[i]}"); fi ;;
                 esac
@@ -39,7 +39,20 @@ _npuctl()
 
         case $prev in
         --socket) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return ;;
-        --fields|--watch|--count) return ;;
+        --fields)
+                # field names from npuctl itself (--fields help needs no npud); after a
+                # comma, complete the next name of the list
+                local done="" part=$cur f
+                [[ $cur == *,* ]] && done=${cur%,*}, && part=${cur##*,}
+                local -a names=()
+                [[ -n $cmd ]] && names=($(npuctl "$cmd" "${args[@]}" --fields help 2>/dev/null))
+                COMPREPLY=()
+                for f in "${names[@]}"; do
+                        [[ $f == "$part"* && ,$done != *,$f,* ]] && COMPREPLY+=("$done$f")
+                done
+                compopt -o nospace 2>/dev/null
+                return ;;
+        --watch|--count|-l|--loop) return ;;
         --device) COMPREPLY=($(compgen -W "$(_npuctl_query devices id)" -- "$cur")); return ;;
         esac
         if [[ $cur == -* ]]; then

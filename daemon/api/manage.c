@@ -182,6 +182,7 @@ int manage_device_reset(struct npud *d, int device, char *err, size_t errlen)
                 }
         dev->resetting = 1;
         dev->draining = 1;
+        dev->resets++;
         manage_audit(d, LOG_LVL_WARN, LOG_MID_DEVICE_RESET, device,
               "device %d: reset: cancelling the queued work of %zu stream(s)", device, n);
         device_announce(d, dev);
@@ -285,6 +286,8 @@ int manage_fault_inject(struct npud *d, int device, int kind, double value, char
                 snprintf(err, errlen, "fault injection failed: %s", strerror(-e));
                 return PROTO_E_INVALID;
         }
+        if (kind >= FAULT_FAIL_NEXT && kind <= FAULT_ECC_UNCORRECTED)
+                dev->faults[kind]++;
         manage_audit(d, LOG_LVL_WARN, LOG_MID_FAULT_INJECT, device, "device %d: injected fault %s (%g)",
               device, manage_fault_name(kind), value);
         /* ECC counters show at once, not at the next utilization period */

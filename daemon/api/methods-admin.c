@@ -99,6 +99,14 @@ static void method_sessions(struct request *req)
                                       "queued_tasks", (json_int_t)s->queued_tasks,
                                       "tasks_submitted", (json_int_t)s->tasks_submitted,
                                       "tasks_completed", (json_int_t)s->tasks_completed);
+                /* its tenant, when it began, and whether it is the caller's own (npuctl
+                 * leaves out the session it lists through) */
+                if (o && (json_object_set_new(o, "tenant", json_string(session_tenant_name(s))) < 0 ||
+                          json_object_set_new(o, "started", json_integer(s->started)) < 0 ||
+                          json_object_set_new(o, "self", json_boolean(s == me)) < 0)) {
+                        json_decref(o);
+                        o = NULL;
+                }
                 /* a listing that silently leaves a session out would mislead: fail instead */
                 if (json_array_append_new(list, o) < 0) {
                         json_decref(list);

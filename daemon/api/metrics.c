@@ -21,6 +21,8 @@
 #include "util/sock.h"
 #include "npud.h"
 #include "session.h"
+#include "manage.h"
+#include "daemon/exec/tenant.h"
 
 #ifndef NPUD_VERSION
 #define NPUD_VERSION "0.1.0"
@@ -295,6 +297,63 @@ static void render_telemetry(struct out *o, struct npud *d)
                                    r->devices[i].id, engine_names[k], r->devices[i].util[k]);
 }
 
+/* Faults injected by kind, resets and failed tasks by error code, per device: counters
+ * that exist from the start (zero until something happens) for the fault kinds and resets,
+ * and only for the codes seen for task errors (there are many codes, most never occur). */
+static void render_faults(struct out *o, struct npud *d)
+{
+        const struct device_registry *r = &d->ex.devices;
+
+        out_family(o, "npud_device_faults_total", "counter",
+                   "Faults injected into the device, by kind (simulator fault hooks).");
+        for (int i = 0; i < r->count; i++)
+                for (int k = FAULT_FAIL_NEXT; k <= FAULT_ECC_UNCORRECTED; k++)
+                        out_printf(o, "npud_device_faults_total{device=\"%d\",kind=\"%s\"} %" PRIu64 "\n",
+                                   r->devices[i].id, manage_fault_name(k), r->devices[i].faults[k]);
+        out_family(o, "npud_device_resets_total", "counter", "Device resets begun (npuctl reset, D-Bus).");
+        for (int i = 0; i < r->count; i++)
+                out_printf(o, "npud_device_resets_total{device=\"%d\"} %" PRIu64 "\n", r->devices[i].id,
+                           r->devices[i].resets);
+        out_family(o, "npud_task_errors_total", "counter",
+                   "Tasks that failed on the device, by error kind (the protocol's error names).");
+        for (int i = 0; i < r->count; i++)
+                for (int c = 1; c <= PROTO_E_COUNT; c++)
+                        if (r->devices[i].task_errors[c])
+                                out_printf(o, "npud_task_errors_total{device=\"%d\",kind=\"%s\"} %" PRIu64 "\n",
+                                           r->devices[i].id, c < PROTO_E_COUNT ? proto_error_name(c) : "unknown",
+                                           r->devices[i].task_errors[c]);
+}
+
+/* Memory of the current tenants: what their sessions hold over all devices, and the quota
+ * in force (the file's or one set at run time); no quota series for an unlimited tenant. */
+static void render_tenants(struct out *o, struct npud *d)
+{
+        const struct tenant_registry *r = &d->tenants;
+
+        out_family(o, "npud_tenant_memory_used_bytes", "gauge",
+                   "Device memory held by the tenant's sessions, all devices.");
+        for (int i = 0; i < r->ntenants; i++) {
+                out_printf(o, "npud_tenant_memory_used_bytes{tenant=\"");
+                out_label_value(o, r->tenants[i]->pol.name);
+                out_printf(o, "\"} %" PRIu64 "\n", r->tenants[i]->mem_used);
+        }
+        out_family(o, "npud_tenant_memory_quota_bytes", "gauge",
+                   "The tenant's device-memory quota over all devices (absent: unlimited).");
+        for (int i = 0; i < r->ntenants; i++) {
+                if (!r->tenants[i]->pol.quota_total)
+                        continue;
+                out_printf(o, "npud_tenant_memory_quota_bytes{tenant=\"");
+                out_label_value(o, r->tenants[i]->pol.name);
+                out_printf(o, "\"} %" PRIu64 "\n", r->tenants[i]->pol.quota_total);
+        }
+        out_family(o, "npud_tenant_sessions", "gauge", "Connected sessions of the tenant.");
+        for (int i = 0; i < r->ntenants; i++) {
+                out_printf(o, "npud_tenant_sessions{tenant=\"");
+                out_label_value(o, r->tenants[i]->pol.name);
+                out_printf(o, "\"} %" PRIu32 "\n", r->tenants[i]->sessions);
+        }
+}
+
 /* Queued tasks are counted where they wait, on the streams of live sessions. */
 static void render_queues(struct out *o, struct npud *d)
 {
@@ -377,7 +436,9 @@ int metrics_render(struct npud *d, struct evbuffer *buf)
         out_printf(o, "npud_sessions %" PRIu32 "\n", d->nsessions);
         render_devices(o, d);
         render_telemetry(o, d);
+        render_faults(o, d);
         render_queues(o, d);
+        render_tenants(o, d);
         render_tasks(o, m);
         return o->failed ? -ENOMEM : 0;
 }
@@ -439,6 +500,11 @@ static int listen_socket(const struct sockaddr_storage *addr, socklen_t len, con
             setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) < 0)
                 goto fail;
         if (bind(fd, (const struct sockaddr *)addr, len) < 0 || listen(fd, 16) < 0)
+                goto fail;
+        /* Connecting needs write permission on the socket. Under the shipped unit's UMask=0077
+         * it would be 0600, for the npud user alone; 0660 lets the scraper in when it is in
+         * npud's group (npu), and the directory's mode decides the rest. */
+        if (addr->ss_family == AF_UNIX && chmod(un->sun_path, 0660) < 0)
                 goto fail;
         return fd;
 fail:

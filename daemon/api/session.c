@@ -737,6 +737,7 @@ int session_new(struct npud *d, int fd, struct session **ret)
         TAILQ_INIT(&s->streams);
         TAILQ_INIT(&s->waiters);
         s->last_active_ns = now_ns();
+        s->started = (int64_t)time(NULL);
         s->dev_bytes = calloc((size_t)d->ex.devices.count + 1, sizeof(uint64_t));
         if (!s->dev_bytes || session_assign_tenant(s, NULL) < 0) {
                 free(s->dev_bytes);
@@ -980,6 +981,8 @@ void session_check_sync_waiters(struct session *s)
 
 static void obs_task_failed(void *data, struct stream *st, uint64_t seq, int code, const char *msg)
 {
+        if (st->dev)
+                st->dev->task_errors[code > 0 && code < PROTO_E_COUNT ? code : PROTO_E_COUNT]++;
         notify_task_failed(st->session, st, seq, code, msg);
 }
 

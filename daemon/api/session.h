@@ -62,6 +62,7 @@ struct session {
         struct event *timer_event;    /* hello timeout, then idle timeout */
         struct event *hup_event;      /* peer hang-up while reading is paused */
         uint64_t last_active_ns;      /* CLOCK_MONOTONIC of the last bytes read */
+        int64_t started;              /* CLOCK_REALTIME seconds at accept (sessions listing) */
         uint64_t out_charged;         /* pending output counted in uu and the daemon total */
         const char *kill_reason;      /* close at the next timer callback (set by others) */
 };

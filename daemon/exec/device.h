@@ -8,6 +8,7 @@
 
 #include "policy/dispatch.h"
 #include "daemon/backend/backend.h"
+#include "proto/errors.h"
 
 #define STREAM_PRIORITIES 8
 
@@ -47,6 +48,11 @@ struct device {
         struct device_sample hist[DEVICE_HISTORY];
         int hist_head, hist_count;
         uint64_t tasks_completed, tasks_failed;
+        /* for the metrics: faults injected by kind (enum fault_kind), resets begun, and
+         * failed tasks by error code (PROTO_E_*; PROTO_E_COUNT holds codes out of range) */
+        uint64_t faults[FAULT_ECC_UNCORRECTED + 1];
+        uint64_t resets;
+        uint64_t task_errors[PROTO_E_COUNT + 1];
         uint32_t streams; /* live streams placed on this device */
         struct pd_device pd;  /* dispatch policy state */
         double *calib;        /* measured / estimated duration, [op slot][engine] */

@@ -67,20 +67,50 @@ expect_exit 3 "npuctl without npud" "$npuctl" --socket "$dir/nothing.sock" devic
 if command -v setpriv >/dev/null && [ "$(id -u)" = 0 ]; then
         chmod 0666 "$sock"
         chmod o+rx "$dir"
-        python3 -c "import socket,time,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); time.sleep(3)" "$sock" &
+        # a session of nobody's own to see (npuctl leaves out the one it lists through)
+        setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 -c "import socket,time,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); time.sleep(3)" "$sock" &
         holder=$!
         sleep 0.3
         setpriv --reuid=65534 --regid=65534 --clear-groups "$npuctl" --socket "$sock" --json sessions >"$dir/nobody.json" 2>"$dir/err" \
                 && python3 -c "import json,sys; l=json.load(open(sys.argv[1])); assert l and all(s['uid']==65534 for s in l), l" "$dir/nobody.json" \
                 && pass "unprivileged npuctl sees only its own sessions" || fail "unprivileged sessions view: $(cat "$dir/err" "$dir/nobody.json")"
         "$npuctl" --socket "$sock" --json sessions >"$dir/root.json" \
-                && python3 -c "import json,sys; l=json.load(open(sys.argv[1])); assert any(s['uid']==0 and s['comm'].startswith('python') for s in l), l" "$dir/root.json" \
+                && python3 -c "import json,sys; l=json.load(open(sys.argv[1])); assert any(s['uid']==65534 and s['comm'].startswith('python') for s in l), l" "$dir/root.json" \
                 && pass "root sees other sessions" || fail "root sessions view: $(cat "$dir/root.json")"
         kill $holder 2>/dev/null
 fi
 kill -TERM $pid
 wait $pid && pass "npud exits 0 on SIGTERM" || { fail "npud exit status"; cat "$dir/npud.log"; }
 [ -e "$sock" ] && fail "socket file left behind" || pass "socket removed at exit"
+
+# --watch as a log (-l, nvidia-smi's spelling): --csv gives one header and a timestamp column;
+# an npud restart under it is a line on stderr, not the end (exit 3) of the log.
+lsock=$dir/log.sock
+"$npud" --socket "$lsock" --sim-devices 2 --log-level warn 2>"$dir/log-npud.log" &
+lpid=$!; pids="$pids $lpid"
+i=0; while ! "$npuctl" --socket "$lsock" version >/dev/null 2>&1 && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+"$npuctl" --socket "$lsock" devices --csv --fields id,health -l 0.2 --count 30 >"$dir/log.csv" 2>"$dir/log.err" &
+wpid=$!
+sleep 1
+kill -TERM $lpid; wait $lpid
+sleep 0.7
+"$npud" --socket "$lsock" --sim-devices 2 --log-level warn 2>>"$dir/log-npud.log" &
+lpid=$!; pids="$pids $lpid"
+wait $wpid; rc=$?
+[ $rc = 0 ] && pass "watch log survives an npud restart (exit 0 after --count)" || { fail "watch log exit $rc"; cat "$dir/log.err"; }
+[ "$(grep -c '^timestamp,id,health$' "$dir/log.csv")" = 1 ] && [ "$(head -1 "$dir/log.csv")" = timestamp,id,health ] \
+        && pass "watch log: one CSV header, with a timestamp column" || { fail "watch log header"; head -3 "$dir/log.csv"; }
+grep -Eq '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z,1,ok$' "$dir/log.csv" \
+        && pass "watch log rows carry an ISO 8601 UTC timestamp" || { fail "watch log rows"; head -3 "$dir/log.csv"; }
+grep -q "lost npud; reconnecting" "$dir/log.err" && grep -q "reconnected to npud" "$dir/log.err" \
+        && pass "watch log says when npud went away and when it is back" || { fail "watch log lines"; cat "$dir/log.err"; }
+[ "$(grep -c "lost npud" "$dir/log.err")" = 1 ] && pass "one line while npud is down, not one per try" \
+        || { fail "lines while down"; cat "$dir/log.err"; }
+n=$(grep -c ',1,ok$' "$dir/log.csv")
+[ "$n" -gt 2 ] && pass "rows logged before and after the restart ($n)" || fail "only $n rows"
+kill -TERM $lpid; wait $lpid
+expect_exit 2 "-l needs seconds" "$npuctl" --socket "$lsock" devices -l soon
+grep -q "is not a number of seconds" "$dir/err" || fail "-l soon: $(cat "$dir/err")"
 
 # make install into a DESTDIR, then build a client against it with pkg-config.
 if make -s install BUILD="$build" PREFIX=/usr DESTDIR="$dir/root" >"$dir/install.log" 2>&1; then

@@ -281,5 +281,79 @@ else
         fail "npud with metrics on $msock did not come up"; cat "$dir/npud.log"
 fi
 
+# Faults, resets and task errors by kind; tenant memory gauges; scrape cost with 256 tenants
+# and 1,000 sessions: the file's limit of 255 tenants and the implicit "default"; session i
+# joins tenant t<i mod 255> and holds 4 KiB on device 0.
+crowd=$build/tests/npuctl-crowd
+npuctl=$build/bin/npuctl
+if [ -x "$crowd" ]; then
+        ulimit -n "$(ulimit -Hn)" 2>/dev/null
+        python3 - "$(id -u)" >"$dir/crowd.conf" <<'EOF'
+import json, sys
+uid = int(sys.argv[1])
+t = [{"name": "t%d" % i, "uids": [uid], "memory_quota": {"total": (i + 1) << 20}} for i in range(255)]
+t[254].pop("memory_quota")
+print(json.dumps({"sim": {"devices": 2}, "tenants": t,
+                  "limits": {"max_connections": 1100, "max_connections_per_uid": 1100}}))
+EOF
+        "$npud" --config "$dir/crowd.conf" --socket "$sock" --metrics-listen "$msock" --log-level error 2>"$dir/npud.log" &
+        pid=$!
+        if wait_up "$sock" "unix:$msock:/metrics"; then
+                "$npuctl" --socket "$sock" fault inject 0 fail-next 1 >/dev/null || fail "fault inject"
+                "$build/bin/example-matmul" "$sock" >/dev/null 2>&1
+                "$npuctl" --socket "$sock" reset 1 >/dev/null || fail "reset 1"
+                mkfifo "$dir/crowd.in"
+                "$crowd" "$sock" 1000 255 4096 <"$dir/crowd.in" >"$dir/crowd.out" 2>&1 &
+                cpid=$!
+                exec 7>"$dir/crowd.in"
+                i=0; while ! grep -q ready "$dir/crowd.out" && kill -0 $cpid 2>/dev/null && [ $i -lt 600 ]; do
+                        sleep 0.05; i=$((i + 1)); done
+                if grep -q "ready 1000" "$dir/crowd.out"; then
+                        m=$dir/crowd.txt
+                        t0=$(date +%s%N)
+                        scrape "unix:$msock:/metrics" GET "$m"
+                        t1=$(date +%s%N)
+                        ms=$(( (t1 - t0) / 1000000 ))
+                        check_scrape "$m" "256 tenants, 1000 sessions"
+                        echo "scrape with 256 tenants and 1000 sessions: $ms ms, $(wc -c <"$m") bytes, $(grep -vc '^#' "$m") series"
+                        [ "$ms" -lt 2000 ] && pass "scrape cost bounded: $ms ms (< 2000)" || fail "scrape took $ms ms"
+                        [ "$(value "$m" npud_sessions)" -ge 1000 ] && pass "npud_sessions counts the 1000" \
+                                || fail "npud_sessions '$(value "$m" npud_sessions)'"
+                        # t0 has sessions 0, 255, 510, 765: 4 x 4 KiB (a granule may round up)
+                        v=$(value "$m" 'npud_tenant_memory_used_bytes{tenant="t0"}')
+                        [ -n "$v" ] && [ "$v" -ge 16384 ] && pass "tenant t0 memory used $v" || fail "t0 memory used '$v'"
+                        [ "$(value "$m" 'npud_tenant_sessions{tenant="t0"}')" = 4 ] && pass "tenant t0 has 4 sessions" \
+                                || fail "t0 sessions '$(value "$m" 'npud_tenant_sessions{tenant="t0"}')'"
+                        [ "$(value "$m" 'npud_tenant_memory_quota_bytes{tenant="t1"}')" = 2097152 ] \
+                                && pass "tenant t1 quota 2 MiB" || fail "t1 quota '$(value "$m" 'npud_tenant_memory_quota_bytes{tenant="t1"}')'"
+                        [ -z "$(value "$m" 'npud_tenant_memory_quota_bytes{tenant="t254"}')" ] \
+                                && pass "no quota series for an unlimited tenant" || fail "t254 has a quota series"
+                        [ "$(grep -c '^npud_tenant_memory_used_bytes{' "$m")" = 256 ] && pass "256 tenant memory series" \
+                                || fail "$(grep -c '^npud_tenant_memory_used_bytes{' "$m") tenant memory series"
+                        [ "$(value "$m" 'npud_device_faults_total{device="0",kind="fail-next"}')" = 1 ] \
+                                && [ "$(value "$m" 'npud_device_faults_total{device="1",kind="fail-next"}')" = 0 ] \
+                                && pass "faults by kind and device" || fail "npud_device_faults_total: $(grep '^npud_device_faults_total' "$m" | head -3)"
+                        [ "$(value "$m" 'npud_device_resets_total{device="1"}')" = 1 ] \
+                                && [ "$(value "$m" 'npud_device_resets_total{device="0"}')" = 0 ] \
+                                && pass "resets by device" || fail "npud_device_resets_total: $(grep '^npud_device_resets' "$m")"
+                        v=$(value "$m" 'npud_task_errors_total{device="0",kind="device"}')
+                        [ -n "$v" ] && [ "$v" -ge 1 ] && pass "task errors by kind: device $v" \
+                                || fail "npud_task_errors_total: $(grep '^npud_task_errors' "$m")"
+                        for f in npud_device_info npud_engine_utilization_ratio npud_tenant_memory_used_bytes; do
+                                [ "$(grep -c "^# TYPE $f " "$m")" = 1 ] || fail "family $f declared $(grep -c "^# TYPE $f " "$m") times"
+                        done
+                else
+                        fail "npuctl-crowd: $(cat "$dir/crowd.out")"
+                fi
+                exec 7>&-
+                wait $cpid
+                stop_npud "crowd"
+        else
+                fail "npud with 256 tenants did not come up"; cat "$dir/npud.log"
+        fi
+else
+        fail "$crowd is missing (make $crowd)"
+fi
+
 [ $fails = 0 ] && echo "metrics: all checks passed" || echo "metrics: $fails check(s) failed"
 [ $fails = 0 ]

@@ -108,6 +108,14 @@ bash -n "$comp" && pass "completion parses" || fail "completion syntax"
 [ "$(complete_words npuctl fault inject 0 fail-d)" = fail-device ] && pass "completes fault kinds" \
         || fail "completion of fault kinds: $(complete_words npuctl fault inject 0 fail-d)"
 complete_words npuctl --cs | grep -q -- --csv && pass "completes options" || fail "completion of --cs"
+[ "$(complete_words npuctl sessions --fields ten)" = tenant ] && pass "completes --fields names" \
+        || fail "completion of --fields ten: $(complete_words npuctl sessions --fields ten)"
+[ "$(complete_words npuctl devices --fields id,na)" = id,name ] && pass "completes the next --fields name after a comma" \
+        || fail "completion of --fields id,na: $(complete_words npuctl devices --fields id,na)"
+"$npuctl" --version >"$dir/out" 2>&1 && grep -Eq '^npuctl [0-9]+\.[0-9]+\.[0-9]+ \(libnpu ' "$dir/out" \
+        && pass "npuctl --version needs no npud" || fail "npuctl --version: $(cat "$dir/out")"
+"$npuctl" sessions --fields help >"$dir/out" 2>&1 && grep -qx started "$dir/out" && grep -qx comm "$dir/out" \
+        && pass "--fields help lists the fields" || fail "--fields help: $(cat "$dir/out")"
 
 # ---- npud with two tenants: root's sessions are "lc" ----
 cat >"$conf" <<'EOF'
@@ -177,6 +185,17 @@ expect_exit 0 "sessions --json" --json sessions
 py "sessions JSON" "h=[s for s in j if s['comm']=='npuctl-hold']; assert h and h[0]['buffer_bytes'] == 1048576"
 expect_exit 0 "sessions --csv --fields" sessions --csv --fields comm,buffer_bytes
 out_has "^npuctl-hold,1048576$" "sessions CSV row"
+expect_exit 0 "sessions --csv tenant and start" sessions --csv --fields comm,tenant,started
+pyraw "sessions: tenant, start time (Unix seconds), npuctl's own session hidden" "import time
+rows=open(sys.argv[1]).read().split()
+assert rows[0]=='comm,tenant,started', rows
+h=[r.split(',') for r in rows[1:] if r.startswith('npuctl-hold,')]
+assert h and h[0][1] in ('lc','batch','default') and abs(int(h[0][2]) - time.time()) < 600, h
+assert not any(r.startswith('npuctl,') for r in rows[1:]), rows"
+expect_exit 0 "sessions --json without npuctl's own" --json sessions
+py "sessions JSON: tenant, started, no self" "assert all(not s['self'] and 'tenant' in s and s['started'] > 0 for s in j) and not any(s['comm']=='npuctl' for s in j)"
+expect_exit 0 "sessions table" sessions
+out_has "TENANT" "sessions table has a TENANT column"
 
 # mem
 expect_exit 0 "mem" mem
@@ -446,7 +465,8 @@ expect_exit 2 "top --csv" top --csv --count 1
 expect_exit 0 "devices --watch --count 3" --watch 0.1 --count 3 devices
 [ "$(grep -c '^Every 0.1s: npuctl devices' "$dir/out")" = 3 ] && pass "--watch repeats the command" || fail "--watch output: $(head -5 "$dir/out")"
 expect_exit 0 "mem --watch with --csv" mem --csv --watch 0.1 --count 2
-[ "$(grep -c '^device,' "$dir/out")" = 2 ] && pass "--watch --csv prints each run" || fail "--watch --csv: $(cat "$dir/out")"
+[ "$(grep -c '^timestamp,device,' "$dir/out")" = 1 ] && [ "$(grep -c 'Z,1,' "$dir/out")" = 2 ] && [ "$(wc -l <"$dir/out")" = 5 ] \
+        && pass "--watch --csv is a log: one header, a timestamp column, each run's rows" || fail "--watch --csv: $(cat "$dir/out")"
 
 # ---- telemetry: identity, temperature, power, clock, ECC; topology; history; diagnostics ----
 expect_exit 0 "devices --json telemetry" --json devices

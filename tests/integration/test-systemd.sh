@@ -77,6 +77,34 @@ else
         fail "systemd-analyze verify (exit $rc):"; cat "$dir/verify.out"
 fi
 
+# A Unix-socket metrics listener under the unit: npud may write only its RuntimeDirectory
+# (/run/npud is root's), which systemd makes npud:npu 0750; npud makes the socket 0660 in
+# spite of UMask=0077, so a scraper in group npu connects. Run here with that umask.
+grep -q '^RuntimeDirectory=npud-metrics$' systemd/npud.service && grep -q '^RuntimeDirectoryMode=0750$' systemd/npud.service \
+        && pass "RuntimeDirectory=npud-metrics (0750) for a metrics socket" \
+        || fail "npud.service has no RuntimeDirectory=npud-metrics with mode 0750"
+grep -q '^UMask=0077$' systemd/npud.service || fail "npud.service: UMask is not 0077 (the check below assumes it)"
+mdir=$dir/npud-metrics; mkdir -m 0750 "$mdir"
+(umask 077; exec "$npud" --socket "$dir/m.sock" --sim-devices 1 --metrics-listen "$mdir/metrics.sock" \
+        --log-level warn) 2>"$dir/m.log" &
+mpid=$!
+i=0; while [ ! -S "$mdir/metrics.sock" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+mode=$(stat -c %a "$mdir/metrics.sock" 2>/dev/null)
+[ "$mode" = 660 ] && pass "metrics socket is 0660 under UMask=0077" || { fail "metrics socket mode '$mode'"; cat "$dir/m.log"; }
+python3 - "$mdir/metrics.sock" >"$dir/m.scrape" 2>&1 <<'EOF2'
+import socket, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+s.sendall(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+data = b""
+while True:
+    b = s.recv(65536)
+    if not b: break
+    data += b
+sys.stdout.write(data.decode())
+EOF2
+grep -q '^npud_build_info' "$dir/m.scrape" && pass "metrics answer on the Unix socket" || { fail "no metrics on the Unix socket"; head -5 "$dir/m.scrape"; }
+kill -TERM $mpid; wait $mpid || fail "npud (metrics socket) exit status"
+
 systemd-analyze security --offline=true "$units/npud.service" >"$dir/security.out" 2>&1
 exposure=$(sed -n 's/.*Overall exposure level for npud.service: \([0-9.]*\).*/\1/p' "$dir/security.out")
 if [ -z "$exposure" ]; then
