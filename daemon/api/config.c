@@ -61,6 +61,12 @@ static int set_admin_group(struct npud_config *c, const char *name, char *err, s
         }
         snprintf(c->admin_group, sizeof(c->admin_group), "%s", name);
         g = getgrnam(name);
+        /* The built-in default may be missing (root alone administers then); a group the
+         * configuration names must exist, or a typo would silently lock every admin out. */
+        if (!g && err) {
+                snprintf(err, errlen, "admin_group: no group '%s' on this host", name);
+                return -EINVAL;
+        }
         c->have_admin_gid = g != NULL;
         if (g)
                 c->admin_gid = g->gr_gid;
@@ -236,6 +242,25 @@ static int apply_dbus(struct npud_config *c, json_t *v, char *err, size_t errlen
         return 0;
 }
 
+/* A tenant limited to a device the host does not have would never get work placed: refuse it,
+ * naming the tenant's key. Run once the device count is final (file, then options). */
+static int check_tenant_devices(const struct npud_config *c, char *err, size_t errlen)
+{
+        for (int i = 0; i < c->policy.ntenants; i++) {
+                uint64_t mask = c->policy.tenants[i].devices;
+                if (mask == ~0ull)
+                        continue; /* not restricted */
+                for (int dev = c->sim_devices; dev < 64; dev++)
+                        if (mask & (1ull << dev)) {
+                                snprintf(err, errlen,
+                                         "tenants[name=%s].devices: no device %d (npud has %d)",
+                                         c->policy.tenants[i].name, dev, c->sim_devices);
+                                return -EINVAL;
+                        }
+        }
+        return 0;
+}
+
 int config_load_file(struct npud_config *c, const char *path, char *err, size_t errlen)
 {
         static const char *const keys[] = { "socket", "log_level", "workers", "admin_group",
@@ -385,6 +410,8 @@ int config_parse_args(struct npud_config *c, int argc, char **argv, char *err, s
                 const char *path = check_path ? check_path :
                                    config_path ? config_path : "/etc/npud/npud.conf";
                 int e = config_load_file(c, path, err, errlen);
+                if (!e)
+                        e = check_tenant_devices(c, err, errlen);
                 if (e)
                         return e;
                 printf("%s: configuration OK\n", path);
@@ -458,5 +485,5 @@ int config_parse_args(struct npud_config *c, int argc, char **argv, char *err, s
                         break;
                 }
         }
-        return 0;
+        return check_tenant_devices(c, err, errlen);
 }

@@ -38,6 +38,26 @@ grep -q "sim.devices" "$dir/err" || fail "sim.devices not named: $(cat "$dir/err
 printf '{"sim": ' >"$dir/bad3.conf"
 expect_exit 2 "config not JSON" "$npud" --config "$dir/bad3.conf"
 expect_exit 2 "missing config file" "$npud" --config "$dir/none.conf"
+printf '{"admin_group": "no-such-group-npud"}' >"$dir/bad4.conf"
+expect_exit 2 "admin_group naming a missing group" "$npud" --check-config="$dir/bad4.conf"
+grep -q "admin_group: no group 'no-such-group-npud'" "$dir/err" && pass "missing admin group named" \
+        || fail "missing admin group: $(cat "$dir/err")"
+printf '{"sim": {"devices": 2}, "tenants": [{"name": "a", "devices": [0, 5]}]}' >"$dir/bad5.conf"
+expect_exit 2 "tenant devices naming a missing device" "$npud" --check-config="$dir/bad5.conf"
+grep -q "tenants\[name=a\].devices: no device 5" "$dir/err" && pass "missing tenant device named" \
+        || fail "missing tenant device: $(cat "$dir/err")"
+printf '{"tenants": [{"name": "a", "devices": [1]}]}' >"$dir/bad6.conf"
+expect_exit 2 "tenant device beyond --sim-devices" "$npud" --config "$dir/bad6.conf" --sim-devices 1
+grep -q "tenants\[name=a\].devices: no device 1" "$dir/err" || fail "--sim-devices 1: $(cat "$dir/err")"
+# The example names npuadm, which this host may lack.
+sed "s/\"npuadm\"/\"$(id -gn)\"/" docs/npud.conf.example >"$dir/example.conf"
+expect_exit 0 "the shipped example configuration is valid" "$npud" --check-config="$dir/example.conf"
+python3 -c "import json,sys
+keys = set(json.load(open(sys.argv[1])))
+want = {'socket', 'log_level', 'workers', 'admin_group', 'sim', 'limits', 'metrics', 'tenants',
+        'scheduler', 'memory', 'dbus'}
+assert keys == want, want ^ keys" docs/npud.conf.example 2>"$dir/err" \
+        && pass "the example configuration sets every section" || fail "example: $(cat "$dir/err")"
 
 # A stale socket file (nothing listening) is replaced.
 sock=$dir/npud.sock
