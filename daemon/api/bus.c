@@ -34,7 +34,28 @@
 #define BUS_IFACE "org.npud.Manager1"
 #define DEVICE_PATH_PREFIX "/org/npud/Manager1/device/"
 #define DEVICE_IFACE "org.npud.Device1"
-#define ERROR_FAILED "org.npud.Manager1.Error.Failed"
+#define TENANT_PATH "/org/npud/Manager1/tenant"
+#define TENANT_IFACE "org.npud.Tenant1"
+#define SESSION_PATH "/org/npud/Manager1/session"
+#define SESSION_IFACE "org.npud.Session1"
+#define OM_IFACE "org.freedesktop.DBus.ObjectManager"
+
+/* Error names (docs/dbus.md): what went wrong, so that callers need not parse messages. */
+#define ERROR_FAILED "org.npud.Error.Failed"
+#define ERROR_NO_DEVICE "org.npud.Error.NoSuchDevice"
+#define ERROR_NO_TENANT "org.npud.Error.NoSuchTenant"
+#define ERROR_NO_SESSION "org.npud.Error.NoSuchSession"
+#define ERROR_PERMISSION "org.npud.Error.PermissionDenied"
+#define ERROR_QUOTA "org.npud.Error.QuotaExceeded"
+#define ERROR_LIMIT "org.npud.Error.LimitExceeded"
+#define ERROR_INVALID "org.npud.Error.InvalidArgument"
+#define ERROR_UNSUPPORTED "org.npud.Error.NotSupported"
+#define ERROR_DEVICE "org.npud.Error.DeviceFailed"
+#define ERROR_BUSY "org.npud.Error.Busy"
+
+/* Reconnection after the bus went away: first retry after 1 s, doubling up to 16 s. */
+#define RETRY_FIRST_S 1
+#define RETRY_MAX_S 16
 
 static const char *const engine_names[OPS_ENGINE_COUNT] = { "cube", "vector", "aicpu", "dma" };
 
@@ -52,7 +73,13 @@ struct bus {
         struct event *mem_timer; /* MemoryUsed changes, at most once a second */
         struct bus_device_seen *seen;
         int write_armed;
+        struct event *retry;  /* reconnection timer while the bus is away */
+        int retry_s;          /* its next interval */
+        int ever_connected;   /* warn once; later failures to reconnect are debug */
 };
+
+/* The daemon, for property getters whose userdata is a device. One bus per process. */
+static struct npud *bus_npud;
 
 static uint64_t monotonic_usec(void)
 {
@@ -68,6 +95,7 @@ static void device_path(int id, char *buf, size_t len)
 }
 
 static void bus_teardown(struct bus *b);
+static void bus_retry_later(struct bus *b);
 
 /* Make the loop wait for what sd-bus wants next: readable (always), writable while output
  * is queued, and its next timeout. */
@@ -107,9 +135,11 @@ static void on_bus_event(evutil_socket_t fd, short what, void *arg)
                 r = sd_bus_process(b->bus, NULL);
         while (r > 0);
         if (r < 0) {
-                log_warn("D-Bus: connection lost (%s); continuing without the bus API",
+                log_warn("D-Bus: connection lost (%s); reconnecting in the background",
                          strerror(-r));
                 bus_teardown(b);
+                b->retry_s = RETRY_FIRST_S;
+                bus_retry_later(b);
                 return;
         }
         bus_rearm(b);
@@ -152,7 +182,7 @@ static int require_admin(sd_bus_message *m, struct bus *b, sd_bus_error *error)
                 log_info("D-Bus: %s refused to %s (not root, not in group %s)",
                          sd_bus_message_get_member(m), sd_bus_message_get_sender(m),
                          c->admin_group);
-                return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED,
+                return sd_bus_error_setf(error, ERROR_PERMISSION,
                                          "%s requires root or group %s",
                                          sd_bus_message_get_member(m), c->admin_group);
         }
@@ -198,10 +228,25 @@ static int reply_manage(sd_bus_message *m, sd_bus_error *error, int code, const 
         if (code == 0)
                 return sd_bus_reply_method_return(m, NULL);
         switch (code) {
-        case PROTO_E_INVALID: name = SD_BUS_ERROR_INVALID_ARGS; break;
-        case PROTO_E_PERMISSION: name = SD_BUS_ERROR_ACCESS_DENIED; break;
-        case PROTO_E_UNSUPPORTED: name = SD_BUS_ERROR_NOT_SUPPORTED; break;
-        case PROTO_E_LIMIT: name = SD_BUS_ERROR_LIMITS_EXCEEDED; break;
+        case PROTO_E_INVALID:
+                /* manage.c reports unknown objects as invalid arguments, with these words */
+                if (strncmp(err, "no device", 9) == 0)
+                        name = ERROR_NO_DEVICE;
+                else if (strncmp(err, "no tenant", 9) == 0)
+                        name = ERROR_NO_TENANT;
+                else if (strncmp(err, "no session", 10) == 0)
+                        name = ERROR_NO_SESSION;
+                else
+                        name = ERROR_INVALID;
+                break;
+        case PROTO_E_BAD_HANDLE: name = ERROR_INVALID; break;
+        case PROTO_E_PERMISSION: name = ERROR_PERMISSION; break;
+        case PROTO_E_UNSUPPORTED: name = ERROR_UNSUPPORTED; break;
+        case PROTO_E_QUOTA: name = ERROR_QUOTA; break;
+        case PROTO_E_NO_MEMORY: name = ERROR_QUOTA; break;
+        case PROTO_E_LIMIT: name = ERROR_LIMIT; break;
+        case PROTO_E_DEVICE: name = ERROR_DEVICE; break;
+        case PROTO_E_BUSY: name = ERROR_BUSY; break;
         default: name = ERROR_FAILED; break;
         }
         return sd_bus_error_setf(error, name, "%s", err[0] ? err : proto_error_name(code));
@@ -217,8 +262,8 @@ static int device_call(sd_bus_message *m, struct bus *b, sd_bus_error *error, in
                 return r;
         if ((r = require_admin(m, b, error)) < 0)
                 return r;
-        if (dev > INT_MAX)
-                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "no device %u", dev);
+        if (dev >= (uint32_t)b->npud->ex.devices.count)
+                return sd_bus_error_setf(error, ERROR_NO_DEVICE, "no device %u", dev);
         *device = (int)dev;
         return 0;
 }
@@ -281,7 +326,7 @@ static int method_inject_fault(sd_bus_message *m, void *userdata, sd_bus_error *
                 return r;
         k = manage_fault_parse(kind);
         if (k < 0)
-                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                return sd_bus_error_setf(error, ERROR_INVALID,
                                          "unknown fault '%s' (fail-next, fail-device or slow)",
                                          kind);
         return reply_manage(m, error,
@@ -449,6 +494,29 @@ static int prop_dev_telemetry(sd_bus *bus, const char *path, const char *iface, 
         return sd_bus_error_setf(error, SD_BUS_ERROR_UNKNOWN_PROPERTY, "no property %s", prop);
 }
 
+/* The faults injected and still in force, as npuctl health shows them: kind -> value. */
+static int prop_dev_faults(sd_bus *bus, const char *path, const char *iface, const char *prop,
+                           sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+        const struct device *dev = userdata;
+        struct backend_health h = { .slow = 1.0 };
+        int r = sd_bus_message_open_container(reply, 'a', "{sd}");
+
+        if (r >= 0 && bus_npud &&
+            bus_npud->ex.backend->ops->health(bus_npud->ex.backend, dev->id, &h) >= 0) {
+                if (h.failed)
+                        r = sd_bus_message_append(reply, "{sd}",
+                                                  manage_fault_name(FAULT_FAIL_DEVICE), 1.0);
+                if (r >= 0 && h.fail_next > 0)
+                        r = sd_bus_message_append(reply, "{sd}", manage_fault_name(FAULT_FAIL_NEXT),
+                                                  (double)h.fail_next);
+                if (r >= 0 && h.slow != 1.0)
+                        r = sd_bus_message_append(reply, "{sd}", manage_fault_name(FAULT_SLOW),
+                                                  h.slow);
+        }
+        return r < 0 ? r : sd_bus_message_close_container(reply);
+}
+
 static const sd_bus_vtable device_vtable[] = {
         SD_BUS_VTABLE_START(0),
         SD_BUS_PROPERTY("Name", "s", prop_dev_name, 0, SD_BUS_VTABLE_PROPERTY_CONST),
@@ -473,6 +541,174 @@ static const sd_bus_vtable device_vtable[] = {
         SD_BUS_PROPERTY("Power", "d", prop_dev_telemetry, 0, 0),
         SD_BUS_PROPERTY("ClockMHz", "d", prop_dev_telemetry, 0, 0),
         SD_BUS_PROPERTY("EccErrors", "(tt)", prop_dev_telemetry, 0, 0),
+        /* read it when needed: a fail-next count goes down as tasks fail */
+        SD_BUS_PROPERTY("Faults", "a{sd}", prop_dev_faults, 0, 0),
+        SD_BUS_VTABLE_END,
+};
+
+/* ---- tenant and session objects (found by path; listed by the ObjectManager) ------------ */
+
+/* /org/npud/Manager1/tenant/NAME (NAME escaped as sd_bus_path_encode does): the current
+ * tenants, found by name so that a reload's changes show at once. */
+static int find_tenant(sd_bus *bus, const char *path, const char *iface, void *userdata,
+                       void **found, sd_bus_error *error)
+{
+        struct bus *b = userdata;
+        const struct tenant_registry *reg = &b->npud->tenants;
+        char *name = NULL;
+        int r = sd_bus_path_decode(path, TENANT_PATH, &name);
+
+        if (r <= 0)
+                return r;
+        for (int i = 0; i < reg->ntenants; i++)
+                if (strcmp(reg->tenants[i]->pol.name, name) == 0) {
+                        *found = reg->tenants[i];
+                        free(name);
+                        return 1;
+                }
+        free(name);
+        return 0;
+}
+
+static int enum_tenants(sd_bus *bus, const char *prefix, void *userdata, char ***nodes,
+                        sd_bus_error *error)
+{
+        struct bus *b = userdata;
+        const struct tenant_registry *reg = &b->npud->tenants;
+        char **v = calloc((size_t)reg->ntenants + 1, sizeof(*v));
+
+        if (!v)
+                return -ENOMEM;
+        for (int i = 0; i < reg->ntenants; i++) {
+                int r = sd_bus_path_encode(TENANT_PATH, reg->tenants[i]->pol.name, &v[i]);
+                if (r < 0) {
+                        for (int j = 0; j < i; j++)
+                                free(v[j]);
+                        free(v);
+                        return r;
+                }
+        }
+        *nodes = v;
+        return 1;
+}
+
+static int prop_tenant(sd_bus *bus, const char *path, const char *iface, const char *prop,
+                       sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+        const struct tenant *t = userdata;
+        int r;
+
+        if (strcmp(prop, "Name") == 0)
+                return sd_bus_message_append(reply, "s", t->pol.name);
+        if (strcmp(prop, "Class") == 0)
+                return sd_bus_message_append(reply, "s", policy_class_name(t->pol.klass));
+        if (strcmp(prop, "Weight") == 0)
+                return sd_bus_message_append(reply, "d", t->pol.weight);
+        if (strcmp(prop, "Sessions") == 0)
+                return sd_bus_message_append(reply, "u", t->sessions);
+        if (strcmp(prop, "MemoryUsed") == 0)
+                return sd_bus_message_append(reply, "t", t->mem_used);
+        if (strcmp(prop, "MemoryQuotaTotal") == 0)
+                return sd_bus_message_append(reply, "t", t->pol.quota_total);
+        if (strcmp(prop, "MemoryQuotaByDevice") == 0) {
+                r = sd_bus_message_open_container(reply, 'a', "t");
+                for (int i = 0; r >= 0 && i < t->ndevices; i++)
+                        r = sd_bus_message_append(reply, "t", tenant_quota_device(t, i));
+                return r < 0 ? r : sd_bus_message_close_container(reply);
+        }
+        return sd_bus_error_setf(error, SD_BUS_ERROR_UNKNOWN_PROPERTY, "no property %s", prop);
+}
+
+static const sd_bus_vtable tenant_vtable[] = {
+        SD_BUS_VTABLE_START(0),
+        /* all read when needed: quotas change with SetTenantQuota and reloads */
+        SD_BUS_PROPERTY("Name", "s", prop_tenant, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Class", "s", prop_tenant, 0, 0),
+        SD_BUS_PROPERTY("Weight", "d", prop_tenant, 0, 0),
+        SD_BUS_PROPERTY("Sessions", "u", prop_tenant, 0, 0),
+        SD_BUS_PROPERTY("MemoryUsed", "t", prop_tenant, 0, 0),
+        SD_BUS_PROPERTY("MemoryQuotaTotal", "t", prop_tenant, 0, 0),
+        SD_BUS_PROPERTY("MemoryQuotaByDevice", "at", prop_tenant, 0, 0),
+        SD_BUS_VTABLE_END,
+};
+
+/* /org/npud/Manager1/session/ID */
+static int find_session(sd_bus *bus, const char *path, const char *iface, void *userdata,
+                        void **found, sd_bus_error *error)
+{
+        struct bus *b = userdata;
+        const char *tail;
+        struct session *s;
+        char *end;
+        unsigned long long id;
+
+        if (strncmp(path, SESSION_PATH "/", sizeof(SESSION_PATH)) != 0)
+                return 0;
+        tail = path + sizeof(SESSION_PATH);
+        if (*tail < '0' || *tail > '9')
+                return 0;
+        errno = 0;
+        id = strtoull(tail, &end, 10);
+        if (errno || *end)
+                return 0;
+        TAILQ_FOREACH(s, &b->npud->sessions, link)
+                if (s->id == id) {
+                        *found = s;
+                        return 1;
+                }
+        return 0;
+}
+
+static int enum_sessions(sd_bus *bus, const char *prefix, void *userdata, char ***nodes,
+                         sd_bus_error *error)
+{
+        struct bus *b = userdata;
+        struct session *s;
+        char **v = calloc((size_t)b->npud->nsessions + 1, sizeof(*v));
+        size_t n = 0;
+
+        if (!v)
+                return -ENOMEM;
+        TAILQ_FOREACH(s, &b->npud->sessions, link) {
+                if (n == b->npud->nsessions ||
+                    asprintf(&v[n], SESSION_PATH "/%llu", (unsigned long long)s->id) < 0) {
+                        for (size_t j = 0; j < n; j++)
+                                free(v[j]);
+                        free(v);
+                        return -ENOMEM;
+                }
+                n++;
+        }
+        *nodes = v;
+        return 1;
+}
+
+static int prop_session(sd_bus *bus, const char *path, const char *iface, const char *prop,
+                        sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+        const struct session *s = userdata;
+
+        if (strcmp(prop, "Id") == 0)
+                return sd_bus_message_append(reply, "t", s->id);
+        if (strcmp(prop, "Pid") == 0)
+                return sd_bus_message_append(reply, "u", (uint32_t)s->pid);
+        if (strcmp(prop, "Uid") == 0)
+                return sd_bus_message_append(reply, "u", (uint32_t)s->uid);
+        if (strcmp(prop, "Client") == 0)
+                return sd_bus_message_append(reply, "s", s->comm);
+        if (strcmp(prop, "Tenant") == 0)
+                return sd_bus_message_append(reply, "s", s->tenant ? s->tenant->pol.name : "");
+        return sd_bus_error_setf(error, SD_BUS_ERROR_UNKNOWN_PROPERTY, "no property %s", prop);
+}
+
+static const sd_bus_vtable session_vtable[] = {
+        SD_BUS_VTABLE_START(0),
+        SD_BUS_PROPERTY("Id", "t", prop_session, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Pid", "u", prop_session, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Uid", "u", prop_session, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Client", "s", prop_session, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        /* set at hello, moved by a reload: read it when needed */
+        SD_BUS_PROPERTY("Tenant", "s", prop_session, 0, 0),
         SD_BUS_VTABLE_END,
 };
 
@@ -488,9 +724,13 @@ static void hook_session_opened(struct npud *d, struct session *s)
 {
         struct bus *b = d->hooks.userdata;
 
+        char path[64];
+
         emit_result("SessionOpened",
                     sd_bus_emit_signal(b->bus, BUS_PATH, BUS_IFACE, "SessionOpened", "tuu",
                                        s->id, (uint32_t)s->pid, (uint32_t)s->uid));
+        snprintf(path, sizeof(path), SESSION_PATH "/%llu", (unsigned long long)s->id);
+        emit_result("InterfacesAdded", sd_bus_emit_object_added(b->bus, path));
         emit_result("SessionCount", sd_bus_emit_properties_changed(b->bus, BUS_PATH, BUS_IFACE,
                                                                    "SessionCount", NULL));
         bus_rearm(b);
@@ -500,8 +740,16 @@ static void hook_session_closed(struct npud *d, struct session *s)
 {
         struct bus *b = d->hooks.userdata;
 
+        char path[64];
+
         emit_result("SessionClosed", sd_bus_emit_signal(b->bus, BUS_PATH, BUS_IFACE,
                                                         "SessionClosed", "t", s->id));
+        /* By hand: the session has left the list, so sd-bus could no longer find its
+         * interface to name it. */
+        snprintf(path, sizeof(path), SESSION_PATH "/%llu", (unsigned long long)s->id);
+        emit_result("InterfacesRemoved",
+                    sd_bus_emit_signal(b->bus, BUS_PATH, OM_IFACE, "InterfacesRemoved", "oas",
+                                       path, 1, SESSION_IFACE));
         emit_result("SessionCount", sd_bus_emit_properties_changed(b->bus, BUS_PATH, BUS_IFACE,
                                                                    "SessionCount", NULL));
         bus_rearm(b);
@@ -556,16 +804,15 @@ static void on_mem_timer(evutil_socket_t fd, short what, void *arg)
 
 /* ---- start and stop ---------------------------------------------------------------------- */
 
-/* Drop the connection (error or shutdown); npud carries on without the API. */
+/* Drop the connection (error or shutdown); npud carries on without the API until a
+ * reconnection succeeds. */
 static void bus_teardown(struct bus *b)
 {
         struct npud *d = b->npud;
 
-        if (d->hooks.userdata == b) {
-                d->hooks.session_opened = NULL;
-                d->hooks.session_closed = NULL;
-                d->hooks.device_changed = NULL;
-        }
+        d->hooks.session_opened = NULL;
+        d->hooks.session_closed = NULL;
+        d->hooks.device_changed = NULL;
         if (b->io_read)
                 event_free(b->io_read);
         if (b->io_write)
@@ -580,21 +827,14 @@ static void bus_teardown(struct bus *b)
         b->bus = sd_bus_flush_close_unref(b->bus);
 }
 
-int bus_start(struct npud *d)
+/* Connect, register every object, own the name and watch the connection. 0, or -1 after
+ * a message at level `lvl` saying why (the caller retries later). */
+static int bus_connect(struct bus *b, enum log_level lvl)
 {
-        struct bus *b;
+        struct npud *d = b->npud;
         char path[64];
         int r, fd;
 
-        if (!d->config.dbus)
-                return 0;
-        b = calloc(1, sizeof(*b));
-        if (!b || !(b->seen = calloc((size_t)d->ex.devices.count + 1, sizeof(*b->seen)))) {
-                free(b);
-                log_warn("D-Bus: out of memory; continuing without the bus API");
-                return 0;
-        }
-        b->npud = d;
         for (int i = 0; i < d->ex.devices.count; i++) {
                 b->seen[i].health = (int)d->ex.devices.devices[i].health;
                 b->seen[i].draining = d->ex.devices.devices[i].draining != 0;
@@ -602,8 +842,8 @@ int bus_start(struct npud *d)
         }
         r = sd_bus_open_system(&b->bus);
         if (r < 0) {
-                log_warn("D-Bus: cannot connect to the system bus: %s; continuing without it",
-                         strerror(-r));
+                log_msg(lvl, "D-Bus: cannot connect to the system bus: %s; retrying in %d s",
+                        strerror(-r), b->retry_s);
                 goto fail;
         }
         r = sd_bus_add_object_vtable(b->bus, NULL, BUS_PATH, BUS_IFACE, manager_vtable, b);
@@ -612,16 +852,28 @@ int bus_start(struct npud *d)
                 r = sd_bus_add_object_vtable(b->bus, NULL, path, DEVICE_IFACE, device_vtable,
                                              &d->ex.devices.devices[i]);
         }
+        if (r >= 0)
+                r = sd_bus_add_object_manager(b->bus, NULL, BUS_PATH);
+        if (r >= 0)
+                r = sd_bus_add_fallback_vtable(b->bus, NULL, TENANT_PATH, TENANT_IFACE,
+                                               tenant_vtable, find_tenant, b);
+        if (r >= 0)
+                r = sd_bus_add_node_enumerator(b->bus, NULL, TENANT_PATH, enum_tenants, b);
+        if (r >= 0)
+                r = sd_bus_add_fallback_vtable(b->bus, NULL, SESSION_PATH, SESSION_IFACE,
+                                               session_vtable, find_session, b);
+        if (r >= 0)
+                r = sd_bus_add_node_enumerator(b->bus, NULL, SESSION_PATH, enum_sessions, b);
         if (r < 0) {
-                log_warn("D-Bus: cannot register the objects: %s; continuing without the bus",
-                         strerror(-r));
+                log_msg(lvl, "D-Bus: cannot register the objects: %s; retrying in %d s",
+                        strerror(-r), b->retry_s);
                 goto fail;
         }
-        /* Synchronous, once at startup: afterwards everything goes through the loop. */
+        /* Synchronous, once per connection: afterwards everything goes through the loop. */
         r = sd_bus_request_name(b->bus, BUS_NAME, 0);
         if (r < 0) {
-                log_warn("D-Bus: cannot own %s: %s; continuing without the bus API", BUS_NAME,
-                         strerror(-r));
+                log_msg(lvl, "D-Bus: cannot own %s: %s; retrying in %d s", BUS_NAME,
+                        strerror(-r), b->retry_s);
                 goto fail;
         }
         fd = sd_bus_get_fd(b->bus);
@@ -632,32 +884,79 @@ int bus_start(struct npud *d)
         struct timeval second = { 1, 0 };
         if (fd < 0 || !b->io_read || !b->io_write || !b->timer || !b->mem_timer ||
             event_add(b->io_read, NULL) < 0 || event_add(b->mem_timer, &second) < 0) {
-                log_warn("D-Bus: cannot watch the connection; continuing without the bus API");
+                log_msg(lvl, "D-Bus: cannot watch the connection; retrying in %d s", b->retry_s);
                 goto fail;
         }
-        d->hooks.userdata = b;
         d->hooks.session_opened = hook_session_opened;
         d->hooks.session_closed = hook_session_closed;
         d->hooks.device_changed = hook_device_changed;
         bus_rearm(b);
-        log_info("D-Bus: %s on the system bus", BUS_NAME);
-        return 1;
+        log_info("D-Bus: %s on the system bus%s", BUS_NAME,
+                 b->ever_connected ? " again (reconnected)" : "");
+        b->ever_connected = 1;
+        b->retry_s = RETRY_FIRST_S;
+        return 0;
 fail:
         bus_teardown(b);
-        free(b->seen);
-        free(b);
-        return 0;
+        return -1;
+}
+
+/* The bus went away (or was never there): try again later, less often each time. */
+static void on_retry(evutil_socket_t fd, short what, void *arg)
+{
+        struct bus *b = arg;
+        /* Each failure was worth a warning once (the loss or the first attempt). */
+        if (bus_connect(b, LOG_LVL_DEBUG) < 0) {
+                b->retry_s = b->retry_s * 2 > RETRY_MAX_S ? RETRY_MAX_S : b->retry_s * 2;
+                bus_retry_later(b);
+        }
+}
+
+static void bus_retry_later(struct bus *b)
+{
+        struct timeval tv = { b->retry_s, 0 };
+
+        if (b->retry)
+                evtimer_add(b->retry, &tv);
+}
+
+int bus_start(struct npud *d)
+{
+        struct bus *b;
+
+        if (!d->config.dbus)
+                return 0;
+        b = calloc(1, sizeof(*b));
+        if (!b || !(b->seen = calloc((size_t)d->ex.devices.count + 1, sizeof(*b->seen)))) {
+                free(b);
+                log_warn("D-Bus: out of memory; continuing without the bus API");
+                return 0;
+        }
+        b->npud = d;
+        bus_npud = d;
+        b->retry_s = RETRY_FIRST_S;
+        b->retry = evtimer_new(d->base, on_retry, b);
+        d->hooks.userdata = b;
+        /* A bus that is not there yet (npud started before dbus.service) or goes away later
+         * is retried on a timer: npud serves its clients meanwhile. */
+        if (bus_connect(b, LOG_LVL_WARN) < 0) {
+                bus_retry_later(b);
+                return 0;
+        }
+        return 1;
 }
 
 void bus_stop(struct npud *d)
 {
         struct bus *b = d->hooks.userdata;
 
-        /* The hooks may have been dropped with a lost connection; the bus object stays ours. */
         if (!b)
                 return;
         bus_teardown(b);
+        if (b->retry)
+                event_free(b->retry);
         d->hooks.userdata = NULL;
+        bus_npud = NULL;
         free(b->seen);
         free(b);
 }

@@ -14,7 +14,12 @@
 #   7. access: an unprivileged caller is refused (the bus policy); a caller the bus lets
 #      through but who is not in npud's admin group is refused by npud itself, and accepted
 #      after Reload made its group the admin group
-#   8. npud exits cleanly and releases the name; it carries on when the bus goes away
+#   8. npud exits cleanly and releases the name; it carries on when the bus goes away and
+#      reconnects (owns the name again, serves calls) when the bus comes back
+#   9. the interface files in docs/dbus/ match the live objects' introspection
+#      (NPUD_DBUS_XML_UPDATE=1 rewrites them from it); ObjectManager lists the tenant and
+#      session objects and announces sessions (InterfacesAdded/InterfacesRemoved); errors
+#      carry specific names (org.npud.Error.NoSuchDevice, PermissionDenied, ...)
 # dbus-daemon, busctl, dbus-monitor, dbus-send and setpriv are required (Debian: dbus, systemd,
 # util-linux); a missing one fails the test. Usage: test-dbus.sh [BUILD-DIR]
 set -u
@@ -145,6 +150,7 @@ wait_until 50 "$npuctl" --socket "$sock" version >/dev/null 2>&1 || fail "npud d
 wait_for "$dir/npud.log" "D-Bus: org.npud.Manager1" || fail "npud did not take the bus name: $(cat "$dir/npud.log")"
 
 M="org.npud.Manager1 /org/npud/Manager1 org.npud.Manager1"
+M_OM="org.npud.Manager1 /org/npud/Manager1 org.freedesktop.DBus.ObjectManager"
 D0="org.npud.Manager1 /org/npud/Manager1/device/0 org.npud.Device1"
 call() { busctl --system call $M "$@"; }
 prop() { busctl --system get-property "$@" 2>&1; }
@@ -164,6 +170,16 @@ grep -q "^\.SessionCount .*emits-change" "$dir/intro" && pass "introspection" \
         || fail "introspection: $(cat "$dir/intro")"
 busctl --system tree org.npud.Manager1 | grep -q /org/npud/Manager1/device/1 \
         && pass "device objects in the tree" || fail "device objects missing from the tree"
+# The shipped interface files are what the objects say.
+for pair in org.npud.Manager1:/org/npud/Manager1 org.npud.Device1:/org/npud/Manager1/device/0 \
+            org.npud.Tenant1:/org/npud/Manager1/tenant/default; do
+        iface=${pair%%:*}; path=${pair#*:}
+        busctl --system introspect --xml-interface org.npud.Manager1 "$path" 2>&1 \
+                | python3 tests/integration/dbus-xml.py "$iface" >"$dir/$iface.xml" 2>&1
+        [ "${NPUD_DBUS_XML_UPDATE:-0}" = 1 ] && cp "$dir/$iface.xml" "docs/dbus/$iface.xml"
+        cmp -s "$dir/$iface.xml" "docs/dbus/$iface.xml" && pass "docs/dbus/$iface.xml matches $path" \
+                || { fail "docs/dbus/$iface.xml differs from $path (NPUD_DBUS_XML_UPDATE=1 rewrites it):"; diff "docs/dbus/$iface.xml" "$dir/$iface.xml"; }
+done
 [ "$(prop $M Version)" = "s \"$("$npud" --version | awk '{print $2}')\"" ] && pass "Version" \
         || fail "Version: $(prop $M Version)"
 [ "$(prop $M Devices)" = 'ao 2 "/org/npud/Manager1/device/0" "/org/npud/Manager1/device/1"' ] \
@@ -224,6 +240,24 @@ call InjectFault usd -- 0 slow -1 >/dev/null 2>"$dir/err"
 grep -q "slow" "$dir/err" && pass "bad slow factor refused" || fail "slow -1: $(cat "$dir/err")"
 call Drain u 7 >/dev/null 2>"$dir/err"
 grep -q "no device 7" "$dir/err" && pass "no such device" || fail "Drain 7: $(cat "$dir/err")"
+# error names, as dbus-send shows them
+errname() { dbus-send --system --print-reply --dest=org.npud.Manager1 /org/npud/Manager1 "org.npud.Manager1.$@" 2>&1 >/dev/null; }
+errname Drain uint32:7 | grep -q "^Error org.npud.Error.NoSuchDevice: no device 7" \
+        && pass "error name NoSuchDevice" || fail "Drain 7 error: $(errname Drain uint32:7)"
+errname InjectFault uint32:0 string:bogus double:1 | grep -q "^Error org.npud.Error.InvalidArgument: unknown fault" \
+        && pass "error name InvalidArgument" || fail "bogus fault error: $(errname InjectFault uint32:0 string:bogus double:1)"
+errname KillSession uint64:999999 | grep -q "^Error org.npud.Error.NoSuchSession" \
+        && pass "error name NoSuchSession" || fail "KillSession error: $(errname KillSession uint64:999999)"
+errname SetTenantQuota string:nobody-tenant int32:-1 uint64:0 | grep -q "^Error org.npud.Error.NoSuchTenant" \
+        && pass "error name NoSuchTenant" || fail "SetTenantQuota error: $(errname SetTenantQuota string:nobody-tenant int32:-1 uint64:0)"
+errname SetTenantQuota string:default int32:5 uint64:0 | grep -q "^Error org.npud.Error.NoSuchDevice" \
+        && pass "SetTenantQuota on a missing device: NoSuchDevice" || fail "SetTenantQuota device 5: $(errname SetTenantQuota string:default int32:5 uint64:0)"
+# Faults in force, as a property
+call InjectFault usd 0 fail-next 3 && call InjectFault usd 0 slow 2 &&
+        [ "$(prop $D0 Faults)" = 'a{sd} 2 "fail-next" 3 "slow" 2' ] \
+        && pass "Faults property" || fail "Faults: $(prop $D0 Faults)"
+call ClearFault u 0 && [ "$(prop $D0 Faults)" = 'a{sd} 0' ] && pass "Faults empty after ClearFault" \
+        || fail "Faults after ClearFault: $(prop $D0 Faults)"
 
 # --- 5. reset -------------------------------------------------------------------------------------
 # Slow device 0 down so the client's 64 MiB memset still runs when Reset comes: the reset
@@ -256,6 +290,22 @@ wait_for "$dir/hold.out" "^session [0-9]+" 100 || fail "hold client: $(cat "$dir
 sid=$(awk '/^session/ { print $2 }' "$dir/hold.out")
 [ "$(prop $M SessionCount)" = "u 1" ] && pass "SessionCount counts the client" \
         || fail "SessionCount with a client: $(prop $M SessionCount)"
+S1="org.npud.Manager1 /org/npud/Manager1/session/$sid org.npud.Session1"
+[ "$(prop $S1 Id)" = "t $sid" ] && [ "$(prop $S1 Tenant)" = 's "default"' ] &&
+        [ "$(prop $S1 Uid)" = "u $(id -u)" ] && pass "session object /org/npud/Manager1/session/$sid" \
+        || fail "session object: $(prop $S1 Id) $(prop $S1 Tenant)"
+busctl --system call $M_OM GetManagedObjects >"$dir/objects" 2>&1
+grep -q "\"/org/npud/Manager1/session/$sid\" 4 .* \"org.npud.Session1\" 5 \"Id\" t $sid" "$dir/objects" &&
+        grep -q '"/org/npud/Manager1/tenant/default" 4 .* "org.npud.Tenant1" 7 "Name" s "default"' "$dir/objects" \
+        && pass "GetManagedObjects lists the session and the tenants" || fail "GetManagedObjects: $(cat "$dir/objects")"
+busctl --system introspect --xml-interface org.npud.Manager1 /org/npud/Manager1/session/$sid 2>&1 \
+        | python3 tests/integration/dbus-xml.py org.npud.Session1 >"$dir/session.xml" 2>&1
+[ "${NPUD_DBUS_XML_UPDATE:-0}" = 1 ] && cp "$dir/session.xml" docs/dbus/org.npud.Session1.xml
+cmp -s "$dir/session.xml" docs/dbus/org.npud.Session1.xml && pass "docs/dbus/org.npud.Session1.xml matches" \
+        || { fail "docs/dbus/org.npud.Session1.xml differs:"; diff docs/dbus/org.npud.Session1.xml "$dir/session.xml"; }
+wait_for "$dir/monitor.log" "member=InterfacesAdded" && grep -A1 "member=InterfacesAdded" "$dir/monitor.log" \
+        | grep -q "/org/npud/Manager1/session/$sid" && pass "InterfacesAdded for the session" \
+        || fail "no InterfacesAdded for session $sid"
 D1="org.npud.Manager1 /org/npud/Manager1/device/1 org.npud.Device1"
 [ "$(prop $D1 MemoryUsed)" != "t 0" ] && pass "MemoryUsed" || fail "MemoryUsed: $(prop $D1 MemoryUsed)"
 wait_for "$dir/monitor.log" '"MemoryUsed"' 30 && pass "PropertiesChanged for MemoryUsed" \
@@ -268,6 +318,11 @@ grep -A1 'member=SessionClosed' "$dir/monitor.log" | grep -q "uint64 $sid" \
         && pass "SessionClosed signal" || fail "no SessionClosed for $sid"
 grep -A1 'member=SessionOpened' "$dir/monitor.log" | grep -q "uint64 $sid" \
         && pass "SessionOpened signal" || fail "no SessionOpened for $sid"
+wait_for "$dir/monitor.log" "member=InterfacesRemoved" && grep -A3 "member=InterfacesRemoved" "$dir/monitor.log" \
+        | grep -q "org.npud.Session1" && pass "InterfacesRemoved for the session" \
+        || fail "no InterfacesRemoved: $(grep -A3 InterfacesRemoved "$dir/monitor.log")"
+busctl --system get-property $S1 Id >/dev/null 2>&1 && fail "the killed session's object remains" \
+        || pass "the killed session's object is gone"
 call KillSession t 999999 >/dev/null 2>"$dir/err"
 grep -q "no session" "$dir/err" && pass "KillSession of an unknown id refused" || fail "KillSession 999999: $(cat "$dir/err")"
 grep -q 'notify session-killed.*killed by administrator (uid 0 via dbus)' "$dir/hold.out" \
@@ -280,6 +335,10 @@ python3 -c "import json,sys
 t=[x for x in json.load(open(sys.argv[1]))['tenants'] if x['name']=='default'][0]
 assert t['memory_quota_by_device']==[0, 4096] and t['memory_quota_per_device']==0, t" "$dir/out" 2>"$dir/err" \
         && pass "SetTenantQuota with a device sets only that device (as npuctl shows)" || fail "SetTenantQuota device: $(cat "$dir/err")"
+T0="org.npud.Manager1 /org/npud/Manager1/tenant/default org.npud.Tenant1"
+[ "$(prop $T0 MemoryQuotaByDevice)" = "at 2 0 4096" ] && [ "$(prop $T0 MemoryQuotaTotal)" = "t 0" ] &&
+        [ "$(prop $T0 Class)" = 's "normal"' ] && pass "tenant quotas as properties" \
+        || fail "tenant properties: $(prop $T0 MemoryQuotaByDevice) $(prop $T0 Class)"
 grep -Eq "tenant 'default': device 1 memory quota set to 4096 bytes \(by uid 0 pid [0-9]+ via dbus\)" "$dir/npud.log" \
         && pass "SetTenantQuota logged naming the caller" || fail "SetTenantQuota audit line: $(grep quota "$dir/npud.log")"
 call SetTenantQuota sit -- default 1 0 || fail "SetTenantQuota back to unlimited"
@@ -303,11 +362,14 @@ if [ "$(id -u)" = 0 ]; then
                 && pass "unprivileged callers read properties" || fail "unprivileged Get: $(cat "$dir/out")"
         nobody --clear-groups busctl --system introspect org.npud.Manager1 /org/npud/Manager1 >"$dir/out" 2>&1 \
                 && pass "unprivileged callers introspect" || fail "unprivileged introspect: $(cat "$dir/out")"
+        nobody --clear-groups busctl --system call $M_OM GetManagedObjects >"$dir/out" 2>&1 \
+                && grep -q org.npud.Tenant1 "$dir/out" \
+                && pass "unprivileged callers list the objects" || fail "unprivileged GetManagedObjects: $(cat "$dir/out")"
         if getent group users >/dev/null; then
                 # Allowed by the bus, but npud's admin group is npuadm: npud refuses.
                 nobody --groups=users dbus-send --system --print-reply --dest=org.npud.Manager1 \
                         /org/npud/Manager1 org.npud.Manager1.Drain uint32:0 >/dev/null 2>"$dir/err"
-                [ $? != 0 ] && grep -q "AccessDenied: Drain requires root or group npuadm" "$dir/err" \
+                [ $? != 0 ] && grep -q "org.npud.Error.PermissionDenied: Drain requires root or group npuadm" "$dir/err" \
                         && draining_is false \
                         && pass "npud refuses a caller outside its admin group" \
                         || fail "group check: $(cat "$dir/err")"
@@ -339,6 +401,20 @@ kill $dbus_pid; wait $dbus_pid 2>/dev/null
 wait_for "$dir/npud2.log" "D-Bus: connection lost" && pass "bus loss noticed" || fail "bus loss not logged"
 "$npuctl" --socket "$sock" version >/dev/null 2>&1 && pass "npud serves after losing the bus" \
         || fail "npud does not serve after losing the bus"
+# The bus comes back (as after a dbus restart): npud reconnects on its timer and serves again.
+rm -f "$bus"
+dbus-daemon --config-file="$dir/bus.conf" --nofork --print-address=3 3>"$dir/bus2.addr" \
+        2>"$dir/dbus2.log" &
+dbus_pid=$!; pids="$pids $dbus_pid"
+wait_for "$dir/bus2.addr" unix: || fail "dbus-daemon did not restart: $(cat "$dir/dbus2.log")"
+chmod 666 "$bus"
+if wait_for "$dir/npud2.log" "D-Bus: org.npud.Manager1 on the system bus again" 100; then
+        [ "$(prop $D0 Name)" = 's "npu0"' ] && call Drain u 0 && draining_is true && call Undrain u 0 \
+                && pass "npud reconnected to the restarted bus (properties, methods)" \
+                || fail "after reconnecting: $(prop $D0 Name)"
+else
+        fail "npud did not reconnect: $(tail -5 "$dir/npud2.log")"
+fi
 kill $npud_pid; wait $npud_pid
 rc=$?
 [ $rc = 0 ] && pass "npud exits cleanly after losing the bus" \
