@@ -9,6 +9,10 @@
 
 VERSION    := 0.1.0
 PREFIX     ?= /usr/local
+# Libraries go in the multiarch directory (/usr/lib/x86_64-linux-gnu), as Debian's do; the
+# pkg-config file lives there too.
+MULTIARCH  ?= $(shell dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || $(CC) -print-multiarch 2>/dev/null)
+LIBDIR     ?= $(PREFIX)/lib$(if $(MULTIARCH),/$(MULTIARCH))
 DESTDIR    ?=
 BUILD      ?= build
 CC         ?= gcc
@@ -139,7 +143,7 @@ $(LIBNPU_A): $(CLIENT_OBJ) $(PROTO_OBJ)
 
 $(BUILD)/lib/libnpu.pc: client/libnpu.pc.in Makefile
 	@mkdir -p $(dir $@)
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' $< > $@
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@VERSION@|$(VERSION)|g' $< > $@
 
 $(NPUCTL): $(call obj,$(CTL_SRC)) $(LIBNPU)
 	@mkdir -p $(dir $@)
@@ -336,25 +340,31 @@ fuzz-smoke: fuzz-build
 	  $(BUILD)/fuzz/corpus-graph tests/fuzz/corpus-graph
 
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/lib \
-	  $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(LIBDIR) \
+	  $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(LIBDIR)/pkgconfig
 	install -m 0755 $(NPUD) $(DESTDIR)$(PREFIX)/sbin/npud
 	install -m 0755 $(NPUCTL) $(DESTDIR)$(PREFIX)/bin/npuctl
-	install -m 0755 $(LIBNPU) $(DESTDIR)$(PREFIX)/lib/libnpu.so.1
-	ln -sf libnpu.so.1 $(DESTDIR)$(PREFIX)/lib/libnpu.so
+	install -m 0755 $(NPUSIM) $(DESTDIR)$(PREFIX)/bin/npusim
+	install -m 0755 $(LIBNPU) $(DESTDIR)$(LIBDIR)/libnpu.so.1
+	ln -sf libnpu.so.1 $(DESTDIR)$(LIBDIR)/libnpu.so
 	install -m 0644 client/include/npu.h $(DESTDIR)$(PREFIX)/include/npu.h
 	install -m 0644 client/include/npu-admin.h $(DESTDIR)$(PREFIX)/include/npu-admin.h
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' client/libnpu.pc.in \
-	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/libnpu.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	  client/libnpu.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/libnpu.pc
 	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/lib/sysusers.d \
-	  $(DESTDIR)$(PREFIX)/lib/tmpfiles.d
+	  $(DESTDIR)$(PREFIX)/lib/tmpfiles.d $(DESTDIR)$(PREFIX)/lib/udev/rules.d
 	sed -e 's|/usr/sbin/npud|$(PREFIX)/sbin/npud|' -e 's|/usr/bin/npuctl|$(PREFIX)/bin/npuctl|' \
 	  systemd/npud.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/npud.service
 	install -m 0644 systemd/npud.socket $(DESTDIR)$(PREFIX)/lib/systemd/system/npud.socket
 	install -m 0644 systemd/npud.sysusers $(DESTDIR)$(PREFIX)/lib/sysusers.d/npud.conf
 	install -m 0644 systemd/npud.tmpfiles $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/npud.conf
-	install -d $(DESTDIR)$(PREFIX)/share/dbus-1/system.d
+	install -m 0644 systemd/60-npud.rules $(DESTDIR)$(PREFIX)/lib/udev/rules.d/60-npud.rules
+	install -d $(DESTDIR)$(PREFIX)/share/dbus-1/system.d $(DESTDIR)$(PREFIX)/share/dbus-1/interfaces
 	install -m 0644 systemd/org.npud.Manager1.conf $(DESTDIR)$(PREFIX)/share/dbus-1/system.d/
+	install -m 0644 $(wildcard docs/dbus/org.npud.*.xml) $(DESTDIR)$(PREFIX)/share/dbus-1/interfaces/
+	install -d $(DESTDIR)$(PREFIX)/share/doc/npud/examples
+	install -m 0644 docs/npud.conf.example $(DESTDIR)$(PREFIX)/share/doc/npud/examples/npud.conf
+	install -m 0644 docs/dbus.md $(DESTDIR)$(PREFIX)/share/doc/npud/dbus.md
 	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/man/man3 \
 	  $(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(PREFIX)/share/man/man8
 	install -m 0644 client/completion/npuctl.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/npuctl

@@ -1,6 +1,7 @@
 /* The D-Bus API: org.npud.Manager1 on the system bus (or on $DBUS_SYSTEM_BUS_ADDRESS), served
  * from the daemon's libevent loop. Only started when the configuration asks for it
  * ("dbus": true or --dbus); an unreachable bus is a warning, not an error.
+ * docs/dbus.md is the reference; docs/dbus/ holds the interface files.
  *
  *   /org/npud/Manager1                 org.npud.Manager1
  *     properties  Version s, Devices ao, SessionCount u (emits change)
@@ -13,7 +14,13 @@
  *     properties  Name s, Profile s, Health s ("ok"/"failed"), MemoryTotal t, MemoryUsed t,
  *                 Utilization a{sd} (percent busy per engine: cube, vector, aicpu, dma),
  *                 Draining b; Health, Draining and MemoryUsed emit PropertiesChanged
- *                 (MemoryUsed at most once a second)
+ *                 (MemoryUsed at most once a second); identity and telemetry; Faults a{sd}
+ *   /org/npud/Manager1/tenant/NAME     org.npud.Tenant1 (Name, Class, Weight, Sessions,
+ *                                      MemoryUsed, MemoryQuotaTotal, MemoryQuotaByDevice)
+ *   /org/npud/Manager1/session/ID      org.npud.Session1 (Id, Pid, Uid, Client, Tenant)
+ *   /org/npud/Manager1 is an ObjectManager; sessions come and go with InterfacesAdded and
+ *   InterfacesRemoved. Errors are org.npud.Error.* (docs/dbus.md). A lost or missing bus is
+ *   retried on a timer (1 s, doubling to 16 s) and everything registered again.
  *
  * Every method requires root or the admin group, checked in the handler from the caller's
  * bus credentials (the policy file systemd/org.npud.Manager1.conf restricts it too). */

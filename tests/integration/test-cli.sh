@@ -134,12 +134,18 @@ grep -q "is not a number of seconds" "$dir/err" || fail "-l soon: $(cat "$dir/er
 
 # make install into a DESTDIR, then build a client against it with pkg-config.
 if make -s install BUILD="$build" PREFIX=/usr DESTDIR="$dir/root" >"$dir/install.log" 2>&1; then
-        PKG_CONFIG_SYSROOT_DIR="$dir/root" PKG_CONFIG_PATH="$dir/root/usr/lib/pkgconfig" \
+        # Libraries and the pkg-config file in the multiarch directory.
+        ma=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || cc -print-multiarch)
+        libdir=$dir/root/usr/lib/$ma
+        [ -f "$libdir/libnpu.so.1" ] && [ -L "$libdir/libnpu.so" ] && [ -f "$libdir/pkgconfig/libnpu.pc" ] \
+                && grep -q "^libdir=/usr/lib/$ma\$" "$libdir/pkgconfig/libnpu.pc" \
+                && pass "libnpu in /usr/lib/$ma" || fail "libnpu not in /usr/lib/$ma: $(find "$dir/root" -name 'libnpu*')"
+        PKG_CONFIG_SYSROOT_DIR="$dir/root" PKG_CONFIG_PATH="$libdir/pkgconfig" \
                 cc -o "$dir/matmul" client/examples/matmul.c \
-                $(PKG_CONFIG_SYSROOT_DIR="$dir/root" PKG_CONFIG_PATH="$dir/root/usr/lib/pkgconfig" pkg-config --cflags --libs libnpu) -lm \
+                $(PKG_CONFIG_SYSROOT_DIR="$dir/root" PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs libnpu) -lm \
                 && pass "client builds against the installed libnpu" || fail "build against installed libnpu"
         [ -x "$dir/root/usr/sbin/npud" ] && [ -x "$dir/root/usr/bin/npuctl" ] || fail "installed binaries"
-        nm -D --defined-only "$dir/root/usr/lib/libnpu.so.1" | awk '{print $3}' | grep -v '^npu_' | grep -v '^LIBNPU' \
+        nm -D --defined-only "$libdir/libnpu.so.1" | awk '{print $3}' | grep -v '^npu_' | grep -v '^LIBNPU' \
                 | grep -q . && fail "libnpu exports non-API symbols" || pass "libnpu exports only npu_*"
 else
         fail "make install"; cat "$dir/install.log"
