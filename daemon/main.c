@@ -158,12 +158,14 @@ int main(int argc, char **argv)
                 int workers = d.config.workers > 0 ? d.config.workers : cpus > 0 ? (int)cpus : 2;
                 d.ex.graph_worker_cap = workers > 1 ? workers - 1 : 1;
                 /* Each device owns a share of the host workers (the remainder to the first
-                 * devices; at least one each, so more devices than workers share the host
-                 * FIFO): one device's work cannot take the workers another was given. */
+                 * devices), so one device's work cannot take the workers another was given;
+                 * but at least two, so that one long task (a graph run, a slowed unit) never
+                 * holds a device's only worker. With fewer workers than that, devices share
+                 * the rest in the backend's FIFO. */
                 int ndev = d.ex.devices.count;
                 for (int i = 0; i < ndev; i++) {
                         int slots = workers / ndev + (i < workers % ndev);
-                        pd_set_host_slots(&d.ex.devices.devices[i].pd, slots > 0 ? slots : 1);
+                        pd_set_host_slots(&d.ex.devices.devices[i].pd, slots > 2 ? slots : 2);
                 }
         }
         if (r == 0)
