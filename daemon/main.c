@@ -107,7 +107,11 @@ int main(int argc, char **argv)
         }
         log_set_level((enum log_level)d.config.log_level);
         signal(SIGPIPE, SIG_IGN);
-        ops_set_threads((int)sysconf(_SC_NPROCESSORS_ONLN));
+        /* Every kernel runs on the one worker thread the scheduler dispatched it to: a GEMM
+         * that spread over OpenBLAS's own thread pool would take host cores the policy gave
+         * other work (another tenant's, another device's). Large operators get their
+         * parallelism from tiles the scheduler spreads over granted workers instead. */
+        ops_set_threads(1);
 
         /* Precise timers where they matter: model-mode devices complete work on
          * sub-millisecond timers. In compute mode timers are coarse (timeouts, the slow
@@ -153,6 +157,16 @@ int main(int argc, char **argv)
                 long cpus = sysconf(_SC_NPROCESSORS_ONLN);
                 int workers = d.config.workers > 0 ? d.config.workers : cpus > 0 ? (int)cpus : 2;
                 d.ex.graph_worker_cap = workers > 1 ? workers - 1 : 1;
+                /* Each device owns a share of the host workers (the remainder to the first
+                 * devices), so one device's work cannot take the workers another was given;
+                 * but at least two, so that one long task (a graph run, a slowed unit) never
+                 * holds a device's only worker. With fewer workers than that, devices share
+                 * the rest in the backend's FIFO. */
+                int ndev = d.ex.devices.count;
+                for (int i = 0; i < ndev; i++) {
+                        int slots = workers / ndev + (i < workers % ndev);
+                        pd_set_host_slots(&d.ex.devices.devices[i].pd, slots > 2 ? slots : 2);
+                }
         }
         if (r == 0)
                 r = server_listen(&d, err, sizeof(err));

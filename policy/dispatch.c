@@ -22,6 +22,27 @@ void pd_device_deinit(struct pd_device *dev)
         dev->nready = dev->cap = 0;
 }
 
+void pd_set_host_slots(struct pd_device *dev, int slots)
+{
+        dev->host_slots = slots > 0 ? slots : 0;
+}
+
+int pd_host_pool(const struct pd_tenant *t)
+{
+        return t->klass == POLICY_CLASS_BEST_EFFORT;
+}
+
+void pd_host_take(struct pd_device *dev, int pool)
+{
+        dev->host_busy[pool != 0]++;
+}
+
+void pd_host_give(struct pd_device *dev, int pool)
+{
+        if (dev->host_busy[pool != 0] > 0)
+                dev->host_busy[pool != 0]--;
+}
+
 static double min_active_vtime(struct pd_device *dev, enum policy_class k, const struct pd_tenant *skip)
 {
         double m = INFINITY;
@@ -178,6 +199,9 @@ struct pd_queue *pd_pick(struct pd_device *dev, uint64_t now, int *ret_engine)
                 if (bi < 0)
                         break;
                 tried[bi / 64] |= 1ull << (bi % 64);
+                if (dev->host_slots &&
+                    dev->host_busy[pd_host_pool(dev->ready[bi]->tenant)] >= dev->host_slots)
+                        continue; /* its workers are all taken; the other pool's may not be */
                 int e = best_engine(dev, dev->ready[bi]);
                 if (e >= 0 && dev->free[e] > 0) {
                         found = dev->ready[bi];

@@ -14,7 +14,13 @@
  *    longest-waiting queue;
  *  - engine choice: of the engines able to run the head task, the earliest estimated finish
  *    (estimated wait for a core + the task's cost on that engine); a queue whose best engine
- *    has no free core waits for it while other queues use the free cores (work conserving).
+ *    has no free core waits for it while other queues use the free cores (work conserving);
+ *  - host slots: where the device's work runs on host threads (compute mode), at most
+ *    host_slots dispatches of best-effort work and host_slots of other work are out at once,
+ *    whatever the engines' core counts: the device never queues more work on the host than
+ *    the workers it was given can run, so the next dispatch is always decided by this policy
+ *    and not by a queue behind it. Best-effort work runs on background workers that yield
+ *    their cores to the others (see daemon/backend/sim.c), hence a count of its own.
  * Pure: no I/O, no clock of its own; the caller passes the time. Used by npud and npusim. */
 #ifndef NPU_POLICY_DISPATCH_H
 #define NPU_POLICY_DISPATCH_H
@@ -55,10 +61,20 @@ struct pd_device {
         struct pd_queue **ready;
         int nready, cap;
         double decay_ns; /* time constant of class_recent */
+        int host_slots;  /* dispatches out at once at most; 0 = no limit (model mode) */
+        int host_busy[2]; /* dispatches out now: [1] best-effort, [0] the others */
 };
 
 void pd_device_init(struct pd_device *dev, const int *cores, double min_share);
 void pd_device_deinit(struct pd_device *dev);
+/* Limit the dispatches out at once to slots host workers per pool (0: no limit). The pool
+ * of a dispatch (pd_host_pool of its tenant: 1 best-effort, 0 the others) is taken when it
+ * starts and given back when it ends, by the caller, who keeps it with the dispatch: a
+ * reload may change the tenant's class meanwhile. */
+void pd_set_host_slots(struct pd_device *dev, int slots);
+int pd_host_pool(const struct pd_tenant *t);
+void pd_host_take(struct pd_device *dev, int pool);
+void pd_host_give(struct pd_device *dev, int pool);
 
 /* A queue's head can run (costs filled in) or no longer can. 0 or -ENOMEM. */
 int pd_queue_ready(struct pd_device *dev, struct pd_queue *q, uint64_t now);

@@ -345,7 +345,7 @@ static void usage(FILE *f)
                 "  --sim-devices N        number of simulated devices (default 2)\n"
                 "  --sim-profile NAME     910B3 (default), 910B1, 910B4 or 310P3\n"
                 "  --sim-mode MODE        compute (run kernels, default) or model (cost model)\n"
-                "  --workers N            host worker threads (default: number of CPUs)\n"
+                "  --workers N            host worker threads per pool (default: number of CPUs)\n"
                 "  --log-level LEVEL      error, warn, info (default) or debug\n"
                 "  --metrics-listen ADDR  serve Prometheus /metrics on IPV4:PORT, [IPV6]:PORT\n"
                 "                         or a Unix socket path (default: off)\n"

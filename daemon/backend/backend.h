@@ -144,6 +144,9 @@ struct exec_unit {
         int device;
         int engine;
         int cores;
+        /* Best-effort work: runs on the backend's background workers, which give their core
+         * up to any other work of the host (see sim.c). */
+        int background;
         int nitems;
         struct exec_item **items;
         void *owner; /* the daemon's bookkeeping */

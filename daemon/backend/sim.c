@@ -13,12 +13,22 @@
  * timer of the loop thread for the extra time, which clearing the fault or cancelling the
  * unit cuts short.
  *
+ * The workers come in two pools of the same size: the foreground pool runs latency-critical
+ * and normal work, the background pool best-effort work (exec_unit.background) on threads of
+ * the SCHED_IDLE policy (nice 19 where that is refused). The daemon's dispatch policy decides
+ * what runs and bounds what each pool is given (host slots, see policy/dispatch.h); the host
+ * kernel then makes a background worker give its core up at once to a foreground one, so a
+ * best-effort GEMM uses only the cycles nothing else wants, and no dispatched latency-critical
+ * task waits for a best-effort tile to finish. Kernels are single-threaded (ops_set_threads(1)):
+ * a unit takes exactly the one worker that runs it.
+ *
  * Every item runs under a run context (ops/runctx.h): the unit's cancel flag, its deadline
  * (the tenant's longest run) and its memory budget, which long kernels poll. */
 #include <errno.h>
 #include <math.h>
 #include <event2/event.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -26,8 +36,11 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "util/log.h"
 
 #include "proto/errors.h"
 #include "graph/exec.h"
@@ -103,8 +116,12 @@ struct sim {
         pthread_t *threads;
         int nthreads;
         pthread_mutex_t lock;
-        pthread_cond_t cond;
-        struct exec_unit *queue_head, *queue_tail;
+        pthread_cond_t cond[2];                          /* per pool: 1 = background */
+        struct exec_unit *queue_head[2], *queue_tail[2];
+        struct sim_pool {
+                struct sim *s;
+                int bg;
+        } pools[2];
         int stopping;
 
         /* completions back to the loop */
@@ -259,20 +276,36 @@ static void done_push(struct sim *s, struct exec_unit *u)
         }
 }
 
+/* A background worker yields its core to any other runnable thread of the host: SCHED_IDLE,
+ * which any thread may take; nice 19 where a kernel refuses it. One way: a thread may not
+ * lower its nice value again without privilege, so the pools never swap threads. */
+static void background_thread(void)
+{
+        struct sched_param sp = { 0 };
+
+        if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp) != 0 &&
+            setpriority(PRIO_PROCESS, (id_t)gettid(), 19) != 0)
+                log_warn("background worker: cannot lower its priority: %s", strerror(errno));
+}
+
 static void *worker_main(void *arg)
 {
-        struct sim *s = arg;
+        struct sim_pool *pool = arg;
+        struct sim *s = pool->s;
+        const int bg = pool->bg;
 
+        if (bg)
+                background_thread();
         pthread_mutex_lock(&s->lock);
         for (;;) {
-                while (!s->queue_head && !s->stopping)
-                        pthread_cond_wait(&s->cond, &s->lock);
-                if (!s->queue_head)
+                while (!s->queue_head[bg] && !s->stopping)
+                        pthread_cond_wait(&s->cond[bg], &s->lock);
+                if (!s->queue_head[bg])
                         break;
-                struct exec_unit *u = s->queue_head;
-                s->queue_head = u->next;
-                if (!s->queue_head)
-                        s->queue_tail = NULL;
+                struct exec_unit *u = s->queue_head[bg];
+                s->queue_head[bg] = u->next;
+                if (!s->queue_head[bg])
+                        s->queue_tail[bg] = NULL;
                 pthread_mutex_unlock(&s->lock);
                 unit_run(s, u);
                 done_push(s, u);
@@ -417,13 +450,14 @@ static int sim_submit(struct backend *b, struct exec_unit *u)
                 u->start_ns = now_ns();
                 return hold_unit(s, u, ns, 1, over);
         }
+        int bg = u->background != 0;
         pthread_mutex_lock(&s->lock);
-        if (s->queue_tail)
-                s->queue_tail->next = u;
+        if (s->queue_tail[bg])
+                s->queue_tail[bg]->next = u;
         else
-                s->queue_head = u;
-        s->queue_tail = u;
-        pthread_cond_signal(&s->cond);
+                s->queue_head[bg] = u;
+        s->queue_tail[bg] = u;
+        pthread_cond_signal(&s->cond[bg]);
         pthread_mutex_unlock(&s->lock);
         return 0;
 }
@@ -585,7 +619,8 @@ static void sim_destroy(struct backend *b)
                 return;
         pthread_mutex_lock(&s->lock);
         s->stopping = 1;
-        pthread_cond_broadcast(&s->cond);
+        pthread_cond_broadcast(&s->cond[0]);
+        pthread_cond_broadcast(&s->cond[1]);
         pthread_mutex_unlock(&s->lock);
         for (int i = 0; i < s->nthreads; i++)
                 pthread_join(s->threads[i], NULL);
@@ -601,7 +636,8 @@ static void sim_destroy(struct backend *b)
                         munmap(s->devices[i].mem, s->devices[i].desc.mem_size);
         free(s->devices);
         pthread_mutex_destroy(&s->lock);
-        pthread_cond_destroy(&s->cond);
+        pthread_cond_destroy(&s->cond[0]);
+        pthread_cond_destroy(&s->cond[1]);
         pthread_mutex_destroy(&s->done_lock);
         free(s);
 }
@@ -688,7 +724,8 @@ int sim_backend_new(struct event_base *base, int ndevices, const char *profile, 
         s->profile = p;
         s->efd = -1;
         pthread_mutex_init(&s->lock, NULL);
-        pthread_cond_init(&s->cond, NULL);
+        pthread_cond_init(&s->cond[0], NULL);
+        pthread_cond_init(&s->cond[1], NULL);
         pthread_mutex_init(&s->done_lock, NULL);
         s->devices = calloc((size_t)ndevices, sizeof(*s->devices));
         if (!s->devices && ndevices > 0)
@@ -735,11 +772,14 @@ int sim_backend_new(struct event_base *base, int ndevices, const char *profile, 
                         long n = sysconf(_SC_NPROCESSORS_ONLN);
                         workers = n > 0 ? (int)n : 2;
                 }
-                s->threads = calloc((size_t)workers, sizeof(pthread_t));
+                s->threads = calloc((size_t)workers * 2, sizeof(pthread_t));
                 if (!s->threads)
                         goto fail_nomem;
-                for (int i = 0; i < workers; i++) {
-                        int e = pthread_create(&s->threads[i], NULL, worker_main, s);
+                for (int i = 0; i < workers * 2; i++) {
+                        struct sim_pool *pool = &s->pools[i >= workers];
+                        pool->s = s;
+                        pool->bg = i >= workers;
+                        int e = pthread_create(&s->threads[i], NULL, worker_main, pool);
                         if (e) {
                                 snprintf(err, errlen, "cannot start worker thread: %s",
                                          strerror(e));

@@ -96,6 +96,18 @@ void sched_pool_drain(void)
  * Loop thread only. */
 static TAILQ_HEAD(, sched_unit) inflight = TAILQ_HEAD_INITIALIZER(inflight);
 
+/* Cancel every unit of st at the backend (the tiles of its head task may be several). */
+static void stream_cancel_units(struct exec *x, struct stream *st)
+{
+        struct sched_unit *su;
+
+        if (!x->backend->ops->cancel)
+                return;
+        TAILQ_FOREACH(su, &inflight, inflight_link)
+                if (su->st == st)
+                        x->backend->ops->cancel(x->backend, &su->u);
+}
+
 void sched_cancel_running(struct exec *x, const struct device *dev)
 {
         struct sched_unit *su;
@@ -298,13 +310,13 @@ void sched_stream_cancel(struct exec *x, struct stream *st)
         pd_queue_unready(&st->dev->pd, &st->q);
         st->held = 0; /* an unacked host callback goes with the rest */
         /* stop running work too: a kernel may otherwise run for hours */
-        if (st->running && x->backend->ops->cancel)
-                x->backend->ops->cancel(x->backend, st->running);
+        if (st->running)
+                stream_cancel_units(x, st);
         if (st->blocked_on) {
                 TAILQ_REMOVE(&st->blocked_on->blocked, st, blocked_link);
                 st->blocked_on = NULL;
         }
-        /* a task being tiled stays until its running tile returns */
+        /* a task being tiled stays until its running tiles return */
         struct task *keep = st->running && TAILQ_FIRST(&st->tasks) &&
                                             TAILQ_FIRST(&st->tasks)->tiles
                                     ? stream_pop(st)
@@ -331,7 +343,7 @@ struct task *sched_find_task(struct stream *st, uint64_t seq, int *ret_running)
         *ret_running = 0;
         TAILQ_FOREACH(t, &st->tasks, link)
                 if (t->seq == seq) {
-                        *ret_running = t->tiles_done || (u && t == TAILQ_FIRST(&st->tasks) && t->tiles);
+                        *ret_running = t->tiles_sent != 0;
                         return t;
                 }
         if (!u || ((struct sched_unit *)u->owner)->tile_task)
@@ -353,10 +365,12 @@ int sched_task_cancel(struct exec *x, struct stream *st, uint64_t seq, char *msg
                 if (t->seq == seq && t->kind == TASK_EXEC)
                         break;
         /* a tiled task at the head has started once a tile ran or runs */
-        if (t && (t->tiles_done || (u && t == TAILQ_FIRST(&st->tasks) && t->tiles))) {
+        if (t && t->tiles_sent) {
                 t->cancel_requested = 1;
-                if (u && x->backend->ops->cancel)
-                        x->backend->ops->cancel(x->backend, u);
+                pd_queue_unready(&st->dev->pd, &st->q); /* it was ready for more tiles */
+                if (u)
+                        stream_cancel_units(x, st); /* its tiles: the stream runs nothing else */
+                stream_touch(x, st); /* no further tiles */
                 snprintf(msg, msglen, "running: cut at its next tile");
                 return 0;
         }
@@ -418,8 +432,33 @@ static uint64_t head_cost(struct stream *st, const struct task *t, int e)
 {
         uint64_t c = task_cost(st, t, e);
         if (t->tiles)
-                c = c / t->tiles * (t->tiles - t->tiles_done);
+                c = c / t->tiles * (t->tiles - t->tiles_sent);
         return c ? c : (t->cost[e] ? 1 : 0);
+}
+
+static void task_account(struct exec *x, struct stream *st, struct task *t, int status,
+                         uint64_t engine_ns, uint64_t end_ns);
+
+/* Tiles of one task are independent: while some run, the stream stays a ready queue for
+ * the rest, so the policy spreads them over free workers one dispatch at a time (each tile
+ * picked against every other ready queue, and charged to the tenant on its own). */
+static void tile_more(struct stream *st)
+{
+        struct task *t = TAILQ_FIRST(&st->tasks);
+
+        if (!t || t->kind != TASK_EXEC || !t->tiles || t->tiles_sent >= t->tiles ||
+            t->tile_failed || t->cancel_requested || st->error.code || st->q.ready)
+                return;
+        /* Where host workers are counted, one task's tiles leave one of its device's workers
+         * to other work: a task that turns out to be long (a slowed device, a kernel far off
+         * its estimate) must not hold them all. */
+        int slots = st->dev->pd.host_slots;
+        if (slots && t->tiles_sent - t->tiles_done >= (uint64_t)(slots > 1 ? slots - 1 : 1))
+                return;
+        for (int e = 0; e < OPS_ENGINE_COUNT; e++)
+                st->q.cost[e] = e != t->tile_engine ? 0 : head_cost(st, t, e);
+        st->q.deadline = sched_task_deadline(t);
+        pd_queue_ready(&st->dev->pd, &st->q, now_ns());
 }
 
 /* Run control tasks at the stream's head; make the stream a ready queue when its head is
@@ -428,8 +467,12 @@ static void stream_settle(struct exec *x, struct stream *st)
 {
         struct task *t;
 
-        if (st->running || st->blocked_on || st->held || st->q.ready)
+        if (st->blocked_on || st->held || st->q.ready)
                 return;
+        if (st->running) {
+                tile_more(st);
+                return;
+        }
         while ((t = TAILQ_FIRST(&st->tasks))) {
                 switch (t->kind) {
                 case TASK_NOTIFY:
@@ -480,6 +523,17 @@ static void stream_settle(struct exec *x, struct stream *st)
                         task_retire(x, t, 1);
                         continue;
                 case TASK_EXEC:
+                        if (t->tiles_sent && t->cancel_requested && !t->tile_failed) {
+                                /* its owner cancelled it between two tiles */
+                                stream_pop(st);
+                                snprintf(t->item.err, sizeof(t->item.err),
+                                         "cancelled by its owner after %llu of %llu tiles",
+                                         (unsigned long long)t->tiles_done,
+                                         (unsigned long long)t->tiles);
+                                task_account(x, st, t, PROTO_E_CANCELLED, 0, now_ns());
+                                task_retire(x, t, 1);
+                                continue;
+                        }
                         if (st->error.code || t->tile_failed) { /* work after a failure is cancelled */
                                 stream_pop(st);
                                 task_retire(x, t, 1);
@@ -550,7 +604,7 @@ static void stream_dispatch(struct exec *x, struct stream *st, int e)
                         t->tile_engine = e;
                 }
                 e = t->tile_engine; /* all tiles of a task on one engine kind */
-                tile_make(&t->item, t->tiles, t->tiles_done, &su->tile, su->tile_call);
+                tile_make(&t->item, t->tiles, t->tiles_sent, &su->tile, su->tile_call);
                 su->tile.model_ns = t->cost[e] / t->tiles;
                 su->tile_task = t;
                 su->items[0] = &su->tile;
@@ -588,21 +642,29 @@ static void stream_dispatch(struct exec *x, struct stream *st, int e)
                 tenant_ws_sync(tn, dev->id);
                 su->u.mem = &tn->dev[dev->id].ws;
         }
+        su->u.background = pd_host_pool(st->q.tenant);
         pd_start(&dev->pd, &st->q, e, su->u.cores, su->est_ns);
+        pd_host_take(&dev->pd, su->u.background);
         st->running = &su->u;
+        st->nrunning++;
         TAILQ_INSERT_TAIL(&inflight, su, inflight_link);
         if (st->tenant && su->u.nitems && su->items[0]->kind == EXEC_GRAPH)
                 st->tenant->graph_units++;
         for (int i = 0; i < su->u.nitems; i++) {
                 struct task *it = su->tile_task ? su->tile_task : task_of_item(su->items[i]);
-                if (!it->tiles_done && st->tenant) /* first dispatch: the task waited this long */
+                if (!it->tiles_sent && st->tenant) /* first dispatch: the task waited this long */
                         tenant_note_wait(st->tenant, dev->id, su->dispatch_ns - it->enqueue_ns);
         }
+        if (su->tile_task)
+                su->tile_task->tiles_sent++;
         if (x->backend->ops->submit(x->backend, &su->u) < 0) {
                 unit_fail_all(su, PROTO_E_DEVICE, "the device rejected the task");
                 su->u.start_ns = su->u.end_ns = now_ns();
                 sched_unit_complete(&su->u, x);
+                return;
         }
+        if (su->tile_task)
+                tile_more(st);
 }
 
 static void device_run(struct exec *x, struct device *dev)
@@ -720,8 +782,17 @@ void sched_unit_complete(struct exec_unit *u, void *userdata)
                 unpark_tenant(x, st->tenant);
         }
         pd_finish(&dev->pd, st->q.tenant, u->engine, u->cores, su->est_ns, dur, u->end_ns);
+        pd_host_give(&dev->pd, u->background);
         dev->busy_ns[u->engine] += dur * (uint64_t)u->cores;
         st->running = NULL;
+        if (--st->nrunning > 0) { /* other tiles of its head task still run */
+                struct sched_unit *o;
+                TAILQ_FOREACH(o, &inflight, inflight_link)
+                        if (o->st == st) {
+                                st->running = &o->u;
+                                break;
+                        }
+        }
         if (u->end_ns > st->last_end_ns)
                 st->last_end_ns = u->end_ns;
         if (su->tile_task) {
@@ -729,16 +800,22 @@ void sched_unit_complete(struct exec_unit *u, void *userdata)
                 int status = su->tile.status;
                 calibrate(x, dev, su, t);
                 t->tiles_done++;
-                if (status) {
+                if (status && !t->item.status) { /* the first failure names the task's */
                         snprintf(t->item.err, sizeof(t->item.err), "%s", su->tile.err);
-                        t->tile_failed = 1;
+                        t->item.status = status;
                 }
-                if (status || t->tile_failed || t->tiles_done == t->tiles) {
-                        task_account(x, st, t, status ? status : t->tile_failed ? PROTO_E_CANCELLED : 0,
+                if (status)
+                        t->tile_failed = 1;
+                if (t->tile_failed) /* it was ready for more tiles: no more */
+                        pd_queue_unready(&dev->pd, &st->q);
+                /* done when every tile returned, or, after a failure, every tile sent */
+                if (t->tiles_done == (t->tile_failed ? t->tiles_sent : t->tiles)) {
+                        task_account(x, st, t,
+                                     t->item.status ? t->item.status : t->tile_failed ? PROTO_E_CANCELLED : 0,
                                      dur, u->end_ns);
                         if (TAILQ_FIRST(&st->tasks) == t)
                                 stream_pop(st);
-                        task_retire(x, t, status || t->tile_failed);
+                        task_retire(x, t, t->item.status || t->tile_failed);
                 } else if (st->tenant) {
                         st->tenant->dev[dev->id].engine_ns += dur;
                 }

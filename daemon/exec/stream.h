@@ -49,7 +49,9 @@ struct task {
         uint64_t enqueue_ns;
         uint64_t cost[OPS_ENGINE_COUNT]; /* model estimate per engine able to run it, ns */
         int calib_slot;                  /* row of the device's calibration table */
-        uint64_t tiles, tiles_done;      /* progress when split into tiles */
+        /* Progress when split into tiles: tiles_sent dispatched (they may run at once on
+         * several workers), tiles_done of them returned. */
+        uint64_t tiles, tiles_sent, tiles_done;
         int tile_engine;
         int tile_failed;
         uint64_t notify_tag; /* TASK_NOTIFY: the client's tag, echoed */
@@ -106,7 +108,8 @@ struct stream {
         int priority;
         TAILQ_HEAD(, task) tasks; /* queued, not yet running */
         uint32_t ntasks;
-        struct exec_unit *running;
+        struct exec_unit *running; /* a unit of the stream at the backend, NULL if none */
+        int nrunning;              /* units at the backend: several tiles of its head task */
         struct npu_evt *blocked_on; /* head is a wait not yet satisfied */
         TAILQ_ENTRY(stream) blocked_link;
         struct tenant *tenant;      /* reference; scheduling and accounting */

@@ -12,9 +12,14 @@
  *   6. serve: a request loop (inputs H2D, a small MLP graph run, outputs D2H, completion)
  *      through npu_graph_run_host beside the explicit-stream way (<= 1.1x at p50), and four
  *      threads on one shared context beside four threads on four contexts (>= 0.95x)
+ *   7. isolation, compute mode: a latency-critical client's MLP request every 2 ms, p99
+ *      alone and while two best-effort clients keep 1024x1024 MatMuls queued on the same
+ *      device (<= 1.5x) or on the other device (<= 1.2x); the best-effort clients'
+ *      throughput beside what they get alone (>= 0.7). Starts npuds of its own with a
+ *      tenants config (skipped with --socket).
  * Starts its own npud (NPUD_BIN) unless --socket PATH names a running one; then --pid N names
  * that npud for the CPU and RSS figures (unavailable without it).
- * NPUBENCH_ONLY=ping|tiny|matmul|copy|request|serve runs one section (for profiling), and NPUBENCH_ITERS=N
+ * NPUBENCH_ONLY=ping|tiny|matmul|copy|request|serve|isolation runs one section (for profiling), and NPUBENCH_ITERS=N
  * overrides the iteration count of the ping and tiny sections (a longer loop to attach to);
  * NPUBENCH_NOPIN=1 leaves the ping section unpinned (see pin_together). */
 #include <cblas.h>
@@ -22,6 +27,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -592,6 +598,203 @@ static void serve_section(npu_context_t *ctx, const char *sock)
         free(lb);
 }
 
+/* ---- section 7, isolation ---- */
+
+struct iso_be {
+        const char *sock;
+        int device;
+        atomic_int *stop;
+        pthread_barrier_t *ready;
+        long done; /* MatMuls completed between the barrier and stop */
+};
+
+/* A best-effort client: two streams of 1024x1024 MatMuls, each refilled as it drains, so
+ * that work of this client is always queued. */
+static void *iso_be_main(void *arg)
+{
+        struct iso_be *b = arg;
+        const int n = 1024, depth = 2;
+        size_t bytes = (size_t)n * n * sizeof(float);
+        npu_connect_options_t o = { .size = sizeof(o), .socket = b->sock, .tenant = "be" };
+        npu_context_t *ctx;
+        npu_buffer_t a, c[2];
+        npu_stream_t s[2];
+        float *h = malloc(bytes);
+
+        if (!h)
+                exit(1);
+        for (int i = 0; i < n * n; i++)
+                h[i] = (float)(i % 11) * 0.01f;
+        CHECK(npu_connect_with(&o, &ctx));
+        CHECK(npu_malloc(ctx, b->device, bytes, &a));
+        CHECK(npu_memcpy_to_device(ctx, a, 0, h, bytes));
+        npu_tensor_t in[2] = { { .buf = a, .dtype = NPU_FLOAT32, .ndim = 2, .dims = { n, n } },
+                               { .buf = a, .dtype = NPU_FLOAT32, .ndim = 2, .dims = { n, n } } };
+        npu_tensor_t out[2];
+        for (int k = 0; k < 2; k++) {
+                CHECK(npu_malloc(ctx, b->device, bytes, &c[k]));
+                CHECK(npu_stream_create(ctx, b->device, 0, &s[k]));
+                out[k] = (npu_tensor_t){ .buf = c[k], .dtype = NPU_FLOAT32, .ndim = 2, .dims = { n, n } };
+                for (int i = 0; i < depth; i++)
+                        CHECK(npu_launch(ctx, s[k], "MatMul", in, 2, &out[k], 1, NULL, 0, NULL));
+        }
+        CHECK(npu_flush(ctx));
+        pthread_barrier_wait(b->ready);
+        long done = 0;
+        for (int k = 0; !atomic_load(b->stop); k ^= 1) {
+                CHECK(npu_stream_synchronize(ctx, s[k]));
+                done += depth;
+                for (int i = 0; i < depth; i++)
+                        CHECK(npu_launch(ctx, s[k], "MatMul", in, 2, &out[k], 1, NULL, 0, NULL));
+                CHECK(npu_flush(ctx));
+        }
+        b->done = done;
+        for (int k = 0; k < 2; k++) {
+                CHECK(npu_stream_synchronize(ctx, s[k]));
+                CHECK(npu_stream_destroy(ctx, s[k]));
+                CHECK(npu_free(ctx, c[k]));
+        }
+        CHECK(npu_free(ctx, a));
+        npu_disconnect(ctx);
+        free(h);
+        return NULL;
+}
+
+struct iso_load {
+        struct iso_be be[2];
+        pthread_t th[2];
+        atomic_int stop;
+        pthread_barrier_t ready;
+        double t0;
+};
+
+static void iso_load_start(struct iso_load *l, const char *sock, int device)
+{
+        atomic_init(&l->stop, 0);
+        pthread_barrier_init(&l->ready, NULL, 3);
+        for (int i = 0; i < 2; i++) {
+                l->be[i] = (struct iso_be){ .sock = sock, .device = device, .stop = &l->stop, .ready = &l->ready };
+                if (pthread_create(&l->th[i], NULL, iso_be_main, &l->be[i]) != 0)
+                        exit(1);
+        }
+        pthread_barrier_wait(&l->ready);
+        l->t0 = now_s();
+}
+
+/* Stops the load; its MatMuls per second. */
+static double iso_load_stop(struct iso_load *l)
+{
+        atomic_store(&l->stop, 1);
+        double t = now_s() - l->t0;
+        long done = 0;
+        for (int i = 0; i < 2; i++) {
+                pthread_join(l->th[i], NULL);
+                done += l->be[i].done;
+        }
+        pthread_barrier_destroy(&l->ready);
+        return (double)done / t;
+}
+
+/* p99 of n MLP requests of the latency-critical client, one every 2 ms. */
+static double iso_lc_p99_ms(struct explicit_path *e, int n, int *wrong)
+{
+        double *lat = malloc(sizeof(double) * (size_t)n);
+        struct serve_req q;
+
+        if (!lat)
+                exit(1);
+        serve_req_init(&q, 3);
+        for (int i = 0; i < n; i++) {
+                double t0 = now_s();
+                explicit_request(e, &q);
+                lat[i] = now_s() - t0;
+                double rest = 0.002 - (now_s() - t0);
+                if (rest > 0)
+                        usleep((useconds_t)(rest * 1e6));
+        }
+        *wrong |= !serve_req_right(&q);
+        double p = pct(lat, n, 0.99) * 1e3;
+        free(lat);
+        return p;
+}
+
+/* One npud with ndev devices, compute mode, tenants lc and be (this user may join either);
+ * the best-effort load runs on device be_dev, the latency-critical client on device 0. */
+static void iso_run(int ndev, int be_dev, double *lc_alone, double *lc_loaded, double *be_alone,
+                    double *be_loaded, int *wrong)
+{
+        char conf[64], ndevs[8];
+        struct npud_proc proc = { 0 };
+        const int n = iters_or(500), be_s = 2;
+
+        snprintf(conf, sizeof(conf), "/tmp/npubench-iso-%d.conf", (int)getpid());
+        snprintf(ndevs, sizeof(ndevs), "%d", ndev);
+        FILE *f = fopen(conf, "w");
+        if (!f)
+                exit(1);
+        fprintf(f, "{\"tenants\": [{\"name\": \"lc\", \"class\": \"latency-critical\", \"uids\": [%u]},"
+                   " {\"name\": \"be\", \"class\": \"best-effort\", \"uids\": [%u]}]}\n",
+                (unsigned)getuid(), (unsigned)getuid());
+        fclose(f);
+        const char *extra[] = { "--config", conf, "--sim-mode", "compute", "--sim-devices", ndevs, NULL };
+        if (harness_start(&proc, extra) < 0) {
+                fprintf(stderr, "npubench: cannot start npud for the isolation section\n");
+                exit(1);
+        }
+        npu_connect_options_t o = { .size = sizeof(o), .socket = proc.sock, .tenant = "lc" };
+        npu_context_t *ctx;
+        struct explicit_path e;
+        struct serve_req q;
+        struct iso_load l;
+        CHECK(npu_connect_with(&o, &ctx));
+        npu_graph_t g = serve_load(ctx);
+        explicit_init(&e, ctx, g);
+        serve_req_init(&q, 3);
+        for (int i = 0; i < 200; i++)
+                explicit_request(&e, &q);
+        *lc_alone = iso_lc_p99_ms(&e, n, wrong);
+        if (be_alone) {
+                iso_load_start(&l, proc.sock, be_dev);
+                usleep(be_s * 1000000);
+                *be_alone = iso_load_stop(&l);
+        }
+        iso_load_start(&l, proc.sock, be_dev);
+        usleep(100 * 1000); /* the load settles */
+        *lc_loaded = iso_lc_p99_ms(&e, n, wrong);
+        double t = iso_load_stop(&l);
+        if (be_loaded)
+                *be_loaded = t;
+        explicit_fini(&e);
+        CHECK(npu_graph_unload(ctx, g));
+        npu_disconnect(ctx);
+        unlink(conf);
+        if (harness_stop(&proc) != 0) {
+                fprintf(stderr, "npubench: npud (isolation) did not exit cleanly\n");
+                exit(1);
+        }
+}
+
+static void isolation_section(void)
+{
+        double a0, a1, t0, t1, b0, b1;
+        int wrong = 0;
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+        /* one device: the two tenants share its host workers (all of them) */
+        iso_run(1, 0, &a0, &a1, &t0, &t1, &wrong);
+        printf("isolation, same device (1 device, %ld host workers): LC MLP [%d,%d]x[%d,%d] request every 2 ms "
+               "p99 alone %.2f ms, while 2 BE clients keep 1024x1024 MatMuls queued %.2f ms, ratio %.2f "
+               "(target <= 1.5)%s; BE throughput alone %.1f MatMul/s, beside LC %.1f MatMul/s, ratio %.2f "
+               "(target >= 0.70)%s%s\n", cpus, SB, SK, SK, SM, a0, a1, a1 / a0, a1 / a0 <= 1.5 ? "" : " MISSED",
+               t0, t1, t1 / t0, t1 / t0 >= 0.7 ? "" : " MISSED", wrong ? " WRONG RESULT" : "");
+        /* two devices: each owns its share of the host workers */
+        wrong = 0;
+        iso_run(2, 1, &b0, &b1, NULL, NULL, &wrong);
+        printf("isolation, other device (2 devices, %ld host workers shared between them): LC p99 alone "
+               "%.2f ms, with the BE load on device 1 %.2f ms, ratio %.2f (target <= 1.2)%s%s\n", cpus, b0, b1,
+               b1 / b0, b1 / b0 <= 1.2 ? "" : " MISSED", wrong ? " WRONG RESULT" : "");
+}
+
 int main(int argc, char **argv)
 {
         struct npud_proc proc = { 0 };
@@ -842,6 +1045,14 @@ int main(int argc, char **argv)
         /* 5. request loops: the one-call path and a shared context */
         if (section_on("serve"))
                 serve_section(ctx, sock);
+        /* 7. isolation, on npuds of its own */
+        if (section_on("isolation")) {
+                if (own)
+                        isolation_section();
+                else
+                        printf("isolation: skipped (it starts npuds of its own with a tenants config; "
+                               "not with --socket)\n");
+        }
         npu_disconnect(ctx);
         if (own && harness_stop(&proc) != 0) {
                 fprintf(stderr, "npubench: npud did not exit cleanly\n");

@@ -145,9 +145,12 @@ static int fake_submit(struct backend *b, struct exec_unit *u)
                 if (i < 8)
                         s->seq[i] = w->seq;
         }
-        /* tasks of one stream run in order: never two of its units at the backend at once */
+        /* tasks of one stream run in order: never two of its units at the backend at once,
+         * except tiles of one task (independent parts of it) */
         for (int i = 0; i < f->nsubs - 1; i++)
-                ck_assert_msg(!(f->subs[i].u && f->subs[i].st == s->st),
+                ck_assert_msg(!(f->subs[i].u && f->subs[i].st == s->st &&
+                                (s->nitems != 1 || f->subs[i].nitems != 1 ||
+                                 f->subs[i].seq[0] != s->seq[0])),
                               "a second unit of a stream submitted while its first runs");
         return 0;
 }
@@ -580,8 +583,14 @@ static void teardown(void)
         ck_assert_int_eq(count_calls(C_STREAM_RELEASED, NULL, -1), nstreams);
         for (int i = 0; i < tenants.ntenants; i++)
                 ck_assert_uint_eq(tenants.tenants[i]->queued, 0);
-        for (int d = 0; d < x.devices.count; d++)
+        for (int d = 0; d < x.devices.count; d++) {
+                struct pd_device *pd = &x.devices.devices[d].pd;
                 ck_assert_uint_eq(x.devices.devices[d].streams, 0);
+                /* every dispatch came back */
+                ck_assert_int_eq(pd->host_busy[0] + pd->host_busy[1], 0);
+                for (int e = 0; e < OPS_ENGINE_COUNT; e++)
+                        ck_assert_int_eq(pd->free[e], pd->cores[e]);
+        }
 
         handle_foreach(&ht, free_handle, NULL);
         handle_table_deinit(&ht);
@@ -858,6 +867,138 @@ START_TEST(test_tile_cancel)
         ck_assert_int_eq(count_calls(C_TASK_RETIRED, st, 1), 2);
         ck_assert_int_eq(count_calls(C_TASK_DONE, st, 1), 2);
         ck_assert_int_eq(count_calls(C_TASK_FAILED, st, -1), 0);
+}
+END_TEST
+
+/* Tiles of one task run at once on the engine's free cores, each picked by the policy:
+ * the task completes when the last returns; host slots bound what is out at once. */
+START_TEST(test_tiles_parallel)
+{
+        const uint64_t len = 4u << 20;
+        struct stream *st = new_stream(0, 0, "be");
+        uint32_t src = new_buffer(0, len), dst = new_buffer(0, len);
+        uint8_t *base = handle_ptr(dst);
+        int ntiles = 0;
+
+        enqueue_copy(st, dst, src, len, 1);
+        pass();
+        ck_assert_int_eq(npending(st), 2); /* both DMA cores of the device */
+        while (npending(st)) {
+                struct sub *s = pending(st);
+                ck_assert_int_eq(s->nitems, 1);
+                ck_assert_uint_eq(s->seq[0], 1);
+                /* tiles are near-equal, aligned parts: each starts a part of its own */
+                uint64_t off = (uint64_t)(s->dst - base);
+                ck_assert_uint_lt(off, len);
+                ck_assert_uint_gt(s->len, 0);
+                ck_assert_int_eq(count_calls(C_TASK_RETIRED, st, -1), 0);
+                ntiles++;
+                ck_assert_int_lt(ntiles, 64);
+                complete_ok(s, TILE_NS);
+                pass();
+                ck_assert_int_le(npending(st), 2);
+        }
+        ck_assert_int_ge(ntiles, 4);
+        ck_assert_int_eq(count_calls(C_TASK_RETIRED, st, 0), 1);
+        ck_assert_int_eq(count_calls(C_TASK_DONE, st, 0), 1);
+        ck_assert_int_eq(count_calls(C_STREAM_IDLE, st, -1), 1);
+        /* fairness is kept per tile: every tile charged on its own */
+        ck_assert_uint_eq(tenant_named("be")->dev[0].engine_ns, (uint64_t)ntiles * TILE_NS);
+        ck_assert_int_eq(device_get(&x.devices, 0)->pd.host_busy[1], 0);
+
+        /* a latency-critical launch that arrives while best-effort tiles hold every core
+         * takes the next core that frees, ahead of the remaining tiles */
+        struct stream *lc = new_stream(0, 0, "lc");
+        uint32_t lbuf = new_buffer(0, 4096);
+        enqueue_copy(st, dst, src, len, 2);
+        pass();
+        ck_assert_int_eq(npending(st), 2);
+        enqueue_memset(lc, lbuf, 0, 4096, 9);
+        pass();
+        ck_assert_int_eq(npending(lc), 0);
+        complete_ok(pending(st), TILE_NS);
+        pass();
+        ck_assert_int_eq(npending(lc), 1);
+        ck_assert_int_eq(npending(st), 1);
+        complete_ok(pending(lc), 1000);
+        pass();
+        ck_assert_int_eq(npending(st), 2);
+
+        /* a failed tile while another runs: no further tiles, the task retires once, after
+         * the other returned */
+        int before = fk.nsubs;
+        complete_unit(pending(st), 0, PROTO_E_EXEC, "tile fault", TILE_NS);
+        pass();
+        ck_assert_int_eq(fk.nsubs, before);
+        ck_assert_int_eq(npending(st), 1);
+        ck_assert_int_eq(count_calls(C_TASK_RETIRED, st, -1), 1);
+        complete_ok(pending(st), TILE_NS);
+        pass();
+        ck_assert_int_eq(fk.nsubs, before);
+        ck_assert_int_eq(count_calls(C_TASK_RETIRED, st, 1), 1);
+        ck_assert_int_eq(count_calls(C_TASK_FAILED, st, -1), 1);
+        ck_assert_str_eq(last_call(C_TASK_FAILED)->msg, "tile fault");
+        ck_assert(stream_idle(st));
+        st->error.code = 0; /* as the owner's synchronize does */
+
+        /* host slots: the device sends at most that many units out, cores notwithstanding */
+        pd_set_host_slots(&device_get(&x.devices, 0)->pd, 1);
+        enqueue_copy(st, dst, src, len, 3);
+        pass();
+        ck_assert_int_eq(npending(st), 1);
+        /* best-effort work has host slots of its own (background workers): a latency-critical
+         * launch still finds one */
+        enqueue_memset(lc, lbuf, 0, 4096, 10);
+        pass();
+        ck_assert_int_eq(npending(lc), 1);
+        ck_assert_int_eq(npending(st), 1);
+        complete_ok(pending(lc), 1000);
+        while (npending(st)) {
+                complete_ok(pending(st), TILE_NS);
+                pass();
+                ck_assert_int_le(npending(st), 1);
+        }
+        ck_assert_int_eq(count_calls(C_TASK_RETIRED, st, 0), 2);
+}
+END_TEST
+
+/* Cancelling a task whose tiles run on several cores cancels every one; it retires once. */
+START_TEST(test_tiles_parallel_cancel)
+{
+        const uint64_t len = 4u << 20;
+        struct stream *st = new_stream(0, 0, "default");
+        uint32_t src = new_buffer(0, len), dst = new_buffer(0, len);
+
+        enqueue_copy(st, dst, src, len, 1);
+        pass();
+        ck_assert_int_eq(npending(st), 2);
+        int before = fk.ncancels;
+        sched_stream_cancel(&x, st);
+        ck_assert_int_eq(fk.ncancels, before + 2);
+        struct sub *s;
+        while ((s = pending(st))) {
+                ck_assert_int_eq(count_calls(C_TASK_RETIRED, st, -1), 0);
+                complete_cancelled(s);
+                pass();
+        }
+        ck_assert_int_eq(count_calls(C_TASK_RETIRED, st, 1), 1);
+        ck_assert(stream_idle(st));
+
+        /* the owner's task_cancel: both tiles cut, no further tile, one failure */
+        char msg[128];
+        enqueue_copy(st, dst, src, len, 2);
+        pass();
+        ck_assert_int_eq(npending(st), 2);
+        before = fk.nsubs;
+        ck_assert_int_eq(sched_task_cancel(&x, st, 2, msg, sizeof(msg)), 0);
+        while ((s = pending(st))) {
+                ck_assert_int_eq(s->cancelled, 1);
+                complete_cancelled(s);
+                pass();
+        }
+        ck_assert_int_eq(fk.nsubs, before);
+        ck_assert_int_eq(count_calls(C_TASK_RETIRED, st, 1), 2);
+        ck_assert_int_eq(count_calls(C_TASK_FAILED, st, -1), 1);
 }
 END_TEST
 
@@ -1399,8 +1540,8 @@ static Suite *exec_suite(void)
 
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, test_stream_order);
-        tcase_add_test(tc, test_tiles);
-        tcase_add_test(tc, test_tile_cancel);
+        tcase_add_test(tc, test_tiles_parallel);
+        tcase_add_test(tc, test_tiles_parallel_cancel);
         tcase_add_test(tc, test_validation);
         tcase_add_test(tc, test_launch_memo);
         tcase_add_test(tc, test_wait_buckets);
@@ -1414,6 +1555,8 @@ static Suite *exec_suite(void)
 
         tc = tcase_create("sched");
         tcase_add_checked_fixture(tc, setup_one_core, teardown);
+        tcase_add_test(tc, test_tiles); /* one DMA core: tiles one after another */
+        tcase_add_test(tc, test_tile_cancel);
         tcase_add_test(tc, test_class_order);
         tcase_add_test(tc, test_best_effort_floor);
         tcase_add_test(tc, test_weighted_share);
