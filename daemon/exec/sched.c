@@ -449,11 +449,12 @@ static void tile_more(struct stream *st)
         if (!t || t->kind != TASK_EXEC || !t->tiles || t->tiles_sent >= t->tiles ||
             t->tile_failed || t->cancel_requested || st->error.code || st->q.ready)
                 return;
-        /* Where host workers are counted, one task's tiles leave one of its device's workers
-         * to other work: a task that turns out to be long (a slowed device, a kernel far off
-         * its estimate) must not hold them all. */
+        /* Where host workers are counted, one task's tiles may take every worker of its
+         * device that is free (work-conserving: a lone 1024^3 MatMul runs on all of them);
+         * other work gets the next worker that frees, within one tile, and best-effort tiles
+         * run at idle priority besides. */
         int slots = st->dev->pd.host_slots;
-        if (slots && t->tiles_sent - t->tiles_done >= (uint64_t)(slots > 1 ? slots - 1 : 1))
+        if (slots && t->tiles_sent - t->tiles_done >= (uint64_t)slots)
                 return;
         for (int e = 0; e < OPS_ENGINE_COUNT; e++)
                 st->q.cost[e] = e != t->tile_engine ? 0 : head_cost(st, t, e);
