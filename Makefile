@@ -258,6 +258,7 @@ integration: all $(INTEG_TESTS) $(BUILD)/tests/npuctl-hold $(BUILD)/tests/npuctl
 	@set -e; tests/integration/test-cli.sh $(BUILD)
 	@set -e; tests/integration/test-npuctl.sh $(BUILD)
 	@set -e; tests/integration/test-npuctl-escape.sh $(BUILD)
+	@set -e; tests/integration/test-cluster.sh $(BUILD)
 	@set -e; $(MAKE) --no-print-directory soak SOAK_CLIENTS=16 SOAK_SECONDS=60
 	@set -e; tests/integration/test-systemd.sh $(BUILD)
 	@set -e; tests/integration/test-metrics.sh $(BUILD)
@@ -371,6 +372,8 @@ install: all
 	install -m 0644 docs/man/libnpu.3 $(DESTDIR)$(PREFIX)/share/man/man3/libnpu.3
 	install -m 0644 docs/man/npud.conf.5 $(DESTDIR)$(PREFIX)/share/man/man5/npud.conf.5
 	install -m 0644 docs/man/npud.8 docs/man/npuctl.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+	install -d $(DESTDIR)$(PREFIX)/share/npud/slurm
+	install -m 0755 contrib/slurm/npud-prolog contrib/slurm/npud-epilog $(DESTDIR)$(PREFIX)/share/npud/slurm/
 	install -d $(DESTDIR)$(PYTHON_SITE)
 	install -m 0644 $(PY_MOD) $(DESTDIR)$(PYTHON_SITE)/
 

@@ -338,6 +338,11 @@ NPU_EXPORT npu_status_t npu_connect_with(const npu_connect_options_t *options, n
 
         if (!ret_ctx || !options)
                 return fail(NPU_ERR_INVALID, "npu_connect: invalid argument");
+        /* No tenant asked for: $NPU_TENANT, as a CDI spec sets it in a container (an empty
+         * value counts as unset). npud still checks that the credentials may join it. */
+        const char *tenant = options->tenant;
+        if (!tenant && (tenant = getenv("NPU_TENANT")) && !*tenant)
+                tenant = NULL;
         /* The first released layout ends with backpressure; larger sizes (a newer header) are
          * accepted and the fields this libnpu does not know are ignored. */
         if (options->size < NPU_SIZE_V1(npu_connect_options_t, backpressure))
@@ -362,7 +367,7 @@ NPU_EXPORT npu_status_t npu_connect_with(const npu_connect_options_t *options, n
         npu_fork_init(ctx);
         ctx->conn_backpressure = options->backpressure;
         if ((options->socket && !(ctx->conn_socket = strdup(options->socket))) ||
-            (options->tenant && !(ctx->conn_tenant = strdup(options->tenant)))) {
+            (tenant && !(ctx->conn_tenant = strdup(tenant)))) {
                 ctx->fd = -1;
                 npu_disconnect(ctx);
                 return fail(NPU_ERR_SYSTEM, "npu_connect: out of memory");
@@ -383,8 +388,8 @@ NPU_EXPORT npu_status_t npu_connect_with(const npu_connect_options_t *options, n
                                   "max_version", PROTO_SESSION_VERSION, "client", "libnpu 0.1.0",
                                   "backpressure",
                                   options->backpressure == NPU_BACKPRESSURE_ERROR ? "error" : "block");
-        if (hello && options->tenant)
-                json_object_set_new(hello, "tenant", json_string(options->tenant));
+        if (hello && tenant)
+                json_object_set_new(hello, "tenant", json_string(tenant));
         st = npu_call(ctx, "hello", hello, &res);
         if (st == NPU_OK) {
                 json_t *n = json_object_get(res, "devices"), *tn = json_object_get(res, "tenant");

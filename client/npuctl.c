@@ -44,6 +44,15 @@ static const struct {
         { "tenants", npuctl_cmd_tenants, CMD_WATCH, "tenants", "tenants: class, weight, usage, quotas, limits" },
         { "quota", npuctl_cmd_quota, 0, "quota show [TENANT] | quota set TENANT [--device N] BYTES",
           "tenant device-memory quotas (BYTES: 512, 64K, 1.5G, 2T; 0 = unlimited)" },
+        { "tenant", npuctl_cmd_tenant, 0,
+          "tenant add NAME [--uid U,..] [--gid G,..] [--devices D,..] [--quota BYTES] "
+          "[--quota-per-device BYTES] [--class C] [--weight W] | tenant remove NAME",
+          "tenants at run time (kept by reloads, not by a restart); remove takes only those added so" },
+        { "cdi", npuctl_cmd_cdi, 0, "cdi generate [-o FILE] [--host-socket PATH] | cdi tenants [--uid U,..] [--gid G,..]",
+          "Container Device Interface spec (default /etc/cdi/npud.yaml; device N joins tenant npu-devN), "
+          "and the npud.conf tenants it needs" },
+        { "slurm", npuctl_cmd_slurm, 0, "slurm gres [--name NAME] [--type TYPE]",
+          "gres.conf lines for npud's devices (contrib/slurm has the prolog and epilog)" },
         { "sched", npuctl_cmd_sched, CMD_WATCH, "sched", "per device and tenant: tasks, engine time, share, queue wait" },
         { "reload", npuctl_cmd_reload, 0, "reload", "re-read the configuration file (old one stays on error)" },
         { "topo", npuctl_cmd_topo, CMD_WATCH, "topo", "how the devices connect (HCCS, PCIe switch, NUMA node), as a matrix" },

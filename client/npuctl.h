@@ -142,5 +142,9 @@ int npuctl_cmd_reload(struct npuctl *c, int argc, char **argv);
 int npuctl_cmd_topo(struct npuctl *c, int argc, char **argv);
 int npuctl_devices_history(struct npuctl *c, int argc, char **argv);
 int npuctl_cmd_diag(struct npuctl *c, int argc, char **argv);
+/* npuctl-cluster.c: tenant add/remove, cdi generate/tenants, slurm gres */
+int npuctl_cmd_tenant(struct npuctl *c, int argc, char **argv);
+int npuctl_cmd_cdi(struct npuctl *c, int argc, char **argv);
+int npuctl_cmd_slurm(struct npuctl *c, int argc, char **argv);
 
 #endif

@@ -206,6 +206,7 @@ out:
                 d.ex.backend->ops->destroy(d.ex.backend);
         failure_summary_flush_all(&d);
         tenant_registry_deinit(&d.tenants);
+        free(d.runtime_tenants);
         event_free(d.ex.sched_event);
         event_free(d.sig_int);
         event_free(d.sig_term);

@@ -21,7 +21,7 @@ _npuctl()
                 cword=$COMP_CWORD
         }
         local commands="devices device top health sessions session mem drain undrain reset fault
-                        tenants quota sched reload topo diag version help"
+                        tenants tenant quota cdi slurm sched reload topo diag version help"
         local globals="--socket --json --csv --fields --watch --loop --count --version --help"
         local _npuctl_socket="" cmd="" i
         local -a args=()
@@ -38,7 +38,7 @@ _npuctl()
         done
 
         case $prev in
-        --socket) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --socket|-o|--host-socket) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --fields)
                 # field names from npuctl itself (--fields help needs no npud); after a
                 # comma, complete the next name of the list
@@ -60,6 +60,11 @@ _npuctl()
                 [[ $cmd == quota && ${args[0]} == set ]] && extra="--device"
                 [[ $cmd == devices ]] && extra="--history"
                 [[ $cmd == diag ]] && extra="-r"
+                [[ $cmd == tenant && ${args[0]} == add ]] &&
+                        extra="--uid --gid --devices --quota --quota-per-device --class --weight"
+                [[ $cmd == cdi && ${args[0]} == generate ]] && extra="-o --host-socket"
+                [[ $cmd == cdi && ${args[0]} == tenants ]] && extra="--uid --gid"
+                [[ $cmd == slurm ]] && extra="--name --type"
                 COMPREPLY=($(compgen -W "$globals $extra" -- "$cur"))
                 return
         fi
@@ -86,6 +91,14 @@ _npuctl()
         quota)
                 if ((n == 0)); then COMPREPLY=($(compgen -W "show set" -- "$cur"))
                 elif ((n == 1)); then COMPREPLY=($(compgen -W "$(_npuctl_query tenants name)" -- "$cur")); fi ;;
+        tenant)
+                if ((n == 0)); then COMPREPLY=($(compgen -W "add remove" -- "$cur"))
+                elif ((n == 1)) && [[ ${args[0]} == remove ]]; then
+                        COMPREPLY=($(compgen -W "$(_npuctl_query tenants name)" -- "$cur")); fi ;;
+        cdi)
+                ((n == 0)) && COMPREPLY=($(compgen -W "generate tenants" -- "$cur")) ;;
+        slurm)
+                ((n == 0)) && COMPREPLY=($(compgen -W "gres" -- "$cur")) ;;
         diag)
                 [[ $prev == -r ]] && COMPREPLY=($(compgen -W "1 2 3" -- "$cur")) ;;
         help)

@@ -139,7 +139,8 @@ typedef struct npu_connect_options {
         size_t size;          /* set to sizeof(npu_connect_options_t) */
         const char *socket;   /* NULL: as npu_connect */
         const char *tenant;   /* tenant to join (granted only if npud's policy allows this
-                                 user); NULL: the tenant the credentials match */
+                                 user); NULL: $NPU_TENANT when set and not
+                                 empty, else the tenant the credentials match */
         npu_backpressure_t backpressure;
 } npu_connect_options_t;
 

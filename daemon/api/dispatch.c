@@ -21,7 +21,7 @@
 
 static const struct method *const method_groups[] = {
         methods_session, methods_memory, methods_stream, methods_admin, methods_sched, methods_share,
-        methods_manage, methods_graph, methods_run, methods_telemetry,
+        methods_manage, methods_graph, methods_run, methods_telemetry, methods_tenant,
 };
 
 static const struct method *method_find(const char *name)

@@ -29,6 +29,10 @@ int manage_session_kill(struct npud *d, uint64_t session_id, char *err, size_t e
 int manage_fault_inject(struct npud *d, int device, int kind, double value, char *err,
                         size_t errlen);
 int manage_fault_clear(struct npud *d, int device, char *err, size_t errlen);
+/* Append the tenants added at run time (methods-tenant.c) to a policy parsed from the file,
+ * less those the file now names itself (dropped from the run-time list). */
+struct policy_config;
+void tenant_runtime_append(struct npud *d, struct policy_config *policy);
 /* Log an admin action (level: enum log_level, mid: a LOG_MID_*) naming who asked for it. */
 void manage_audit(struct npud *d, int level, const char *mid, int device, const char *fmt, ...)
         __attribute__((format(printf, 5, 6)));

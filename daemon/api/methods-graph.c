@@ -333,6 +333,11 @@ static void method_graph_load(struct request *req)
                 session_reply_error(s, req->id, PROTO_E_INVALID, "graph_load: no device %" PRIu64, devid);
                 return;
         }
+        if (devid >= 64 || !(s->tenant->pol.devices >> devid & 1)) {
+                session_reply_error(s, req->id, PROTO_E_PERMISSION, "graph_load: tenant '%s' may not use device %d",
+                                    s->tenant->pol.name, dev->id);
+                return;
+        }
         if ((int)idx >= req->nfds || req->fds[idx] < 0) {
                 session_reply_error(s, req->id, PROTO_E_INVALID,
                                     "graph_load: fd index %" PRIu64 " was not passed", idx);

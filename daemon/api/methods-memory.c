@@ -54,6 +54,13 @@ static void method_mem_alloc(struct request *req)
                 session_reply_error(s, req->id, PROTO_E_INVALID, "mem_alloc: no device %" PRIu64, devid);
                 return;
         }
+        /* the tenant's devices bound its memory as they bound its streams (a container given
+         * one device through CDI must not fill the others) */
+        if (devid >= 64 || !(s->tenant->pol.devices >> devid & 1)) {
+                session_reply_error(s, req->id, PROTO_E_PERMISSION, "mem_alloc: tenant '%s' may not use device %d",
+                                    s->tenant->pol.name, dev->id);
+                return;
+        }
         if (size == 0) {
                 session_reply_error(s, req->id, PROTO_E_INVALID, "mem_alloc: size must be at least 1 byte");
                 return;

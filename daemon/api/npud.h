@@ -56,6 +56,10 @@ struct npud {
         int argc;    /* the command line, re-read on reload */
         char **argv;
         struct npud_actor actor; /* loop thread */
+        /* Tenants added at run time (npuctl tenant add: Slurm prologs, CDI): a reload
+         * keeps them beside the file's, unless the file now names the tenant itself. */
+        struct policy_tenant *runtime_tenants;
+        int nruntime_tenants;
 };
 
 #endif

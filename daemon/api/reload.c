@@ -78,6 +78,7 @@ int manage_reload_info(struct npud *d, json_t **ret_info, char *err, size_t errl
                 log_error("reload refused, old configuration stays in force: %s", err);
                 return PROTO_E_INVALID;
         }
+        tenant_runtime_append(d, &c->policy); /* npuctl tenant add's tenants stay */
         /* tenants with run-time quotas, to tell which of them the reload keeps */
         for (int i = 0; i < d->tenants.ntenants && nhad < POLICY_MAX_TENANTS; i++) {
                 struct tenant *t = d->tenants.tenants[i];
