@@ -85,6 +85,8 @@ cat >"$dir/expected-files" <<EOF
 /usr/share/dbus-1/system.d/org.npud.Manager1.conf
 /usr/share/doc/npud/dbus.md
 /usr/share/doc/npud/examples/npud.conf
+/usr/share/npud/slurm/npud-epilog
+/usr/share/npud/slurm/npud-prolog
 /usr/share/man/man3/libnpu.3
 /usr/share/man/man5/npud.conf.5
 /usr/share/man/man8/npuctl.8
