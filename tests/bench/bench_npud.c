@@ -861,10 +861,12 @@ int main(int argc, char **argv)
 
         /* 2. tiny pipelined tasks; npud's loop-thread CPU and RSS over the same launches. The
          * loop is npud's main thread (tid == pid). A warm-up first, long enough for the session's
-         * queue to reach its limit (limits.max_queued_tasks, 16384 tasks of several KiB each):
-         * memory that takes is first-touch, printed apart, and not growth over the 1 M. */
+         * queue to reach its limit (limits.max_queued_tasks, 16384 tasks with their packed calls,
+         * under 1 KiB each) and the reuse pools to fill: memory that takes is first-touch,
+         * printed apart, and not growth over the 1 M. 100 k launches were not always enough
+         * once the loop thread kept up with the client (one run in five grew by 5 MB). */
         if (section_on("tiny")) {
-                const int warm = 100000, tasks = iters_or(1000000);
+                const int warm = 300000, tasks = iters_or(1000000);
                 npu_buffer_t a, b;
                 npu_stream_t s;
                 float zero = 0, one = 1, acc = 0;
