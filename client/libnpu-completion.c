@@ -59,6 +59,7 @@ struct npu_compl {
         struct host_func *ready, *ready_tail; /* reached: for the reader thread to run */
         pthread_t thread;
         int thread_started, stop;
+        int in_next; /* npu_completion_next is reading: no eventfd write for what it takes */
         pid_t pid; /* the process that created it: a forked child has no reader thread */
 };
 
@@ -112,7 +113,8 @@ static void push_locked(struct npu_compl *c, const npu_completion_t *in, int uns
                 c->head = n;
         c->tail = n;
         c->unsolicited += unsolicited != 0;
-        efd_signal_locked(c);
+        if (!c->in_next) /* npu_completion_next reading signals only what it leaves queued */
+                efd_signal_locked(c);
 }
 
 static uint64_t json_u64(json_t *o, const char *key)
@@ -404,10 +406,19 @@ NPU_EXPORT npu_status_t npu_completion_next(npu_context_t *ctx, npu_completion_t
         c = ctx->compl;
         /* nothing queued: what the socket holds, unless another call or the thread reads it
          * (and so queues what it finds) */
-        if ((c ? !c->head && !c->thread_started && c->pid == getpid() : ctx->pid == getpid()) &&
+        /* (a forked child reads nothing: the fork generation, not a getpid() call each time) */
+        if ((c ? !c->head && !c->thread_started : 1) &&
+            ctx->fork_gen == __atomic_load_n(&npu_fork_gen, __ATOMIC_RELAXED) &&
             !ctx->reader_active && !ctx->broken) {
+                if (c)
+                        c->in_next = 1;
                 npu_read_once_locked(ctx, 0);
+                if (c)
+                        c->in_next = 0;
                 c = ctx->compl; /* a notice read now may have made it */
+                /* the caller takes the head now; the program's fd wakes for the rest only */
+                if (c && c->head && c->head->next)
+                        efd_signal_locked(c);
         }
         if (ctx->broken && c)
                 efd_signal_locked(c);
