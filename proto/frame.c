@@ -19,32 +19,49 @@
 static pthread_key_t spare_key;
 static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
 static int spare_ok;
-static __thread uint8_t *spare;
+struct spare_slot {
+        uint8_t *buf;
+        int registered; /* the slot is the thread's value of spare_key */
+};
+static __thread struct spare_slot spare;
+
+static void spare_free(void *slot)
+{
+        struct spare_slot *sl = slot;
+
+        free(sl->buf);
+        sl->buf = NULL;
+}
 
 static void spare_init(void)
 {
-        spare_ok = pthread_key_create(&spare_key, free) == 0;
+        spare_ok = pthread_key_create(&spare_key, spare_free) == 0;
 }
 
+/* The thread-specific value is set once per thread (to the slot itself), so keeping and
+ * taking a chunk is two plain stores, not a pthread call per message. */
 static void chunk_release(uint8_t *buf)
 {
-        pthread_once(&spare_once, spare_init);
-        if (spare || !spare_ok) {
+        if (!spare.registered) {
+                pthread_once(&spare_once, spare_init);
+                if (!spare_ok || pthread_setspecific(spare_key, &spare) != 0) {
+                        free(buf);
+                        return;
+                }
+                spare.registered = 1;
+        }
+        if (spare.buf) {
                 free(buf);
                 return;
         }
-        spare = buf;
-        pthread_setspecific(spare_key, buf);
+        spare.buf = buf;
 }
 
 static uint8_t *chunk_take(void)
 {
-        uint8_t *b = spare;
+        uint8_t *b = spare.buf;
 
-        if (b) {
-                spare = NULL;
-                pthread_setspecific(spare_key, NULL);
-        }
+        spare.buf = NULL;
         return b;
 }
 
