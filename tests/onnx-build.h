@@ -1,0 +1,154 @@
+/* Building ONNX models by hand in tests, for the unit tests of the importer and the
+ * integration tests through npud: every allocation is kept (K) until the model is packed
+ * and keep_free() is called. Header-only; a test program includes it once. */
+#ifndef NPUD_TESTS_ONNX_BUILD_H
+#define NPUD_TESTS_ONNX_BUILD_H
+
+#include <check.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <onnx.pb-c.h>
+
+static void *keep[1024];
+static int nkeep;
+
+static __attribute__((unused)) void *K(size_t n)
+{
+        void *p = calloc(1, n ? n : 1);
+
+        ck_assert_ptr_nonnull(p);
+        ck_assert_int_lt(nkeep, 1024);
+        keep[nkeep++] = p;
+        return p;
+}
+
+static __attribute__((unused)) void keep_free(void)
+{
+        while (nkeep)
+                free(keep[--nkeep]);
+}
+
+static __attribute__((unused)) void **list(int n, ...)
+{
+        void **v = K(sizeof(void *) * (size_t)(n ? n : 1));
+        va_list ap;
+
+        va_start(ap, n);
+        for (int i = 0; i < n; i++)
+                v[i] = va_arg(ap, void *);
+        va_end(ap);
+        return v;
+}
+
+/* A tensor value; ndim < 0: no shape; an extent < 0: open. */
+static __attribute__((unused)) Onnx__ValueInfoProto *tvalue(const char *name, int dtype, int ndim,
+                                                            const int64_t *dims)
+{
+        Onnx__ValueInfoProto *vi = K(sizeof(*vi));
+        Onnx__TypeProto *tp = K(sizeof(*tp));
+        Onnx__TypeProto__Tensor *tt = K(sizeof(*tt));
+
+        onnx__value_info_proto__init(vi);
+        onnx__type_proto__init(tp);
+        onnx__type_proto__tensor__init(tt);
+        vi->name = (char *)name;
+        vi->type = tp;
+        tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+        tp->tensor_type = tt;
+        tt->has_elem_type = 1;
+        tt->elem_type = dtype;
+        if (ndim >= 0) {
+                Onnx__TensorShapeProto *sh = K(sizeof(*sh));
+
+                onnx__tensor_shape_proto__init(sh);
+                tt->shape = sh;
+                sh->n_dim = (size_t)ndim;
+                sh->dim = K(sizeof(*sh->dim) * (size_t)(ndim ? ndim : 1));
+                for (int i = 0; i < ndim; i++) {
+                        Onnx__TensorShapeProto__Dimension *d = K(sizeof(*d));
+
+                        onnx__tensor_shape_proto__dimension__init(d);
+                        if (dims[i] < 0) { /* open */
+                                d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+                                d->dim_param = (char *)"n";
+                        } else {
+                                d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+                                d->dim_value = dims[i];
+                        }
+                        sh->dim[i] = d;
+                }
+        }
+        return vi;
+}
+
+static __attribute__((unused)) Onnx__NodeProto *node(const char *op, int nin, const char *const *in, int nout,
+                             const char *const *out)
+{
+        Onnx__NodeProto *n = K(sizeof(*n));
+
+        onnx__node_proto__init(n);
+        n->op_type = (char *)op;
+        n->n_input = (size_t)nin;
+        n->input = K(sizeof(char *) * (size_t)(nin ? nin : 1));
+        if (nin)
+                memcpy(n->input, in, sizeof(char *) * (size_t)nin);
+        n->n_output = (size_t)nout;
+        n->output = K(sizeof(char *) * (size_t)nout);
+        memcpy(n->output, out, sizeof(char *) * (size_t)nout);
+        return n;
+}
+
+static __attribute__((unused)) void node_attr(Onnx__NodeProto *n, Onnx__AttributeProto *a)
+{
+        Onnx__AttributeProto **v = K(sizeof(*v) * (n->n_attribute + 1));
+
+        if (n->n_attribute) /* memcpy from a NULL array is undefined even for 0 bytes */
+                memcpy(v, n->attribute, sizeof(*v) * n->n_attribute);
+        v[n->n_attribute++] = a;
+        n->attribute = v;
+}
+
+static __attribute__((unused)) void attr_i(Onnx__NodeProto *n, const char *name, int64_t i)
+{
+        Onnx__AttributeProto *a = K(sizeof(*a));
+
+        onnx__attribute_proto__init(a);
+        a->name = (char *)name;
+        a->has_type = 1;
+        a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+        a->has_i = 1;
+        a->i = i;
+        node_attr(n, a);
+}
+
+static __attribute__((unused)) void attr_f(Onnx__NodeProto *n, const char *name, float f)
+{
+        Onnx__AttributeProto *a = K(sizeof(*a));
+
+        onnx__attribute_proto__init(a);
+        a->name = (char *)name;
+        a->has_type = 1;
+        a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
+        a->has_f = 1;
+        a->f = f;
+        node_attr(n, a);
+}
+
+static __attribute__((unused)) void attr_ints(Onnx__NodeProto *n, const char *name, int cnt, const int64_t *v)
+{
+        Onnx__AttributeProto *a = K(sizeof(*a));
+
+        onnx__attribute_proto__init(a);
+        a->name = (char *)name;
+        a->has_type = 1;
+        a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
+        a->n_ints = (size_t)cnt;
+        a->ints = K(sizeof(int64_t) * (size_t)(cnt ? cnt : 1));
+        memcpy(a->ints, v, sizeof(int64_t) * (size_t)cnt);
+        node_attr(n, a);
+}
+
+#endif
