@@ -5,6 +5,7 @@
 #include <event2/event.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "policy/cost.h"
@@ -24,12 +25,51 @@ static const struct method *const method_groups[] = {
         methods_manage, methods_graph, methods_run, methods_telemetry, methods_tenant,
 };
 
+/* Method names indexed once, at the first request: an open-addressed table by FNV-1a of the
+ * name (a string compare per probe; the table is at most half full). The linear search over
+ * every group cost a strcmp per method ahead of the one asked for on each request. The keys
+ * are fixed names of ours, so a client's choice of name cannot lengthen a probe chain beyond
+ * what those names already collide on; an unknown name stops at the first empty slot. */
+#define METHOD_SLOTS 512
+static const struct method *method_index[METHOD_SLOTS];
+static int method_indexed;
+
+static uint32_t method_hash(const char *name)
+{
+        uint32_t h = 2166136261u;
+
+        for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+                h = (h ^ *p) * 16777619u;
+        return h;
+}
+
+static void method_index_build(void)
+{
+        size_t n = 0;
+
+        for (size_t g = 0; g < sizeof(method_groups) / sizeof(method_groups[0]); g++)
+                for (const struct method *m = method_groups[g]; m->name; m++) {
+                        uint32_t i = method_hash(m->name) & (METHOD_SLOTS - 1);
+                        while (method_index[i])
+                                i = (i + 1) & (METHOD_SLOTS - 1);
+                        method_index[i] = m;
+                        if (++n >= METHOD_SLOTS / 2) { /* a build error, not a run-time one */
+                                log_msg(LOG_LVL_ERROR, "dispatch: more than %d methods; grow METHOD_SLOTS",
+                                        METHOD_SLOTS / 2);
+                                abort();
+                        }
+                }
+        method_indexed = 1;
+}
+
 static const struct method *method_find(const char *name)
 {
-        for (size_t g = 0; g < sizeof(method_groups) / sizeof(method_groups[0]); g++)
-                for (const struct method *m = method_groups[g]; m->name; m++)
-                        if (strcmp(m->name, name) == 0)
-                                return m;
+        if (!method_indexed)
+                method_index_build();
+        for (uint32_t i = method_hash(name) & (METHOD_SLOTS - 1); method_index[i];
+             i = (i + 1) & (METHOD_SLOTS - 1))
+                if (strcmp(method_index[i]->name, name) == 0)
+                        return method_index[i];
         return NULL;
 }
 
