@@ -21,6 +21,7 @@
 #include <sys/types.h>
 
 #include "client/libnpu-internal.h"
+#include "proto/completion.h"
 
 /* Unread device notices kept; past it the oldest one is dropped and counted. They are kept
  * from the connection on, before the program first asks for completions: a server that
@@ -60,6 +61,7 @@ struct npu_compl {
         pthread_t thread;
         int thread_started, stop;
         int in_next; /* npu_completion_next is reading: no eventfd write for what it takes */
+        int skip_read; /* npu_completion_next's last read emptied the socket (see there) */
         pid_t pid; /* the process that created it: a forked child has no reader thread */
 };
 
@@ -129,24 +131,26 @@ static void copy_string(char *dst, size_t size, json_t *v)
 }
 
 /* A completion of a notify point: a host callback to run, or a queue entry. */
-static void on_completion_locked(npu_context_t *ctx, struct npu_compl *c, json_t *d)
+static void on_completion_locked(npu_context_t *ctx, struct npu_compl *c,
+                                 const struct proto_completion *pc)
 {
         npu_completion_t e = { .size = sizeof(e), .kind = NPU_COMPLETION_NOTIFY };
-        json_t *code = json_object_get(d, "code");
+        size_t n = pc->message_len < sizeof(e.message) - 1 ? pc->message_len : sizeof(e.message) - 1;
 
-        e.status = json_is_integer(code) ? (npu_status_t)json_integer_value(code) : NPU_ERR_PROTOCOL;
-        e.stream.id = (uint32_t)json_u64(d, "stream");
-        e.task = json_u64(d, "task");
-        e.tag = json_u64(d, "tag");
-        e.error_task = json_u64(d, "error_task");
-        copy_string(e.message, sizeof(e.message), json_object_get(d, "message"));
-        if (json_is_integer(json_object_get(d, "event"))) { /* npu_event_notify */
+        e.status = (npu_status_t)pc->code;
+        e.stream.id = pc->stream;
+        e.task = pc->task;
+        e.tag = pc->tag;
+        e.error_task = pc->error_task;
+        memcpy(e.message, pc->message, n);
+        e.message[n] = 0;
+        if (pc->flags & PROTO_COMPLETION_EVENT) { /* npu_event_notify */
                 e.kind = NPU_COMPLETION_EVENT;
-                e.event.id = (uint32_t)json_u64(d, "event");
+                e.event.id = pc->event;
                 push_locked(c, &e, 0);
                 return;
         }
-        if (json_is_true(json_object_get(d, "host_func"))) {
+        if (pc->flags & PROTO_COMPLETION_HOST_FUNC) {
                 for (struct host_func **pp = &c->funcs; *pp; pp = &(*pp)->next) {
                         struct host_func *h = *pp;
                         if ((uint64_t)(uintptr_t)h != e.tag)
@@ -155,7 +159,7 @@ static void on_completion_locked(npu_context_t *ctx, struct npu_compl *c, json_t
                         h->next = NULL;
                         h->status = e.status;
                         h->task = e.task;
-                        h->ack = json_is_true(json_object_get(d, "held"));
+                        h->ack = (pc->flags & PROTO_COMPLETION_HELD) != 0;
                         if (c->ready_tail)
                                 c->ready_tail->next = h;
                         else
@@ -167,6 +171,38 @@ static void on_completion_locked(npu_context_t *ctx, struct npu_compl *c, json_t
                 return;
         }
         push_locked(c, &e, 0);
+}
+
+/* A "completion" notification of a session before version 4, as the frame would carry it. */
+static void completion_from_json(json_t *d, struct proto_completion *pc)
+{
+        json_t *code = json_object_get(d, "code"), *msg = json_object_get(d, "message");
+
+        pc->code = json_is_integer(code) ? (int32_t)json_integer_value(code) : NPU_ERR_PROTOCOL;
+        pc->stream = (uint32_t)json_u64(d, "stream");
+        pc->task = json_u64(d, "task");
+        pc->tag = json_u64(d, "tag");
+        pc->error_task = json_u64(d, "error_task");
+        pc->message = json_is_string(msg) ? json_string_value(msg) : "";
+        pc->message_len = strlen(pc->message);
+        pc->flags = 0;
+        if (json_is_integer(json_object_get(d, "event"))) {
+                pc->flags |= PROTO_COMPLETION_EVENT;
+                pc->event = (uint32_t)json_u64(d, "event");
+        }
+        if (json_is_true(json_object_get(d, "host_func")))
+                pc->flags |= PROTO_COMPLETION_HOST_FUNC;
+        if (json_is_true(json_object_get(d, "held")))
+                pc->flags |= PROTO_COMPLETION_HELD;
+}
+
+/* A COMPLETION frame (session version 4): no JSON to parse on the request loop's path. */
+void npu_completion_frame_locked(npu_context_t *ctx, const uint8_t *body, size_t len)
+{
+        struct proto_completion pc;
+
+        if (ctx->compl && proto_completion_decode(body, len, &pc) == 0)
+                on_completion_locked(ctx, ctx->compl, &pc);
 }
 
 void npu_notify_frame_locked(npu_context_t *ctx, const uint8_t *body, size_t len)
@@ -192,7 +228,9 @@ void npu_notify_frame_locked(npu_context_t *ctx, const uint8_t *body, size_t len
                 return; /* a completion nobody asked for, or no memory for the queue */
         }
         if (strcmp(ev, "completion") == 0) {
-                on_completion_locked(ctx, c, d);
+                struct proto_completion pc = { 0 };
+                completion_from_json(d, &pc);
+                on_completion_locked(ctx, c, &pc);
         } else if (strcmp(ev, "device-health") == 0) {
                 npu_completion_t e = { .size = sizeof(e), .kind = NPU_COMPLETION_DEVICE_HEALTH };
                 e.device = (int)json_u64(d, "device");
@@ -404,18 +442,35 @@ NPU_EXPORT npu_status_t npu_completion_next(npu_context_t *ctx, npu_completion_t
                             "sizeof(npu_completion_t)", ret->size);
         pthread_mutex_lock(&ctx->mu);
         c = ctx->compl;
+        /* Nothing queued, and this call's previous read emptied the socket: a program that
+         * polls the completion fd (c->epfd) drains the queue until NPU_ERR_NOT_READY and then
+         * waits on the fd, so the read that would find the socket empty again is skipped once.
+         * Whatever arrived since that read keeps the fd readable (the socket is in its epoll
+         * set, level-triggered, until the reader thread runs), and the call after the wait
+         * reads. That read is otherwise a system call returning EAGAIN on every request. */
+        if (c && c->skip_read && !c->head && c->epfd >= 0 && !ctx->broken) {
+                c->skip_read = 0;
+                pthread_mutex_unlock(&ctx->mu);
+                return fail(NPU_ERR_NOT_READY, "npu_completion_next: no completion queued");
+        }
+        if (c)
+                c->skip_read = 0;
         /* nothing queued: what the socket holds, unless another call or the thread reads it
          * (and so queues what it finds) */
         /* (a forked child reads nothing: the fork generation, not a getpid() call each time) */
         if ((c ? !c->head && !c->thread_started : 1) &&
             ctx->fork_gen == __atomic_load_n(&npu_fork_gen, __ATOMIC_RELAXED) &&
             !ctx->reader_active && !ctx->broken) {
+                uint64_t before = ctx->reader.received;
                 if (c)
                         c->in_next = 1;
                 npu_read_once_locked(ctx, 0);
                 if (c)
                         c->in_next = 0;
                 c = ctx->compl; /* a notice read now may have made it */
+                if (c && ctx->reader.received != before && ctx->reader.drained &&
+                    !proto_reader_has_frame(&ctx->reader))
+                        c->skip_read = 1;
                 /* the caller takes the head now; the program's fd wakes for the rest only */
                 if (c && c->head && c->head->next)
                         efd_signal_locked(c);

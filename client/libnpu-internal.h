@@ -148,6 +148,7 @@ void npu_read_once_locked(npu_context_t *ctx, int wait);
 /* Completions (libnpu-completion.c): a notification frame's body, mu held; and stopping the
  * reader thread at disconnect, before the socket closes. */
 void npu_notify_frame_locked(npu_context_t *ctx, const uint8_t *body, size_t len);
+void npu_completion_frame_locked(npu_context_t *ctx, const uint8_t *body, size_t len);
 void npu_completion_shutdown(npu_context_t *ctx);
 
 /* Graph descriptions (libnpu-graph.c). */

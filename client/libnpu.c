@@ -133,6 +133,10 @@ static void handle_frame_locked(npu_context_t *ctx, const struct proto_frame *f)
                 npu_notify_frame_locked(ctx, f->body, f->hdr.body_len);
                 return;
         }
+        if (f->hdr.kind == PROTO_KIND_COMPLETION) {
+                npu_completion_frame_locked(ctx, f->body, f->hdr.body_len);
+                return;
+        }
         if (f->hdr.kind != PROTO_KIND_REPLY)
                 return;
         for (struct pending *p = ctx->pending; p; p = p->next) {

@@ -104,7 +104,7 @@ int proto_header_decode(const uint8_t in[PROTO_HEADER_SIZE], struct proto_header
                 return -EBADMSG;
         if (h.version < PROTO_VERSION_MIN || h.version > PROTO_VERSION)
                 return -EPROTONOSUPPORT;
-        if (h.kind < PROTO_KIND_REQUEST || h.kind > PROTO_KIND_SUBMIT)
+        if (h.kind < PROTO_KIND_REQUEST || h.kind > PROTO_KIND_COMPLETION)
                 return -EBADMSG;
         if (h.nfds > PROTO_MAX_FDS)
                 return -ETOOMANYREFS;
@@ -266,6 +266,7 @@ static ssize_t reader_fill(struct proto_reader *r, int sock, int flags)
                 return -EBADMSG;
         r->len += (size_t)n;
         r->received += (uint64_t)n;
+        r->drained = (size_t)n < iov.iov_len;
         return n;
 }
 

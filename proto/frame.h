@@ -13,11 +13,12 @@
 #define PROTO_VERSION_MIN 1
 /* Session protocol versions, negotiated by hello (docs/protocol.md section 4). They are
  * separate from the frame version, which version 2 did not change. */
-#define PROTO_SESSION_VERSION 3
+#define PROTO_SESSION_VERSION 4
 #define PROTO_SESSION_VERSION_MIN 1
 #define PROTO_VERSION_OP_ID 2 /* op_resolve and LAUNCH_ID records */
 #define PROTO_VERSION_NOTIFY 3 /* NOTIFY records, "completion" notifications, host_func_done */
 #define PROTO_VERSION_RUN_OPT 3 /* GRAPH_RUN_OPT records */
+#define PROTO_VERSION_COMPLETION 4 /* completions as binary COMPLETION frames (completion.h) */
 #define PROTO_HEADER_SIZE 24
 #define PROTO_MAX_BODY (16u << 20)     /* any frame */
 #define PROTO_MAX_JSON_BODY (1u << 20) /* JSON frames are parsed only below this */
@@ -28,6 +29,7 @@ enum proto_kind {
         PROTO_KIND_REPLY = 2,   /* JSON {"result"} or {"error":{code,name,message}} */
         PROTO_KIND_NOTIFY = 3,  /* JSON {"event","data"}; unsolicited, request_id 0 */
         PROTO_KIND_SUBMIT = 4,  /* binary task records (submit.h); no reply */
+        PROTO_KIND_COMPLETION = 5, /* npud to client, session version 4: completion.h; request_id 0 */
 };
 
 struct proto_header {
@@ -62,6 +64,8 @@ struct proto_reader {
         uint64_t received, consumed; /* stream offsets */
         uint32_t max_body;   /* 0, or a lower body limit than the protocol's (e.g. before hello) */
         uint64_t body_left;  /* body bytes still to come of a frame read in parts */
+        int drained;         /* the last read took less than it had room for: the socket
+                              * held nothing more at that moment */
 };
 
 struct proto_frame {

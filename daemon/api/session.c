@@ -14,6 +14,7 @@
 #include <endian.h>
 #include <unistd.h>
 
+#include "proto/completion.h"
 #include "proto/message.h"
 #include "proto/submit.h"
 #include "dispatch.h"
@@ -155,6 +156,17 @@ static void session_send_text(struct session *s, int kind, uint64_t request_id, 
                 return;
         }
         session_flush(s);
+}
+
+/* A completion as a COMPLETION frame: a session of version 4 on gets no JSON to parse. */
+static void send_completion_frame(struct session *s, const struct proto_completion *c)
+{
+        uint8_t body[PROTO_COMPLETION_MAX];
+
+        if (s->closing)
+                return;
+        session_send_text(s, PROTO_KIND_COMPLETION, 0, (const char *)body,
+                          proto_completion_encode(c, body));
 }
 
 void session_send_json(struct session *s, int kind, uint64_t request_id, json_t *body)
@@ -916,7 +928,15 @@ static void waiter_reply(struct waiter *w, const struct stream_error *e)
         struct session *s = w->session;
 
         TAILQ_REMOVE(&s->waiters, w, session_link);
-        if (w->notify) {
+        if (w->notify && s->version >= PROTO_VERSION_COMPLETION) {
+                int code = e ? e->code : 0;
+                struct proto_completion c = {
+                        .event = w->notify_event, .tag = w->notify_tag, .code = code,
+                        .error_task = code ? e->seq : 0, .message = code ? e->message : "",
+                        .flags = PROTO_COMPLETION_EVENT,
+                };
+                send_completion_frame(s, &c);
+        } else if (w->notify) {
                 int code = e ? e->code : 0;
                 session_send_json(s, PROTO_KIND_NOTIFY, 0,
                                   proto_notify_new("completion",
@@ -1042,6 +1062,16 @@ void session_send_completion(struct session *s, uint32_t stream, uint64_t seq, u
                              int host_func, int held, int code, uint64_t error_task,
                              const char *message)
 {
+        if (s->version >= PROTO_VERSION_COMPLETION) {
+                struct proto_completion c = {
+                        .stream = stream, .task = seq, .tag = tag, .error_task = error_task,
+                        .code = code, .message = message,
+                        .flags = (host_func ? PROTO_COMPLETION_HOST_FUNC : 0) |
+                                 (held ? PROTO_COMPLETION_HELD : 0),
+                };
+                send_completion_frame(s, &c);
+                return;
+        }
         session_send_json(s, PROTO_KIND_NOTIFY, 0,
                           proto_notify_new("completion",
                                            json_pack("{s:I, s:I, s:I, s:b, s:b, s:i, s:s, s:I, s:s}",

@@ -165,6 +165,25 @@ json_t *harness_raw_recv(int fd, int *ret_kind, uint64_t *ret_id)
         return v;
 }
 
+void *harness_raw_recv_bytes(int fd, int *ret_kind, uint64_t *ret_id, size_t *ret_len)
+{
+        uint8_t hdr[PROTO_HEADER_SIZE];
+        struct proto_header h;
+        char *body;
+
+        if (read_full(fd, hdr, sizeof(hdr)) < 0 || proto_header_decode(hdr, &h) < 0)
+                return NULL;
+        body = malloc(h.body_len + 1);
+        if (!body || read_full(fd, body, h.body_len) < 0) {
+                free(body);
+                return NULL;
+        }
+        *ret_kind = h.kind;
+        *ret_id = h.request_id;
+        *ret_len = h.body_len;
+        return body;
+}
+
 json_t *harness_raw_call(int fd, uint64_t id, const char *json_text)
 {
         if (harness_raw_send(fd, PROTO_KIND_REQUEST, id, json_text, strlen(json_text), NULL, 0) < 0)

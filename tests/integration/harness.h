@@ -30,6 +30,8 @@ int harness_raw_send(int fd, int kind, uint64_t id, const void *body, size_t len
 /* Read one frame (blocking, 5 s timeout). Returns the parsed JSON body (NULL for EOF or a
  * non-JSON body); *ret_kind and *ret_id receive header fields. */
 json_t *harness_raw_recv(int fd, int *ret_kind, uint64_t *ret_id);
+/* One frame of any kind, its body as bytes (malloc'd, *ret_len long); NULL on a read error. */
+void *harness_raw_recv_bytes(int fd, int *ret_kind, uint64_t *ret_id, size_t *ret_len);
 /* Send a request and wait for its reply (skipping notifications). */
 json_t *harness_raw_call(int fd, uint64_t id, const char *json_text);
 /* hello on a raw connection; 0 or -1. */

@@ -17,6 +17,8 @@
 #include "npu-admin.h"
 #include "npu.h"
 #include "harness.h"
+#include "proto/completion.h"
+#include "proto/frame.h"
 
 static struct npud_proc daemon_proc;
 static npu_context_t *ctx;
@@ -486,6 +488,51 @@ START_TEST(test_raw_notify_unknown_stream)
 }
 END_TEST
 
+/* The same in session version 4: the completion comes as a binary COMPLETION frame (kind 5,
+ * docs/protocol.md section 7.2), and an unknown stream's is refused in it the same way. */
+START_TEST(test_raw_completion_frame_v4)
+{
+        int fd = harness_raw_connect(daemon_proc.sock);
+        uint8_t rec[40] = { 0 };
+        json_t *hello;
+        struct proto_completion pc;
+        uint8_t *body = NULL;
+        size_t len = 0;
+        int kind = 0;
+        uint64_t id = 0;
+
+        ck_assert_int_ge(fd, 0);
+        hello = harness_raw_call(fd, 1, "{\"method\":\"hello\",\"params\":{\"min_version\":3,\"max_version\":4}}");
+        ck_assert_int_eq(harness_reply_code(hello), 0);
+        ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(hello, "result"), "version")), 4);
+        json_decref(hello);
+        rec[0] = 9;                      /* NOTIFY */
+        rec[4] = 40;                     /* length */
+        rec[8] = 42;                     /* seq */
+        rec[16] = 0x77;                  /* stream 0x77: unknown */
+        rec[24] = 5;                     /* tag */
+        ck_assert_int_eq(harness_raw_send(fd, 4, 0, rec, sizeof(rec), NULL, 0), 0);
+        for (;;) {
+                body = harness_raw_recv_bytes(fd, &kind, &id, &len);
+                ck_assert_ptr_nonnull(body);
+                ck_assert_int_ne(kind, PROTO_KIND_REPLY); /* nothing asked a reply */
+                if (kind == PROTO_KIND_COMPLETION)
+                        break;
+                free(body); /* a JSON notice (device state) */
+        }
+        ck_assert_int_eq(proto_completion_decode(body, len, &pc), 0);
+        ck_assert_uint_eq(id, 0);
+        ck_assert_uint_eq(pc.stream, 0x77);
+        ck_assert_uint_eq(pc.task, 42);
+        ck_assert_uint_eq(pc.tag, 5);
+        ck_assert_int_eq(pc.code, NPU_ERR_BAD_HANDLE);
+        ck_assert_uint_eq(pc.flags, 0);
+        ck_assert(pc.message_len > 0);
+        free(body);
+        close(fd);
+}
+END_TEST
+
 static int ready_pipe[2];
 
 static void never_returns(void *user, npu_status_t st)
@@ -586,6 +633,7 @@ int main(void)
         tcase_add_test(tc, test_event_notify);
         tcase_add_test(tc, test_bad_input);
         tcase_add_test(tc, test_raw_notify_unknown_stream);
+        tcase_add_test(tc, test_raw_completion_frame_v4);
         tcase_add_test(tc, test_unacked_callback_isolated);
         suite_add_tcase(s, tc);
         sr = srunner_create(s);

@@ -15,6 +15,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "proto/completion.h"
 #include "proto/frame.h"
 
 /* ---- helpers ---- */
@@ -227,13 +228,65 @@ END_TEST
 START_TEST(test_header_bad_kind)
 {
         uint8_t b[PROTO_HEADER_SIZE];
-        static const uint8_t bad[] = { 0, 5, 6, 0x80, 0xff };
+        static const uint8_t bad[] = { 0, 6, 7, 0x80, 0xff }; /* 5 is COMPLETION */
 
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
                 valid_header(b);
                 b[6] = bad[i];
                 ck_assert_int_eq(decode_with(b), -EBADMSG);
         }
+}
+END_TEST
+
+/* COMPLETION bodies: every field round-trips, a message is cut at a character boundary, and
+ * a body whose length, flags or reserved word disagree is refused. */
+START_TEST(test_completion_roundtrip)
+{
+        uint8_t b[PROTO_COMPLETION_MAX + 16];
+        struct proto_completion in = { .stream = 7, .event = 0, .task = 1ull << 40, .tag = 0xdeadbeefcafeull,
+                                       .error_task = 99, .code = -3,
+                                       .flags = PROTO_COMPLETION_HOST_FUNC | PROTO_COMPLETION_HELD,
+                                       .message = "task 99: \u00e9 failed" },
+                                out;
+        size_t n = proto_completion_encode(&in, b);
+
+        ck_assert_uint_eq(n, PROTO_COMPLETION_FIXED + strlen(in.message));
+        ck_assert_int_eq(proto_completion_decode(b, n, &out), 0);
+        ck_assert_uint_eq(out.stream, 7);
+        ck_assert_uint_eq(out.task, 1ull << 40);
+        ck_assert_uint_eq(out.tag, 0xdeadbeefcafeull);
+        ck_assert_uint_eq(out.error_task, 99);
+        ck_assert_int_eq(out.code, -3);
+        ck_assert_uint_eq(out.flags, PROTO_COMPLETION_HOST_FUNC | PROTO_COMPLETION_HELD);
+        ck_assert_uint_eq(out.message_len, strlen(in.message));
+        ck_assert(memcmp(out.message, in.message, out.message_len) == 0);
+        /* a NULL message is an empty one */
+        in.message = NULL;
+        ck_assert_uint_eq(proto_completion_encode(&in, b), PROTO_COMPLETION_FIXED);
+        /* too long: cut, never inside a two-byte character */
+        char *longmsg = malloc(PROTO_COMPLETION_MSG_MAX + 8);
+        memset(longmsg, 'a', PROTO_COMPLETION_MSG_MAX - 1);
+        memcpy(longmsg + PROTO_COMPLETION_MSG_MAX - 1, "\xc3\xa9xyz", 6);
+        in.message = longmsg;
+        n = proto_completion_encode(&in, b);
+        ck_assert_uint_eq(n, PROTO_COMPLETION_FIXED + PROTO_COMPLETION_MSG_MAX - 1);
+        ck_assert_int_eq(proto_completion_decode(b, n, &out), 0);
+        free(longmsg);
+        /* malformed bodies */
+        in.message = "x";
+        n = proto_completion_encode(&in, b);
+        ck_assert_int_eq(proto_completion_decode(b, n - 1, &out), -1);  /* length disagrees */
+        ck_assert_int_eq(proto_completion_decode(b, 20, &out), -1);     /* short */
+        b[36] = 0x80;                                                   /* unknown flag */
+        ck_assert_int_eq(proto_completion_decode(b, n, &out), -1);
+        b[36] = 0;
+        b[44] = 1;                                                      /* reserved word */
+        ck_assert_int_eq(proto_completion_decode(b, n, &out), -1);
+        b[44] = 0;
+        ck_assert_int_eq(proto_completion_decode(b, n, &out), 0);
+        memset(b, 0, sizeof(b));
+        b[40] = 0xff; b[41] = 0xff;                                     /* message past the limit */
+        ck_assert_int_eq(proto_completion_decode(b, sizeof(b), &out), -1);
 }
 END_TEST
 
@@ -1031,6 +1084,7 @@ static Suite *frame_suite(void)
         tcase_add_test(tc, test_header_nonzero_reserved);
         tcase_add_test(tc, test_header_bad_version);
         tcase_add_test(tc, test_header_bad_kind);
+        tcase_add_test(tc, test_completion_roundtrip);
         tcase_add_test(tc, test_header_too_many_fds);
         tcase_add_test(tc, test_header_body_limits);
         suite_add_tcase(s, tc);
