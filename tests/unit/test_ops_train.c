@@ -388,6 +388,7 @@ START_TEST(test_tfidf_huge_attrs)
 }
 END_TEST
 
+
 static Suite *train_suite(void)
 {
         Suite *s = suite_create("ops-train");
