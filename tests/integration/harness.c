@@ -142,29 +142,6 @@ static int read_full(int fd, void *buf, size_t len)
         return 0;
 }
 
-json_t *harness_raw_recv(int fd, int *ret_kind, uint64_t *ret_id)
-{
-        uint8_t hdr[PROTO_HEADER_SIZE];
-        struct proto_header h;
-        json_t *v;
-        char *body;
-
-        if (read_full(fd, hdr, sizeof(hdr)) < 0 || proto_header_decode(hdr, &h) < 0)
-                return NULL;
-        body = malloc(h.body_len + 1);
-        if (!body || read_full(fd, body, h.body_len) < 0) {
-                free(body);
-                return NULL;
-        }
-        v = json_loadb(body, h.body_len, 0, NULL);
-        free(body);
-        if (ret_kind)
-                *ret_kind = h.kind;
-        if (ret_id)
-                *ret_id = h.request_id;
-        return v;
-}
-
 void *harness_raw_recv_bytes(int fd, int *ret_kind, uint64_t *ret_id, size_t *ret_len)
 {
         uint8_t hdr[PROTO_HEADER_SIZE];
@@ -182,6 +159,25 @@ void *harness_raw_recv_bytes(int fd, int *ret_kind, uint64_t *ret_id, size_t *re
         *ret_id = h.request_id;
         *ret_len = h.body_len;
         return body;
+}
+
+json_t *harness_raw_recv(int fd, int *ret_kind, uint64_t *ret_id)
+{
+        int kind;
+        uint64_t id;
+        size_t len;
+        char *body = harness_raw_recv_bytes(fd, &kind, &id, &len);
+        json_t *v;
+
+        if (!body)
+                return NULL;
+        v = json_loadb(body, len, 0, NULL);
+        free(body);
+        if (ret_kind)
+                *ret_kind = kind;
+        if (ret_id)
+                *ret_id = id;
+        return v;
 }
 
 json_t *harness_raw_call(int fd, uint64_t id, const char *json_text)

@@ -452,12 +452,24 @@ START_TEST(test_bad_input)
 }
 END_TEST
 
+/* A NOTIFY record (task 42, tag 5) naming stream 0x77, which the session does not have. */
+static void send_unknown_notify(int fd)
+{
+        uint8_t rec[40] = { 0 };
+
+        rec[0] = 9;                      /* NOTIFY */
+        rec[4] = 40;                     /* length */
+        rec[8] = 42;                     /* seq */
+        rec[16] = 0x77;                  /* stream 0x77: unknown */
+        rec[24] = 5;                     /* tag */
+        ck_assert_int_eq(harness_raw_send(fd, 4, 0, rec, sizeof(rec), NULL, 0), 0);
+}
+
 /* A raw client's NOTIFY record naming an unknown stream gets a completion carrying the error
  * (its epoll loop would otherwise wait for ever). */
 START_TEST(test_raw_notify_unknown_stream)
 {
         int fd = harness_raw_connect(daemon_proc.sock);
-        uint8_t rec[40] = { 0 };
         json_t *hello, *msg;
         int kind = 0;
         uint64_t id = 0;
@@ -466,12 +478,7 @@ START_TEST(test_raw_notify_unknown_stream)
         hello = harness_raw_call(fd, 1, "{\"method\":\"hello\",\"params\":{\"min_version\":3,\"max_version\":3}}");
         ck_assert_int_eq(harness_reply_code(hello), 0);
         json_decref(hello);
-        rec[0] = 9;                      /* NOTIFY */
-        rec[4] = 40;                     /* length */
-        rec[8] = 42;                     /* seq */
-        rec[16] = 0x77;                  /* stream 0x77: unknown */
-        rec[24] = 5;                     /* tag */
-        ck_assert_int_eq(harness_raw_send(fd, 4, 0, rec, sizeof(rec), NULL, 0), 0);
+        send_unknown_notify(fd);
         for (;;) {
                 msg = harness_raw_recv(fd, &kind, &id);
                 ck_assert_ptr_nonnull(msg);
@@ -493,7 +500,6 @@ END_TEST
 START_TEST(test_raw_completion_frame_v4)
 {
         int fd = harness_raw_connect(daemon_proc.sock);
-        uint8_t rec[40] = { 0 };
         json_t *hello;
         struct proto_completion pc;
         uint8_t *body = NULL;
@@ -506,12 +512,7 @@ START_TEST(test_raw_completion_frame_v4)
         ck_assert_int_eq(harness_reply_code(hello), 0);
         ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(hello, "result"), "version")), 4);
         json_decref(hello);
-        rec[0] = 9;                      /* NOTIFY */
-        rec[4] = 40;                     /* length */
-        rec[8] = 42;                     /* seq */
-        rec[16] = 0x77;                  /* stream 0x77: unknown */
-        rec[24] = 5;                     /* tag */
-        ck_assert_int_eq(harness_raw_send(fd, 4, 0, rec, sizeof(rec), NULL, 0), 0);
+        send_unknown_notify(fd);
         for (;;) {
                 body = harness_raw_recv_bytes(fd, &kind, &id, &len);
                 ck_assert_ptr_nonnull(body);
