@@ -287,7 +287,9 @@ static void *reader_main(void *arg)
                         break;
                 }
                 if (ctx->reader_active) {
+                        ctx->cv_sleepers++;
                         pthread_cond_wait(&ctx->cv, &ctx->mu);
+                        ctx->cv_sleepers--;
                         continue;
                 }
                 npu_read_once_locked(ctx, 1);

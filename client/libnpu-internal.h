@@ -33,7 +33,10 @@ struct pending {
         int done;
         int empty_result; /* the reply was {"result":{}}: nothing was parsed */
         json_t *reply;
-        pthread_cond_t cv;    /* its waiter: woken for its reply or to take the reader's turn */
+        pthread_cond_t cv;    /* its waiter: woken for its reply or to take the reader's turn;
+                               * initialised only once the caller first has to sleep */
+        int sleeping;         /* the caller waits on cv (signals go only to sleepers) */
+        int cv_ready;
         struct pending *next;
 };
 
@@ -56,6 +59,8 @@ struct npu_context {
         int version;                /* the session protocol version hello negotiated */
         pthread_mutex_t mu;
         pthread_cond_t cv;
+        int cv_sleepers;            /* threads waiting on cv (the completion reader thread):
+                                     * broadcasts only when there are any */
         int reader_active;
         int broken;
         /* why npud closed the connection, when it said so first ("session-killed"): the

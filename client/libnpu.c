@@ -148,7 +148,8 @@ static void handle_frame_locked(npu_context_t *ctx, const struct proto_frame *f)
                         else
                                 p->reply = proto_json_parse(f->body, f->hdr.body_len, err, sizeof(err));
                         p->done = 1;
-                        pthread_cond_signal(&p->cv);
+                        if (p->sleeping)
+                                pthread_cond_signal(&p->cv);
                         return;
                 }
         }
@@ -159,7 +160,8 @@ static void reader_handoff_locked(npu_context_t *ctx)
 {
         for (struct pending *q = ctx->pending; q; q = q->next)
                 if (!q->done) {
-                        pthread_cond_signal(&q->cv);
+                        if (q->sleeping)
+                                pthread_cond_signal(&q->cv);
                         return;
                 }
 }
@@ -178,7 +180,8 @@ void npu_read_once_locked(npu_context_t *ctx, int wait)
                         pthread_mutex_lock(&ctx->mu);
                         ctx->reader_active = 0;
                         reader_handoff_locked(ctx);
-                        pthread_cond_broadcast(&ctx->cv);
+                        if (ctx->cv_sleepers)
+                                pthread_cond_broadcast(&ctx->cv);
                         return;
                 }
         } else do { /* the socket is blocking; poll only if something made it not */
@@ -205,11 +208,14 @@ void npu_read_once_locked(npu_context_t *ctx, int wait)
          * its reply takes over the reading, and threads waiting for the socket itself (the
          * completion reader) look again */
         if (ctx->broken)
-                for (struct pending *q = ctx->pending; q; q = q->next)
-                        pthread_cond_signal(&q->cv);
+                for (struct pending *q = ctx->pending; q; q = q->next) {
+                        if (q->sleeping)
+                                pthread_cond_signal(&q->cv);
+                }
         else
                 reader_handoff_locked(ctx);
-        pthread_cond_broadcast(&ctx->cv);
+        if (ctx->cv_sleepers)
+                pthread_cond_broadcast(&ctx->cv);
 }
 
 /* Wait for p's reply. Whoever finds no reader active becomes the reader; others sleep, each
@@ -220,7 +226,15 @@ static void wait_reply_locked(npu_context_t *ctx, struct pending *p)
 {
         while (!p->done && !ctx->broken) {
                 if (ctx->reader_active) {
+                        /* a caller that reads its own reply (one thread per context) never
+                         * sleeps: no condition to create, signal or destroy */
+                        if (!p->cv_ready) {
+                                pthread_cond_init(&p->cv, NULL);
+                                p->cv_ready = 1;
+                        }
+                        p->sleeping = 1;
                         pthread_cond_wait(&p->cv, &ctx->mu);
+                        p->sleeping = 0;
                         continue;
                 }
                 npu_read_once_locked(ctx, 1); /* hands the reading on, once p is done */
@@ -261,7 +275,6 @@ npu_status_t npu_call_fds(npu_context_t *ctx, const char *method, json_t *params
                 return npu_fail_lost(ctx, method);
         }
         p.id = ++ctx->next_id;
-        pthread_cond_init(&p.cv, NULL);
         p.next = ctx->pending;
         ctx->pending = &p;
         if (npu_send_frame_locked(ctx, PROTO_KIND_REQUEST, p.id, text, len, fds, nfds) == 0)
@@ -272,7 +285,8 @@ npu_status_t npu_call_fds(npu_context_t *ctx, const char *method, json_t *params
                         break;
                 }
         pthread_mutex_unlock(&ctx->mu);
-        pthread_cond_destroy(&p.cv);
+        if (p.cv_ready)
+                pthread_cond_destroy(&p.cv);
         if (text != bare)
                 free(text);
         if (!p.done)
