@@ -56,8 +56,6 @@ VM_LOOP(vm_tan_loop, VM_SLEEF(tan))
 VM_LOOP(vm_asin_loop, VM_SLEEF(asin))
 VM_LOOP(vm_acos_loop, VM_SLEEF(acos))
 VM_LOOP(vm_atan_loop, VM_SLEEF(atan))
-VM_LOOP(vm_sinh_loop, VM_SLEEF(sinh))
-VM_LOOP(vm_cosh_loop, VM_SLEEF(cosh))
 VM_LOOP(vm_asinh_loop, VM_SLEEF(asinh))
 VM_LOOP(vm_acosh_loop, VM_SLEEF(acosh))
 VM_LOOP(vm_atanh_loop, VM_SLEEF(atanh))
@@ -73,8 +71,7 @@ VM_LOOP(vm_mish_loop, vm_mish)
                         [OPS_VM_SIGMOID] = vm_sigmoid_loop, [OPS_VM_SIN] = vm_sin_loop,        \
                         [OPS_VM_COS] = vm_cos_loop, [OPS_VM_TAN] = vm_tan_loop,                \
                         [OPS_VM_ASIN] = vm_asin_loop, [OPS_VM_ACOS] = vm_acos_loop,            \
-                        [OPS_VM_ATAN] = vm_atan_loop, [OPS_VM_SINH] = vm_sinh_loop,            \
-                        [OPS_VM_COSH] = vm_cosh_loop, [OPS_VM_ASINH] = vm_asinh_loop,          \
+                        [OPS_VM_ATAN] = vm_atan_loop, [OPS_VM_ASINH] = vm_asinh_loop,          \
                         [OPS_VM_ACOSH] = vm_acosh_loop, [OPS_VM_ATANH] = vm_atanh_loop,        \
                         [OPS_VM_SOFTPLUS] = vm_softplus_loop, [OPS_VM_MISH] = vm_mish_loop,    \
                 },                                                                             \

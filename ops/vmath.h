@@ -2,7 +2,8 @@
  * variants) at the widest vector width the CPU offers, chosen once at run time (AVX-512,
  * then AVX2 with FMA). Where neither is available, or NPUD_VMATH=0 is set in the
  * environment (for before/after measurements), ops_vmath_get answers NULL and the kernels
- * keep their generic loops. */
+ * keep their generic loops. Sinh and Cosh stay with libm: SLEEF's overflow to infinity
+ * from |x| = 88.5, where the float result is finite up to 89.4. */
 #ifndef NPUD_OPS_VMATH_H
 #define NPUD_OPS_VMATH_H
 
@@ -12,7 +13,7 @@ enum ops_vm {
         OPS_VM_NONE,
         OPS_VM_EXP, OPS_VM_LOG, OPS_VM_TANH, OPS_VM_ERF, OPS_VM_SIGMOID,
         OPS_VM_SIN, OPS_VM_COS, OPS_VM_TAN, OPS_VM_ASIN, OPS_VM_ACOS, OPS_VM_ATAN,
-        OPS_VM_SINH, OPS_VM_COSH, OPS_VM_ASINH, OPS_VM_ACOSH, OPS_VM_ATANH,
+        OPS_VM_ASINH, OPS_VM_ACOSH, OPS_VM_ATANH,
         OPS_VM_SOFTPLUS, OPS_VM_MISH,
         OPS_VM_COUNT
 };
