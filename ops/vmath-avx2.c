@@ -24,6 +24,7 @@ typedef __m256 vm_t;
 #define VM_SEL_GE0(x, a, b)                                                                    \
         _mm256_blendv_ps(b, a, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GE_OQ))
 #define VM_SLEEF(f) Sleef_##f##f8_u10avx2
+#define VM_SLEEF35(f) Sleef_##f##f8_u35avx2
 
 #include "vmath-impl.h"
 

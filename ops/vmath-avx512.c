@@ -26,6 +26,7 @@ typedef __m512 vm_t;
 #define VM_SEL_GE0(x, a, b)                                                                    \
         _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ), b, a)
 #define VM_SLEEF(f) Sleef_##f##f16_u10avx512f
+#define VM_SLEEF35(f) Sleef_##f##f16_u35avx512f
 
 #include "vmath-impl.h"
 
