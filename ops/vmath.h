@@ -1,9 +1,10 @@
 /* Vectorized float32 math for the elementwise kernels: SLEEF's functions (1 ulp, the _u10
  * variants; 3.5 ulp for tanh, see vmath-impl.h) at the widest vector width the CPU offers,
- * chosen once at run time (AVX-512, then AVX2 with FMA). Where neither is available, or NPUD_VMATH=0 is set in the
- * environment (for before/after measurements), ops_vmath_get answers NULL and the kernels
- * keep their generic loops. Sinh and Cosh stay with libm: SLEEF's overflow to infinity
- * from |x| = 88.5, where the float result is finite up to 89.4. */
+ * chosen once at run time (AVX-512, then AVX2 with FMA). Where neither is available, or
+ * NPUD_VMATH=0 is set in the environment (for before/after measurements), ops_vmath_get
+ * answers NULL and the kernels keep their generic loops. Sinh and Cosh stay with libm:
+ * SLEEF's overflow to infinity from |x| = 88.5, where the float result is finite up to
+ * 89.4. */
 #ifndef NPUD_OPS_VMATH_H
 #define NPUD_OPS_VMATH_H
 
