@@ -46,11 +46,17 @@ EW_FOR_FLOATS(EW_UNARY_SAME, softsign, F_SOFTSIGN)
 EW_FOR_FLOATS(EW_UNARY_SAME, mish, F_MISH)
 
 static const ew_kernel relu_k[EW_NTYPES] = { EW_TAB_FLOATS(relu), EW_TAB_SINTS(relu) };
-static const ew_kernel sigmoid_k[EW_NTYPES] = { EW_TAB_FLOATS(sigmoid) };
+EW_VMATH_F32(sigmoid_vf32, OPS_VM_SIGMOID, sigmoid_f32)
+static const ew_kernel sigmoid_k[EW_NTYPES] = { [EW_F32] = sigmoid_vf32,
+                                                [EW_F64] = sigmoid_f64 };
 static const ew_kernel hardswish_k[EW_NTYPES] = { EW_TAB_FLOATS(hardswish) };
-static const ew_kernel softplus_k[EW_NTYPES] = { EW_TAB_FLOATS(softplus) };
+EW_VMATH_F32(softplus_vf32, OPS_VM_SOFTPLUS, softplus_f32)
+static const ew_kernel softplus_k[EW_NTYPES] = { [EW_F32] = softplus_vf32,
+                                                 [EW_F64] = softplus_f64 };
 static const ew_kernel softsign_k[EW_NTYPES] = { EW_TAB_FLOATS(softsign) };
-static const ew_kernel mish_k[EW_NTYPES] = { EW_TAB_FLOATS(mish) };
+EW_VMATH_F32(mish_vf32, OPS_VM_MISH, mish_f32)
+static const ew_kernel mish_k[EW_NTYPES] = { [EW_F32] = mish_vf32,
+                                             [EW_F64] = mish_f64 };
 
 #define EW_ACT_OP(sym, opname, mask, tab, cost)                                                \
         static const struct ew_op sym = {                                                      \

@@ -58,6 +58,15 @@ EW_DEFINE(ops_sign_def, "Sign", sign_op, 1, 1, OPS_ENGINE_VECTOR, 9)
         EW_UNARY_OP(kname##_op, opname, mask, kname##_k, cost)                                 \
         EW_DEFINE(sym, opname, kname##_op, 1, 1, OPS_ENGINE_VECTOR, since)
 
+/* The same with float32 through vmath's function vm. */
+#define EW_MATH_V(kname, sym, opname, mask, F, cost, since, vm)                                \
+        EW_FOR_FLOATS(EW_UNARY_SAME, kname, F)                                                 \
+        EW_VMATH_F32(kname##_vf32, vm, kname##_f32)                                            \
+        static const ew_kernel kname##_k[EW_NTYPES] = { [EW_F32] = kname##_vf32,               \
+                                                        [EW_F64] = kname##_f64 };              \
+        EW_UNARY_OP(kname##_op, opname, mask, kname##_k, cost)                                 \
+        EW_DEFINE(sym, opname, kname##_op, 1, 1, OPS_ENGINE_VECTOR, since)
+
 #define F_EXP(T, x) exp(x)
 #define F_LOG(T, x) log(x)
 #define F_SQRT(T, x) sqrt(x)
@@ -81,27 +90,27 @@ EW_DEFINE(ops_sign_def, "Sign", sign_op, 1, 1, OPS_ENGINE_VECTOR, 9)
 #define F_TANH(T, x)                                                                           \
         __builtin_choose_expr(__builtin_types_compatible_p(T, float), ew_tanhf((float)(x)), tanh(x))
 
-EW_MATH(uexp, ops_exp_def, "Exp", EW_FLOATS, F_EXP, 8, 6)
-EW_MATH(ulog, ops_log_def, "Log", EW_FLOATS, F_LOG, 8, 6)
+EW_MATH_V(uexp, ops_exp_def, "Exp", EW_FLOATS, F_EXP, 8, 6, OPS_VM_EXP)
+EW_MATH_V(ulog, ops_log_def, "Log", EW_FLOATS, F_LOG, 8, 6, OPS_VM_LOG)
 EW_MATH(usqrt, ops_sqrt_def, "Sqrt", EW_FLOATS, F_SQRT, 4, 6)
 EW_MATH(urecip, ops_reciprocal_def, "Reciprocal", EW_FLOATS, F_RECIP, 4, 6)
 EW_MATH(ufloor, ops_floor_def, "Floor", EW_FLOATS, F_FLOOR, 1, 6)
 EW_MATH(uceil, ops_ceil_def, "Ceil", EW_FLOATS, F_CEIL, 1, 6)
 EW_MATH(uround, ops_round_def, "Round", EW_FLOAT3, F_ROUND, 1, 11)
-EW_MATH(usin, ops_sin_def, "Sin", EW_FLOAT3, F_SIN, 8, 7)
-EW_MATH(ucos, ops_cos_def, "Cos", EW_FLOAT3, F_COS, 8, 7)
-EW_MATH(utan, ops_tan_def, "Tan", EW_FLOAT3, F_TAN, 8, 7)
-EW_MATH(uasin, ops_asin_def, "Asin", EW_FLOAT3, F_ASIN, 8, 7)
-EW_MATH(uacos, ops_acos_def, "Acos", EW_FLOAT3, F_ACOS, 8, 7)
-EW_MATH(uatan, ops_atan_def, "Atan", EW_FLOAT3, F_ATAN, 8, 7)
+EW_MATH_V(usin, ops_sin_def, "Sin", EW_FLOAT3, F_SIN, 8, 7, OPS_VM_SIN)
+EW_MATH_V(ucos, ops_cos_def, "Cos", EW_FLOAT3, F_COS, 8, 7, OPS_VM_COS)
+EW_MATH_V(utan, ops_tan_def, "Tan", EW_FLOAT3, F_TAN, 8, 7, OPS_VM_TAN)
+EW_MATH_V(uasin, ops_asin_def, "Asin", EW_FLOAT3, F_ASIN, 8, 7, OPS_VM_ASIN)
+EW_MATH_V(uacos, ops_acos_def, "Acos", EW_FLOAT3, F_ACOS, 8, 7, OPS_VM_ACOS)
+EW_MATH_V(uatan, ops_atan_def, "Atan", EW_FLOAT3, F_ATAN, 8, 7, OPS_VM_ATAN)
 EW_MATH(usinh, ops_sinh_def, "Sinh", EW_FLOAT3, F_SINH, 8, 9)
 EW_MATH(ucosh, ops_cosh_def, "Cosh", EW_FLOAT3, F_COSH, 8, 9)
-EW_MATH(uasinh, ops_asinh_def, "Asinh", EW_FLOAT3, F_ASINH, 8, 9)
-EW_MATH(uacosh, ops_acosh_def, "Acosh", EW_FLOAT3, F_ACOSH, 8, 9)
-EW_MATH(uatanh, ops_atanh_def, "Atanh", EW_FLOAT3, F_ATANH, 8, 9)
-EW_MATH(uerf, ops_erf_def, "Erf", EW_FLOATS, F_ERF, 8, 9)
+EW_MATH_V(uasinh, ops_asinh_def, "Asinh", EW_FLOAT3, F_ASINH, 8, 9, OPS_VM_ASINH)
+EW_MATH_V(uacosh, ops_acosh_def, "Acosh", EW_FLOAT3, F_ACOSH, 8, 9, OPS_VM_ACOSH)
+EW_MATH_V(uatanh, ops_atanh_def, "Atanh", EW_FLOAT3, F_ATANH, 8, 9, OPS_VM_ATANH)
+EW_MATH_V(uerf, ops_erf_def, "Erf", EW_FLOATS, F_ERF, 8, 9, OPS_VM_ERF)
 /* One of the wire's core operators. */
-EW_MATH(utanh, ops_tanh_def, "Tanh", EW_FLOATS, F_TANH, 8, 6)
+EW_MATH_V(utanh, ops_tanh_def, "Tanh", EW_FLOATS, F_TANH, 8, 6, OPS_VM_TANH)
 
 /* ------------------------------------------------------------------- IsNaN, IsInf */
 

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "ops-internal.h"
+#include "vmath.h"
 
 /* gcc 12's -O2 vectorizer cost model ("very cheap") leaves loops over 64-bit elements and
  * most predicate and conversion loops scalar; the "cheap" model (the -O3 default minus
@@ -442,6 +443,23 @@ static inline float ew_tanhf(float x)
         [EW_U8] = op##_u8, [EW_U16] = op##_u16, [EW_U32] = op##_u32, [EW_U64] = op##_u64
 #define EW_TAB_INTS(op) EW_TAB_SINTS(op), EW_TAB_UINTS(op)
 #define EW_TAB_NUMERIC(op) EW_TAB_FLOATS(op), EW_TAB_INTS(op)
+
+/* A float32 unary kernel that hands contiguous runs to vmath (SLEEF at the CPU's widest
+ * vector width) and everything else, or everything when vmath is off, to the generic kernel
+ * `generic`. An output that is exactly the input is fine for vmath (each vector is loaded
+ * before it is stored); a partial overlap is not. */
+#define EW_VMATH_F32(name, vm, generic)                                                        \
+        static void name(void *o, const void *const *in, const int64_t *st, int64_t n,         \
+                         const struct ew_params *p)                                            \
+        {                                                                                      \
+                ops_vm_fn f_;                                                                  \
+                                                                                               \
+                if (st[0] == 1 && (p->fast || o == in[0]) && (f_ = ops_vmath_get(vm))) {       \
+                        f_(o, in[0], (size_t)n);                                               \
+                        return;                                                                \
+                }                                                                              \
+                generic(o, in, st, n, p);                                                      \
+        }
 
 /* Same-type unary and binary instantiations: op##_suffix from the element macro F. */
 #define EW_UNARY_SAME(sfx, T, op, F) EW_UNARY(op##_##sfx, T, T, F)

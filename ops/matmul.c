@@ -14,6 +14,7 @@
 
 #include <cblas.h>
 
+#include "blas.h"
 #include "nn-common.h"
 
 struct mm_shape {
@@ -215,9 +216,9 @@ static int mm_sgemm(float *c, const float *a, const float *b, int64_t m, int64_t
                 h = m - r < rows ? m - r : rows;
                 if (r && (rc = ops_poll("MatMul", err, errlen)))
                         return rc;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)h, (blasint)n,
-                            (blasint)k, 1.0f, a + r * k, (blasint)k, b, (blasint)n, 0.0f,
-                            c + r * n, (blasint)n);
+                ops_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)h, (blasint)n,
+                          (blasint)k, 1.0f, a + r * k, (blasint)k, b, (blasint)n, 0.0f,
+                          c + r * n, (blasint)n);
         }
         return 0;
 }

@@ -19,6 +19,7 @@
 
 #include <cblas.h>
 
+#include "blas.h"
 #include "nn-common.h"
 
 struct conv_shape {
@@ -217,7 +218,7 @@ static int conv_shape_of(const struct ops_call *call, const char *op, int xi, in
                 return 0;                                                                      \
         }
 
-CONV_FWD(conv_fwd_f32, float, nn_im2col_f32, cblas_sgemm)
+CONV_FWD(conv_fwd_f32, float, nn_im2col_f32, ops_sgemm)
 CONV_FWD(conv_fwd_f64, double, nn_im2col_f64, cblas_dgemm)
 
 /* The im2col scratch: a workspace charged to the run's budget (sizes saturate, so an
@@ -398,10 +399,10 @@ static int convt_f32(const struct conv_shape *cs, const float *x, const float *w
                         const float *wg = w + g * cs->cg * rows;
                         float *yg = y + (n * cs->m + g * cs->mg) * cs->in_size;
 
-                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)rows,
-                                    (blasint)cs->out_size, (blasint)cs->cg, 1.0f, wg,
-                                    (blasint)rows, xg, (blasint)cs->out_size, 0.0f, col,
-                                    (blasint)cs->out_size);
+                        ops_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)rows,
+                                  (blasint)cs->out_size, (blasint)cs->cg, 1.0f, wg,
+                                  (blasint)rows, xg, (blasint)cs->out_size, 0.0f, col,
+                                  (blasint)cs->out_size);
                         nn_col2im_f32(col, cs->mg, &cs->g, yg);
                 }
         }

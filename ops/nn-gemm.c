@@ -11,6 +11,7 @@
 
 #include <cblas.h>
 
+#include "blas.h"
 #include "nn-common.h"
 
 struct gemm_shape {
@@ -118,7 +119,7 @@ static int gemm_infer(const struct ops_def *def, struct ops_call *call, char *er
                 return 0;                                                                      \
         }
 
-GEMM_RUN(gemm_f32, float, cblas_sgemm)
+GEMM_RUN(gemm_f32, float, ops_sgemm)
 GEMM_RUN(gemm_f64, double, cblas_dgemm)
 
 static int gemm_run(const struct ops_def *def, const struct ops_call *call, char *err,

@@ -17,6 +17,7 @@
 
 #include <cblas.h>
 
+#include "blas.h"
 #include "nn-common.h"
 
 enum rnn_kind { RNN_SIMPLE, RNN_GRU, RNN_LSTM };
@@ -251,9 +252,9 @@ static int rnn_direction(const struct rnn *r, struct rnn_bufs *bf, int d, int re
 
         /* input projection of every step, plus the biases that are not gated */
         if (S * B > 0 && r->in > 0)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)(S * B), (blasint)GH,
-                            (blasint)r->in, 1.0f, bf->xs, (blasint)r->in, W, (blasint)r->in, 0.0f,
-                            bf->xw, (blasint)GH);
+                ops_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)(S * B), (blasint)GH,
+                          (blasint)r->in, 1.0f, bf->xs, (blasint)r->in, W, (blasint)r->in, 0.0f,
+                          bf->xw, (blasint)GH);
         else
                 memset(bf->xw, 0, (size_t)(S * B * GH) * sizeof(float));
         if (bias)
@@ -276,9 +277,9 @@ static int rnn_direction(const struct rnn *r, struct rnn_bufs *bf, int d, int re
 
                 if (rc)
                         return rc;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)B, (blasint)GH,
-                            (blasint)H, 1.0f, bf->h, (blasint)H, R, (blasint)H, 0.0f, bf->hr,
-                            (blasint)GH);
+                ops_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)B, (blasint)GH,
+                          (blasint)H, 1.0f, bf->h, (blasint)H, R, (blasint)H, 0.0f, bf->hr,
+                          (blasint)GH);
                 if (r->kind == RNN_GRU && !r->lbr) {
                         /* the candidate sees (r (.) H) R_h^T: r first, then its own GEMM */
                         for (b = 0; b < B; b++) {
@@ -295,9 +296,9 @@ static int rnn_direction(const struct rnn *r, struct rnn_bufs *bf, int d, int re
                                                             bf->h[b * H + j];
                                 }
                         }
-                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)B,
-                                    (blasint)H, (blasint)H, 1.0f, bf->rh, (blasint)H,
-                                    R + 2 * H * H, (blasint)H, 0.0f, bf->hr + 2 * H, (blasint)GH);
+                        ops_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)B,
+                                  (blasint)H, (blasint)H, 1.0f, bf->rh, (blasint)H,
+                                  R + 2 * H * H, (blasint)H, 0.0f, bf->hr + 2 * H, (blasint)GH);
                 }
                 for (b = 0; b < B; b++) {
                         int64_t len = bf->len[b];

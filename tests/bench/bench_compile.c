@@ -7,7 +7,10 @@
  *   2. a 3-layer MLP (32x1024, 1024x1024 layers, MatMul + Add + Relu): time before and after;
  *   3. the memory plan of each: arena bytes against the sum of the planned intermediates
  *      (from graph_info; target <= 0.5x).
- * Each side is timed best of 5 rounds of several back-to-back runs, the three sides' rounds
+ * A fourth npud runs with all passes on but the kernels as they were before SLEEF and oneDNN
+ * (NPUD_VMATH=0: scalar libm and gcc's vectorization; NPUD_SGEMM=openblas): each model's
+ * time with those kernels against the default ones, and the ratio.
+ * Each side is timed best of 5 rounds of several back-to-back runs, the sides' rounds
  * interleaved. */
 #include <jansson.h>
 #include <math.h>
@@ -302,16 +305,20 @@ static void side_done(struct result *r)
         npu_disconnect(r->ctx);
 }
 
-/* The model on the three npuds, rounds interleaved so that a busy host slows all alike. */
-static void run3(const char *const socks[3], const uint8_t *model, size_t msize, int ndim,
-                 const int64_t *dims, const float *x, size_t n, int reps, struct result r[3])
+/* passes off, plan only, all passes, all passes with the old kernels */
+#define NSIDES 4
+
+/* The model on the npuds, rounds interleaved so that a busy host slows all alike. */
+static void run_sides(const char *const socks[NSIDES], const uint8_t *model, size_t msize,
+                      int ndim, const int64_t *dims, const float *x, size_t n, int reps,
+                      struct result r[NSIDES])
 {
-        for (int k = 0; k < 3; k++)
+        for (int k = 0; k < NSIDES; k++)
                 side_load(socks[k], model, msize, ndim, dims, x, n, &r[k]);
         for (int round = 0; round < 5; round++)
-                for (int k = 0; k < 3; k++)
+                for (int k = 0; k < NSIDES; k++)
                         side_round(&r[k], reps);
-        for (int k = 0; k < 3; k++)
+        for (int k = 0; k < NSIDES; k++)
                 side_done(&r[k]);
 }
 
@@ -328,8 +335,10 @@ static double max_diff(const float *a, const float *b, size_t n)
 }
 
 static void report(const char *name, const struct result *off, const struct result *plan,
-                   const struct result *on, size_t n)
+                   const struct result *on, const struct result *old, size_t n)
 {
+        double dold = max_diff(old->y, on->y, n);
+
         double diff = max_diff(on->y, off->y, n), diff2 = max_diff(plan->y, off->y, n);
 
         printf("%s: passes off %.2f ms, plan only %.2f ms, all passes %.2f ms (%lld nodes); "
@@ -346,12 +355,18 @@ static void report(const char *name, const struct result *off, const struct resu
                         printf("%s memory plan (%s): no intermediate left to plan\n", name,
                                k ? "all passes" : "plan only");
         }
+        /* SLEEF is 1 ulp where libm is 0.5, and oneDNN sums in another order: a last-bits
+         * difference, far inside the ONNX suite's tolerances */
+        printf("%s kernels (all passes): scalar libm + OpenBLAS %.2f ms, SLEEF + oneDNN %.2f ms; "
+               "new/old %.2f; max rel diff %.1e%s\n",
+               name, old->s * 1e3, on->s * 1e3, on->s / old->s, dold,
+               dold < 1e-4 ? "" : " WRONG RESULT");
 }
 
 int main(void)
 {
         const char *extra[] = { "--sim-devices", "1", NULL };
-        struct npud_proc off = { 0 }, plan = { 0 }, on = { 0 };
+        struct npud_proc off = { 0 }, plan = { 0 }, on = { 0 }, old = { 0 };
         size_t csize, msize;
         uint8_t *chain = chain_model(&csize), *mlp = mlp_model(&msize);
         float *cx = rand_buf(CHAIN_N, 1), *mx = rand_buf((size_t)MLP_B * MLP_H, 2);
@@ -375,18 +390,31 @@ int main(void)
                 harness_stop(&plan);
                 return 1;
         }
-        const char *socks[3] = { off.sock, plan.sock, on.sock };
-        struct result r[3];
+        setenv("NPUD_VMATH", "0", 1);
+        setenv("NPUD_SGEMM", "openblas", 1);
+        if (harness_start(&old, extra) < 0) {
+                fprintf(stderr, "bench_compile: cannot start npud\n");
+                harness_stop(&off);
+                harness_stop(&plan);
+                harness_stop(&on);
+                return 1;
+        }
+        unsetenv("NPUD_VMATH");
+        unsetenv("NPUD_SGEMM");
+        const char *socks[NSIDES] = { off.sock, plan.sock, on.sock, old.sock };
+        struct result r[NSIDES];
 
-        run3(socks, chain, csize, 1, (int64_t[]){ CHAIN_N }, cx, CHAIN_N, 4, r);
-        report("elementwise chain, 8 ops over 4 M float32", &r[0], &r[1], &r[2], CHAIN_N);
-        for (int k = 0; k < 3; k++)
+        run_sides(socks, chain, csize, 1, (int64_t[]){ CHAIN_N }, cx, CHAIN_N, 4, r);
+        report("elementwise chain, 8 ops over 4 M float32", &r[0], &r[1], &r[2], &r[3], CHAIN_N);
+        for (int k = 0; k < NSIDES; k++)
                 free(r[k].y);
-        run3(socks, mlp, msize, 2, (int64_t[]){ MLP_B, MLP_H }, mx, (size_t)MLP_B * MLP_H, 10, r);
-        report("MLP 3 layers 32x1024x1024", &r[0], &r[1], &r[2], (size_t)MLP_B * MLP_H);
-        for (int k = 0; k < 3; k++)
+        run_sides(socks, mlp, msize, 2, (int64_t[]){ MLP_B, MLP_H }, mx, (size_t)MLP_B * MLP_H, 10,
+                  r);
+        report("MLP 3 layers 32x1024x1024", &r[0], &r[1], &r[2], &r[3], (size_t)MLP_B * MLP_H);
+        for (int k = 0; k < NSIDES; k++)
                 free(r[k].y);
-        if (harness_stop(&off) != 0 || harness_stop(&plan) != 0 || harness_stop(&on) != 0) {
+        if (harness_stop(&off) != 0 || harness_stop(&plan) != 0 || harness_stop(&on) != 0 ||
+            harness_stop(&old) != 0) {
                 fprintf(stderr, "bench_compile: npud did not exit cleanly\n");
                 rc = 1;
         }

@@ -6,6 +6,9 @@
  *      attribute 'pads'; in-process: im2col + cblas_sgemm (target >= 0.8)
  *   2. 1024x1024 float32 MatMul, npu_launch "MatMul" on device-resident data; in-process:
  *      cblas_sgemm (target >= 0.9)
+ * npud's products go through ops_sgemm (oneDNN from 4096 multiply-adds up, ops/blas.c), the
+ * in-process side stays OpenBLAS: a ratio above 1 is oneDNN's lead (bench_kernels compares
+ * the two per shape on one thread).
  * Each side is timed best of 3 rounds of several back-to-back runs; the npud results are
  * copied back and compared with the in-process ones. Starts its own npud (NPUD_BIN) unless
  * --socket PATH names a running one. */

@@ -1,7 +1,8 @@
 /* End-to-end tests through the real npud and libnpu: numeric results against references
- * computed here, streams and events, asynchronous errors, pipelining, admin listings and
+ * computed here, kernels that start no threads of their own inside npud, streams and events, asynchronous errors, pipelining, admin listings and
  * reclaim after a client is SIGKILLed. */
 #include <check.h>
+#include <dirent.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -76,6 +77,67 @@ START_TEST(test_matmul)
         OK(npu_memcpy_from_device(ctx, c, dc, 0, sizeof(c)));
         for (int i = 0; i < M * N; i++)
                 ck_assert_msg(fabsf(c[i] - ref[i]) < 1e-4f, "c[%d] = %f, expected %f", i, c[i], ref[i]);
+}
+END_TEST
+
+static int npud_threads(void)
+{
+        char path[64];
+        DIR *d;
+        struct dirent *e;
+        int n = 0;
+
+        snprintf(path, sizeof(path), "/proc/%d/task", (int)daemon_proc.pid);
+        d = opendir(path);
+        ck_assert_ptr_nonnull(d);
+        while ((e = readdir(d)))
+                n += e->d_name[0] != '.';
+        closedir(d);
+        return n;
+}
+
+/* Products big enough for oneDNN (and for a thread pool, were one allowed) on both devices'
+ * workers at once: npud's thread count stays what it was, the workers compute on their own
+ * threads only (oneDNN's OpenMP team is one thread in each, OpenBLAS is pinned to one). */
+START_TEST(test_kernel_threads)
+{
+        enum { D = 256, NS = 4 };
+        static float a[D * D], c[D * D];
+        npu_buffer_t da[2], dc[NS];
+        npu_stream_t s[NS];
+        int before;
+
+        for (int i = 0; i < D * D; i++)
+                a[i] = (float)(i % 13) / 13;
+        for (int dev = 0; dev < 2; dev++) {
+                OK(npu_malloc(ctx, dev, sizeof(a), &da[dev]));
+                OK(npu_memcpy_to_device(ctx, da[dev], 0, a, sizeof(a)));
+        }
+        for (int i = 0; i < NS; i++) {
+                OK(npu_malloc(ctx, i & 1, sizeof(c), &dc[i]));
+                OK(npu_stream_create(ctx, i & 1, 0, &s[i]));
+        }
+        before = npud_threads();
+        for (int r = 0; r < 3; r++)
+                for (int i = 0; i < NS; i++) {
+                        npu_tensor_t in[2] = {
+                                tensor(da[i & 1], NPU_FLOAT32, 2, (int64_t[]){ D, D }),
+                                tensor(da[i & 1], NPU_FLOAT32, 2, (int64_t[]){ D, D }),
+                        };
+                        npu_tensor_t out = tensor(dc[i], NPU_FLOAT32, 2, (int64_t[]){ D, D });
+                        OK(npu_launch(ctx, s[i], "MatMul", in, 2, &out, 1, NULL, 0, NULL));
+                }
+        for (int i = 0; i < NS; i++)
+                OK(npu_stream_synchronize(ctx, s[i]));
+        ck_assert_int_eq(npud_threads(), before);
+        OK(npu_memcpy_from_device(ctx, c, dc[NS - 1], 0, sizeof(c)));
+        for (int j = 0; j < D; j += 37) { /* row 0 of A times A */
+                double acc = 0;
+                for (int k = 0; k < D; k++)
+                        acc += (double)a[k] * a[k * D + j];
+                ck_assert_msg(fabs(c[j] - acc) < 1e-3 * (1 + fabs(acc)), "c[%d] = %f, want %f", j,
+                              c[j], acc);
+        }
 }
 END_TEST
 
@@ -465,6 +527,7 @@ int main(void)
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_set_timeout(tc, 60);
         tcase_add_test(tc, test_matmul);
+        tcase_add_test(tc, test_kernel_threads);
         tcase_add_test(tc, test_broadcast_add_and_ops);
         tcase_add_test(tc, test_softmax_cast);
         tcase_add_test(tc, test_two_streams_event);

@@ -1,0 +1,205 @@
+/* bench_kernels: the kernel back ends under the operators, in-process on one thread, each
+ * beside its baseline in the same run:
+ *   1. ops_sgemm (ops/blas.c: oneDNN from 4096 multiply-adds up, OpenBLAS below) against
+ *      cblas_sgemm (OpenBLAS as the host configures it) for the products of MatMul, Gemm
+ *      and Conv's im2col in the bench models: GFLOP/s of each, the ratio, the larger
+ *      difference between the two results, and the thread count of the process before and
+ *      after (oneDNN must not start an OpenMP team of its own);
+ *   2. vmath (ops/vmath.c: SLEEF at the CPU's widest vector width) against libm over 4 M
+ *      floats for exp, tanh, erf and sigmoid.
+ * Each figure is the best of 5 rounds; rounds of the two sides alternate. */
+#include <cblas.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ops/blas.h"
+#include "ops/ops.h"
+#include "ops/vmath.h"
+
+static double now_s(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int count_threads(void)
+{
+        DIR *d = opendir("/proc/self/task");
+        struct dirent *e;
+        int n = 0;
+
+        if (!d)
+                return -1;
+        while ((e = readdir(d)))
+                n += e->d_name[0] != '.';
+        closedir(d);
+        return n;
+}
+
+static float *rand_buf(size_t n, unsigned seed)
+{
+        float *p = malloc(n * sizeof(float));
+
+        if (!p) {
+                perror("malloc");
+                exit(1);
+        }
+        srand(seed);
+        for (size_t i = 0; i < n; i++)
+                p[i] = (float)rand() / (float)RAND_MAX * 2 - 1;
+        return p;
+}
+
+typedef void (*sgemm_fn)(enum CBLAS_ORDER, enum CBLAS_TRANSPOSE, enum CBLAS_TRANSPOSE, blasint,
+                         blasint, blasint, float, const float *, blasint, const float *,
+                         blasint, float, float *, blasint);
+
+static const struct {
+        const char *what;
+        int m, n, k, tb;
+} shapes[] = {
+        { "MLP layer (MatMul)", 32, 1024, 1024, 0 },
+        { "MLP layer (Gemm transB)", 32, 1024, 1024, 1 },
+        { "batch 1 (MatMul)", 1, 1024, 1024, 0 },
+        { "conv 3x3 64ch 56x56 (im2col)", 64, 3136, 576, 0 },
+        { "conv 1x1 256->64 56x56", 64, 3136, 256, 0 },
+        { "attention proj 128x768", 128, 768, 768, 1 },
+        { "FFN 128x768->3072", 128, 3072, 768, 1 },
+        { "square 1024", 1024, 1024, 1024, 0 },
+        { "small 8x16x32", 8, 16, 32, 0 },
+        { "tiny 4x4x4", 4, 4, 4, 0 },
+};
+
+static double time_gemm(sgemm_fn f, int m, int n, int k, int tb, const float *a, const float *b,
+                        float *c, int reps)
+{
+        double t = now_s();
+
+        for (int r = 0; r < reps; r++)
+                f(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a,
+                  k, b, tb ? k : n, 0.0f, c, n);
+        return (now_s() - t) / reps;
+}
+
+static void bench_gemm(void)
+{
+        int before = count_threads();
+
+        printf("sgemm, one thread: ops_sgemm against OpenBLAS (cblas_sgemm) in the same run\n");
+        for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+                int m = shapes[s].m, n = shapes[s].n, k = shapes[s].k, tb = shapes[s].tb;
+                double flop = 2.0 * m * n * k, best[2] = { 1e9, 1e9 }, diff = 0;
+                float *a = rand_buf((size_t)m * k, 1), *b = rand_buf((size_t)k * n, 2);
+                float *c[2] = { malloc(sizeof(float) * (size_t)m * n),
+                                malloc(sizeof(float) * (size_t)m * n) };
+                int reps = (int)(2e8 / flop) + 1;
+
+                if (!c[0] || !c[1]) {
+                        perror("malloc");
+                        exit(1);
+                }
+                time_gemm(ops_sgemm, m, n, k, tb, a, b, c[0], 1); /* warm: oneDNN's JIT */
+                for (int round = 0; round < 5; round++)
+                        for (int side = 0; side < 2; side++) {
+                                double t = time_gemm(side ? ops_sgemm : cblas_sgemm, m, n, k,
+                                                     tb, a, b, c[side], reps);
+                                if (t < best[side])
+                                        best[side] = t;
+                        }
+                for (size_t i = 0; i < (size_t)m * n; i++) {
+                        double d = fabs((double)c[0][i] - c[1][i]) / (1 + fabs((double)c[0][i]));
+                        if (d > diff)
+                                diff = d;
+                }
+                printf("  %-30s %4dx%4dx%4d%s: OpenBLAS %8.1f us %6.1f GFLOP/s, ops_sgemm (%s) "
+                       "%8.1f us %6.1f GFLOP/s; OpenBLAS/ops_sgemm %.2fx; max rel diff %.1e\n",
+                       shapes[s].what, m, n, k, tb ? "^T" : "  ", best[0] * 1e6,
+                       flop / best[0] * 1e-9, ops_sgemm_backend(m, n, k), best[1] * 1e6,
+                       flop / best[1] * 1e-9, best[0] / best[1], diff);
+                free(a);
+                free(b);
+                free(c[0]);
+                free(c[1]);
+        }
+        printf("  threads of this process: %d before the products, %d after (must not grow)\n",
+               before, count_threads());
+}
+
+static float sigmoid_libm(float x)
+{
+        float e = expf(-fabsf(x));
+        return x >= 0 ? 1 / (1 + e) : e / (1 + e);
+}
+
+static void bench_vmath(void)
+{
+        static const struct {
+                const char *name;
+                enum ops_vm f;
+                float (*libm)(float);
+        } fns[] = {
+                { "exp", OPS_VM_EXP, expf },
+                { "tanh", OPS_VM_TANH, tanhf },
+                { "erf", OPS_VM_ERF, erff },
+                { "sigmoid", OPS_VM_SIGMOID, sigmoid_libm },
+        };
+        enum { N = 4 << 20 };
+        float *x = rand_buf(N, 3), *y[2] = { malloc(N * sizeof(float)), malloc(N * sizeof(float)) };
+
+        if (!y[0] || !y[1]) {
+                perror("malloc");
+                exit(1);
+        }
+        for (size_t i = 0; i < N; i++)
+                x[i] *= 8;
+        printf("float32 math over 4 M elements, one thread: vmath (%s) against libm\n",
+               ops_vmath_isa());
+        for (size_t f = 0; f < sizeof(fns) / sizeof(fns[0]); f++) {
+                ops_vm_fn vf = ops_vmath_get(fns[f].f);
+                double best[2] = { 1e9, 1e9 }, diff = 0;
+
+                if (!vf) {
+                        printf("  %-8s: no vector version on this CPU (or NPUD_VMATH=0)\n",
+                               fns[f].name);
+                        continue;
+                }
+                for (int round = 0; round < 5; round++) {
+                        double t = now_s();
+                        for (size_t i = 0; i < N; i++)
+                                y[0][i] = fns[f].libm(x[i]);
+                        t = now_s() - t;
+                        if (t < best[0])
+                                best[0] = t;
+                        t = now_s();
+                        vf(y[1], x, N);
+                        t = now_s() - t;
+                        if (t < best[1])
+                                best[1] = t;
+                }
+                for (size_t i = 0; i < N; i++) {
+                        double d = fabs((double)y[0][i] - y[1][i]) / (1e-30 + fabs((double)y[0][i]));
+                        if (d > diff)
+                                diff = d;
+                }
+                printf("  %-8s: libm %7.2f ms, vmath %6.2f ms; libm/vmath %5.2fx; max rel diff "
+                       "%.1e\n", fns[f].name, best[0] * 1e3, best[1] * 1e3, best[0] / best[1],
+                       diff);
+        }
+        free(x);
+        free(y[0]);
+        free(y[1]);
+}
+
+int main(void)
+{
+        ops_set_threads(1);
+        bench_gemm();
+        bench_vmath();
+        return 0;
+}
