@@ -47,7 +47,7 @@ UTIL_PURE_SRC := $(filter-out util/log.c,$(UTIL_SRC))
 OPS_SRC    := $(wildcard ops/*.c)
 GRAPH_SRC  := $(wildcard graph/*.c)
 DAEMON_SRC := $(wildcard daemon/backend/*.c daemon/exec/*.c daemon/api/*.c) $(OPS_SRC) $(GRAPH_SRC) $(UTIL_SRC)
-CLIENT_SRC := client/libnpu.c client/libnpu-graph.c client/libnpu-admin.c client/libnpu-lifecycle.c \
+CLIENT_SRC := client/libnpu.c client/libnpu-visible.c client/libnpu-graph.c client/libnpu-admin.c client/libnpu-lifecycle.c \
               client/libnpu-completion.c client/libnpu-hostrun.c
 CTL_SRC    := $(wildcard client/npuctl*.c)
 

@@ -121,6 +121,9 @@ int npu_flush_locked(npu_context_t *ctx);
 npu_status_t npu_call_fds(npu_context_t *ctx, const char *method, json_t *params, const int *fds,
                           int nfds, json_t **ret);
 npu_status_t npu_call(npu_context_t *ctx, const char *method, json_t *params, json_t **ret);
+/* The devices the environment asks for (libnpu-visible.c): 1 with *mask set, 0 for no
+ * restriction, -1 with err set when a variable is malformed. */
+int npu_visible_devices(uint64_t *mask, char *err, size_t errlen);
 npu_status_t npu_get_u32(json_t *result, const char *key, uint32_t *ret);
 
 /* Appends one record to the batch (flushed at 256 KiB, at any call and at npu_flush). */

@@ -408,6 +408,21 @@ NPU_EXPORT npu_status_t npu_connect_with(const npu_connect_options_t *options, n
                                   options->backpressure == NPU_BACKPRESSURE_ERROR ? "error" : "block");
         if (hello && tenant)
                 json_object_set_new(hello, "tenant", json_string(tenant));
+        uint64_t visible;
+        char verr[160];
+        int nv = npu_visible_devices(&visible, verr, sizeof(verr));
+        if (nv < 0) {
+                json_decref(hello);
+                npu_disconnect(ctx);
+                return fail(NPU_ERR_INVALID, "npu_connect: %s", verr);
+        }
+        if (hello && nv > 0) {
+                json_t *ids = json_array();
+                for (int i = 0; i < 64; i++)
+                        if (visible >> i & 1)
+                                json_array_append_new(ids, json_integer(i));
+                json_object_set_new(hello, "devices", ids);
+        }
         st = npu_call(ctx, "hello", hello, &res);
         if (st == NPU_OK) {
                 json_t *n = json_object_get(res, "devices"), *tn = json_object_get(res, "tenant");

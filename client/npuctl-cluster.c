@@ -5,11 +5,15 @@
  *       tenants at run time (npud's tenant_add / tenant_remove; root or the admin group).
  *       A Slurm prolog adds one per job, its epilog removes it (contrib/slurm/).
  *   cdi generate [-o FILE] [--host-socket PATH]
- *       a Container Device Interface spec, kind npud.io/npu: device N sets NPU_TENANT=npu-devN,
- *       whose tenant may use device N only; "all" leaves the tenant to the credentials. Every
- *       device mounts npud's socket at /run/npud/npud.sock and sets NPU_SOCKET to it.
+ *       a Container Device Interface spec, kind npud.io/npu: device N sets
+ *       NPU_VISIBLE_DEVICE_N=N, "all" sets NPU_VISIBLE_DEVICE_ALL=1. CDI merges the edits of
+ *       every device a container is given, so each device needs a variable of its own: with
+ *       --device npud.io/npu=0 --device npud.io/npu=1 the container has both, and libnpu asks
+ *       npud at hello for devices 0 and 1 (libnpu-visible.c); npud hides the others from the
+ *       session. Every device mounts npud's socket at /run/npud/npud.sock and sets NPU_SOCKET.
  *   cdi tenants [--uid U,..] [--gid G,..]
- *       the "tenants" entries of npud.conf those devices need (one per device).
+ *       "tenants" entries of npud.conf, one per device (npu-devN, device N only), for a
+ *       container that should also be accounted apart: podman run -e NPU_TENANT=npu-dev1.
  *   slurm gres [--name NAME] [--type TYPE]
  *       gres.conf lines, one per device.
  * The spec is JSON, which is also YAML: CDI reads either, by the file's extension. */
@@ -233,13 +237,14 @@ static int cdi_generate(struct npuctl *c, int argc, char **argv)
         for (int i = 0; i < n; i++) {
                 char name[16], env[64];
                 snprintf(name, sizeof(name), "%d", i);
-                snprintf(env, sizeof(env), "NPU_TENANT=npu-dev%d", i);
+                snprintf(env, sizeof(env), "NPU_VISIBLE_DEVICE_%d=%d", i, i);
                 json_array_append_new(devs, json_pack("{s:s, s:{s:[s]}}", "name", name, "containerEdits",
                                                       "env", env));
         }
-        /* "all": the tenant the credentials match, no device restriction of its own */
+        /* "all": no device restriction of its own (the tenant's devices still apply), also
+         * when given beside single devices */
         json_array_append_new(devs, json_pack("{s:s, s:{s:[s]}}", "name", "all", "containerEdits",
-                                              "env", "NPU_SOCKET=" CDI_CONTAINER_SOCKET));
+                                              "env", "NPU_VISIBLE_DEVICE_ALL=1"));
         json_t *spec = json_pack("{s:s, s:s, s:o, s:{s:[s], s:[{s:s, s:s, s:[s, s]}]}}",
                                  "cdiVersion", CDI_VERSION, "kind", CDI_KIND, "devices", devs,
                                  "containerEdits", "env", "NPU_SOCKET=" CDI_CONTAINER_SOCKET, "mounts",
@@ -262,8 +267,8 @@ static int cdi_generate(struct npuctl *c, int argc, char **argv)
                 return NPUCTL_ERROR;
         }
         if (f != stdout)
-                fprintf(stderr, "npuctl: wrote %s (%d device(s) and \"all\"); device N uses tenant "
-                        "npu-devN: see npuctl cdi tenants\n", npuctl_esc(out), n);
+                fprintf(stderr, "npuctl: wrote %s (%d device(s) and \"all\"; a container may be given "
+                        "several)\n", npuctl_esc(out), n);
         return NPUCTL_OK;
 }
 

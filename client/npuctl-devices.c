@@ -90,13 +90,21 @@ static void device_row(struct npuctl_table *t, json_t *dev)
         npuctl_table_int(t, "streams", get_int(dev, "streams"));
         npuctl_table_int(t, "tasks_completed", get_int(dev, "tasks_completed"));
         npuctl_table_int(t, "tasks_failed", get_int(dev, "tasks_failed"));
-        npuctl_table_num(t, "temperature", "%.0f", json_number_value(json_object_get(dev, "temperature")));
-        npuctl_table_num(t, "power", "%.1f", json_number_value(json_object_get(dev, "power")));
-        npuctl_table_num(t, "power_limit", "%.0f", json_number_value(json_object_get(dev, "power_limit")));
-        npuctl_table_num(t, "clock_mhz", "%.0f", json_number_value(json_object_get(dev, "clock_mhz")));
         json_t *ecc = json_object_get(dev, "ecc");
-        npuctl_table_int(t, "ecc_corrected", get_int(ecc, "corrected"));
-        npuctl_table_int(t, "ecc_uncorrected", get_int(ecc, "uncorrected"));
+        if (json_is_number(json_object_get(dev, "temperature"))) {
+                npuctl_table_num(t, "temperature", "%.0f", json_number_value(json_object_get(dev, "temperature")));
+                npuctl_table_num(t, "power", "%.1f", json_number_value(json_object_get(dev, "power")));
+                npuctl_table_num(t, "power_limit", "%.0f", json_number_value(json_object_get(dev, "power_limit")));
+                npuctl_table_num(t, "clock_mhz", "%.0f", json_number_value(json_object_get(dev, "clock_mhz")));
+                npuctl_table_int(t, "ecc_corrected", get_int(ecc, "corrected"));
+                npuctl_table_int(t, "ecc_uncorrected", get_int(ecc, "uncorrected"));
+        } else {
+                /* npud reads no sensors ("telemetry": false): not zeros; CSV cells stay empty */
+                static const char *const keys[] = { "temperature", "power", "power_limit", "clock_mhz",
+                                                    "ecc_corrected", "ecc_uncorrected" };
+                for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+                        npuctl_table_set(t, keys[k], "n/a", "");
+        }
         npuctl_table_str(t, "uuid", get_str(dev, "uuid"));
         npuctl_table_str(t, "serial", get_str(dev, "serial"));
         npuctl_table_str(t, "bus_id", get_str(dev, "bus_id"));
@@ -358,13 +366,17 @@ int npuctl_cmd_device(struct npuctl *c, int argc, char **argv)
         printf("  Bus-Id:       %s\n", npuctl_esc(get_str(dev, "bus_id")));
         printf("  Firmware:     %s, driver %s\n", npuctl_esc(get_str(dev, "firmware")),
                npuctl_esc(get_str(dev, "driver")));
-        printf("  Temperature:  %.1f C\n", json_number_value(json_object_get(dev, "temperature")));
-        printf("  Power:        %.1f W of %.0f W\n", json_number_value(json_object_get(dev, "power")),
-               json_number_value(json_object_get(dev, "power_limit")));
-        printf("  AI core:      %.0f MHz\n", json_number_value(json_object_get(dev, "clock_mhz")));
-        printf("  HBM ECC:      %lld corrected, %lld uncorrected\n",
-               (long long)get_int(json_object_get(dev, "ecc"), "corrected"),
-               (long long)get_int(json_object_get(dev, "ecc"), "uncorrected"));
+        if (json_is_number(json_object_get(dev, "temperature"))) {
+                printf("  Temperature:  %.1f C\n", json_number_value(json_object_get(dev, "temperature")));
+                printf("  Power:        %.1f W of %.0f W\n", json_number_value(json_object_get(dev, "power")),
+                       json_number_value(json_object_get(dev, "power_limit")));
+                printf("  AI core:      %.0f MHz\n", json_number_value(json_object_get(dev, "clock_mhz")));
+                printf("  HBM ECC:      %lld corrected, %lld uncorrected\n",
+                       (long long)get_int(json_object_get(dev, "ecc"), "corrected"),
+                       (long long)get_int(json_object_get(dev, "ecc"), "uncorrected"));
+        } else {
+                printf("  Telemetry:    n/a (npud reads no sensors: \"telemetry\": false)\n");
+        }
         npuctl_format_bytes((double)get_int(dev, "memory_used"), b1, sizeof(b1));
         npuctl_format_bytes((double)get_int(dev, "memory_total"), b2, sizeof(b2));
         npuctl_format_bytes((double)get_int(mdev, "largest_free"), b3, sizeof(b3));

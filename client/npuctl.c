@@ -49,8 +49,8 @@ static const struct {
           "[--quota-per-device BYTES] [--class C] [--weight W] | tenant remove NAME",
           "tenants at run time (kept by reloads, not by a restart); remove takes only those added so" },
         { "cdi", npuctl_cmd_cdi, 0, "cdi generate [-o FILE] [--host-socket PATH] | cdi tenants [--uid U,..] [--gid G,..]",
-          "Container Device Interface spec (default /etc/cdi/npud.yaml; device N joins tenant npu-devN), "
-          "and the npud.conf tenants it needs" },
+          "Container Device Interface spec (default /etc/cdi/npud.yaml; a container may be given "
+          "several devices), and per-device npud.conf tenants" },
         { "slurm", npuctl_cmd_slurm, 0, "slurm gres [--name NAME] [--type TYPE]",
           "gres.conf lines for npud's devices (contrib/slurm has the prolog and epilog)" },
         { "sched", npuctl_cmd_sched, CMD_WATCH, "sched", "per device and tenant: tasks, engine time, share, queue wait" },

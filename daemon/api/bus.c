@@ -66,8 +66,20 @@ struct bus_device_seen {
         uint64_t mem_used;
 };
 
+/* What observers were last told about a tenant: its name and the properties that emit
+ * changes (the per-device quotas as a hash: only whether they changed matters). */
+struct bus_tenant_seen {
+        char name[POLICY_NAME_MAX];
+        int klass;
+        double weight;
+        uint64_t quota_total;
+        uint64_t quota_hash;
+};
+
 struct bus {
         struct npud *npud;
+        struct bus_tenant_seen *tenants_seen; /* POLICY_MAX_TENANTS entries */
+        int ntenants_seen;
         sd_bus *bus;
         struct event *io_read, *io_write, *timer;
         struct event *mem_timer; /* MemoryUsed changes, at most once a second */
@@ -621,14 +633,20 @@ static int prop_tenant(sd_bus *bus, const char *path, const char *iface, const c
 
 static const sd_bus_vtable tenant_vtable[] = {
         SD_BUS_VTABLE_START(0),
-        /* all read when needed: quotas change with SetTenantQuota and reloads */
+        /* Class, Weight and the quotas change with SetTenantQuota, quota_set, tenant_add and
+         * reloads, and are announced (hook_tenants_changed); Sessions and MemoryUsed change
+         * all the time and are read when needed */
         SD_BUS_PROPERTY("Name", "s", prop_tenant, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-        SD_BUS_PROPERTY("Class", "s", prop_tenant, 0, 0),
-        SD_BUS_PROPERTY("Weight", "d", prop_tenant, 0, 0),
+        SD_BUS_PROPERTY("Class", "s", prop_tenant, 0,
+                        SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Weight", "d", prop_tenant, 0,
+                        SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Sessions", "u", prop_tenant, 0, 0),
         SD_BUS_PROPERTY("MemoryUsed", "t", prop_tenant, 0, 0),
-        SD_BUS_PROPERTY("MemoryQuotaTotal", "t", prop_tenant, 0, 0),
-        SD_BUS_PROPERTY("MemoryQuotaByDevice", "at", prop_tenant, 0, 0),
+        SD_BUS_PROPERTY("MemoryQuotaTotal", "t", prop_tenant, 0,
+                        SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("MemoryQuotaByDevice", "at", prop_tenant, 0,
+                        SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_VTABLE_END,
 };
 
@@ -784,6 +802,97 @@ static void hook_device_changed(struct npud *d, struct device *dev)
         bus_rearm(b);
 }
 
+static void tenant_seen_fill(struct bus_tenant_seen *seen, const struct tenant *t)
+{
+        uint64_t h = 1469598103934665603ull; /* FNV-1a over the per-device quotas */
+
+        snprintf(seen->name, sizeof(seen->name), "%s", t->pol.name);
+        seen->klass = (int)t->pol.klass;
+        seen->weight = t->pol.weight;
+        seen->quota_total = t->pol.quota_total;
+        for (int i = 0; i < t->ndevices; i++) {
+                uint64_t q = tenant_quota_device(t, i);
+                for (int k = 0; k < 8; k++)
+                        h = (h ^ ((q >> (8 * k)) & 0xff)) * 1099511628211ull;
+        }
+        seen->quota_hash = h;
+}
+
+/* Remember the tenants as they are now, telling nobody (at connection). */
+static void tenants_snapshot(struct bus *b)
+{
+        const struct tenant_registry *reg = &b->npud->tenants;
+
+        b->ntenants_seen = 0;
+        for (int i = 0; i < reg->ntenants && i < POLICY_MAX_TENANTS; i++)
+                tenant_seen_fill(&b->tenants_seen[b->ntenants_seen++], reg->tenants[i]);
+}
+
+static void tenant_path(const char *name, char *buf, size_t len)
+{
+        char *p = NULL;
+
+        if (sd_bus_path_encode(TENANT_PATH, name, &p) >= 0)
+                snprintf(buf, len, "%s", p);
+        else
+                buf[0] = 0;
+        free(p);
+}
+
+/* Tenants added (InterfacesAdded), removed (InterfacesRemoved, by hand: the tenant is gone,
+ * so sd-bus could no longer find its interface) and changed (PropertiesChanged naming what
+ * changed), against what was last told. */
+static void hook_tenants_changed(struct npud *d)
+{
+        struct bus *b = d->hooks.userdata;
+        const struct tenant_registry *reg = &d->tenants;
+        struct bus_tenant_seen now;
+        char path[256];
+
+        for (int i = 0; i < b->ntenants_seen; i++) {
+                int found = 0;
+                for (int k = 0; k < reg->ntenants && !found; k++)
+                        found = strcmp(reg->tenants[k]->pol.name, b->tenants_seen[i].name) == 0;
+                tenant_path(b->tenants_seen[i].name, path, sizeof(path));
+                if (!found && path[0])
+                        emit_result("InterfacesRemoved",
+                                    sd_bus_emit_signal(b->bus, BUS_PATH, OM_IFACE, "InterfacesRemoved",
+                                                       "oas", path, 1, TENANT_IFACE));
+        }
+        for (int k = 0; k < reg->ntenants; k++) {
+                const struct bus_tenant_seen *old = NULL;
+                char *changed[5];
+                int n = 0;
+
+                tenant_seen_fill(&now, reg->tenants[k]);
+                for (int i = 0; i < b->ntenants_seen && !old; i++)
+                        if (strcmp(b->tenants_seen[i].name, now.name) == 0)
+                                old = &b->tenants_seen[i];
+                tenant_path(now.name, path, sizeof(path));
+                if (!path[0])
+                        continue;
+                if (!old) {
+                        emit_result("InterfacesAdded", sd_bus_emit_object_added(b->bus, path));
+                        continue;
+                }
+                if (old->klass != now.klass)
+                        changed[n++] = "Class";
+                if (old->weight != now.weight)
+                        changed[n++] = "Weight";
+                if (old->quota_total != now.quota_total)
+                        changed[n++] = "MemoryQuotaTotal";
+                if (old->quota_hash != now.quota_hash)
+                        changed[n++] = "MemoryQuotaByDevice";
+                changed[n] = NULL;
+                if (n)
+                        emit_result("PropertiesChanged",
+                                    sd_bus_emit_properties_changed_strv(b->bus, path, TENANT_IFACE,
+                                                                        changed));
+        }
+        tenants_snapshot(b);
+        bus_rearm(b);
+}
+
 static void on_mem_timer(evutil_socket_t fd, short what, void *arg)
 {
         struct bus *b = arg;
@@ -813,6 +922,7 @@ static void bus_teardown(struct bus *b)
         d->hooks.session_opened = NULL;
         d->hooks.session_closed = NULL;
         d->hooks.device_changed = NULL;
+        d->hooks.tenants_changed = NULL;
         if (b->io_read)
                 event_free(b->io_read);
         if (b->io_write)
@@ -890,6 +1000,8 @@ static int bus_connect(struct bus *b, enum log_level lvl)
         d->hooks.session_opened = hook_session_opened;
         d->hooks.session_closed = hook_session_closed;
         d->hooks.device_changed = hook_device_changed;
+        d->hooks.tenants_changed = hook_tenants_changed;
+        tenants_snapshot(b);
         bus_rearm(b);
         log_info("D-Bus: %s on the system bus%s", BUS_NAME,
                  b->ever_connected ? " again (reconnected)" : "");
@@ -927,7 +1039,10 @@ int bus_start(struct npud *d)
         if (!d->config.dbus)
                 return 0;
         b = calloc(1, sizeof(*b));
-        if (!b || !(b->seen = calloc((size_t)d->ex.devices.count + 1, sizeof(*b->seen)))) {
+        if (!b || !(b->seen = calloc((size_t)d->ex.devices.count + 1, sizeof(*b->seen))) ||
+            !(b->tenants_seen = calloc(POLICY_MAX_TENANTS, sizeof(*b->tenants_seen)))) {
+                if (b)
+                        free(b->seen);
                 free(b);
                 log_warn("D-Bus: out of memory; continuing without the bus API");
                 return 0;
@@ -958,5 +1073,6 @@ void bus_stop(struct npud *d)
         d->hooks.userdata = NULL;
         bus_npud = NULL;
         free(b->seen);
+        free(b->tenants_seen);
         free(b);
 }

@@ -16,10 +16,11 @@
  *                 Draining b; Health, Draining and MemoryUsed emit PropertiesChanged
  *                 (MemoryUsed at most once a second); identity and telemetry; Faults a{sd}
  *   /org/npud/Manager1/tenant/NAME     org.npud.Tenant1 (Name, Class, Weight, Sessions,
- *                                      MemoryUsed, MemoryQuotaTotal, MemoryQuotaByDevice)
+ *                                      MemoryUsed, MemoryQuotaTotal, MemoryQuotaByDevice;
+ *                                      Class, Weight and the quotas emit PropertiesChanged)
  *   /org/npud/Manager1/session/ID      org.npud.Session1 (Id, Pid, Uid, Client, Tenant)
- *   /org/npud/Manager1 is an ObjectManager; sessions come and go with InterfacesAdded and
- *   InterfacesRemoved. Errors are org.npud.Error.* (docs/dbus.md). A lost or missing bus is
+ *   /org/npud/Manager1 is an ObjectManager; sessions and tenants (run-time tenant calls,
+ *   reloads) come and go with InterfacesAdded and InterfacesRemoved. Errors are org.npud.Error.* (docs/dbus.md). A lost or missing bus is
  *   retried on a timer (1 s, doubling to 16 s) and everything registered again.
  *
  * Every method requires root or the admin group, checked in the handler from the caller's

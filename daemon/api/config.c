@@ -242,6 +242,17 @@ static int apply_dbus(struct npud_config *c, json_t *v, char *err, size_t errlen
         return 0;
 }
 
+/* "telemetry": true|false (default true) — sensor figures and the history (config.h). */
+static int apply_telemetry(struct npud_config *c, json_t *v, char *err, size_t errlen)
+{
+        if (!json_is_boolean(v)) {
+                snprintf(err, errlen, "telemetry: must be true or false");
+                return -EINVAL;
+        }
+        c->no_telemetry = !json_is_true(v);
+        return 0;
+}
+
 /* A tenant limited to a device the host does not have would never get work placed: refuse it,
  * naming the tenant's key. Run once the device count is final (file, then options). */
 static int check_tenant_devices(const struct npud_config *c, char *err, size_t errlen)
@@ -265,7 +276,7 @@ int config_load_file(struct npud_config *c, const char *path, char *err, size_t 
 {
         static const char *const keys[] = { "socket", "log_level", "workers", "admin_group",
                                             "sim", "limits", "metrics", "tenants", "scheduler", "memory",
-                                            "dbus", NULL };
+                                            "dbus", "telemetry", NULL };
         json_error_t jerr;
         json_t *root, *v;
         int64_t workers = c->workers;
@@ -318,6 +329,8 @@ int config_load_file(struct npud_config *c, const char *path, char *err, size_t 
         if ((v = json_object_get(root, "metrics")) && (e = apply_metrics(c, v, err, errlen)))
                 goto out;
         if ((v = json_object_get(root, "dbus")) && (e = apply_dbus(c, v, err, errlen)))
+                goto out;
+        if ((v = json_object_get(root, "telemetry")) && (e = apply_telemetry(c, v, err, errlen)))
                 goto out;
         if ((e = policy_config_parse(&c->policy, json_object_get(root, "tenants"),
                                      json_object_get(root, "scheduler"), err, errlen)) ||

@@ -57,6 +57,10 @@ struct npud_config {
         struct npud_limits limits;
         char metrics_listen[256]; /* "IPV4:PORT", "[IPV6]:PORT" or a Unix path; "" = off */
         int dbus;                 /* serve org.npud.Manager1 on the system bus (bus.h) */
+        /* "telemetry": false: npud reports no sensor figures (temperature, power, clock, ECC)
+         * and keeps no history: for a driver whose management interface is slow or absent.
+         * Status (health, memory, utilization, task counts) is reported either way. */
+        int no_telemetry;
         struct policy_config policy; /* tenants and scheduler settings */
 };
 

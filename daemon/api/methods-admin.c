@@ -46,17 +46,20 @@ static json_t *device_json(struct npud *d, struct device *dev)
                                       "tasks_completed", (json_int_t)dev->tasks_completed,
                                       "tasks_failed", (json_int_t)dev->tasks_failed);
         json_object_set_new(o, "draining", json_boolean(dev->draining));
-        /* identity and telemetry (backend.h): figures of the last utilization period */
+        /* identity and telemetry (backend.h): figures of the last utilization period; with
+         * "telemetry": false the sensor figures are left out, not reported as zeros */
         const struct backend_health *h = &dev->telemetry;
-        json_object_update_new(o, json_pack("{s:s, s:s, s:s, s:s, s:s, s:f, s:f, s:f, s:f, s:{s:I, s:I}}",
+        json_object_update_new(o, json_pack("{s:s, s:s, s:s, s:s, s:s}",
                                             "uuid", dev->desc.uuid, "serial", dev->desc.serial,
                                             "bus_id", dev->desc.bus_id, "firmware", dev->desc.firmware,
-                                            "driver", dev->desc.driver,
-                                            "temperature", h->temperature_c, "power", h->power_w,
-                                            "power_limit", dev->desc.power_limit_w,
-                                            "clock_mhz", h->clock_mhz, "ecc",
-                                            "corrected", (json_int_t)h->ecc_corrected,
-                                            "uncorrected", (json_int_t)h->ecc_uncorrected));
+                                            "driver", dev->desc.driver));
+        if (!d->config.no_telemetry)
+                json_object_update_new(o, json_pack("{s:f, s:f, s:f, s:f, s:{s:I, s:I}}",
+                                                    "temperature", h->temperature_c, "power", h->power_w,
+                                                    "power_limit", dev->desc.power_limit_w,
+                                                    "clock_mhz", h->clock_mhz, "ecc",
+                                                    "corrected", (json_int_t)h->ecc_corrected,
+                                                    "uncorrected", (json_int_t)h->ecc_uncorrected));
         return o;
 }
 

@@ -338,6 +338,8 @@ static void method_graph_load(struct request *req)
                                     s->tenant->pol.name, dev->id);
                 return;
         }
+        if (session_device_hidden(s, req->id, "graph_load", dev->id))
+                return;
         if ((int)idx >= req->nfds || req->fds[idx] < 0) {
                 session_reply_error(s, req->id, PROTO_E_INVALID,
                                     "graph_load: fd index %" PRIu64 " was not passed", idx);

@@ -61,6 +61,8 @@ static void method_mem_alloc(struct request *req)
                                     s->tenant->pol.name, dev->id);
                 return;
         }
+        if (session_device_hidden(s, req->id, "mem_alloc", dev->id))
+                return;
         if (size == 0) {
                 session_reply_error(s, req->id, PROTO_E_INVALID, "mem_alloc: size must be at least 1 byte");
                 return;

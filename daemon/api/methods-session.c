@@ -17,10 +17,42 @@
 #define NPUD_VERSION "0.1.0"
 #endif
 
+/* hello's 'devices': the devices this session will use (a container's CDI devices), the
+ * others hidden from it. A narrowing only: the tenant's devices still bound it. 0, or -1
+ * after an error naming what was wrong. */
+static int hello_devices(struct request *req)
+{
+        struct session *s = req->session;
+        json_t *list = json_object_get(req->params, "devices"), *e;
+        int count = s->npud->ex.devices.count;
+        uint64_t want = 0;
+        size_t i;
+
+        if (!list)
+                return 0;
+        if (!json_is_array(list) || json_array_size(list) == 0 || json_array_size(list) > 64) {
+                session_reply_error(s, req->id, PROTO_E_INVALID,
+                                    "hello: 'devices' must be an array of 1 to 64 device ids");
+                return -1;
+        }
+        json_array_foreach(list, i, e) {
+                json_int_t id = json_is_integer(e) ? json_integer_value(e) : -1;
+                if (id < 0 || id >= count || id >= 64) {
+                        session_reply_error(s, req->id, PROTO_E_INVALID,
+                                            "hello: 'devices'[%zu] is not a device id (npud has %d device%s)",
+                                            i, count, count == 1 ? "" : "s");
+                        return -1;
+                }
+                want |= 1ull << id;
+        }
+        s->hidden_devices = ~want;
+        return 0;
+}
+
 static void method_hello(struct request *req)
 {
         static const char *const keys[] = { "min_version", "max_version", "client", "tenant",
-                                            "backpressure", NULL };
+                                            "backpressure", "devices", NULL };
         json_t *tenant = json_object_get(req->params, "tenant");
         json_t *bp = json_object_get(req->params, "backpressure");
         struct session *s = req->session;
@@ -61,6 +93,8 @@ static void method_hello(struct request *req)
                         return;
                 }
         }
+        if (hello_devices(req) < 0)
+                return;
         s->backpressure_error = bp && strcmp(json_string_value(bp), "error") == 0;
         uint64_t v = hi < PROTO_SESSION_VERSION ? hi : PROTO_SESSION_VERSION;
         if (lo > hi || v < lo || v < PROTO_SESSION_VERSION_MIN) {

@@ -112,7 +112,8 @@ static struct device *place_stream(struct session *s)
                                         break;
                                 }
                 pd[i].usable = dev->health == DEVICE_OK && !dev->draining &&
-                               (s->tenant->pol.devices >> i & 1) && dev->streams < dev->desc.max_streams;
+                               (s->tenant->pol.devices >> i & 1) && !(s->hidden_devices >> i & 1) &&
+                               dev->streams < dev->desc.max_streams;
                 pd[i].mem_free = st.free_bytes;
                 pd[i].streams = dev->streams;
                 pd[i].load = cores ? (double)backlog / cores : 0;
@@ -159,7 +160,7 @@ static void method_stream_create(struct request *req)
                 dev = place_stream(s);
                 if (!dev) {
                         session_reply_error(s, req->id, PROTO_E_DEVICE,
-                                            "stream_create: no usable device (all failed, drained, full or not allowed for tenant '%s')",
+                                            "stream_create: no usable device (all failed, drained, full, not allowed for tenant '%s' or not among the session's devices)",
                                             pol->name);
                         return;
                 }
@@ -175,6 +176,8 @@ static void method_stream_create(struct request *req)
                                             "stream_create: tenant '%s' may not use device %d", pol->name, id);
                         return;
                 }
+                if (session_device_hidden(s, req->id, "stream_create", id))
+                        return;
                 if (dev->health != DEVICE_OK || dev->draining) {
                         session_reply_error(s, req->id, PROTO_E_DEVICE, "stream_create: device %d is %s",
                                             dev->id, dev->health != DEVICE_OK ? "failed" : "drained");

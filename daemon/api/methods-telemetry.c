@@ -82,6 +82,11 @@ static void method_history(struct request *req)
             param_u64_opt(req, "samples", DEVICE_HISTORY, DEVICE_HISTORY, &samples) < 0 ||
             (one && param_u64(req, "device", INT32_MAX, &id) < 0))
                 return;
+        if (req->session->npud->config.no_telemetry) {
+                session_reply_error(req->session, req->id, PROTO_E_UNSUPPORTED,
+                                    "history: npud keeps no history (npud.conf \"telemetry\": false)");
+                return;
+        }
         if (one && !device_get(r, (int)id)) {
                 session_reply_error(req->session, req->id, PROTO_E_INVALID,
                                     "history: no device %" PRIu64 " (npud has %d device%s)", id,

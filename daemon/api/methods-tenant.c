@@ -36,6 +36,8 @@ static int apply_policy(struct npud *d, const struct policy_config *policy)
                 }
                 session_maybe_resume(s);
         }
+        if (d->hooks.tenants_changed)
+                d->hooks.tenants_changed(d);
         return 0;
 }
 

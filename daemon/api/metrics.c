@@ -265,29 +265,32 @@ static void render_telemetry(struct out *o, struct npud *d)
                 out_label_value(o, dd->driver);
                 out_printf(o, "\"} 1\n");
         }
-        out_family(o, "npud_device_temperature_celsius", "gauge", "Die temperature.");
-        for (int i = 0; i < r->count; i++)
-                out_printf(o, "npud_device_temperature_celsius{device=\"%d\"} %.2f\n", r->devices[i].id,
-                           r->devices[i].telemetry.temperature_c);
-        out_family(o, "npud_device_power_watts", "gauge", "Board power draw.");
-        for (int i = 0; i < r->count; i++)
-                out_printf(o, "npud_device_power_watts{device=\"%d\"} %.2f\n", r->devices[i].id,
-                           r->devices[i].telemetry.power_w);
-        out_family(o, "npud_device_power_limit_watts", "gauge", "Board power limit.");
-        for (int i = 0; i < r->count; i++)
-                out_printf(o, "npud_device_power_limit_watts{device=\"%d\"} %.0f\n", r->devices[i].id,
-                           r->devices[i].desc.power_limit_w);
-        out_family(o, "npud_device_clock_mhz", "gauge", "AI core clock.");
-        for (int i = 0; i < r->count; i++)
-                out_printf(o, "npud_device_clock_mhz{device=\"%d\"} %.0f\n", r->devices[i].id,
-                           r->devices[i].telemetry.clock_mhz);
-        out_family(o, "npud_device_ecc_errors_total", "counter",
-                   "HBM ECC errors since the driver loaded, corrected and uncorrected.");
-        for (int i = 0; i < r->count; i++) {
-                out_printf(o, "npud_device_ecc_errors_total{device=\"%d\",type=\"corrected\"} %" PRIu64 "\n",
-                           r->devices[i].id, r->devices[i].telemetry.ecc_corrected);
-                out_printf(o, "npud_device_ecc_errors_total{device=\"%d\",type=\"uncorrected\"} %" PRIu64 "\n",
-                           r->devices[i].id, r->devices[i].telemetry.ecc_uncorrected);
+        /* sensor figures only when npud reads them ("telemetry": false: none, not zeros) */
+        if (!d->config.no_telemetry) {
+                out_family(o, "npud_device_temperature_celsius", "gauge", "Die temperature.");
+                for (int i = 0; i < r->count; i++)
+                        out_printf(o, "npud_device_temperature_celsius{device=\"%d\"} %.2f\n", r->devices[i].id,
+                                   r->devices[i].telemetry.temperature_c);
+                out_family(o, "npud_device_power_watts", "gauge", "Board power draw.");
+                for (int i = 0; i < r->count; i++)
+                        out_printf(o, "npud_device_power_watts{device=\"%d\"} %.2f\n", r->devices[i].id,
+                                   r->devices[i].telemetry.power_w);
+                out_family(o, "npud_device_power_limit_watts", "gauge", "Board power limit.");
+                for (int i = 0; i < r->count; i++)
+                        out_printf(o, "npud_device_power_limit_watts{device=\"%d\"} %.0f\n", r->devices[i].id,
+                                   r->devices[i].desc.power_limit_w);
+                out_family(o, "npud_device_clock_mhz", "gauge", "AI core clock.");
+                for (int i = 0; i < r->count; i++)
+                        out_printf(o, "npud_device_clock_mhz{device=\"%d\"} %.0f\n", r->devices[i].id,
+                                   r->devices[i].telemetry.clock_mhz);
+                out_family(o, "npud_device_ecc_errors_total", "counter",
+                           "HBM ECC errors since the driver loaded, corrected and uncorrected.");
+                for (int i = 0; i < r->count; i++) {
+                        out_printf(o, "npud_device_ecc_errors_total{device=\"%d\",type=\"corrected\"} %" PRIu64 "\n",
+                                   r->devices[i].id, r->devices[i].telemetry.ecc_corrected);
+                        out_printf(o, "npud_device_ecc_errors_total{device=\"%d\",type=\"uncorrected\"} %" PRIu64 "\n",
+                                   r->devices[i].id, r->devices[i].telemetry.ecc_uncorrected);
+                }
         }
         out_family(o, "npud_engine_utilization_ratio", "gauge",
                    "Fraction of an engine's cores busy over the last utilization period (1 s).");

@@ -25,6 +25,9 @@ struct npud_hooks {
         void (*session_opened)(struct npud *d, struct session *s);
         void (*session_closed)(struct npud *d, struct session *s);
         void (*device_changed)(struct npud *d, struct device *dev); /* health, draining, memory */
+        /* the tenant set or a tenant's policy may have changed (tenant_add/remove, reload,
+         * quota_set): observers compare against what they last told */
+        void (*tenants_changed)(struct npud *d);
         void *userdata;
 };
 

@@ -135,6 +135,8 @@ int manage_reload_info(struct npud *d, json_t **ret_info, char *err, size_t errl
                 }
                 tenant_unref(t);
         }
+        if (d->hooks.tenants_changed)
+                d->hooks.tenants_changed(d);
         log_event(LOG_LVL_INFO, LOG_MID_RELOAD, -1, d->actor.uid, d->actor.pid, d->actor.via,
                   "configuration reloaded: %d tenant(s) (by %s)", d->tenants.ntenants,
                   manage_actor_text(d, who, sizeof(who)));
@@ -177,6 +179,8 @@ int manage_tenant_quota_info(struct npud *d, const char *tenant, int device, uin
         else
                 snprintf(where, sizeof(where), "device %d", device);
         tenant_quota_set(t, device, bytes);
+        if (d->hooks.tenants_changed)
+                d->hooks.tenants_changed(d);
         if (bytes && used > bytes)
                 snprintf(warning, sizeof(warning),
                          "tenant '%s' already uses %llu bytes (%s), more than the new quota of "

@@ -885,6 +885,23 @@ void session_close(struct session *s, const char *reason)
         sched_kick(&d->ex);
 }
 
+int session_device_hidden(struct session *s, uint64_t request_id, const char *method, int id)
+{
+        char list[64 * 3 + 1] = "";
+        size_t len = 0;
+
+        if (id < 0 || id >= 64 || !(s->hidden_devices >> id & 1))
+                return 0;
+        for (int i = 0; i < s->npud->ex.devices.count && i < 64; i++)
+                if (!(s->hidden_devices >> i & 1))
+                        len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%d", len ? "," : "", i);
+        session_reply_error(s, request_id, PROTO_E_PERMISSION,
+                            "%s: this session asked for device%s %s only (hello 'devices', "
+                            "$NPU_VISIBLE_DEVICES), not device %d", method,
+                            strchr(list, ',') ? "s" : "", list, id);
+        return 1;
+}
+
 const char *session_tenant_name(const struct session *s)
 {
         return s->tenant ? s->tenant->pol.name : "default";

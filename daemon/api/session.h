@@ -58,6 +58,9 @@ struct session {
         int ngroups;
         uint64_t *dev_bytes;          /* device memory held through handles, per device */
         int backpressure_error;       /* over the queued-task limit: reject, don't block */
+        /* Devices the client asked at hello not to see ('devices': a container given some
+         * devices through CDI); a narrowing of its tenant's devices, never a widening. */
+        uint64_t hidden_devices;
         struct uid_usage *uu;         /* this uid's usage, held while the session lives */
         struct event *timer_event;    /* hello timeout, then idle timeout */
         struct event *hup_event;      /* peer hang-up while reading is paused */
@@ -113,6 +116,8 @@ void session_send_completion(struct session *s, uint32_t stream, uint64_t seq, u
 void session_task_failed(struct session *s, struct stream *st, uint64_t seq, int code,
                          const char *message);
 const char *session_tenant_name(const struct session *s);
+/* 1 after replying PERMISSION when the session asked at hello not to use device id. */
+int session_device_hidden(struct session *s, uint64_t request_id, const char *method, int id);
 const char *session_tenant_class(const struct session *s);
 /* A stream of the session on dev, linked into its list and its uid's stream count. */
 struct device;

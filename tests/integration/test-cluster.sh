@@ -2,8 +2,10 @@
 # Containers and clusters against a real npud with two simulated devices:
 #   CDI: npuctl cdi generate writes a spec that tests/cdi/validate.py accepts against the CDI
 #   schema subset in tests/cdi/cdi-schema.json (and the validator rejects broken specs);
-#   npuctl cdi tenants gives the per-device tenants; a "container" run with the environment
-#   the spec gives device 1 (NPU_SOCKET, NPU_TENANT) may use device 1 and not device 0.
+#   no two devices' edits set the same variable, so a container may be given several; a
+#   "container" run with the environment a CDI runtime builds from the spec for npu=0 and
+#   npu=2 (of 3) uses devices 0 and 2 and not 1, for npu=1 only device 1, for all every one;
+#   npuctl cdi tenants gives per-device tenants, and NPU_TENANT=npu-dev1 limits to device 1.
 #   Slurm: npuctl slurm gres; contrib/slurm/npud-prolog in a fake job environment makes the
 #   job's tenant (its uid, its GRES devices, its quota) that the job's user lands in, the
 #   epilog removes it; npuctl tenant add/remove errors name what was wrong, a non-admin gets
@@ -60,14 +62,25 @@ until_ok 10 "$npuctl" --socket "$sock" version || { echo "FAIL: npud did not sta
 expect_exit 0 "cdi generate -o FILE" cdi generate -o "$dir/npud.yaml"
 $validate "$dir/npud.yaml" >"$dir/val" 2>&1 && pass "the spec is valid CDI" || { fail "spec invalid:"; cat "$dir/val"; }
 cp "$dir/npud.yaml" "$dir/out"
-py "spec: kind, version, devices 0, 1 and all, socket mount, NPU_SOCKET, NPU_TENANT" "
+py "spec: kind, version, devices 0, 1 and all, socket mount, NPU_SOCKET, NPU_VISIBLE_DEVICE_N" "
 assert j['cdiVersion'] == '0.6.0' and j['kind'] == 'npud.io/npu', j
 assert [d['name'] for d in j['devices']] == ['0', '1', 'all'], j['devices']
 m = j['containerEdits']['mounts']
 assert m == [{'hostPath': '$sock', 'containerPath': '/run/npud/npud.sock', 'options': ['bind', 'rw']}], m
 assert 'NPU_SOCKET=/run/npud/npud.sock' in j['containerEdits']['env']
-assert j['devices'][1]['containerEdits']['env'] == ['NPU_TENANT=npu-dev1']
-assert not any(e.startswith('NPU_TENANT=') for e in j['devices'][2]['containerEdits']['env'])"
+assert j['devices'][0]['containerEdits']['env'] == ['NPU_VISIBLE_DEVICE_0=0']
+assert j['devices'][1]['containerEdits']['env'] == ['NPU_VISIBLE_DEVICE_1=1']
+assert j['devices'][2]['containerEdits']['env'] == ['NPU_VISIBLE_DEVICE_ALL=1']
+# a container may be given any set of the devices: no two devices' edits may set one variable
+# (CDI merges them, and the last one would win) or mount one container path twice
+seen = {}
+for d in j['devices']:
+    e = d['containerEdits']
+    for v in e.get('env', []):
+        k = v.split('=', 1)[0]
+        assert k not in seen and k not in [g.split('=', 1)[0] for g in j['containerEdits']['env']], (k, d['name'], seen.get(k))
+        seen[k] = d['name']
+    assert not e.get('mounts') and not e.get('deviceNodes'), d"
 expect_exit 0 "cdi generate -o - (stdout)" cdi generate -o -
 cmp -s "$dir/out" "$dir/npud.yaml" && pass "stdout and file agree" || fail "cdi generate -o - differs from the file"
 expect_exit 2 "cdi generate with a stray argument" cdi generate extra
@@ -92,9 +105,51 @@ t=json.load(open(sys.argv[1]))['tenants']
 json.dump({'tenants': [{'name': 'batch', 'class': 'best-effort', 'uids': [65533]}] + t}, open(sys.argv[2], 'w'))" "$dir/out" "$conf"
 expect_exit 0 "cdi tenants --gid defaults to the socket's group" cdi tenants
 py "default gids" "assert j['tenants'][0]['gids'] == [$(stat -c %g "$sock")], j"
-expect_exit 0 "reload with the CDI tenants" reload
+expect_exit 0 "reload with the per-device tenants" reload
 
-# "podman run --device npud.io/npu=1": the spec's environment (the mount is the host path here)
+# "podman run --device npud.io/npu=A --device npud.io/npu=B ...": the environment a CDI runtime
+# builds from the spec (the spec's edits, then each device's, in order; the mount is the host
+# path here). cdienv SPEC NAME...: that environment as VAR=VALUE words for env(1).
+cdienv() {
+        python3 -c "import json,sys
+j=json.load(open(sys.argv[1])); env={}
+devs={d['name']: d for d in j['devices']}
+for e in [j['containerEdits']] + [devs[n]['containerEdits'] for n in sys.argv[2:]]:
+    for v in e.get('env', []):
+        k, val = v.split('=', 1); env[k] = val
+env.pop('NPU_SOCKET')
+print(' '.join('%s=%s' % kv for kv in sorted(env.items())))" "$@"
+}
+cdi_run() { # cdi_run SPEC SOCKET "NAMES" DEVICE: npuctl-hold allocating on DEVICE in such a container
+        env -u NPU_TENANT NPU_SOCKET="$2" $(cdienv "$1" $3) "$hold" "$2" "$4" 4096 0 >"$dir/out" 2>"$dir/err"
+}
+# Three devices, so that the one left out of a pair is seen refused.
+sock3=$dir/npud3.sock
+"$npud" --socket "$sock3" --sim-devices 3 --log-level warn 2>"$dir/npud3.log" &
+pid3=$!; pids_before3=$pids; pids="$pids $pid3"
+until_ok 10 "$npuctl" --socket "$sock3" version || fail "npud with 3 devices did not start"
+"$npuctl" --socket "$sock3" cdi generate -o "$dir/npud3.yaml" 2>/dev/null || fail "cdi generate (3 devices)"
+$validate "$dir/npud3.yaml" >"$dir/val" 2>&1 || { fail "3-device spec invalid:"; cat "$dir/val"; }
+[ "$(cdienv "$dir/npud3.yaml" 0 2)" = "NPU_VISIBLE_DEVICE_0=0 NPU_VISIBLE_DEVICE_2=2" ] \
+        && pass "devices 0 and 2 together: both variables survive the merge" || fail "merged env: $(cdienv "$dir/npud3.yaml" 0 2)"
+cdi_run "$dir/npud3.yaml" "$sock3" "0 2" 0 && cdi_run "$dir/npud3.yaml" "$sock3" "0 2" 2 \
+        && pass "container given npu=0 and npu=2 allocates on device 0 and on device 2" \
+        || fail "two devices: $(cat "$dir/err")"
+cdi_run "$dir/npud3.yaml" "$sock3" "0 2" 1 && fail "container given npu=0 and npu=2 allocated on device 1" \
+        || err_has "asked for devices 0,2 only" "... and device 1 is refused, naming the session's devices"
+cdi_run "$dir/npud3.yaml" "$sock3" "1" 0 && fail "container given npu=1 allocated on device 0" \
+        || err_has "asked for device 1 only (hello 'devices', \$NPU_VISIBLE_DEVICES), not device 0" "one device: the others refused"
+cdi_run "$dir/npud3.yaml" "$sock3" "all" 2 && cdi_run "$dir/npud3.yaml" "$sock3" "1 all" 0 \
+        && pass "all, alone or beside a single device, gives every device" || fail "all: $(cat "$dir/err")"
+env NPU_VISIBLE_DEVICES=1,2 "$hold" "$sock3" 2 4096 0 >"$dir/out" 2>"$dir/err" \
+        && pass "NPU_VISIBLE_DEVICES=1,2 by hand" || fail "NPU_VISIBLE_DEVICES: $(cat "$dir/err")"
+env NPU_VISIBLE_DEVICES=1,x "$hold" "$sock3" 1 4096 0 >"$dir/out" 2>"$dir/err" && fail "NPU_VISIBLE_DEVICES=1,x accepted" \
+        || err_has "NPU_VISIBLE_DEVICES='1,x': expected device ids" "a malformed NPU_VISIBLE_DEVICES is named"
+env NPU_VISIBLE_DEVICE_7=7 "$hold" "$sock3" 0 4096 0 >"$dir/out" 2>"$dir/err" && fail "a device npud lacks accepted" \
+        || err_has "'devices'\[0\] is not a device id (npud has 3 devices)" "a device npud lacks is refused at hello"
+kill $pid3; wait $pid3 2>/dev/null; pids=$pids_before3
+
+# -e NPU_TENANT=npu-dev1: a container accounted and limited by its own tenant
 ctr() { env NPU_SOCKET="$sock" NPU_TENANT=npu-dev1 "$@"; }
 ctr "$hold" "$sock" 1 4096 0 >"$dir/out" 2>"$dir/err" && pass "container for device 1 allocates on device 1" \
         || fail "device 1 from the container: $(cat "$dir/err")"

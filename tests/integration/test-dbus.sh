@@ -10,7 +10,10 @@
 #   5. Reset cancels queued work with a device error and completes once the running work
 #      drained (Draining true meanwhile), clearing faults
 #   6. KillSession of a client's session (SessionClosed signal, the client sees EOF); the
-#      client's memory shows in MemoryUsed, with PropertiesChanged within a second
+#      client's memory shows in MemoryUsed, with PropertiesChanged within a second;
+#      tenant quotas (SetTenantQuota, npuctl quota set) and a reload's class/weight changes
+#      emit PropertiesChanged on the tenant object; npuctl tenant add/remove and reloads that
+#      add or drop tenants emit InterfacesAdded/InterfacesRemoved
 #   7. access: an unprivileged caller is refused (the bus policy); a caller the bus lets
 #      through but who is not in npud's admin group is refused by npud itself, and accepted
 #      after Reload made its group the admin group
@@ -346,6 +349,73 @@ call SetTenantQuota sit -- default -1 0 && pass "SetTenantQuota" || fail "SetTen
 call SetTenantQuota sit -- nobody-tenant -1 0 >/dev/null 2>"$dir/err"
 grep -q "no tenant" "$dir/err" && pass "SetTenantQuota of an unknown tenant refused" \
         || fail "SetTenantQuota unknown: $(cat "$dir/err")"
+
+# Tenant changes are announced like sessions and devices: quota changes (SetTenantQuota, npuctl
+# quota set) with PropertiesChanged, run-time tenants and reloads with InterfacesAdded and
+# InterfacesRemoved on the ObjectManager, and a reload's policy changes with PropertiesChanged.
+# signal_block MEMBER PATH: the dbus-monitor entries of that signal for that object path (the
+# path is the emitter's for PropertiesChanged, the first argument for the ObjectManager's).
+signal_block() {
+        python3 - "$dir/monitor.log" "$1" "$2" 2>/dev/null <<'PY'
+import re, sys
+text, member, path = open(sys.argv[1]).read(), sys.argv[2], sys.argv[3]
+for block in re.split(r"\n(?=signal )", text):
+    head = block.split("\n", 1)[0]
+    if "member=" + member not in head:
+        continue
+    if ("path=%s;" % path) in head or ('object path "%s"' % path) in block:
+        print(block)
+PY
+}
+T_DEF=/org/npud/Manager1/tenant/default
+call SetTenantQuota sit -- default 0 8192 || fail "SetTenantQuota device 0"
+wait_until 30 sh -c "grep -q '\"MemoryQuotaByDevice\"' '$dir/monitor.log'"
+signal_block PropertiesChanged $T_DEF | grep -A3 '"MemoryQuotaByDevice"' | grep -q 'uint64 8192' \
+        && pass "SetTenantQuota: PropertiesChanged for MemoryQuotaByDevice (new value in the signal)" \
+        || fail "no PropertiesChanged for the tenant quota: $(signal_block PropertiesChanged $T_DEF)"
+"$npuctl" --socket "$sock" quota set default 1G >/dev/null || fail "npuctl quota set"
+wait_until 30 sh -c "grep -q '\"MemoryQuotaTotal\"' '$dir/monitor.log'"
+signal_block PropertiesChanged $T_DEF | grep -A2 '"MemoryQuotaTotal"' | grep -q 'uint64 1073741824' \
+        && pass "npuctl quota set: PropertiesChanged for MemoryQuotaTotal" \
+        || fail "no PropertiesChanged for MemoryQuotaTotal: $(signal_block PropertiesChanged $T_DEF)"
+"$npuctl" --socket "$sock" quota set default 0 >/dev/null
+call SetTenantQuota sit -- default 0 0 >/dev/null
+T_JOB=/org/npud/Manager1/tenant/job_5f42
+"$npuctl" --socket "$sock" tenant add job_42 --uid 4242 --devices 1 >/dev/null || fail "npuctl tenant add"
+wait_until 30 sh -c "grep -q 'object path \"$T_JOB\"' '$dir/monitor.log'"
+signal_block InterfacesAdded $T_JOB | grep -q '"org.npud.Tenant1"' \
+        && pass "tenant add: InterfacesAdded for the tenant object (name path-encoded)" \
+        || fail "no InterfacesAdded for job_42: $(grep -A3 InterfacesAdded "$dir/monitor.log")"
+[ "$(prop org.npud.Manager1 $T_JOB org.npud.Tenant1 Name)" = 's "job_42"' ] \
+        && pass "the added tenant's object answers" || fail "tenant job_42: $(prop org.npud.Manager1 $T_JOB org.npud.Tenant1 Name)"
+"$npuctl" --socket "$sock" tenant remove job_42 >/dev/null || fail "npuctl tenant remove"
+wait_until 30 sh -c "grep -q 'member=InterfacesRemoved' '$dir/monitor.log'"
+wait_until 30 sh -c "grep -c 'object path \"$T_JOB\"' '$dir/monitor.log' | grep -qv '^1$'"
+signal_block InterfacesRemoved $T_JOB | grep -q '"org.npud.Tenant1"' \
+        && pass "tenant remove: InterfacesRemoved for the tenant object" \
+        || fail "no InterfacesRemoved for job_42: $(grep -A3 InterfacesRemoved "$dir/monitor.log")"
+# A reload that adds a tenant, then one that changes its weight and class, then drops it.
+cp "$dir/npud.conf" "$dir/npud.conf.orig"
+T_RL=/org/npud/Manager1/tenant/reloaded
+conf_with() { python3 -c "import json,sys
+c=json.load(open(sys.argv[1])); c['tenants']=[{'name':'default'},{'name':'reloaded','uids':[4243],'class':sys.argv[2],'weight':float(sys.argv[3])}]
+json.dump(c, open(sys.argv[4],'w'))" "$dir/npud.conf.orig" "$1" "$2" "$dir/npud.conf"; }
+conf_with normal 1 && call Reload || fail "Reload with a new tenant"
+wait_until 30 sh -c "grep -q 'object path \"$T_RL\"' '$dir/monitor.log'"
+signal_block InterfacesAdded $T_RL | grep -q '"org.npud.Tenant1"' \
+        && pass "Reload adding a tenant: InterfacesAdded" || fail "no InterfacesAdded after Reload: $(grep -A3 InterfacesAdded "$dir/monitor.log")"
+conf_with best-effort 3 && call Reload || fail "Reload changing the tenant"
+wait_until 30 sh -c "grep -q 'path=$T_RL;.*member=PropertiesChanged' '$dir/monitor.log'"
+changed=$(signal_block PropertiesChanged $T_RL)
+echo "$changed" | grep -A1 '"Weight"' | grep -q 'double 3' && echo "$changed" | grep -A1 '"Class"' | grep -q '"best-effort"' \
+        && pass "Reload changing weight and class: PropertiesChanged for Weight and Class" \
+        || fail "no PropertiesChanged after the policy change: $changed"
+echo "$changed" | grep -q '"MemoryQuota' && fail "PropertiesChanged names quotas that did not change: $changed"
+cp "$dir/npud.conf.orig" "$dir/npud.conf"
+call Reload || fail "Reload dropping the tenant"
+wait_until 30 sh -c "grep -q 'member=InterfacesRemoved' '$dir/monitor.log' && grep -c 'object path \"$T_RL\"' '$dir/monitor.log' | grep -qv '^1$'"
+signal_block InterfacesRemoved $T_RL | grep -q '"org.npud.Tenant1"' \
+        && pass "Reload dropping a tenant: InterfacesRemoved" || fail "no InterfacesRemoved after Reload: $(grep -A3 InterfacesRemoved "$dir/monitor.log")"
 
 # --- 7. access control ----------------------------------------------------------------------------------
 if [ "$(id -u)" = 0 ]; then

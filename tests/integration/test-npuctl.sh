@@ -462,6 +462,59 @@ python3 -c "import json,sys
 l=[json.loads(x) for x in open(sys.argv[1])]; assert len(l)==2 and len(l[1]['devices'])==2 and 'sched' in l[0]" "$dir/out" \
         && pass "top --json: one object per refresh" || fail "top --json: $(head -c 300 "$dir/out")"
 expect_exit 2 "top --csv" top --csv --count 1
+out_has_not() { grep -q -- "$1" "$dir/out" && { fail "$2: '$1' in output"; head -8 "$dir/out"; } || pass "$2"; }
+expect_exit 0 "top with telemetry and history" top --count 1
+out_has "CUBE% 1M *TEMP *POWER" "top: one-minute cube average, temperature and power columns"
+out_has "^0 .* [0-9]* C *[0-9]* W " "top: temperature and power figures"
+out_has_not "n/a" "top: nothing unavailable from a full npud"
+# An npud without telemetry ("telemetry": false): no sensor figures, no history method. top
+# still works from the plain status polls: n/a in the sensor columns, the one-minute average
+# over its own polls (~), task rates from deltas between polls, and a line naming the columns.
+sock_nt=$dir/nt.sock
+printf '{"telemetry": false}\n' >"$dir/nt.conf"
+"$npud" --socket "$sock_nt" --config "$dir/nt.conf" --sim-devices 2 --log-level warn 2>"$dir/nt.log" &
+nt_pid=$!
+i=0; while ! "$npuctl" --socket "$sock_nt" version >/dev/null 2>&1 && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+"$npuctl" --socket "$sock_nt" diag >/dev/null 2>&1 &
+diag_pid=$!
+"$npuctl" --socket "$sock_nt" top --count 3 --watch 0.3 >"$dir/out" 2>"$dir/err"
+r=$?; wait $diag_pid
+[ $r = 0 ] && [ "$(grep -c '^npuctl top' "$dir/out")" = 3 ] && pass "top without telemetry: exit 0, 3 refreshes" \
+        || fail "top without telemetry: exit $r $(cat "$dir/err")"
+out_has "^0 .* ~[0-9.]* *n/a *n/a " "top without telemetry: n/a for TEMP and POWER, ~average from its own polls"
+out_has "^TEMP, POWER: n/a (npud reports no telemetry); CUBE% 1M: ~ averages top's own polls (npud keeps no history)" \
+        "top without telemetry names the unavailable columns"
+[ "$(grep -c '^TEMP, POWER: n/a' "$dir/out")" = 3 ] && pass "... on every refresh" || fail "note count: $(grep -c '^TEMP, POWER' "$dir/out")"
+python3 - "$dir/out" >"$dir/pyerr" 2>&1 <<'PY' && pass "top without telemetry: task rates are numbers after the first refresh" || { fail "top rates:"; cat "$dir/pyerr"; }
+import re, sys
+frames = open(sys.argv[1]).read().split("npuctl top - ")[1:]
+for n, f in enumerate(frames):
+    rows = [l.split() for l in f.splitlines() if re.match(r"^[01] +910B3", l)]
+    assert len(rows) == 2, f
+    for r in rows:
+        rate = r[-2]
+        assert (rate == "-") if n == 0 else rate.isdigit(), (n, r)
+PY
+"$npuctl" --socket "$sock_nt" --json top --count 2 --watch 0.1 >"$dir/out" 2>"$dir/err"
+python3 -c "import json,sys
+l=[json.loads(x) for x in open(sys.argv[1])]
+assert len(l) == 2 and all(o['unavailable'] == ['temperature', 'power', 'history'] and 'history' not in o for o in l), l[0].get('unavailable')
+assert 'temperature' not in l[0]['devices'][0] and 'uuid' in l[0]['devices'][0]" "$dir/out" 2>"$dir/pyerr" \
+        && pass "top --json without telemetry lists what is unavailable" || { fail "top --json without telemetry:"; cat "$dir/pyerr"; }
+"$npuctl" --socket "$sock_nt" --json top --count 1 >"$dir/out" 2>/dev/null
+"$npuctl" --socket "$sock" --json top --count 1 >"$dir/out" 2>"$dir/err"
+python3 -c "import json,sys
+o=json.loads(open(sys.argv[1]).readline())
+assert o['unavailable'] == [] and len(o['history']) == 2 and 'cube' in o['history'][0], o.get('unavailable')" "$dir/out" 2>"$dir/pyerr" \
+        && pass "top --json with telemetry: history included, nothing unavailable" || { fail "top --json with telemetry:"; cat "$dir/pyerr"; }
+"$npuctl" --socket "$sock_nt" devices >"$dir/out" 2>&1
+out_has "| 0   | 910B3 | ok .* n/a .* n/a |" "devices without telemetry: n/a, not zeros"
+"$npuctl" --socket "$sock_nt" devices --csv --fields id,temperature,power >"$dir/out" 2>&1
+out_has "^0,,$" "devices --csv without telemetry: empty cells"
+"$npuctl" --socket "$sock_nt" devices --history 5 >"$dir/out" 2>"$dir/err"
+[ $? != 0 ] && grep -q 'npud keeps no history (npud.conf "telemetry": false)' "$dir/err" \
+        && pass "devices --history without telemetry: a clear error" || fail "history without telemetry: $(cat "$dir/err")"
+kill $nt_pid; wait $nt_pid 2>/dev/null
 expect_exit 0 "devices --watch --count 3" --watch 0.1 --count 3 devices
 [ "$(grep -c '^Every 0.1s: npuctl devices' "$dir/out")" = 3 ] && pass "--watch repeats the command" || fail "--watch output: $(head -5 "$dir/out")"
 expect_exit 0 "mem --watch with --csv" mem --csv --watch 0.1 --count 2

@@ -179,6 +179,48 @@ else
         fail "security exposure $exposure is above 3.0"; grep '✗' "$dir/security.out"
 fi
 
+# DeviceAllow= as systemd parsed it. verify stays silent on mistakes that leave a unit without
+# its devices: "char-davinci*rw" (no space) is taken as a group named "davinci*rw" with the
+# default rights rwm, and "/dev/davinci*" is a valid path that matches nothing (globs apply
+# to char-/block- group names only, matched with fnmatch against /proc/devices). security
+# prints the list systemd built, "SPEC:RIGHTS" each, so check that list: the NPU groups and
+# the two manager nodes with rw and no m, nothing else but char-rtc:r (ProtectClock=), no
+# glob in a path, and the group pattern matching the driver's names and nothing else.
+check_device_acl() {
+        python3 - "$1" <<'PY'
+import fnmatch, re, sys
+line = [l for l in open(sys.argv[1]) if re.search(r"DeviceAllow=", l)]
+assert len(line) == 1, "no DeviceAllow= line in the security report"
+m = re.search(r"device ACL with some special devices: (.*?)\s+[0-9.]+\s*$", line[0])
+assert m, "unexpected DeviceAllow= report: " + line[0].strip()
+acl = dict(e.rsplit(":", 1) for e in m.group(1).split())
+want = {"char-davinci*": "rw", "/dev/devmm_svm": "rw", "/dev/hisi_hdc": "rw"}
+for spec, rights in want.items():
+    assert acl.get(spec) == rights, "%s: rights %r, want %r (acl %r)" % (spec, acl.get(spec), rights, acl)
+extra = {k: v for k, v in acl.items() if k not in want and k != "char-rtc"}
+assert not extra, "unexpected device ACL entries: %r" % extra
+for spec in acl:
+    assert not (spec.startswith("/dev/") and re.search(r"[*?\[]", spec)), spec + ": glob in a path matches nothing"
+# Major names as the Ascend driver registers them in /proc/devices, next to others a host has.
+group = "davinci*"
+for name in ["davinci0", "davinci7", "davinci_manager"]:
+    assert fnmatch.fnmatchcase(name, group), name + " is not allowed"
+for name in ["mem", "pts", "nvidia", "devmm_svm", "hisi_hdc", "ttyS"]:
+    assert not fnmatch.fnmatchcase(name, group), name + " is allowed"
+PY
+}
+check_device_acl "$dir/security.out" >"$dir/acl.out" 2>&1 \
+        && pass "DeviceAllow= as systemd parsed it: char-davinci*:rw and the manager nodes, rw" \
+        || { fail "DeviceAllow= as systemd parsed it:"; cat "$dir/acl.out"; }
+# ... and the check catches the mistakes verify lets through.
+for bad in 'char-davinci*rw' '/dev/davinci* rw' 'char-davinci* rwm'; do
+        sed "s|^DeviceAllow=char-davinci\\* rw\$|DeviceAllow=$bad|" "$units/npud.service" >"$dir/bad.service"
+        systemd-analyze security --offline=true "$dir/bad.service" >"$dir/bad.out" 2>&1
+        if check_device_acl "$dir/bad.out" >/dev/null 2>&1; then
+                fail "the DeviceAllow= check accepts 'DeviceAllow=$bad'"
+        fi
+done
+
 mkdir -p "$root/etc"
 if systemd-sysusers --root="$root" >"$dir/sysusers.out" 2>&1; then
         for g in npu npuadm; do

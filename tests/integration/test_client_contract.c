@@ -1,7 +1,8 @@
 /* The client contract of libnpu (issue 12): an error is reported to the stream (and the task)
  * that caused it and to no other, and a stream's error is never consumed by a synchronize of
  * something else; a socket the caller may not open is reported as permission denied, by
- * libnpu (NPU_ERR_PERMISSION naming the path) and by npuctl (exit 4). */
+ * libnpu (NPU_ERR_PERMISSION naming the path) and by npuctl (exit 4); the devices a container
+ * is given through CDI (NPU_VISIBLE_DEVICE_<N>) bound its streams, placement included. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -260,6 +261,38 @@ START_TEST(test_socket_permission_denied)
 }
 END_TEST
 
+/* NPU_VISIBLE_DEVICE_1 as a CDI spec sets it: placement picks device 1 whatever the load,
+ * device 0 is refused naming the session's devices, and NPU_VISIBLE_DEVICE_ALL lifts it. */
+START_TEST(test_visible_devices)
+{
+        npu_context_t *c1;
+        npu_stream_t s;
+        int dev = -1;
+
+        setenv("NPU_VISIBLE_DEVICE_1", "1", 1);
+        OK(npu_connect(daemon_proc.sock, &c1));
+        for (int i = 0; i < 4; i++) {
+                OK(npu_stream_create(c1, NPU_DEVICE_ANY, 2, &s));
+                OK(npu_stream_device(c1, s, &dev));
+                ck_assert_int_eq(dev, 1);
+        }
+        ck_assert_int_eq(npu_stream_create(c1, 0, 2, &s), NPU_ERR_PERMISSION);
+        ck_assert_msg(strstr(npu_error_message(), "asked for device 1 only") &&
+                      strstr(npu_error_message(), "not device 0"), "%s", npu_error_message());
+        npu_disconnect(c1);
+        setenv("NPU_VISIBLE_DEVICE_ALL", "1", 1);
+        OK(npu_connect(daemon_proc.sock, &c1));
+        OK(npu_stream_create(c1, 0, 2, &s));
+        npu_disconnect(c1);
+        unsetenv("NPU_VISIBLE_DEVICE_ALL");
+        setenv("NPU_VISIBLE_DEVICE_X", "1", 1);
+        ck_assert_int_eq(npu_connect(daemon_proc.sock, &c1), NPU_ERR_INVALID);
+        ck_assert_msg(strstr(npu_error_message(), "NPU_VISIBLE_DEVICE_X"), "%s", npu_error_message());
+        unsetenv("NPU_VISIBLE_DEVICE_X");
+        unsetenv("NPU_VISIBLE_DEVICE_1");
+}
+END_TEST
+
 int main(void)
 {
         Suite *s = suite_create("integration-client-contract");
@@ -273,6 +306,7 @@ int main(void)
         tcase_add_test(tc, test_stream_error_not_consumed_by_synchronize);
         tcase_add_test(tc, test_threads_own_their_errors);
         tcase_add_test(tc, test_socket_permission_denied);
+        tcase_add_test(tc, test_visible_devices);
         suite_add_tcase(s, tc);
         sr = srunner_create(s);
         srunner_run_all(sr, CK_NORMAL);
