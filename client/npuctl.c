@@ -59,6 +59,9 @@ static const struct {
         { "diag", npuctl_cmd_diag, 0, "diag [-r 1|2|3]",
           "diagnostics as a best-effort tenant: known-answer kernels per engine kind, memory pattern "
           "and copy bandwidth per device (level 1 quick, 2 medium, 3 long)" },
+        { "tune", npuctl_cmd_tune, CMD_WATCH, "tune [list [OP]] | tune clear [OP]",
+          "kernel tuning cache: the GEMM variant chosen per operator and shapes on this host, with "
+          "what each variant measured; clear makes the next graph load measure again" },
         { "version", npuctl_cmd_version, 0, "version", "npuctl, libnpu and npud versions" },
 };
 

@@ -146,5 +146,6 @@ int npuctl_cmd_diag(struct npuctl *c, int argc, char **argv);
 int npuctl_cmd_tenant(struct npuctl *c, int argc, char **argv);
 int npuctl_cmd_cdi(struct npuctl *c, int argc, char **argv);
 int npuctl_cmd_slurm(struct npuctl *c, int argc, char **argv);
+int npuctl_cmd_tune(struct npuctl *c, int argc, char **argv);
 
 #endif

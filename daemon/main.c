@@ -1,8 +1,10 @@
 /* npud: parse the configuration, bring up the backend's devices, listen, and run the loop
  * until SIGINT/SIGTERM (SIGHUP reloads the configuration); then close every session, drain
  * running work and release it all. The service manager hears of each step (notify.h). */
+#include <errno.h>
 #include <event2/event.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/sysinfo.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +18,7 @@
 #include "daemon/api/notify.h"
 #include "daemon/api/npud.h"
 #include "ops/ops.h"
+#include "ops/tune.h"
 #include "daemon/exec/sched.h"
 #include "daemon/api/server.h"
 #include "daemon/api/session.h"
@@ -83,6 +86,38 @@ static void warn_device_memory(struct npud *d)
                          d->ex.devices.count, (double)declared / (1 << 30), (double)host / (1 << 30));
 }
 
+/* The kernel tuning cache (ops/tune.h): its directory is made when missing (the state
+ * directory systemd gives, or the per-user one); a cache that cannot be read starts empty and
+ * is rewritten at the next measurement, so it never stops npud. */
+static void tuning_open(const char *path)
+{
+        char err[512], dir[4096];
+        int skipped = 0;
+
+        if (*path) {
+                snprintf(dir, sizeof(dir), "%s", path);
+                for (char *p = dir + 1; *p; p++) {
+                        if (*p != '/')
+                                continue;
+                        *p = 0;
+                        if (!strchr(p + 1, '/')) {
+                                /* the cache's own directory: private to npud (or the user) */
+                                if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+                                        log_warn("tuning cache: cannot create %s: %s", dir, strerror(errno));
+                        } else if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+                                *p = '/';
+                                break;
+                        }
+                        *p = '/';
+                }
+        }
+        if (tune_open(path, &skipped, err, sizeof(err)) < 0)
+                log_warn("tuning cache: %s; starting empty", err);
+        else if (*path)
+                log_info("tuning cache %s: %d entries (this host: %s)%s", path, tune_count(),
+                         tune_profile(), skipped ? ", malformed lines skipped" : "");
+}
+
 int main(int argc, char **argv)
 {
         struct npud d;
@@ -112,6 +147,7 @@ int main(int argc, char **argv)
          * other work (another tenant's, another device's). Large operators get their
          * parallelism from tiles the scheduler spreads over granted workers instead. */
         ops_set_threads(1);
+        tuning_open(d.config.tuning_cache);
 
         /* Precise timers where they matter: model-mode devices complete work on
          * sub-millisecond timers. In compute mode timers are coarse (timeouts, the slow

@@ -588,7 +588,9 @@ int graph_compile(struct graph *g, unsigned flags, char *err, size_t errlen)
         if (rc < 0)
                 return oom(err, errlen);
         st->nodes_after = g->nnodes;
-        if (flags & GRAPH_COMPILE_PLAN)
-                return graph_compile_plan(g, st, err, errlen);
+        if ((flags & GRAPH_COMPILE_PLAN) && graph_compile_plan(g, st, err, errlen) < 0)
+                return -ENOMEM;
+        if (flags & GRAPH_COMPILE_TUNE)
+                graph_compile_tune(g, st);
         return 0;
 }

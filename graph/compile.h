@@ -30,7 +30,8 @@ enum graph_compile_flags {
         GRAPH_COMPILE_DEAD = 1 << 2,
         GRAPH_COMPILE_FUSE = 1 << 3,
         GRAPH_COMPILE_PLAN = 1 << 4,
-        GRAPH_COMPILE_ALL = 0x1f,
+        GRAPH_COMPILE_TUNE = 1 << 5,
+        GRAPH_COMPILE_ALL = 0x3f,
 };
 
 struct graph_compile_stats {
@@ -42,6 +43,9 @@ struct graph_compile_stats {
         int fused_groups;         /* FusedElementwise nodes made */
         int fused_nodes;          /* nodes they replace */
         int planned;              /* intermediates placed in the arena */
+        int tuned;                /* nodes running a tuned kernel variant (compile-tune.c) */
+        int tune_measured;        /* of which measured at this load */
+        int tune_cached;          /* of which taken from the tuning cache */
         int inplace;              /* of which sharing their input's bytes in place */
         uint64_t arena_bytes;     /* arena one run allocates */
         uint64_t intermediate_bytes; /* sum of the planned intermediates' sizes */
@@ -68,10 +72,18 @@ struct graph_plan {
 /* Longest chain one fused node takes. */
 #define GRAPH_FUSE_MAX_STEPS 32
 
+/* Tuning (compile-tune.c) measures no node whose cost model says more work than this, nor
+ * one whose scratch data would exceed GRAPH_TUNE_BYTES. */
+#define GRAPH_TUNE_FLOPS (4ull << 30)
+#define GRAPH_TUNE_BYTES (128ull << 20)
+
 /* Run the passes in flags on a finalized graph g (the model's graph). 0, or -ENOMEM with a
  * message (the graph is then unusable and must be freed). Nodes that cannot be folded
  * (their kernel fails) are left to the run, which reports the failure as usual. */
 int graph_compile(struct graph *g, unsigned flags, char *err, size_t errlen);
+
+/* The tuning pass alone (graph_compile runs it last when flags hold GRAPH_COMPILE_TUNE). */
+int graph_compile_tune(struct graph *g, struct graph_compile_stats *st);
 
 /* The passes this process runs: NPUD_GRAPH_COMPILE in the environment, a mask of
  * enum graph_compile_flags ("0": none, the graph runs as imported); all when unset. */

@@ -18,6 +18,7 @@
 #include "policy/cost.h"
 #include "proto/dtype.h"
 #include "proto/errors.h"
+#include "ops/blas.h"
 #include "ops/control.h"
 #include "ops/runctx.h"
 #include "compile.h"
@@ -319,7 +320,13 @@ static int run_node(struct frame *f, int n, char *err, size_t errlen)
                 o->data = mem[j];
         }
         msg[0] = 0;
-        if (ops_run(def, &call, msg, sizeof(msg)) < 0) {
+        /* the kernel variant tuning chose for this node (compile-tune.c) */
+        if (gn->variant)
+                ops_sgemm_force(gn->variant - 1);
+        rc = ops_run(def, &call, msg, sizeof(msg));
+        if (gn->variant)
+                ops_sgemm_force(OPS_SGEMM_AUTO);
+        if (rc < 0) {
                 rc = err_set(err, errlen, node_code(PROTO_E_EXEC), "%s: %s", label,
                           msg[0] ? msg : "kernel failed");
                 goto out;

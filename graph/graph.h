@@ -55,6 +55,7 @@ struct graph_node {
         struct ops_attr *attr;
         int nimplicit;
         int *implicit; /* values of this graph that the node's subgraphs read */
+        int variant;   /* kernel variant tuning chose (compile-tune.c) + 1; 0: the default */
 };
 
 struct graph {

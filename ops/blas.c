@@ -23,9 +23,22 @@ static int onednn_wanted(void)
         return w;
 }
 
+const char *const ops_sgemm_variant_names[OPS_SGEMM_VARIANTS] = { "openblas", "onednn" };
+
+static __thread int forced = OPS_SGEMM_AUTO;
+
+void ops_sgemm_force(int variant)
+{
+        forced = variant >= OPS_SGEMM_OPENBLAS && variant < OPS_SGEMM_VARIANTS ? variant : OPS_SGEMM_AUTO;
+}
+
 static int use_onednn(long m, long n, long k)
 {
-        return onednn_wanted() && (double)m * (double)n * (double)k >= ONEDNN_MIN_MACS;
+        if (!onednn_wanted())
+                return 0;
+        if (forced != OPS_SGEMM_AUTO)
+                return forced == OPS_SGEMM_ONEDNN;
+        return (double)m * (double)n * (double)k >= ONEDNN_MIN_MACS;
 }
 
 const char *ops_sgemm_backend(long m, long n, long k)

@@ -19,6 +19,13 @@ void ops_sgemm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANS
                blasint m, blasint n, blasint k, float alpha, const float *a, blasint lda,
                const float *b, blasint ldb, float beta, float *c, blasint ldc);
 
+/* Kernel variants of ops_sgemm, for tuning (ops/tune.h): OPS_SGEMM_AUTO picks by size. */
+enum { OPS_SGEMM_AUTO = -1, OPS_SGEMM_OPENBLAS = 0, OPS_SGEMM_ONEDNN = 1, OPS_SGEMM_VARIANTS = 2 };
+extern const char *const ops_sgemm_variant_names[OPS_SGEMM_VARIANTS];
+/* The variant this thread's ops_sgemm calls use until changed (a tuned graph node sets it
+ * around its kernel); NPUD_SGEMM=openblas still forces OpenBLAS. */
+void ops_sgemm_force(int variant);
+
 /* "onednn" or "openblas": what ops_sgemm uses for an m x n x k product. */
 const char *ops_sgemm_backend(long m, long n, long k);
 

@@ -39,6 +39,7 @@ void log_event(enum log_level level, const char *message_id, int device, uid_t u
 #define LOG_MID_TASKS_FAILED "9f7644a8a1254514b93ee461a53f6632"
 #define LOG_MID_TENANT_ADD "3c1f0d8e5a7b4e29b6d4a0c2f19e7d53"
 #define LOG_MID_TENANT_REMOVE "b87e2a4c91d04f6a8c3e5d7f0a2b4c61"
+#define LOG_MID_TUNE_CLEAR "a98c0aa1e4684bdeae8741b9421b50f6"
 
 #define log_error(...) log_msg(LOG_LVL_ERROR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_LVL_WARN, __VA_ARGS__)

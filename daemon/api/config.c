@@ -21,6 +21,23 @@
 
 static int set_admin_group(struct npud_config *c, const char *name, char *err, size_t errlen);
 
+/* Where the tuning cache lives when the configuration says nothing (config.h). */
+static void default_tuning_cache(char *out, size_t len)
+{
+        const char *state = getenv("STATE_DIRECTORY"), *xdg = getenv("XDG_STATE_HOME");
+        const char *home = getenv("HOME");
+
+        out[0] = 0;
+        if (state && *state) /* systemd may list several, colon-separated: the first */
+                snprintf(out, len, "%.*s/tuning.cache", (int)strcspn(state, ":"), state);
+        else if (geteuid() == 0)
+                snprintf(out, len, "/var/lib/npud/tuning.cache");
+        else if (xdg && *xdg == '/')
+                snprintf(out, len, "%s/npud/tuning.cache", xdg);
+        else if (home && *home == '/')
+                snprintf(out, len, "%s/.local/state/npud/tuning.cache", home);
+}
+
 void config_defaults(struct npud_config *c)
 {
         memset(c, 0, sizeof(*c));
@@ -29,6 +46,7 @@ void config_defaults(struct npud_config *c)
         snprintf(c->sim_profile, sizeof(c->sim_profile), "910B3");
         c->sim_mode = SIM_MODE_COMPUTE;
         c->log_level = LOG_LVL_INFO;
+        default_tuning_cache(c->tuning_cache, sizeof(c->tuning_cache));
         c->limits.max_connections = 256;
         c->limits.max_buffers = 65536;
         c->limits.max_streams = 1024;
@@ -276,7 +294,7 @@ int config_load_file(struct npud_config *c, const char *path, char *err, size_t 
 {
         static const char *const keys[] = { "socket", "log_level", "workers", "admin_group",
                                             "sim", "limits", "metrics", "tenants", "scheduler", "memory",
-                                            "dbus", "telemetry", NULL };
+                                            "dbus", "telemetry", "tuning_cache", NULL };
         json_error_t jerr;
         json_t *root, *v;
         int64_t workers = c->workers;
@@ -332,6 +350,16 @@ int config_load_file(struct npud_config *c, const char *path, char *err, size_t 
                 goto out;
         if ((v = json_object_get(root, "telemetry")) && (e = apply_telemetry(c, v, err, errlen)))
                 goto out;
+        if ((v = json_object_get(root, "tuning_cache"))) {
+                if (!json_is_string(v) || json_string_length(v) >= sizeof(c->tuning_cache) ||
+                    (json_string_length(v) && json_string_value(v)[0] != '/')) {
+                        snprintf(err, errlen, "tuning_cache: must be an absolute path, or \"\" "
+                                 "to keep the cache in memory only");
+                        e = -EINVAL;
+                        goto out;
+                }
+                snprintf(c->tuning_cache, sizeof(c->tuning_cache), "%s", json_string_value(v));
+        }
         if ((e = policy_config_parse(&c->policy, json_object_get(root, "tenants"),
                                      json_object_get(root, "scheduler"), err, errlen)) ||
             (e = policy_memory_parse(&c->policy, json_object_get(root, "memory"), err, errlen)))
@@ -362,6 +390,7 @@ static void usage(FILE *f)
                 "  --log-level LEVEL      error, warn, info (default) or debug\n"
                 "  --metrics-listen ADDR  serve Prometheus /metrics on IPV4:PORT, [IPV6]:PORT\n"
                 "                         or a Unix socket path (default: off)\n"
+                "  --tuning-cache PATH    kernel tuning cache file (\"\": in memory only)\n"
                 "  --dbus                 serve org.npud.Manager1 on the system bus\n"
                 "                         ($DBUS_SYSTEM_BUS_ADDRESS; default: off)\n"
                 "  --check-config[=PATH]  check PATH (default: --config, else\n"
@@ -373,7 +402,7 @@ static void usage(FILE *f)
 int config_parse_args(struct npud_config *c, int argc, char **argv, char *err, size_t errlen)
 {
         enum { O_SOCKET = 256, O_CONFIG, O_DEVICES, O_PROFILE, O_MODE, O_WORKERS, O_LOG,
-               O_VERSION, O_HELP, O_METRICS, O_CHECK, O_DBUS };
+               O_VERSION, O_HELP, O_METRICS, O_CHECK, O_DBUS, O_TUNING };
         static const struct option opts[] = {
                 { "socket", required_argument, NULL, O_SOCKET },
                 { "config", required_argument, NULL, O_CONFIG },
@@ -387,6 +416,7 @@ int config_parse_args(struct npud_config *c, int argc, char **argv, char *err, s
                 { "check-config", optional_argument, NULL, O_CHECK },
                 { "metrics-listen", required_argument, NULL, O_METRICS },
                 { "dbus", no_argument, NULL, O_DBUS },
+                { "tuning-cache", required_argument, NULL, O_TUNING },
                 { NULL, 0, NULL, 0 },
         };
         const char *config_path = NULL, *check_path = NULL;
@@ -450,6 +480,14 @@ int config_parse_args(struct npud_config *c, int argc, char **argv, char *err, s
                                 return -EINVAL;
                         }
                         snprintf(c->socket_path, sizeof(c->socket_path), "%s", optarg);
+                        break;
+                case O_TUNING:
+                        if (strlen(optarg) >= sizeof(c->tuning_cache) || (*optarg && *optarg != '/')) {
+                                snprintf(err, errlen, "--tuning-cache: must be an absolute path, or "
+                                         "\"\" to keep the cache in memory only");
+                                return -EINVAL;
+                        }
+                        snprintf(c->tuning_cache, sizeof(c->tuning_cache), "%s", optarg);
                         break;
                 case O_DEVICES:
                 case O_WORKERS:

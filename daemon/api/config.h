@@ -61,6 +61,11 @@ struct npud_config {
          * and keeps no history: for a driver whose management interface is slow or absent.
          * Status (health, memory, utilization, task counts) is reported either way. */
         int no_telemetry;
+        /* The kernel tuning cache (ops/tune.h): "tuning_cache" or --tuning-cache; "" keeps it
+         * in memory only. Default: $STATE_DIRECTORY/tuning.cache under systemd
+         * (StateDirectory=npud), /var/lib/npud/tuning.cache for root, else
+         * $XDG_STATE_HOME/npud/tuning.cache (~/.local/state/npud/tuning.cache). */
+        char tuning_cache[4096];
         struct policy_config policy; /* tenants and scheduler settings */
 };
 

@@ -23,6 +23,7 @@
 static const struct method *const method_groups[] = {
         methods_session, methods_memory, methods_stream, methods_admin, methods_sched, methods_share,
         methods_manage, methods_graph, methods_run, methods_telemetry, methods_tenant,
+        methods_tune,
 };
 
 /* Method names indexed once, at the first request: an open-addressed table by FNV-1a of the

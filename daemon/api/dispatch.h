@@ -48,6 +48,7 @@ extern const struct method methods_telemetry[];
 extern const struct method methods_graph[];
 extern const struct method methods_run[];
 extern const struct method methods_tenant[];
+extern const struct method methods_tune[];
 
 /* Parameter helpers: 0 or -EINVAL with an error reply already sent naming the key. */
 int param_u64(struct request *req, const char *key, uint64_t max, uint64_t *ret);

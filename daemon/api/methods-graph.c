@@ -32,6 +32,7 @@
 #include "daemon/exec/alloc.h"
 #include "dispatch.h"
 #include "export.h"
+#include "ops/blas.h"
 #include "graph/compile.h"
 #include "graph/exec.h"
 #include "daemon/exec/graph-obj.h"
@@ -242,13 +243,24 @@ static json_t *compile_json(const struct graph *g)
                         json_array_append_new(ops, json_string(fz->steps[s].def->name));
                 json_array_append_new(groups, json_pack("{s:s, s:o}", "node", gn->name, "ops", ops));
         }
-        return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:o, s:i, s:i, s:I, s:I}",
+        /* the kernel variant tuning chose per node (compile-tune.c) */
+        json_t *tuned = json_array();
+        for (int n = 0; n < g->nnodes; n++) {
+                const struct graph_node *gn = &g->nodes[n];
+                if (gn->variant > 0 && gn->variant <= OPS_SGEMM_VARIANTS)
+                        json_array_append_new(tuned, json_pack("{s:s, s:s, s:s}", "node", gn->name,
+                                                               "op", gn->def->name, "variant",
+                                                               ops_sgemm_variant_names[gn->variant - 1]));
+        }
+        return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:o, s:i, s:i, s:I, s:I, s:o, s:i, s:i}",
                          "nodes_before", st->nodes_before, "nodes_after", st->nodes_after,
                          "folded", st->folded, "bn_folded", st->bn_folded, "dead", st->dead,
                          "fused_nodes", st->fused_nodes, "fused_groups", groups,
                          "planned", st->planned, "in_place", st->inplace,
                          "arena_bytes", (json_int_t)st->arena_bytes,
-                         "intermediate_bytes", (json_int_t)st->intermediate_bytes);
+                         "intermediate_bytes", (json_int_t)st->intermediate_bytes,
+                         "tuned", tuned, "tune_measured", st->tune_measured,
+                         "tune_cached", st->tune_cached);
 }
 
 static json_t *graph_json(const struct graph_obj *o, uint32_t handle)

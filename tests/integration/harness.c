@@ -37,6 +37,9 @@ int harness_start(struct npud_proc *p, const char *const *extra)
         argv[n++] = "2";
         argv[n++] = "--log-level";
         argv[n++] = "warn";
+        snprintf(p->tune, sizeof(p->tune), "%s/tuning.cache", p->dir);
+        argv[n++] = "--tuning-cache"; /* extra may name another */
+        argv[n++] = p->tune;
         for (int i = 0; extra && extra[i] && n < 30; i++)
                 argv[n++] = extra[i];
         argv[n] = NULL;

@@ -13,9 +13,10 @@ struct npud_proc {
         char dir[64];
         char sock[128];
         char log[128];
+        char tune[128]; /* its tuning cache, in dir (never the host's) */
 };
 
-/* Start npud with --sim-devices 2 plus extra (NULL-terminated, may be NULL). 0 or -1. */
+/* Start npud with --sim-devices 2 and a tuning cache in its directory, plus extra (NULL-terminated, may be NULL). 0 or -1. */
 int harness_start(struct npud_proc *p, const char *const *extra);
 /* SIGTERM and wait; returns the exit status (0 = clean, including no leaks under ASan). */
 int harness_stop(struct npud_proc *p);
