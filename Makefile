@@ -64,7 +64,7 @@ ONNX_GEN_H := $(BUILD)/gen/onnx.pb-c.h
 ONNX_GEN_C := $(BUILD)/gen/onnx.pb-c.c
 ONNX_OBJ   := $(BUILD)/obj/gen/onnx.pb-c.o
 ONNX_DATA  ?= /usr/share/libonnx-testdata/data
-ONNX_TENSOR_OBJ := $(call obj,client/onnx-tensor.c) $(ONNX_OBJ)
+ONNX_TENSOR_OBJ := $(call obj,client/onnx-tensor.c proto/dtype.c) $(ONNX_OBJ)
 CLIENT_OBJ := $(call obj,$(CLIENT_SRC))
 
 NPUD       := $(BUILD)/bin/npud

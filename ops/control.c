@@ -3,8 +3,10 @@
  * through call->graph_run and keeps the results in a per-thread slot keyed by the call;
  * run, which the executor calls next on the same thread with the same call, copies them
  * into the outputs it allocated and frees them. A run without a matching infer (a stale
- * slot, a direct call) computes the results again. Sequence- and optional-typed values are
- * not tensors here and are not supported. None of these can be launched over the wire.
+ * slot, a direct call) computes the results again. Sequence and optional values
+ * (sequence.h) pass through If and Loop like tensors (they are one block of bytes each);
+ * SequenceMap, which runs its body once per tensor of a sequence, is here too. None of these
+ * can be launched over the wire.
  *
  * Trip counts come from the model and its inputs, so every iteration checks the run context
  * (cancellation, deadline) and a trip cap in force refuses larger counts before the first
@@ -18,6 +20,7 @@
 #include "proto/errors.h"
 #include "control.h"
 #include "runctx.h"
+#include "sequence.h"
 
 /* Body outputs of a Loop or Scan: condition, carried values and scan outputs. */
 #define CTL_MAX_BODY_OUT (OPS_MAX_INPUTS + OPS_MAX_OUTPUTS + 1)
@@ -569,6 +572,101 @@ out:
         return rc;
 }
 
+
+/* ---------------------------------------------------------------- SequenceMap */
+
+/* The body runs once per tensor of the input sequence; sequence inputs after the first give
+ * it their tensor at the same position (they must be as long), tensor inputs are passed
+ * whole. Output k collects the body's output k of every iteration into a sequence. */
+static int seqmap_compute(const struct ops_call *call, struct ctl_result *r, char *err,
+                          size_t errlen)
+{
+        struct seq_view v[OPS_MAX_INPUTS];
+        struct ops_tensor bin[OPS_MAX_INPUTS], out[CTL_MAX_BODY_OUT];
+        struct ops_tensor *got = NULL; /* count x nout body outputs, ops_buf data */
+        const void *body;
+        uint32_t count;
+        int64_t done = 0;
+        int rc, n = 0, nout = call->nout;
+
+        r->n = 0;
+        rc = need_runner(call, "SequenceMap", err, errlen);
+        if (!rc)
+                rc = seq_open(&call->in[0], "SequenceMap", "input sequence", &v[0], err, errlen);
+        if (rc)
+                return rc;
+        body = graph_attr(call, "body");
+        if (!body)
+                return ops_fail(err, errlen, -EINVAL, "SequenceMap: no body graph");
+        count = v[0].count;
+        for (int i = 1; i < call->nin; i++) {
+                if (call->in[i].dtype != PROTO_DTYPE_SEQUENCE)
+                        continue;
+                rc = seq_open(&call->in[i], "SequenceMap", "an additional input", &v[i], err, errlen);
+                if (rc)
+                        return rc;
+                if (v[i].count != count)
+                        return ops_fail(err, errlen, -EINVAL,
+                                        "SequenceMap: input %d holds %u tensors, the input sequence %u",
+                                        i, v[i].count, count);
+        }
+        if (nout < 1)
+                return ops_fail(err, errlen, -EINVAL, "SequenceMap: no outputs");
+        rc = ctl_trips_refused("SequenceMap", count, err, errlen);
+        if (rc)
+                return rc;
+        got = calloc((size_t)count * (size_t)nout + 1, sizeof(*got));
+        if (!got)
+                return ops_fail(err, errlen, -ENOMEM, "SequenceMap: out of memory");
+        for (uint32_t it = 0; it < count; it++) {
+                rc = ctl_poll("SequenceMap", it, err, errlen);
+                if (rc)
+                        goto out;
+                for (int i = 0; i < call->nin; i++) {
+                        if (call->in[i].dtype == PROTO_DTYPE_SEQUENCE)
+                                seq_at(&v[i], it, &bin[i]);
+                        else
+                                bin[i] = call->in[i];
+                }
+                rc = call->graph_run(call->graph_ctx, body, call->nin, bin, &n, out, CTL_MAX_BODY_OUT,
+                                     err, errlen);
+                if (rc < 0)
+                        goto out;
+                if (n < nout) {
+                        tensors_free(out, n);
+                        rc = ops_fail(err, errlen, -EINVAL, "SequenceMap: body has %d output%s, the node %d",
+                                      n, n == 1 ? "" : "s", nout);
+                        goto out;
+                }
+                memcpy(&got[(size_t)it * (size_t)nout], out, sizeof(out[0]) * (size_t)nout);
+                tensors_free(out + nout, n - nout);
+                done = it + 1;
+        }
+        for (int k = 0; k < nout; k++) {
+                struct ops_tensor *col = malloc(sizeof(*col) * (count ? count : 1));
+                if (!col) {
+                        rc = ops_fail(err, errlen, -ENOMEM, "SequenceMap: out of memory");
+                        goto out;
+                }
+                for (uint32_t it = 0; it < count; it++)
+                        col[it] = got[(size_t)it * (size_t)nout + (size_t)k];
+                /* an empty input sequence gives empty outputs of the input's element type */
+                rc = seq_make(col, count, count ? 0 : v[0].elem_dtype, "SequenceMap", &r->t[k], err,
+                              errlen);
+                free(col);
+                if (rc)
+                        goto out;
+                r->n = k + 1;
+        }
+out:
+        for (int64_t i = 0; i < done * nout; i++)
+                ops_buf_free(got[i].data);
+        free(got);
+        if (rc)
+                result_free(r);
+        return rc;
+}
+
 /* ---------------------------------------------------------------- glue */
 
 void ops_control_forget(void)
@@ -684,17 +782,35 @@ static int scan_run(const struct ops_def *def, const struct ops_call *call, char
 const struct ops_def ops_if_def = {
         .name = "If", .min_inputs = 1, .max_inputs = 1, .outputs = OPS_MAX_OUTPUTS,
         .engine = OPS_ENGINE_AICPU, .check = ctl_check, .run = if_run, .cost = ctl_cost,
-        .infer = if_infer, .since_version = 1,
+        .infer = if_infer, .since_version = 1, .flags = OPS_FLAG_VALUES,
 };
 
 const struct ops_def ops_loop_def = {
         .name = "Loop", .min_inputs = 2, .max_inputs = OPS_MAX_INPUTS, .outputs = OPS_MAX_OUTPUTS,
         .engine = OPS_ENGINE_AICPU, .check = ctl_check, .run = loop_run, .cost = ctl_cost,
-        .infer = loop_infer, .since_version = 1,
+        .infer = loop_infer, .since_version = 1, .flags = OPS_FLAG_VALUES,
 };
 
 const struct ops_def ops_scan_def = {
         .name = "Scan", .min_inputs = 1, .max_inputs = OPS_MAX_INPUTS, .outputs = OPS_MAX_OUTPUTS,
         .engine = OPS_ENGINE_AICPU, .check = ctl_check, .run = scan_run, .cost = ctl_cost,
         .infer = scan_infer, .since_version = 9,
+};
+
+static int seqmap_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
+{
+        return ctl_infer(seqmap_compute, call, err, errlen);
+}
+
+static int seqmap_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                      size_t errlen)
+{
+        return ctl_run(seqmap_compute, "SequenceMap", call, err, errlen);
+}
+
+const struct ops_def ops_sequence_map_def = {
+        .name = "SequenceMap", .min_inputs = 1, .max_inputs = OPS_MAX_INPUTS,
+        .outputs = OPS_MAX_OUTPUTS, .engine = OPS_ENGINE_AICPU, .check = ctl_check,
+        .run = seqmap_run, .cost = ctl_cost, .infer = seqmap_infer, .since_version = 17,
+        .flags = OPS_FLAG_VALUES,
 };
