@@ -14,6 +14,7 @@
  * ops_buf_alloc buffer charged to the run's byte budget. */
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -667,6 +668,127 @@ out:
         return rc;
 }
 
+
+/* ---------------------------------------------------------------- Scan (opset 8) */
+
+/* Opset 8's Scan has a batch axis in front of every state and scan input and output, and an
+ * optional first input, sequence_lens. Each batch entry is an opset-9 Scan of its own (scan
+ * axis 0, the directions attribute as scan_input_directions): the entries are contiguous
+ * slices of the inputs, and their results are stacked along the batch axis. Sequence
+ * lengths shorter than the scan axis are not supported. */
+static int scan8_compute(const struct ops_call *call, struct ctl_result *r, char *err, size_t errlen)
+{
+        struct ops_call *c = calloc(1, sizeof(*c));
+        struct ctl_result one;
+        int64_t batch = -1, slice[OPS_MAX_INPUTS];
+        char msg[160];
+        int rc = 0;
+
+        r->n = 0;
+        one.n = 0;
+        if (!c)
+                return ops_fail(err, errlen, -ENOMEM, "Scan: out of memory");
+        if (call->nin < 2) {
+                rc = ops_fail(err, errlen, -EINVAL, "Scan: needs sequence_lens (may be empty) and inputs");
+                goto out;
+        }
+        c->nin = call->nin - 1;
+        c->nout = call->nout;
+        c->opset = call->opset;
+        c->graph_run = call->graph_run;
+        c->graph_ctx = call->graph_ctx;
+        for (int i = 0; i < call->nattr && c->nattr < OPS_MAX_ATTRS; i++) {
+                c->attr[c->nattr] = call->attr[i];
+                if (strcmp(call->attr[i].name, "directions") == 0)
+                        snprintf(c->attr[c->nattr].name, sizeof(c->attr[0].name), "scan_input_directions");
+                c->nattr++;
+        }
+        for (int i = 1; i < call->nin; i++) {
+                const struct ops_tensor *t = &call->in[i];
+                int64_t bytes = tensor_bytes(t);
+                if (t->ndim < 1 || bytes < 0 || (batch >= 0 && t->dims[0] != batch)) {
+                        rc = ops_fail(err, errlen, -EINVAL,
+                                      "Scan: input %d has no batch axis of the same extent as the others", i);
+                        goto out;
+                }
+                batch = t->dims[0];
+                slice[i] = batch ? bytes / batch : 0;
+                if (bytes && !t->data) {
+                        rc = ops_fail(err, errlen, -EINVAL, "Scan: needs the value of input %d", i);
+                        goto out;
+                }
+        }
+        if (call->in[0].dtype) {
+                const struct ops_tensor *l = &call->in[0];
+                int nsi = (int)ops_attr_int(call, "num_scan_inputs", -1);
+                int64_t len = nsi >= 1 && nsi < call->nin && call->in[call->nin - nsi].ndim >= 2
+                                      ? call->in[call->nin - nsi].dims[1]
+                                      : -1;
+                if (l->dtype != PROTO_DTYPE_INT32 || ops_tensor_numel(l) != batch || (batch && !l->data)) {
+                        rc = ops_fail(err, errlen, -EINVAL, "Scan: sequence_lens must be int32 [batch]");
+                        goto out;
+                }
+                for (int64_t b = 0; b < batch; b++)
+                        if (((const int32_t *)l->data)[b] != len) {
+                                rc = ops_fail(err, errlen, -ENOTSUP,
+                                              "Scan: sequence_lens shorter than the scan axis are not supported");
+                                goto out;
+                        }
+        }
+        for (int64_t b = 0; b < batch; b++) {
+                for (int i = 1; i < call->nin; i++) {
+                        struct ops_tensor *t = &c->in[i - 1];
+                        *t = call->in[i];
+                        t->ndim--;
+                        memmove(t->dims, t->dims + 1, sizeof(t->dims[0]) * (size_t)t->ndim);
+                        t->data = t->data ? (uint8_t *)t->data + b * slice[i] : NULL;
+                }
+                rc = scan_compute(c, &one, err, errlen);
+                if (rc)
+                        goto out;
+                for (int j = 0; j < one.n; j++) {
+                        int64_t bytes = tensor_bytes(&one.t[j]);
+                        if (b == 0) {
+                                struct ops_tensor *o = &r->t[j];
+                                uint64_t total = ops_bytes((uint64_t)bytes, (uint64_t)batch);
+                                if (one.t[j].ndim >= OPS_MAX_DIMS) {
+                                        rc = ops_fail(err, errlen, -EINVAL, "Scan: output %d has too many dimensions", j);
+                                        goto out;
+                                }
+                                *o = one.t[j];
+                                o->ndim = one.t[j].ndim + 1;
+                                o->dims[0] = batch;
+                                memcpy(o->dims + 1, one.t[j].dims, sizeof(o->dims[0]) * (size_t)one.t[j].ndim);
+                                o->data = ops_buf_alloc(total, msg, sizeof(msg));
+                                if (!o->data) {
+                                        rc = ops_fail(err, errlen, -ENOMEM, "Scan: %s", msg);
+                                        goto out;
+                                }
+                                r->n = j + 1;
+                        } else if (one.t[j].dtype != r->t[j].dtype || one.t[j].ndim + 1 != r->t[j].ndim ||
+                                   memcmp(one.t[j].dims, r->t[j].dims + 1,
+                                          sizeof(one.t[j].dims[0]) * (size_t)one.t[j].ndim) != 0) {
+                                rc = ops_fail(err, errlen, -EINVAL,
+                                              "Scan: output %d differs in shape between batch entries", j);
+                                goto out;
+                        }
+                        if (bytes)
+                                memcpy((uint8_t *)r->t[j].data + b * bytes, one.t[j].data, (size_t)bytes);
+                }
+                result_free(&one);
+        }
+        if (batch == 0) {
+                rc = ops_fail(err, errlen, -ENOTSUP, "Scan: an empty batch has no output shapes");
+                goto out;
+        }
+out:
+        result_free(&one);
+        free(c);
+        if (rc)
+                result_free(r);
+        return rc;
+}
+
 /* ---------------------------------------------------------------- glue */
 
 void ops_control_forget(void)
@@ -813,4 +935,21 @@ const struct ops_def ops_sequence_map_def = {
         .outputs = OPS_MAX_OUTPUTS, .engine = OPS_ENGINE_AICPU, .check = ctl_check,
         .run = seqmap_run, .cost = ctl_cost, .infer = seqmap_infer, .since_version = 17,
         .flags = OPS_FLAG_VALUES,
+};
+
+static int scan8_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
+{
+        return ctl_infer(scan8_compute, call, err, errlen);
+}
+
+static int scan8_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                     size_t errlen)
+{
+        return ctl_run(scan8_compute, "Scan", call, err, errlen);
+}
+
+const struct ops_def ops_scan8_def = {
+        .name = "Scan", .min_inputs = 2, .max_inputs = OPS_MAX_INPUTS, .outputs = OPS_MAX_OUTPUTS,
+        .engine = OPS_ENGINE_AICPU, .check = ctl_check, .run = scan8_run, .cost = ctl_cost,
+        .infer = scan8_infer, .since_version = 8,
 };

@@ -7,6 +7,7 @@ const struct ops_def *const ops_family_control[] = {
         &ops_if_def,
         &ops_loop_def,
         &ops_scan_def,
+        &ops_scan8_def,
         &ops_sequence_map_def,
         &ops_sequence_construct_def,
         &ops_sequence_empty_def,
