@@ -710,10 +710,19 @@ static void seq_cost(const struct ops_def *def, const struct ops_call *call, uin
         *ret_bytes = n > 0 ? ops_bytes((uint64_t)n, es ? es : 1) : 0;
 }
 
+/* Launches over the wire carry tensors only: these operators work inside graphs. */
+static int seq_check(const struct ops_def *def, const struct ops_call *call, char *err,
+                     size_t errlen)
+{
+        return ops_fail(err, errlen, -EINVAL, "%s: sequence and optional operators run only inside graphs",
+                        def->name);
+}
+
 #define SEQ_DEF(sym, nm, lo, hi, inf, rn, since, ...)                                           \
         const struct ops_def sym = {                                                            \
                 .name = nm, .min_inputs = lo, .max_inputs = hi, .outputs = 1,                    \
-                .engine = OPS_ENGINE_AICPU, .run = rn, .cost = seq_cost, .infer = inf,           \
+                .engine = OPS_ENGINE_AICPU, .check = seq_check, .run = rn, .cost = seq_cost,   \
+                .infer = inf,                                                                    \
                 .since_version = since, .flags = OPS_FLAG_VALUES,                                \
                 .attrs = (const char *const[]){ __VA_ARGS__ },                                   \
         }
