@@ -613,6 +613,9 @@ static int seqmap_compute(const struct ops_call *call, struct ctl_result *r, cha
         }
         if (nout < 1)
                 return ops_fail(err, errlen, -EINVAL, "SequenceMap: no outputs");
+        if (count > PROTO_SEQ_MAX_COUNT)
+                return ops_fail(err, errlen, -EINVAL, "SequenceMap: %u tensors are more than a sequence holds",
+                                count);
         rc = ctl_trips_refused("SequenceMap", count, err, errlen);
         if (rc)
                 return rc;

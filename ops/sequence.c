@@ -63,6 +63,9 @@ static int seq_plan(const struct ops_tensor *t, uint32_t n, int *elem_dtype, con
         uint64_t size;
 
         *ret_entries = NULL;
+        if (n > PROTO_SEQ_MAX_COUNT)
+                return ops_fail(err, errlen, -EINVAL, "%s: %u tensors are more than a sequence holds (%u)",
+                                op, n, PROTO_SEQ_MAX_COUNT);
         if (n && !*elem_dtype)
                 *elem_dtype = t[0].dtype;
         if (n) {
@@ -153,9 +156,9 @@ typedef int (*seq_collect_fn)(const struct ops_def *def, const struct ops_call *
 
 static int list_alloc(struct seq_list *l, uint64_t n, const char *op, char *err, size_t errlen)
 {
-        if (n > UINT32_MAX / 2)
-                return ops_fail(err, errlen, -EINVAL, "%s: %llu tensors are too many for a sequence",
-                                op, (unsigned long long)n);
+        if (n > PROTO_SEQ_MAX_COUNT)
+                return ops_fail(err, errlen, -EINVAL, "%s: %llu tensors are more than a sequence holds (%u)",
+                                op, (unsigned long long)n, PROTO_SEQ_MAX_COUNT);
         l->t = calloc(n ? n : 1, sizeof(*l->t));
         if (!l->t)
                 return ops_fail(err, errlen, -ENOMEM, "%s: out of memory", op);

@@ -24,6 +24,8 @@
 #define PROTO_SEQ_MAGIC 0x3151534eu /* "NSQ1" */
 #define PROTO_SEQ_ALIGN 16
 #define PROTO_SEQ_MAX_DIMS 8
+/* Most tensors one sequence holds (npud refuses to build longer ones). */
+#define PROTO_SEQ_MAX_COUNT (1u << 20)
 
 struct proto_seq_header {
         uint32_t magic;
@@ -128,7 +130,7 @@ static inline int proto_seq_check(const void *block, uint64_t size, struct proto
         }
         for (uint32_t i = 0; i < h.count; i++) {
                 proto_seq_get(block, i, &e);
-                if (proto_seq_tensor_bytes(e.dtype, e.ndim, e.dims) != e.bytes) {
+                if (e.bytes == UINT64_MAX || proto_seq_tensor_bytes(e.dtype, e.ndim, e.dims) != e.bytes) {
                         *why = "an entry whose type, shape and size disagree";
                         return -1;
                 }

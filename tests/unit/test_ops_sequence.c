@@ -195,7 +195,7 @@ START_TEST(test_split_concat)
 {
         /* x [2,3]: split along axis 1 into pieces of 2 (the last one 1), concat back */
         struct ops_tensor x = f32(2, (int64_t[]){ 2, 3 }, (float[]){ 0, 1, 2, 3, 4, 5 });
-        struct ops_tensor s, y, p;
+        struct ops_tensor s, y, p, chunk = i64(2);
         const struct ops_def *def = def_of("SplitToSequence");
         struct ops_call c;
         char err[256];
@@ -204,7 +204,7 @@ START_TEST(test_split_concat)
         c.nin = 2;
         c.nout = 1;
         c.in[0] = x;
-        c.in[1] = i64(2);
+        c.in[1] = chunk;
         c.nattr = 1;
         strcpy(c.attr[0].name, "axis");
         c.attr[0].type = OPS_ATTR_INT;
@@ -249,7 +249,7 @@ START_TEST(test_split_concat)
 
         ops_buf_free(s.data);
         ops_buf_free(x.data);
-        ops_buf_free(c.in[1].data);
+        ops_buf_free(chunk.data);
 }
 END_TEST
 
