@@ -204,7 +204,8 @@ static int stack_init(struct stack *s, const struct ops_tensor *v, const char *o
         s->first = *v;
         s->first.data = NULL;
         s->slice = tensor_bytes(v);
-        if (s->slice < 0)
+        /* scan outputs stack tensors; a sequence's bytes stacked would be no sequence */
+        if (s->slice < 0 || v->dtype == PROTO_DTYPE_SEQUENCE || v->dtype == PROTO_DTYPE_OPTIONAL_NONE)
                 return ops_fail(err, errlen, -EINVAL, "%s: scan output %d is not a supported tensor",
                                 op, k);
         if (v->ndim + 1 > OPS_MAX_DIMS)
