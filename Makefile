@@ -64,7 +64,7 @@ ONNX_GEN_H := $(BUILD)/gen/onnx.pb-c.h
 ONNX_GEN_C := $(BUILD)/gen/onnx.pb-c.c
 ONNX_OBJ   := $(BUILD)/obj/gen/onnx.pb-c.o
 ONNX_DATA  ?= /usr/share/libonnx-testdata/data
-ONNX_TENSOR_OBJ := $(call obj,client/onnx-tensor.c) $(ONNX_OBJ)
+ONNX_TENSOR_OBJ := $(call obj,client/onnx-tensor.c proto/dtype.c) $(ONNX_OBJ)
 CLIENT_OBJ := $(call obj,$(CLIENT_SRC))
 
 NPUD       := $(BUILD)/bin/npud
@@ -299,7 +299,8 @@ FUZZ_SMOKE_TIME ?= 20
 FUZZ_CFLAGS := -std=gnu11 -D_GNU_SOURCE -I. -g -O1 -fsanitize=fuzzer,address,undefined \
                -fno-sanitize-recover=undefined
 FUZZ_ONNX_SEEDS := relu add matmul_2d gemm_default_no_bias if loop11 scan9_sum \
-  reshape_reordered_all_dims conv_with_strides_padding softmax_axis_1 cast_FLOAT_to_FLOAT16
+  reshape_reordered_all_dims conv_with_strides_padding softmax_axis_1 cast_FLOAT_to_FLOAT16 \
+  sequence_insert_at_back sequence_map_add_2_sequences_expanded loop16_seq_none if_opt scan_sum
 # Per-input limits of the bounded runs (fuzz_graph also caps time and memory inside: 200 ms
 # of run time per input). libFuzzer's timeout is wall-clock, so it is generous: a loaded CI
 # host must not turn a starved process into a finding, and a real hang still trips it.

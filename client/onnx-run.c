@@ -263,14 +263,60 @@ static int op_char(char c)
                (c >= 'a' && c <= 'z');
 }
 
-/* Graph inputs or outputs the runner can feed: dense tensors of a numeric dtype. */
+/* The kind of each graph input and output's data files (enum onnx_value_kind) and, for
+ * sequences, the declared element type (that of an empty sequence). */
+#define ONNX_RUN_MAX_VALUES 64 /* npud binds at most 64 inputs and outputs together */
+
+struct value_kinds {
+        int nin, nout;
+        int in[ONNX_RUN_MAX_VALUES], in_elem[ONNX_RUN_MAX_VALUES];
+        int out[ONNX_RUN_MAX_VALUES], out_elem[ONNX_RUN_MAX_VALUES];
+};
+
+/* A sequence's declared element dtype when it is a sequence of tensors, else -1. */
+static int sequence_elem(const Onnx__TypeProto *t)
+{
+        const Onnx__TypeProto *e = t && t->sequence_type ? t->sequence_type->elem_type : NULL;
+
+        if (!e)
+                return 0;
+        if (e->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !e->tensor_type)
+                return -1;
+        return e->tensor_type->has_elem_type ? e->tensor_type->elem_type : 0;
+}
+
+/* Graph inputs or outputs the runner can feed: dense tensors of a numeric dtype, sequences
+ * of them and optionals of either. */
 static int check_value_types(Onnx__ValueInfoProto **v, size_t n, const char *what,
-                             char *msg, size_t len)
+                             char *msg, size_t len, int *kinds, int *elems)
 {
         for (size_t i = 0; i < n; i++) {
                 Onnx__TypeProto *t = v[i] ? v[i]->type : NULL;
                 const char *name = v[i] && v[i]->name ? v[i]->name : "?";
+                int k = ONNX_VALUE_TENSOR, elem = 0;
 
+                if (t && t->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE) {
+                        k = ONNX_VALUE_OPTIONAL;
+                        t = t->optional_type ? t->optional_type->elem_type : NULL;
+                        if (t && t->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE) {
+                                snprintf(msg, len, "%s '%s': dtype optional of optional", what, name);
+                                return -1;
+                        }
+                }
+                if (t && t->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE) {
+                        elem = sequence_elem(t);
+                        if (elem < 0) {
+                                snprintf(msg, len, "%s '%s': dtype sequence of non-tensors", what, name);
+                                return -1;
+                        }
+                        if (k == ONNX_VALUE_TENSOR)
+                                k = ONNX_VALUE_SEQUENCE;
+                        t = NULL;
+                }
+                if (i < ONNX_RUN_MAX_VALUES) {
+                        kinds[i] = k;
+                        elems[i] = elem;
+                }
                 if (!t || t->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET)
                         continue; /* untyped: the data file will tell */
                 switch (t->value_case) {
@@ -282,14 +328,8 @@ static int check_value_types(Onnx__ValueInfoProto **v, size_t n, const char *wha
                                 return -1;
                         }
                         break;
-                case ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE:
-                        snprintf(msg, len, "%s '%s': dtype sequence", what, name);
-                        return -1;
                 case ONNX__TYPE_PROTO__VALUE_MAP_TYPE:
                         snprintf(msg, len, "%s '%s': dtype map", what, name);
-                        return -1;
-                case ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE:
-                        snprintf(msg, len, "%s '%s': dtype optional", what, name);
                         return -1;
                 default:
                         snprintf(msg, len, "%s '%s': dtype sparse tensor", what, name);
@@ -301,7 +341,8 @@ static int check_value_types(Onnx__ValueInfoProto **v, size_t n, const char *wha
 
 /* What the runner needs of the model itself: its operators, and whether its inputs and
  * outputs are tensors it can feed (dtype_msg empty) or not. */
-static int scan_model(const void *buf, size_t len, json_t *ops, char *dtype_msg, size_t msglen)
+static int scan_model(const void *buf, size_t len, json_t *ops, char *dtype_msg, size_t msglen,
+                      struct value_kinds *kinds)
 {
         Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, buf);
         Onnx__GraphProto *g;
@@ -322,8 +363,11 @@ static int scan_model(const void *buf, size_t len, json_t *ops, char *dtype_msg,
                         snprintf(name, sizeof(name), "%s", op);
                 add_unique(ops, name);
         }
-        if (g && check_value_types(g->input, g->n_input, "input", dtype_msg, msglen) == 0)
-                check_value_types(g->output, g->n_output, "output", dtype_msg, msglen);
+        memset(kinds, 0, sizeof(*kinds));
+        if (g && check_value_types(g->input, g->n_input, "input", dtype_msg, msglen, kinds->in,
+                                   kinds->in_elem) == 0)
+                check_value_types(g->output, g->n_output, "output", dtype_msg, msglen, kinds->out,
+                                  kinds->out_elem);
         onnx__model_proto__free_unpacked(m, NULL);
         return g ? 0 : -1;
 }
@@ -461,8 +505,8 @@ static void tensor_set_free(struct tensor_set *s)
 }
 
 /* prefix_0.pb, prefix_1.pb, ... of a data set until the first missing one. */
-static int load_tensors(const char *dir, const char *prefix, struct tensor_set *ret,
-                        struct onnx_outcome *o, const char *ds_tag)
+static int load_tensors(const char *dir, const char *prefix, const int *kinds, const int *elems,
+                        struct tensor_set *ret, struct onnx_outcome *o, const char *ds_tag)
 {
         for (int k = 0;; k++) {
                 char file[64], err[256];
@@ -491,7 +535,9 @@ static int load_tensors(const char *dir, const char *prefix, struct tensor_set *
                         return -1;
                 }
                 ret->t = nt;
-                r = onnx_tensor_parse(buf, len, &ret->t[k], err, sizeof(err));
+                r = k < ONNX_RUN_MAX_VALUES
+                            ? onnx_value_parse(buf, len, kinds[k], elems[k], &ret->t[k], err, sizeof(err))
+                            : onnx_tensor_parse(buf, len, &ret->t[k], err, sizeof(err));
                 free(buf);
                 if (r == -ENOTSUP) {
                         snprintf(o->what, sizeof(o->what), "%s", err);
@@ -577,7 +623,8 @@ static void retag_bfloat16(struct onnx_tensor *t, json_t *entry)
 }
 
 static void run_data_set(npu_context_t *ctx, npu_graph_t g, npu_stream_t s, json_t *info,
-                         const char *dir, const char *ds_tag, struct onnx_outcome *o)
+                         const struct value_kinds *kinds, const char *dir, const char *ds_tag,
+                         struct onnx_outcome *o)
 {
         struct tensor_set in = { 0 }, out = { 0 };
         json_t *gin = json_object_get(info, "inputs"), *gout = json_object_get(info, "outputs");
@@ -587,8 +634,8 @@ static void run_data_set(npu_context_t *ctx, npu_graph_t g, npu_stream_t s, json
         int nbufs = 0;
         npu_status_t st;
 
-        if (load_tensors(dir, "input", &in, o, ds_tag) < 0 ||
-            load_tensors(dir, "output", &out, o, ds_tag) < 0)
+        if (load_tensors(dir, "input", kinds->in, kinds->in_elem, &in, o, ds_tag) < 0 ||
+            load_tensors(dir, "output", kinds->out, kinds->out_elem, &out, o, ds_tag) < 0)
                 goto done;
         if (json_is_array(gin) && json_array_size(gin) != (size_t)in.n) {
                 set_outcome(o, "fail", "error", "%sthe graph has %zu inputs, the data set %d",
@@ -645,7 +692,7 @@ static void run_data_set(npu_context_t *ctx, npu_graph_t g, npu_stream_t s, json
                 const struct onnx_tensor *e = &out.t[k];
                 uint64_t bytes = e->count * e->elem_size;
                 struct onnx_mismatch m;
-                char idx[160];
+                char idx[160], where[160];
                 void *got = malloc(bytes ? bytes : 1);
 
                 if (!got) {
@@ -660,7 +707,15 @@ static void run_data_set(npu_context_t *ctx, npu_graph_t g, npu_stream_t s, json
                                     last_error(st));
                         goto done;
                 }
-                if (onnx_tensor_compare(e, got, ONNX_TEST_RTOL, ONNX_TEST_ATOL, &m) > 0) {
+                if (onnx_value_compare(e, got, ONNX_TEST_RTOL, ONNX_TEST_ATOL, &m, where,
+                                       sizeof(where)) > 0) {
+                        if (e->dtype == NPU_SEQUENCE) {
+                                set_outcome(o, "fail", "mismatch", "%soutput %d mismatch: %s%s%s%s%s",
+                                            ds_tag, k, where, m.actual[0] ? ": " : "", m.actual,
+                                            m.actual[0] ? " vs " : "", m.expected);
+                                free(got);
+                                goto done;
+                        }
                         onnx_tensor_format_index(e, m.first, idx, sizeof(idx));
                         set_outcome(o, "fail", "mismatch",
                                     "%soutput %d mismatch at %s: %s vs %s (%llu of %llu elements differ)",
@@ -686,6 +741,7 @@ void onnx_run_test(const struct onnx_test *t, const char *sock, struct onnx_outc
 {
         char *model_path = path_join(t->dir, "model.onnx");
         char dtype_msg[256] = "";
+        struct value_kinds kinds;
         npu_context_t *ctx = NULL;
         npu_graph_t g = { 0 };
         npu_stream_t s = { 0 };
@@ -702,7 +758,7 @@ void onnx_run_test(const struct onnx_test *t, const char *sock, struct onnx_outc
                 set_outcome(o, "fail", "error", "model.onnx: %s", strerror(errno));
                 goto done;
         }
-        if (scan_model(model, len, o->ops, dtype_msg, sizeof(dtype_msg)) < 0) {
+        if (scan_model(model, len, o->ops, dtype_msg, sizeof(dtype_msg), &kinds) < 0) {
                 set_outcome(o, "fail", "error", "model.onnx: not a valid ModelProto");
                 goto done;
         }
@@ -755,7 +811,7 @@ void onnx_run_test(const struct onnx_test *t, const char *sock, struct onnx_outc
                         set_outcome(o, "fail", "error", "out of memory");
                         break;
                 }
-                run_data_set(ctx, g, s, info, dir, tag, o);
+                run_data_set(ctx, g, s, info, &kinds, dir, tag, o);
                 free(dir);
         }
 done:

@@ -12,6 +12,7 @@
 
 #include "onnx.pb-c.h"
 #include "onnx-tensor.h"
+#include "proto/seq.h"
 
 /* Far above any tensor of the backend test data; keeps a corrupt dims list from asking for
  * absurd allocations. */
@@ -456,4 +457,226 @@ void onnx_tensor_format_index(const struct onnx_tensor *t, uint64_t flat, char *
                 used += (size_t)snprintf(buf + used, len - used, "%s%" PRIu64, i ? "," : "", idx[i]);
         if (used < len)
                 snprintf(buf + used, len - used, "]");
+}
+
+/* ---------------------------------------------------------------- sequences and optionals */
+
+/* onnx-data.proto's SequenceProto and OptionalProto are not in the onnx.proto the generated
+ * code comes from; what the runner needs of them is a few fields, read off the wire here:
+ *   SequenceProto { string name = 1; int32 elem_type = 2; repeated TensorProto tensor_values = 3;
+ *                   ... other element kinds 4-7 }
+ *   OptionalProto { string name = 1; int32 elem_type = 2; TensorProto tensor_value = 3;
+ *                   SparseTensorProto = 4; SequenceProto sequence_value = 5; ... } */
+static int pb_varint(const uint8_t *p, size_t len, size_t *pos, uint64_t *ret)
+{
+        uint64_t v = 0;
+
+        for (int shift = 0; shift < 64; shift += 7) {
+                if (*pos >= len)
+                        return -1;
+                uint8_t b = p[(*pos)++];
+                v |= (uint64_t)(b & 0x7f) << shift;
+                if (!(b & 0x80)) {
+                        *ret = v;
+                        return 0;
+                }
+        }
+        return -1;
+}
+
+/* The next field: its number, and for length-delimited ones the bytes (*data, *n). */
+static int pb_field(const uint8_t *p, size_t len, size_t *pos, int *ret_field,
+                    const uint8_t **data, size_t *n)
+{
+        uint64_t key, v;
+
+        *data = NULL;
+        *n = 0;
+        if (pb_varint(p, len, pos, &key) < 0)
+                return -1;
+        *ret_field = (int)(key >> 3);
+        switch (key & 7) {
+        case 0: return pb_varint(p, len, pos, &v);
+        case 1: if (len - *pos < 8) return -1; *pos += 8; return 0;
+        case 5: if (len - *pos < 4) return -1; *pos += 4; return 0;
+        case 2:
+                if (pb_varint(p, len, pos, &v) < 0 || v > len - *pos)
+                        return -1;
+                *data = p + *pos;
+                *n = (size_t)v;
+                *pos += (size_t)v;
+                return 0;
+        default: return -1;
+        }
+}
+
+static void value_init(struct onnx_tensor *t, int dtype, uint64_t bytes, void *data)
+{
+        memset(t, 0, sizeof(*t));
+        t->dtype = dtype;
+        t->ndim = 1;
+        t->dims[0] = (int64_t)bytes;
+        t->count = bytes;
+        t->elem_size = 1;
+        t->data = data;
+}
+
+static int sequence_parse(const uint8_t *p, size_t len, int elem_dtype, struct onnx_tensor *ret,
+                          char *err, size_t errlen)
+{
+        struct onnx_tensor *el = NULL;
+        struct proto_seq_entry *e = NULL;
+        uint32_t n = 0;
+        size_t pos = 0, dn;
+        const uint8_t *d;
+        uint64_t size;
+        void *block;
+        int f, r = 0;
+
+        while (pos < len) {
+                if (pb_field(p, len, &pos, &f, &d, &dn) < 0) {
+                        r = fail(err, errlen, -EINVAL, "not a SequenceProto");
+                        goto out;
+                }
+                if (f >= 4 && f <= 7) {
+                        r = fail(err, errlen, -ENOTSUP, "a sequence of non-tensors");
+                        goto out;
+                }
+                if (f != 3 || !d)
+                        continue;
+                struct onnx_tensor *ne = realloc(el, sizeof(*el) * (n + 1));
+                struct proto_seq_entry *nen = realloc(e, sizeof(*e) * (n + 1));
+                if (ne)
+                        el = ne;
+                if (nen)
+                        e = nen;
+                if (!ne || !nen) {
+                        r = fail(err, errlen, -ENOMEM, "out of memory");
+                        goto out;
+                }
+                r = onnx_tensor_parse(d, dn, &el[n], err, errlen);
+                if (r < 0)
+                        goto out;
+                memset(&e[n], 0, sizeof(e[n]));
+                e[n].dtype = el[n].dtype;
+                e[n].ndim = el[n].ndim;
+                memcpy(e[n].dims, el[n].dims, sizeof(e[n].dims[0]) * (size_t)el[n].ndim);
+                e[n].bytes = el[n].count * el[n].elem_size;
+                n++;
+                if (el[n - 1].dtype != el[0].dtype) {
+                        r = fail(err, errlen, -EINVAL, "a sequence of tensors of different types");
+                        goto out;
+                }
+        }
+        size = proto_seq_layout(e, n);
+        block = size == UINT64_MAX ? NULL : malloc((size_t)size);
+        if (!block) {
+                r = fail(err, errlen, -ENOMEM, "out of memory");
+                goto out;
+        }
+        proto_seq_write(block, size, n, n ? el[0].dtype : elem_dtype, e);
+        for (uint32_t i = 0; i < n; i++)
+                if (e[i].bytes)
+                        memcpy((uint8_t *)block + e[i].offset, el[i].data, (size_t)e[i].bytes);
+        value_init(ret, NPU_SEQUENCE, size, block);
+out:
+        for (uint32_t i = 0; i < n; i++)
+                onnx_tensor_free(&el[i]);
+        free(el);
+        free(e);
+        return r;
+}
+
+int onnx_value_parse(const void *buf, size_t len, int kind, int elem_dtype,
+                     struct onnx_tensor *ret, char *err, size_t errlen)
+{
+        const uint8_t *p = buf, *d, *tensor = NULL, *seq = NULL;
+        size_t pos = 0, dn, tn = 0, sn = 0;
+        int f, r;
+
+        if (kind == ONNX_VALUE_TENSOR)
+                return onnx_tensor_parse(buf, len, ret, err, errlen);
+        if (kind == ONNX_VALUE_SEQUENCE)
+                r = sequence_parse(p, len, elem_dtype, ret, err, errlen);
+        else {
+                while (pos < len) {
+                        if (pb_field(p, len, &pos, &f, &d, &dn) < 0)
+                                return fail(err, errlen, -EINVAL, "not an OptionalProto");
+                        if (f == 3 && d) {
+                                tensor = d;
+                                tn = dn;
+                        } else if (f == 5 && d) {
+                                seq = d;
+                                sn = dn;
+                        } else if (f == 4 || f == 6 || f == 7) {
+                                return fail(err, errlen, -ENOTSUP, "an optional of neither a tensor nor a sequence");
+                        }
+                }
+                if (tensor)
+                        r = onnx_tensor_parse(tensor, tn, ret, err, errlen);
+                else if (seq)
+                        r = sequence_parse(seq, sn, elem_dtype, ret, err, errlen);
+                else {
+                        value_init(ret, NPU_OPTIONAL_NONE, 0, NULL);
+                        r = 0;
+                }
+        }
+        if (r == 0 && !ret->name) {
+                ret->name = strdup("");
+                if (!ret->name) {
+                        onnx_tensor_free(ret);
+                        return fail(err, errlen, -ENOMEM, "out of memory");
+                }
+        }
+        return r;
+}
+
+uint64_t onnx_value_compare(const struct onnx_tensor *expected, const void *actual,
+                            double rtol, double atol, struct onnx_mismatch *ret, char *what,
+                            size_t whatlen)
+{
+        struct proto_seq_header he, ha;
+        struct proto_seq_entry ee, ea;
+        const char *why = "";
+
+        if (whatlen)
+                what[0] = '\0';
+        if (expected->dtype == NPU_OPTIONAL_NONE)
+                return 0; /* the daemon checked the output is empty (dtype none) */
+        if (expected->dtype != NPU_SEQUENCE)
+                return onnx_tensor_compare(expected, actual, rtol, atol, ret);
+        memset(ret, 0, sizeof(*ret));
+        ret->count = 1;
+        if (proto_seq_check(expected->data, expected->count, &he, &why) < 0 ||
+            proto_seq_check(actual, expected->count, &ha, &why) < 0) {
+                snprintf(what, whatlen, "the computed sequence: %s", why);
+                return 1;
+        }
+        if (he.count != ha.count) {
+                snprintf(what, whatlen, "the sequence holds %u tensors, expected %u", ha.count, he.count);
+                return 1;
+        }
+        for (uint32_t i = 0; i < he.count; i++) {
+                struct onnx_tensor t = { 0 };
+                uint64_t m;
+                proto_seq_get(expected->data, i, &ee);
+                proto_seq_get(actual, i, &ea);
+                if (ee.dtype != ea.dtype || ee.ndim != ea.ndim ||
+                    memcmp(ee.dims, ea.dims, sizeof(ee.dims[0]) * (size_t)ee.ndim) != 0) {
+                        snprintf(what, whatlen, "sequence tensor %u differs in type or shape", i);
+                        return 1;
+                }
+                t.dtype = ee.dtype;
+                t.ndim = ee.ndim;
+                memcpy(t.dims, ee.dims, sizeof(t.dims[0]) * (size_t)ee.ndim);
+                t.elem_size = onnx_dtype_size(ee.dtype);
+                t.count = t.elem_size ? ee.bytes / t.elem_size : 0;
+                t.data = (uint8_t *)expected->data + ee.offset;
+                m = onnx_tensor_compare(&t, (const uint8_t *)actual + ea.offset, rtol, atol, ret);
+                if (m) {
+                        snprintf(what, whatlen, "sequence tensor %u", i);
+                        return m;
+                }
+        }
+        return 0;
 }

@@ -60,6 +60,28 @@ struct onnx_mismatch {
 uint64_t onnx_tensor_compare(const struct onnx_tensor *expected, const void *actual,
                              double rtol, double atol, struct onnx_mismatch *ret);
 
+/* What a data file holds, from the graph's declared type of the value. */
+enum onnx_value_kind {
+        ONNX_VALUE_TENSOR = 0,   /* TensorProto */
+        ONNX_VALUE_SEQUENCE = 1, /* SequenceProto of tensors */
+        ONNX_VALUE_OPTIONAL = 2, /* OptionalProto of a tensor or a sequence of tensors */
+};
+
+/* Decode a serialized value of kind into what npud binds for it: a tensor as
+ * onnx_tensor_parse does; a sequence as an NPU_SEQUENCE tensor whose bytes are the block of
+ * proto/seq.h (elem_dtype: the element type of an empty one); an empty optional as an
+ * NPU_OPTIONAL_NONE tensor of 0 bytes; a full optional as what it holds. Errors as
+ * onnx_tensor_parse. */
+int onnx_value_parse(const void *buf, size_t len, int kind, int elem_dtype,
+                     struct onnx_tensor *ret, char *err, size_t errlen);
+
+/* onnx_tensor_compare for any value onnx_value_parse gives: sequences tensor by tensor
+ * (actual: expected->count bytes of a block), an empty optional always equal. what receives
+ * where a difference is ("sequence tensor 1"), "" for a plain tensor. */
+uint64_t onnx_value_compare(const struct onnx_tensor *expected, const void *actual,
+                            double rtol, double atol, struct onnx_mismatch *ret, char *what,
+                            size_t whatlen);
+
 /* Multi-index of a flat element position, as "[1,2]" ("[]" for a scalar). */
 void onnx_tensor_format_index(const struct onnx_tensor *t, uint64_t flat, char *buf,
                               size_t len);

@@ -258,6 +258,14 @@ static int run_node(struct frame *f, int n, char *err, size_t errlen)
                         return err_set(err, errlen, PROTO_E_EXEC, "%s: input '%s' is not available",
                                     label, g->values[v].name);
                 call.in[i] = f->slots[v].t;
+                /* Sequences and empty optionals are bytes only their operators can read. */
+                if ((call.in[i].dtype == PROTO_DTYPE_SEQUENCE ||
+                     call.in[i].dtype == PROTO_DTYPE_OPTIONAL_NONE) &&
+                    !(def->flags & OPS_FLAG_VALUES))
+                        return err_set(err, errlen, PROTO_E_SHAPE, "%s: input '%s' is %s, not a tensor",
+                                       label, g->values[v].name,
+                                       call.in[i].dtype == PROTO_DTYPE_SEQUENCE ? "a sequence"
+                                                                                : "an empty optional");
         }
         call.nout = gn->nout;
         call.nattr = gn->nattr;

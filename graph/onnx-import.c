@@ -470,7 +470,8 @@ static void decode_tensor(const struct pending *p, uint8_t *storage)
         }
 }
 
-/* Declared type of a graph input or output: tensors only. */
+/* Declared type of a graph input or output: a tensor's dtype and shape; dtype sequence for
+ * a sequence of tensors (rank open); nothing for an optional. */
 static int parse_type(struct imp *im, const Onnx__TypeProto *tp, int required, const char *what,
                       const char *name, int *dtype, int *ndim, int64_t *dims)
 {
@@ -484,8 +485,29 @@ static int parse_type(struct imp *im, const Onnx__TypeProto *tp, int required, c
                         return imp_fail(im, PROTO_E_INVALID, "%s '%s' has no type", what, name);
                 return 0;
         }
+        /* A sequence of tensors is one value of dtype sequence whose size varies; an
+         * optional may be empty or hold its element, so its type is left open. */
+        if (tp->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE && tp->optional_type) {
+                const Onnx__TypeProto *e = tp->optional_type->elem_type;
+                if (e && e->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE && e->sequence_type)
+                        e = e->sequence_type->elem_type;
+                if (!e || e->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
+                        return imp_fail(im, PROTO_E_UNSUPPORTED,
+                                        "%s '%s': only optional tensors and sequences of tensors are supported",
+                                        what, name);
+                return 0;
+        }
+        if (tp->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE && tp->sequence_type) {
+                const Onnx__TypeProto *e = tp->sequence_type->elem_type;
+                if (e && e->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
+                        return imp_fail(im, PROTO_E_UNSUPPORTED,
+                                        "%s '%s': only sequences of tensors are supported", what, name);
+                *dtype = PROTO_DTYPE_SEQUENCE;
+                return 0;
+        }
         if (tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
-                return imp_fail(im, PROTO_E_UNSUPPORTED, "%s '%s': only tensor types are supported",
+                return imp_fail(im, PROTO_E_UNSUPPORTED,
+                                "%s '%s': only tensors, sequences of tensors and optionals are supported",
                                 what, name);
         tt = tp->tensor_type;
         if (tt->has_elem_type && tt->elem_type) {
@@ -676,6 +698,12 @@ static int convert_attrs(struct imp *im, struct graph *g, int node, const Onnx__
                         }
                         break;
                 }
+                case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTO:
+                        /* Optional's "type": what an empty optional would hold. Values carry
+                         * their own type here, so only its presence is kept. */
+                        a->type = OPS_ATTR_INT;
+                        a->i = ap->tp ? (int64_t)ap->tp->value_case : 0;
+                        break;
                 default:
                         rc = imp_fail(im, PROTO_E_UNSUPPORTED, "%s has type %d, which is not supported",
                                       what, (int)ap->type);

@@ -3,8 +3,10 @@
  * through call->graph_run and keeps the results in a per-thread slot keyed by the call;
  * run, which the executor calls next on the same thread with the same call, copies them
  * into the outputs it allocated and frees them. A run without a matching infer (a stale
- * slot, a direct call) computes the results again. Sequence- and optional-typed values are
- * not tensors here and are not supported. None of these can be launched over the wire.
+ * slot, a direct call) computes the results again. Sequence and optional values
+ * (sequence.h) pass through If and Loop like tensors (they are one block of bytes each);
+ * SequenceMap, which runs its body once per tensor of a sequence, is here too. None of these
+ * can be launched over the wire.
  *
  * Trip counts come from the model and its inputs, so every iteration checks the run context
  * (cancellation, deadline) and a trip cap in force refuses larger counts before the first
@@ -12,12 +14,14 @@
  * ops_buf_alloc buffer charged to the run's byte budget. */
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "proto/errors.h"
 #include "control.h"
 #include "runctx.h"
+#include "sequence.h"
 
 /* Body outputs of a Loop or Scan: condition, carried values and scan outputs. */
 #define CTL_MAX_BODY_OUT (OPS_MAX_INPUTS + OPS_MAX_OUTPUTS + 1)
@@ -200,7 +204,8 @@ static int stack_init(struct stack *s, const struct ops_tensor *v, const char *o
         s->first = *v;
         s->first.data = NULL;
         s->slice = tensor_bytes(v);
-        if (s->slice < 0)
+        /* scan outputs stack tensors; a sequence's bytes stacked would be no sequence */
+        if (s->slice < 0 || v->dtype == PROTO_DTYPE_SEQUENCE || v->dtype == PROTO_DTYPE_OPTIONAL_NONE)
                 return ops_fail(err, errlen, -EINVAL, "%s: scan output %d is not a supported tensor",
                                 op, k);
         if (v->ndim + 1 > OPS_MAX_DIMS)
@@ -569,6 +574,225 @@ out:
         return rc;
 }
 
+
+/* ---------------------------------------------------------------- SequenceMap */
+
+/* The body runs once per tensor of the input sequence; sequence inputs after the first give
+ * it their tensor at the same position (they must be as long), tensor inputs are passed
+ * whole. Output k collects the body's output k of every iteration into a sequence. */
+static int seqmap_compute(const struct ops_call *call, struct ctl_result *r, char *err,
+                          size_t errlen)
+{
+        struct seq_view v[OPS_MAX_INPUTS];
+        struct ops_tensor bin[OPS_MAX_INPUTS], out[CTL_MAX_BODY_OUT];
+        struct ops_tensor *got = NULL; /* count x nout body outputs, ops_buf data */
+        const void *body;
+        uint32_t count;
+        int64_t done = 0;
+        int rc, n = 0, nout = call->nout;
+
+        r->n = 0;
+        rc = need_runner(call, "SequenceMap", err, errlen);
+        if (!rc)
+                rc = seq_open(&call->in[0], "SequenceMap", "input sequence", &v[0], err, errlen);
+        if (rc)
+                return rc;
+        body = graph_attr(call, "body");
+        if (!body)
+                return ops_fail(err, errlen, -EINVAL, "SequenceMap: no body graph");
+        count = v[0].count;
+        for (int i = 1; i < call->nin; i++) {
+                if (call->in[i].dtype != PROTO_DTYPE_SEQUENCE)
+                        continue;
+                rc = seq_open(&call->in[i], "SequenceMap", "an additional input", &v[i], err, errlen);
+                if (rc)
+                        return rc;
+                if (v[i].count != count)
+                        return ops_fail(err, errlen, -EINVAL,
+                                        "SequenceMap: input %d holds %u tensors, the input sequence %u",
+                                        i, v[i].count, count);
+        }
+        if (nout < 1)
+                return ops_fail(err, errlen, -EINVAL, "SequenceMap: no outputs");
+        if (count > PROTO_SEQ_MAX_COUNT)
+                return ops_fail(err, errlen, -EINVAL, "SequenceMap: %u tensors are more than a sequence holds",
+                                count);
+        rc = ctl_trips_refused("SequenceMap", count, err, errlen);
+        if (rc)
+                return rc;
+        got = calloc((size_t)count * (size_t)nout + 1, sizeof(*got));
+        if (!got)
+                return ops_fail(err, errlen, -ENOMEM, "SequenceMap: out of memory");
+        for (uint32_t it = 0; it < count; it++) {
+                rc = ctl_poll("SequenceMap", it, err, errlen);
+                if (rc)
+                        goto out;
+                for (int i = 0; i < call->nin; i++) {
+                        if (call->in[i].dtype == PROTO_DTYPE_SEQUENCE)
+                                seq_at(&v[i], it, &bin[i]);
+                        else
+                                bin[i] = call->in[i];
+                }
+                rc = call->graph_run(call->graph_ctx, body, call->nin, bin, &n, out, CTL_MAX_BODY_OUT,
+                                     err, errlen);
+                if (rc < 0)
+                        goto out;
+                if (n < nout) {
+                        tensors_free(out, n);
+                        rc = ops_fail(err, errlen, -EINVAL, "SequenceMap: body has %d output%s, the node %d",
+                                      n, n == 1 ? "" : "s", nout);
+                        goto out;
+                }
+                memcpy(&got[(size_t)it * (size_t)nout], out, sizeof(out[0]) * (size_t)nout);
+                tensors_free(out + nout, n - nout);
+                done = it + 1;
+        }
+        for (int k = 0; k < nout; k++) {
+                struct ops_tensor *col = malloc(sizeof(*col) * (count ? count : 1));
+                if (!col) {
+                        rc = ops_fail(err, errlen, -ENOMEM, "SequenceMap: out of memory");
+                        goto out;
+                }
+                for (uint32_t it = 0; it < count; it++)
+                        col[it] = got[(size_t)it * (size_t)nout + (size_t)k];
+                /* an empty input sequence gives empty outputs of the input's element type */
+                rc = seq_make(col, count, count ? 0 : v[0].elem_dtype, "SequenceMap", &r->t[k], err,
+                              errlen);
+                free(col);
+                if (rc)
+                        goto out;
+                r->n = k + 1;
+        }
+out:
+        for (int64_t i = 0; i < done * nout; i++)
+                ops_buf_free(got[i].data);
+        free(got);
+        if (rc)
+                result_free(r);
+        return rc;
+}
+
+
+/* ---------------------------------------------------------------- Scan (opset 8) */
+
+/* Opset 8's Scan has a batch axis in front of every state and scan input and output, and an
+ * optional first input, sequence_lens. Each batch entry is an opset-9 Scan of its own (scan
+ * axis 0, the directions attribute as scan_input_directions): the entries are contiguous
+ * slices of the inputs, and their results are stacked along the batch axis. Sequence
+ * lengths shorter than the scan axis are not supported. */
+static int scan8_compute(const struct ops_call *call, struct ctl_result *r, char *err, size_t errlen)
+{
+        struct ops_call *c = calloc(1, sizeof(*c));
+        struct ctl_result one;
+        int64_t batch = -1, slice[OPS_MAX_INPUTS];
+        char msg[160];
+        int rc = 0;
+
+        r->n = 0;
+        one.n = 0;
+        if (!c)
+                return ops_fail(err, errlen, -ENOMEM, "Scan: out of memory");
+        if (call->nin < 2) {
+                rc = ops_fail(err, errlen, -EINVAL, "Scan: needs sequence_lens (may be empty) and inputs");
+                goto out;
+        }
+        c->nin = call->nin - 1;
+        c->nout = call->nout;
+        c->opset = call->opset;
+        c->graph_run = call->graph_run;
+        c->graph_ctx = call->graph_ctx;
+        for (int i = 0; i < call->nattr && c->nattr < OPS_MAX_ATTRS; i++) {
+                c->attr[c->nattr] = call->attr[i];
+                if (strcmp(call->attr[i].name, "directions") == 0)
+                        snprintf(c->attr[c->nattr].name, sizeof(c->attr[0].name), "scan_input_directions");
+                c->nattr++;
+        }
+        for (int i = 1; i < call->nin; i++) {
+                const struct ops_tensor *t = &call->in[i];
+                int64_t bytes = tensor_bytes(t);
+                if (t->ndim < 1 || bytes < 0 || (batch >= 0 && t->dims[0] != batch)) {
+                        rc = ops_fail(err, errlen, -EINVAL,
+                                      "Scan: input %d has no batch axis of the same extent as the others", i);
+                        goto out;
+                }
+                batch = t->dims[0];
+                slice[i] = batch ? bytes / batch : 0;
+                if (bytes && !t->data) {
+                        rc = ops_fail(err, errlen, -EINVAL, "Scan: needs the value of input %d", i);
+                        goto out;
+                }
+        }
+        if (call->in[0].dtype) {
+                const struct ops_tensor *l = &call->in[0];
+                int nsi = (int)ops_attr_int(call, "num_scan_inputs", -1);
+                int64_t len = nsi >= 1 && nsi < call->nin && call->in[call->nin - nsi].ndim >= 2
+                                      ? call->in[call->nin - nsi].dims[1]
+                                      : -1;
+                if (l->dtype != PROTO_DTYPE_INT32 || ops_tensor_numel(l) != batch || (batch && !l->data)) {
+                        rc = ops_fail(err, errlen, -EINVAL, "Scan: sequence_lens must be int32 [batch]");
+                        goto out;
+                }
+                for (int64_t b = 0; b < batch; b++)
+                        if (((const int32_t *)l->data)[b] != len) {
+                                rc = ops_fail(err, errlen, -ENOTSUP,
+                                              "Scan: sequence_lens shorter than the scan axis are not supported");
+                                goto out;
+                        }
+        }
+        for (int64_t b = 0; b < batch; b++) {
+                for (int i = 1; i < call->nin; i++) {
+                        struct ops_tensor *t = &c->in[i - 1];
+                        *t = call->in[i];
+                        t->ndim--;
+                        memmove(t->dims, t->dims + 1, sizeof(t->dims[0]) * (size_t)t->ndim);
+                        t->data = t->data ? (uint8_t *)t->data + b * slice[i] : NULL;
+                }
+                rc = scan_compute(c, &one, err, errlen);
+                if (rc)
+                        goto out;
+                for (int j = 0; j < one.n; j++) {
+                        int64_t bytes = tensor_bytes(&one.t[j]);
+                        if (b == 0) {
+                                struct ops_tensor *o = &r->t[j];
+                                uint64_t total = ops_bytes((uint64_t)bytes, (uint64_t)batch);
+                                if (one.t[j].ndim >= OPS_MAX_DIMS) {
+                                        rc = ops_fail(err, errlen, -EINVAL, "Scan: output %d has too many dimensions", j);
+                                        goto out;
+                                }
+                                *o = one.t[j];
+                                o->ndim = one.t[j].ndim + 1;
+                                o->dims[0] = batch;
+                                memcpy(o->dims + 1, one.t[j].dims, sizeof(o->dims[0]) * (size_t)one.t[j].ndim);
+                                o->data = ops_buf_alloc(total, msg, sizeof(msg));
+                                if (!o->data) {
+                                        rc = ops_fail(err, errlen, -ENOMEM, "Scan: %s", msg);
+                                        goto out;
+                                }
+                                r->n = j + 1;
+                        } else if (one.t[j].dtype != r->t[j].dtype || one.t[j].ndim + 1 != r->t[j].ndim ||
+                                   memcmp(one.t[j].dims, r->t[j].dims + 1,
+                                          sizeof(one.t[j].dims[0]) * (size_t)one.t[j].ndim) != 0) {
+                                rc = ops_fail(err, errlen, -EINVAL,
+                                              "Scan: output %d differs in shape between batch entries", j);
+                                goto out;
+                        }
+                        if (bytes)
+                                memcpy((uint8_t *)r->t[j].data + b * bytes, one.t[j].data, (size_t)bytes);
+                }
+                result_free(&one);
+        }
+        if (batch == 0) {
+                rc = ops_fail(err, errlen, -ENOTSUP, "Scan: an empty batch has no output shapes");
+                goto out;
+        }
+out:
+        result_free(&one);
+        free(c);
+        if (rc)
+                result_free(r);
+        return rc;
+}
+
 /* ---------------------------------------------------------------- glue */
 
 void ops_control_forget(void)
@@ -684,17 +908,52 @@ static int scan_run(const struct ops_def *def, const struct ops_call *call, char
 const struct ops_def ops_if_def = {
         .name = "If", .min_inputs = 1, .max_inputs = 1, .outputs = OPS_MAX_OUTPUTS,
         .engine = OPS_ENGINE_AICPU, .check = ctl_check, .run = if_run, .cost = ctl_cost,
-        .infer = if_infer, .since_version = 1,
+        .infer = if_infer, .since_version = 1, .flags = OPS_FLAG_VALUES,
 };
 
 const struct ops_def ops_loop_def = {
         .name = "Loop", .min_inputs = 2, .max_inputs = OPS_MAX_INPUTS, .outputs = OPS_MAX_OUTPUTS,
         .engine = OPS_ENGINE_AICPU, .check = ctl_check, .run = loop_run, .cost = ctl_cost,
-        .infer = loop_infer, .since_version = 1,
+        .infer = loop_infer, .since_version = 1, .flags = OPS_FLAG_VALUES,
 };
 
 const struct ops_def ops_scan_def = {
         .name = "Scan", .min_inputs = 1, .max_inputs = OPS_MAX_INPUTS, .outputs = OPS_MAX_OUTPUTS,
         .engine = OPS_ENGINE_AICPU, .check = ctl_check, .run = scan_run, .cost = ctl_cost,
         .infer = scan_infer, .since_version = 9,
+};
+
+static int seqmap_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
+{
+        return ctl_infer(seqmap_compute, call, err, errlen);
+}
+
+static int seqmap_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                      size_t errlen)
+{
+        return ctl_run(seqmap_compute, "SequenceMap", call, err, errlen);
+}
+
+const struct ops_def ops_sequence_map_def = {
+        .name = "SequenceMap", .min_inputs = 1, .max_inputs = OPS_MAX_INPUTS,
+        .outputs = OPS_MAX_OUTPUTS, .engine = OPS_ENGINE_AICPU, .check = ctl_check,
+        .run = seqmap_run, .cost = ctl_cost, .infer = seqmap_infer, .since_version = 17,
+        .flags = OPS_FLAG_VALUES,
+};
+
+static int scan8_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
+{
+        return ctl_infer(scan8_compute, call, err, errlen);
+}
+
+static int scan8_run(const struct ops_def *def, const struct ops_call *call, char *err,
+                     size_t errlen)
+{
+        return ctl_run(scan8_compute, "Scan", call, err, errlen);
+}
+
+const struct ops_def ops_scan8_def = {
+        .name = "Scan", .min_inputs = 2, .max_inputs = OPS_MAX_INPUTS, .outputs = OPS_MAX_OUTPUTS,
+        .engine = OPS_ENGINE_AICPU, .check = ctl_check, .run = scan8_run, .cost = ctl_cost,
+        .infer = scan8_infer, .since_version = 8,
 };

@@ -117,6 +117,9 @@ enum ops_flags {
         OPS_FLAG_ELEMENTWISE = 1 << 0,
         /* a 2-D MatMul-like call can be split into row blocks of input 0 and the output */
         OPS_FLAG_ROW_SPLIT = 1 << 1,
+        /* takes sequence and empty-optional values (PROTO_DTYPE_SEQUENCE, _OPTIONAL_NONE) as
+         * inputs; the executor refuses them to every other operator */
+        OPS_FLAG_VALUES = 1 << 2,
 };
 
 /* The registry: every definition of the families below, in a fixed order, indexed once

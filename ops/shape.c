@@ -295,7 +295,7 @@ static int identity_infer(const struct ops_def *def, struct ops_call *call, char
 const struct ops_def ops_identity_def = {
         .name = "Identity", .min_inputs = 1, .max_inputs = 1, .outputs = 1,
         .engine = OPS_ENGINE_VECTOR, .run = copy_run, .cost = copy_cost, .infer = identity_infer,
-        .since_version = 1, .attrs = NULL,
+        .since_version = 1, .attrs = NULL, .flags = OPS_FLAG_VALUES,
 };
 
 /* ---------------------------------------------------------------- Dropout */

@@ -4,6 +4,8 @@
 size_t proto_dtype_size(int dtype)
 {
         switch (dtype) {
+        case PROTO_DTYPE_SEQUENCE:
+        case PROTO_DTYPE_OPTIONAL_NONE:
         case PROTO_DTYPE_BOOL:
         case PROTO_DTYPE_UINT8:
         case PROTO_DTYPE_INT8: return 1;
@@ -37,6 +39,8 @@ const char *proto_dtype_name(int dtype)
         case PROTO_DTYPE_UINT32: return "uint32";
         case PROTO_DTYPE_UINT64: return "uint64";
         case PROTO_DTYPE_BFLOAT16: return "bfloat16";
+        case PROTO_DTYPE_SEQUENCE: return "sequence";
+        case PROTO_DTYPE_OPTIONAL_NONE: return "none";
         default: return NULL;
         }
 }

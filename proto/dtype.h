@@ -19,6 +19,13 @@ enum proto_dtype {
         PROTO_DTYPE_UINT32 = 12,
         PROTO_DTYPE_UINT64 = 13,
         PROTO_DTYPE_BFLOAT16 = 16,
+        /* Not ONNX tensor types: values of graphs that are not tensors (proto/seq.h). A
+         * sequence is one block of bytes (1-D, dims[0] = its size) holding its tensors; an
+         * empty optional ("none") is a 1-D value of 0 bytes. Both have an element size of 1
+         * so that they move through the executor and the wire like byte tensors; only the
+         * sequence and optional operators (and Identity, If, Loop) accept them. */
+        PROTO_DTYPE_SEQUENCE = 64,
+        PROTO_DTYPE_OPTIONAL_NONE = 65,
 };
 
 /* Size of one element in bytes, 0 for an unknown code. */

@@ -70,6 +70,11 @@ typedef enum npu_dtype {
         NPU_UINT32 = 12,
         NPU_UINT64 = 13,
         NPU_BFLOAT16 = 16,
+        /* Graph values that are not tensors (docs/protocol.md, "Sequence and optional
+         * values"): a sequence of tensors bound as a 1-D byte block in the layout of
+         * proto/seq.h, and an empty optional bound as a 1-D value of extent 0. */
+        NPU_SEQUENCE = 64,
+        NPU_OPTIONAL_NONE = 65,
 } npu_dtype_t;
 
 typedef struct npu_context npu_context_t;

@@ -385,7 +385,9 @@ START_TEST(test_scan_errors)
         char err[256] = "";
         struct ops_call c;
 
-        ck_assert_ptr_null(ops_lookup_onnx(NULL, "Scan", 8)); /* batched Scan-8 */
+        /* opset 8's batched Scan is a definition of its own */
+        ck_assert_ptr_ne(ops_lookup_onnx(NULL, "Scan", 8), def);
+        ck_assert_int_eq(ops_lookup_onnx(NULL, "Scan", 8)->since_version, 8);
         call_init(&c, 9);
         c.nin = 3;
         c.in[0] = f32(1, (int64_t[]){ 2 }, (float[]){ 0, 0 });
@@ -506,6 +508,49 @@ START_TEST(test_trip_cap)
 }
 END_TEST
 
+
+/* Opset 8: a batch axis in front; each batch entry scans on its own. sequence_lens empty. */
+START_TEST(test_scan8_batch)
+{
+        const struct ops_def *def = ops_lookup_onnx(NULL, "Scan", 8);
+        struct fake_graph body = { sum_body, 0 };
+        const int64_t one[] = { 1 };
+        char err[256] = "";
+        struct ops_call c;
+        const float *o;
+
+        call_init(&c, 8);
+        c.nin = 3; /* sequence_lens omitted (dtype 0), state [2,2], x [2,3,2] */
+        c.in[1] = f32(2, (int64_t[]){ 2, 2 }, (float[]){ 0, 0, 100, 100 });
+        c.in[2] = f32(3, (int64_t[]){ 2, 3, 2 }, (float[]){ 1, 2, 3, 4, 5, 6, 1, 1, 1, 1, 1, 1 });
+        c.nout = 2;
+        graph_attr(&c, "body", &body);
+        ints_attr(&c, "num_scan_inputs", 0, one);
+        ck_assert_msg(exec_call(def, &c, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_int_eq(c.out[0].ndim, 2);
+        o = c.out[0].data;
+        ck_assert(o[0] == 9 && o[1] == 12 && o[2] == 103 && o[3] == 103);
+        ck_assert_int_eq(c.out[1].ndim, 3);
+        ck_assert_int_eq(c.out[1].dims[0], 2);
+        ck_assert_int_eq(c.out[1].dims[1], 3);
+        o = c.out[1].data;
+        ck_assert(o[4] == 9 && o[6] == 101 && o[11] == 103);
+        call_free(&c);
+
+        /* inputs whose batch extents differ */
+        call_init(&c, 8);
+        c.nin = 3;
+        c.in[1] = f32(2, (int64_t[]){ 1, 2 }, (float[]){ 0, 0 });
+        c.in[2] = f32(3, (int64_t[]){ 2, 3, 2 }, NULL);
+        c.nout = 2;
+        graph_attr(&c, "body", &body);
+        ints_attr(&c, "num_scan_inputs", 0, one);
+        ck_assert_int_eq(exec_call(def, &c, err, sizeof(err)), -EINVAL);
+        ck_assert_msg(strstr(err, "batch") != NULL, "%s", err);
+        call_free(&c);
+}
+END_TEST
+
 static Suite *control_suite(void)
 {
         Suite *s = suite_create("ops-control");
@@ -518,6 +563,7 @@ static Suite *control_suite(void)
         tcase_add_test(tc, test_loop_zero_iterations);
         tcase_add_test(tc, test_scan_sum);
         tcase_add_test(tc, test_scan_errors);
+        tcase_add_test(tc, test_scan8_batch);
         tcase_add_test(tc, test_zero_iterations_without_data);
         tcase_add_test(tc, test_trip_cap);
         suite_add_tcase(s, tc);
