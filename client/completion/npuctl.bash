@@ -21,7 +21,7 @@ _npuctl()
                 cword=$COMP_CWORD
         }
         local commands="devices device top health sessions session mem drain undrain reset fault
-                        tenants tenant quota cdi slurm sched reload topo diag version help"
+                        tenants tenant quota cdi slurm sched reload topo diag tune version help"
         local globals="--socket --json --csv --fields --watch --loop --count --version --help"
         local _npuctl_socket="" cmd="" i
         local -a args=()
@@ -101,6 +101,9 @@ _npuctl()
                 ((n == 0)) && COMPREPLY=($(compgen -W "gres" -- "$cur")) ;;
         diag)
                 [[ $prev == -r ]] && COMPREPLY=($(compgen -W "1 2 3" -- "$cur")) ;;
+        tune)
+                ((n == 0)) && COMPREPLY=($(compgen -W "list clear" -- "$cur"))
+                ((n == 1)) && COMPREPLY=($(compgen -W "MatMul Gemm Conv ConvTranspose" -- "$cur")) ;;
         help)
                 ;;
         esac
