@@ -156,4 +156,37 @@ static __attribute__((unused)) void attr_ints(Onnx__NodeProto *n, const char *na
         node_attr(n, a);
 }
 
+/* An empty graph to fill in (kept like everything else). */
+static __attribute__((unused)) Onnx__GraphProto *graph_proto(void)
+{
+        Onnx__GraphProto *g = K(sizeof(*g));
+
+        onnx__graph_proto__init(g);
+        return g;
+}
+
+/* The model of graph g importing the default domain at opset, packed into a malloc'd buffer
+ * of *ret_len bytes; everything kept so far is freed. */
+static __attribute__((unused)) uint8_t *model_pack(Onnx__GraphProto *g, int opset, size_t *ret_len)
+{
+        Onnx__ModelProto *m = K(sizeof(*m));
+        Onnx__OperatorSetIdProto *o = K(sizeof(*o));
+        uint8_t *buf;
+
+        onnx__model_proto__init(m);
+        onnx__operator_set_id_proto__init(o);
+        o->domain = (char *)"";
+        o->has_version = 1;
+        o->version = opset;
+        m->n_opset_import = 1;
+        m->opset_import = (Onnx__OperatorSetIdProto **)list(1, o);
+        m->graph = g;
+        *ret_len = onnx__model_proto__get_packed_size(m);
+        buf = malloc(*ret_len);
+        ONNX_BUILD_ASSERT(buf != NULL);
+        onnx__model_proto__pack(m, buf);
+        keep_free();
+        return buf;
+}
+
 #endif

@@ -49,33 +49,18 @@ struct model {
 /* Packs m and loads it into npud. */
 static npu_status_t load(const struct model *mm, npu_graph_t *ret)
 {
-        Onnx__ModelProto *m = K(sizeof(*m));
-        Onnx__OperatorSetIdProto *o = K(sizeof(*o));
-        Onnx__GraphProto *g = K(sizeof(*g));
+        Onnx__GraphProto *g = graph_proto();
         npu_status_t st;
         uint8_t *buf;
         size_t len;
 
-        onnx__model_proto__init(m);
-        onnx__operator_set_id_proto__init(o);
-        onnx__graph_proto__init(g);
-        o->domain = (char *)"";
-        o->has_version = 1;
-        o->version = mm->opset;
-        m->n_opset_import = 1;
-        m->opset_import = (Onnx__OperatorSetIdProto **)list(1, o);
         g->n_node = (size_t)mm->nnode;
         g->node = (Onnx__NodeProto **)mm->nodes;
         g->n_input = (size_t)mm->nin;
         g->input = (Onnx__ValueInfoProto **)mm->in;
         g->n_output = (size_t)mm->nout;
         g->output = (Onnx__ValueInfoProto **)mm->out;
-        m->graph = g;
-        len = onnx__model_proto__get_packed_size(m);
-        buf = malloc(len);
-        ck_assert_ptr_nonnull(buf);
-        onnx__model_proto__pack(m, buf);
-        keep_free();
+        buf = model_pack(g, mm->opset, &len);
         st = npu_graph_load(ctx, 0, buf, len, ret);
         free(buf);
         return st;

@@ -26,20 +26,12 @@ enum { M = 16, KD = 96, N = 80 };
 static void load_matmul(npu_context_t *ctx, const float *w, npu_graph_t *ret)
 {
         static const int64_t dx[] = { M, KD }, dw[] = { KD, N }, dy[] = { M, N };
-        Onnx__ModelProto *m = K(sizeof(*m));
-        Onnx__OperatorSetIdProto *o = K(sizeof(*o));
-        Onnx__GraphProto *g = K(sizeof(*g));
+        Onnx__GraphProto *g = graph_proto();
         Onnx__TensorProto *t = K(sizeof(*t));
         uint8_t *buf;
         size_t len;
 
-        onnx__model_proto__init(m);
-        onnx__operator_set_id_proto__init(o);
-        onnx__graph_proto__init(g);
         onnx__tensor_proto__init(t);
-        o->domain = (char *)"";
-        o->has_version = 1;
-        o->version = 17;
         t->name = (char *)"w";
         t->has_data_type = 1;
         t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
@@ -49,8 +41,6 @@ static void load_matmul(npu_context_t *ctx, const float *w, npu_graph_t *ret)
         t->has_raw_data = 1;
         t->raw_data.len = sizeof(float) * KD * N;
         t->raw_data.data = (uint8_t *)w;
-        m->n_opset_import = 1;
-        m->opset_import = (Onnx__OperatorSetIdProto **)list(1, o);
         g->n_node = 1;
         g->node = (Onnx__NodeProto **)list(1, node("MatMul", 2, (const char *[]){ "x", "w" }, 1,
                                                       (const char *[]){ "y" }));
@@ -60,12 +50,7 @@ static void load_matmul(npu_context_t *ctx, const float *w, npu_graph_t *ret)
         g->input = (Onnx__ValueInfoProto **)list(1, tvalue("x", NPU_FLOAT32, 2, dx));
         g->n_output = 1;
         g->output = (Onnx__ValueInfoProto **)list(1, tvalue("y", NPU_FLOAT32, 2, dy));
-        m->graph = g;
-        len = onnx__model_proto__get_packed_size(m);
-        buf = malloc(len);
-        ck_assert_ptr_nonnull(buf);
-        onnx__model_proto__pack(m, buf);
-        keep_free();
+        buf = model_pack(g, 17, &len);
         OK(npu_graph_load(ctx, 0, buf, len, ret));
         free(buf);
 }

@@ -50,21 +50,11 @@ struct model {
 /* Packs m and imports it with the registry's operators; 0 or the import's error. */
 static int import(const struct model *mm, struct graph **ret, char *err, size_t errlen)
 {
-        Onnx__ModelProto *m = K(sizeof(*m));
-        Onnx__OperatorSetIdProto *o = K(sizeof(*o));
-        Onnx__GraphProto *g = K(sizeof(*g));
+        Onnx__GraphProto *g = graph_proto();
         uint8_t *buf;
         size_t len;
         int rc;
 
-        onnx__model_proto__init(m);
-        onnx__operator_set_id_proto__init(o);
-        onnx__graph_proto__init(g);
-        o->domain = (char *)"";
-        o->has_version = 1;
-        o->version = mm->opset;
-        m->n_opset_import = 1;
-        m->opset_import = (Onnx__OperatorSetIdProto **)list(1, o);
         g->n_node = (size_t)mm->nnode;
         g->node = (Onnx__NodeProto **)mm->nodes;
         g->n_input = (size_t)mm->nin;
@@ -73,12 +63,7 @@ static int import(const struct model *mm, struct graph **ret, char *err, size_t 
         g->output = (Onnx__ValueInfoProto **)mm->out;
         g->n_initializer = (size_t)mm->ninit;
         g->initializer = (Onnx__TensorProto **)mm->init;
-        m->graph = g;
-        len = onnx__model_proto__get_packed_size(m);
-        buf = malloc(len);
-        ck_assert_ptr_nonnull(buf);
-        onnx__model_proto__pack(m, buf);
-        keep_free();
+        buf = model_pack(g, mm->opset, &len);
         rc = onnx_import(buf, len, NULL, ret, err, errlen);
         free(buf);
         return rc;
