@@ -83,13 +83,17 @@ static void node_sig(const struct ops_call *call, char *out, size_t outlen)
                         sig_add(sig, sizeof(sig), &len, " %s=%.32s", at->name, at->s);
         }
         if (len < outlen && len < sizeof(sig)) {
-                snprintf(out, outlen, "%s", sig);
+                memcpy(out, sig, len + 1);
                 return;
         }
         uint64_t h = 1469598103934665603ull;
+        char tail[24];
         for (const unsigned char *p = (const unsigned char *)sig; *p; p++)
                 h = (h ^ *p) * 1099511628211ull;
-        snprintf(out, outlen, "%.*s~%016llx", (int)(outlen - 18), sig, (unsigned long long)h);
+        int n = snprintf(tail, sizeof(tail), "~%016llx", (unsigned long long)h);
+        size_t head = outlen - 1 - (size_t)n;
+        memcpy(out, sig, head);
+        memcpy(out + head, tail, (size_t)n + 1);
         /* the cache file is tab- and line-separated; names come from the model */
         for (char *p = out; *p; p++)
                 if (*p == '\t' || *p == '\n')
