@@ -55,7 +55,7 @@ expect_exit 0 "the shipped example configuration is valid" "$npud" --check-confi
 python3 -c "import json,sys
 keys = set(json.load(open(sys.argv[1])))
 want = {'socket', 'log_level', 'workers', 'admin_group', 'sim', 'limits', 'metrics', 'tenants',
-        'scheduler', 'memory', 'dbus'}
+        'scheduler', 'memory', 'dbus', 'telemetry', 'tuning_cache'}
 assert keys == want, want ^ keys" docs/npud.conf.example 2>"$dir/err" \
         && pass "the example configuration sets every section" || fail "example: $(cat "$dir/err")"
 
