@@ -889,7 +889,7 @@ struct stall_loader {
         const char *sock;
         const uint8_t *model;
         size_t len;
-        atomic_int done;
+        atomic_int done, pings_over;
         double load_s;
 };
 
@@ -904,6 +904,9 @@ static void *stall_loader_main(void *arg)
         CHECK(npu_graph_load(c, 0, l->model, l->len, &g));
         l->load_s = now_s() - t0;
         atomic_store(&l->done, 1);
+        /* Freeing 256 MiB of device memory takes the loop thread a while: not during pings. */
+        while (!atomic_load(&l->pings_over))
+                usleep(1000);
         CHECK(npu_graph_unload(c, g));
         npu_disconnect(c);
         return NULL;
@@ -930,6 +933,7 @@ static void loadstall_section(npu_context_t *ctx, const char *sock)
                 CHECK(npu_ping(ctx));
                 lat[n++] = now_s() - t0;
         }
+        atomic_store(&l.pings_over, 1);
         pthread_join(t, NULL);
         qsort(lat, n, sizeof(double), cmp_double);
         printf("loadstall: graph_load of a %.0f MiB model (%d initializers) took %.0f ms; another client's "
