@@ -336,6 +336,9 @@ void graph_loads_session_closed(struct session *s)
                 /* On a helper: the result is dropped when it comes back. Weights already
                  * allocated leave the session's figures; the tenant stays charged until the
                  * buffer goes, as for a freed buffer still in use. */
+                log_debug("session %llu closed during a graph_load: dropped when its helper is done "
+                          "(%llu bytes of weights allocated)", (unsigned long long)s->id,
+                          (unsigned long long)(j->weights ? j->rounded : 0));
                 j->s = NULL;
                 atomic_store(&j->cancel, 1);
                 if (j->weights) {
