@@ -299,6 +299,47 @@ START_TEST(test_shutdown_mid_load)
 }
 END_TEST
 
+/* limits.max_graph_load_bytes: a model larger than the whole limit is refused, naming the
+ * key; one within it loads. */
+START_TEST(test_byte_limit)
+{
+        char conf[64];
+        FILE *f;
+        json_t *r;
+        int a, m;
+
+        snprintf(conf, sizeof(conf), "/tmp/npud-gload-%d.conf", (int)getpid());
+        f = fopen(conf, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs("{\"limits\": {\"max_graph_load_bytes\": 8388608, \"graph_load_threads\": 1}}", f);
+        fclose(f);
+        const char *extra[] = { "--config", conf, NULL };
+        ck_assert_int_eq(harness_start(&daemon_proc, extra), 0);
+        a = harness_raw_connect(daemon_proc.sock);
+        ck_assert_int_ge(a, 0);
+        ck_assert_int_eq(harness_raw_hello(a), 0);
+        m = model_fd(4); /* 16 MiB */
+        ck_assert_int_eq(harness_raw_send(a, PROTO_KIND_REQUEST, 2, load_req, strlen(load_req), &m, 1), 0);
+        close(m);
+        r = recv_reply(a);
+        ck_assert_ptr_nonnull(r);
+        ck_assert_int_eq(harness_reply_code(r), NPU_ERR_LIMIT);
+        ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(json_object_get(r, "error"), "message")),
+                                     "max_graph_load_bytes"));
+        json_decref(r);
+        m = model_fd(1); /* 4 MiB */
+        ck_assert_int_eq(harness_raw_send(a, PROTO_KIND_REQUEST, 3, load_req, strlen(load_req), &m, 1), 0);
+        close(m);
+        r = recv_reply(a);
+        ck_assert_ptr_nonnull(r);
+        ck_assert_int_eq(harness_reply_code(r), 0);
+        json_decref(r);
+        close(a);
+        unlink(conf);
+        ck_assert_int_eq(harness_stop(&daemon_proc), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
         Suite *s = suite_create("graph_load_async");
@@ -310,6 +351,10 @@ static Suite *suite(void)
         tcase_add_test(tc, test_client_gone_mid_load);
         tcase_add_test(tc, test_per_session_cap);
         tcase_add_test(tc, test_shutdown_mid_load);
+        suite_add_tcase(s, tc);
+        tc = tcase_create("limits");
+        tcase_set_timeout(tc, 60);
+        tcase_add_test(tc, test_byte_limit);
         suite_add_tcase(s, tc);
         return s;
 }
