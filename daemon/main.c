@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "daemon/api/bus.h"
+#include "daemon/api/graph-load.h"
 #include "util/log.h"
 #include "daemon/api/manage.h"
 #include "daemon/api/metrics.h"
@@ -228,6 +229,7 @@ out:
         bus_stop(&d); /* before the sessions go: no signals from a closing daemon */
         while (!TAILQ_EMPTY(&d.sessions))
                 session_close(TAILQ_FIRST(&d.sessions), "daemon shutting down");
+        graph_loads_shutdown(&d); /* loads on helper threads: their weights go before devices */
         if (d.ex.backend) /* running kernels stop within milliseconds */
                 sched_cancel_running(&d.ex, NULL);
         while (d.ex.backend && units_in_flight(&d))

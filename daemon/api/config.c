@@ -64,6 +64,8 @@ void config_defaults(struct npud_config *c)
         c->limits.max_output_bytes = 16ull << 20;
         c->limits.max_output_bytes_per_uid = 64ull << 20;
         c->limits.max_output_bytes_total = 1ull << 30;
+        c->limits.graph_load_threads = 2;
+        c->limits.max_graph_load_bytes = 1ull << 30;
         policy_config_init(&c->policy);
         set_admin_group(c, "npuadm", NULL, 0);
 }
@@ -137,7 +139,8 @@ static int apply_limits(struct npud_config *c, json_t *l, char *err, size_t errl
                 "max_region_bytes", "max_queued_tasks", "max_connections_per_uid",
                 "reserved_connections", "hello_timeout_ms", "idle_timeout_ms",
                 "max_frame_before_hello", "max_waiters", "max_streams_per_uid", "max_output_bytes",
-                "max_output_bytes_per_uid", "max_output_bytes_total", NULL
+                "max_output_bytes_per_uid", "max_output_bytes_total", "graph_load_threads",
+                "max_graph_load_bytes", NULL
         };
         struct npud_limits *lim = &c->limits;
         struct { const char *key; uint32_t *p32; uint64_t *p64; int64_t min, max; } map[] = {
@@ -161,6 +164,8 @@ static int apply_limits(struct npud_config *c, json_t *l, char *err, size_t errl
                   INT64_MAX },
                 { "max_output_bytes_total", NULL, &lim->max_output_bytes_total, 1 << 20,
                   INT64_MAX },
+                { "graph_load_threads", &lim->graph_load_threads, NULL, 1, 64 },
+                { "max_graph_load_bytes", NULL, &lim->max_graph_load_bytes, 1 << 20, INT64_MAX },
         };
         int e = check_keys(l, "limits.", keys, err, errlen);
         for (size_t i = 0; e == 0 && i < sizeof(map) / sizeof(map[0]); i++) {

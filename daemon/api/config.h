@@ -32,6 +32,10 @@ struct npud_limits {
         uint64_t max_output_bytes;          /* per session: unread replies and notifications */
         uint64_t max_output_bytes_per_uid;
         uint64_t max_output_bytes_total;
+        /* graph_load imports and compiles models on helper threads (graph-load.c): this many
+         * threads at most, and models of this many bytes in all being imported at once. */
+        uint32_t graph_load_threads;
+        uint64_t max_graph_load_bytes;
 };
 
 /* Connection slots other users than admins may take. */

@@ -9,9 +9,10 @@
  * itself returns once the last run using the graph has completed. The host memory of the
  * graph structure (nodes, attributes) is not charged; it is small next to the weights.
  *
- * The model is parsed on the loop thread, bounded by ONNX_MAX_MODEL_BYTES (1 GiB); a large
- * model stalls other clients for the time its import takes, which is dominated by copying
- * the weights twice (protobuf decoding, then into device memory). */
+ * The model is checked and mapped on the loop thread (bounded by ONNX_MAX_MODEL_BYTES, 1 GiB),
+ * then imported and compiled on a helper thread (graph-load.h), and the reply is deferred
+ * until that is done: a large model no longer stalls other clients for the seconds its
+ * import takes. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -34,6 +35,7 @@
 #include "export.h"
 #include "ops/blas.h"
 #include "graph/compile.h"
+#include "graph-load.h"
 #include "graph/exec.h"
 #include "daemon/exec/graph-obj.h"
 #include "graph/onnx-import.h"
@@ -43,7 +45,7 @@
 #include "daemon/exec/tenant.h"
 
 #define GRAPH_MAX_PER_SESSION 64
-#define IMPORT_ERR_MAX 4096 /* every unsupported node of a model fits in one message */
+#define IMPORT_ERR_MAX GRAPH_LOAD_ERR_MAX
 
 /* A reply whose message may be longer than session_reply_error's (lists of nodes). */
 static void reply_error_long(struct session *s, uint64_t id, int code, const char *msg)
@@ -108,22 +110,26 @@ static int storage_alloc(void *ctx, uint64_t size, void **ret, char *err, size_t
         return 0;
 }
 
-static void charge(struct session *s, struct graph_obj *o, int sign)
+static void charge_bytes(struct session *s, int id, uint64_t bytes, int sign)
 {
         struct tenant *tn = s->tenant;
-        int id = o->dev->id;
 
         if (sign > 0) {
-                s->dev_bytes[id] += o->charged;
-                tn->mem_used += o->charged;
-                tn->dev[id].mem_used += o->charged;
+                s->dev_bytes[id] += bytes;
+                tn->mem_used += bytes;
+                tn->dev[id].mem_used += bytes;
                 if (tn->mem_used > tn->mem_peak)
                         tn->mem_peak = tn->mem_used;
         } else {
-                s->dev_bytes[id] -= o->charged;
-                tn->mem_used -= o->charged;
-                tn->dev[id].mem_used -= o->charged;
+                s->dev_bytes[id] -= bytes;
+                tn->mem_used -= bytes;
+                tn->dev[id].mem_used -= bytes;
         }
+}
+
+static void charge(struct session *s, struct graph_obj *o, int sign)
+{
+        charge_bytes(s, o->dev->id, o->charged, sign);
 }
 
 /* ---- export tokens ---- */
@@ -325,16 +331,12 @@ static void method_graph_load(struct request *req)
 {
         static const char *const keys[] = { "device", "fd", NULL };
         struct session *s = req->session;
-        struct storage_ctx sc = { .s = s };
-        struct onnx_import_env env = { .alloc = storage_alloc, .ctx = &sc };
-        struct graph_obj *o;
-        struct graph *g = NULL;
+        struct graph_load *j;
         struct device *dev;
         uint64_t devid, idx;
-        char err[IMPORT_ERR_MAX], msg[IMPORT_ERR_MAX + 32];
+        char err[IMPORT_ERR_MAX];
         void *model;
         size_t size;
-        uint32_t h;
         int rc, fd;
 
         if (params_only(req, keys) < 0 || param_u64(req, "device", INT32_MAX, &devid) < 0 ||
@@ -357,7 +359,8 @@ static void method_graph_load(struct request *req)
                                     "graph_load: fd index %" PRIu64 " was not passed", idx);
                 return;
         }
-        if (s->handles.count[HANDLE_GRAPH] >= GRAPH_MAX_PER_SESSION) {
+        /* Loads in progress count: each may end as a handle. */
+        if (s->handles.count[HANDLE_GRAPH] + s->graph_loads >= GRAPH_MAX_PER_SESSION) {
                 session_reply_error(s, req->id, PROTO_E_LIMIT,
                                     "graph_load: session holds the maximum of %d graphs",
                                     GRAPH_MAX_PER_SESSION);
@@ -370,23 +373,70 @@ static void method_graph_load(struct request *req)
                 session_reply_error(s, req->id, rc, "graph_load: %s", err);
                 return;
         }
-        sc.dev = dev;
-        rc = onnx_import(model, size, &env, &g, err, sizeof(err));
-        munmap(model, size);
-        if (!rc && (rc = graph_check_static(g, err, sizeof(err))) != 0) {
-                graph_free(g);
-                g = NULL;
+        j = calloc(1, sizeof(*j));
+        if (!j) {
+                munmap(model, size);
+                session_reply_error(s, req->id, PROTO_E_NO_MEMORY, "graph_load: out of memory");
+                return;
         }
-        /* Compile at load (graph/compile.h); NPUD_GRAPH_COMPILE=0 keeps the graph as
-         * imported, for comparisons. */
-        if (!rc && graph_compile_flags() && graph_compile(g, graph_compile_flags(), err, sizeof(err)) < 0) {
-                graph_free(g);
-                g = NULL;
-                rc = PROTO_E_NO_MEMORY;
+        j->s = s;
+        j->req_id = req->id;
+        j->dev = dev;
+        j->model = model;
+        j->size = size;
+        /* The import and compilation run on a helper thread (graph-load.c); the reply
+         * comes from graph_load_finish. */
+        rc = graph_load_start(s->npud, j, err, sizeof(err));
+        if (rc)
+                session_reply_error(s, req->id, rc, "graph_load: %s", err);
+}
+
+/* A load's weights: allocated and charged now, on the loop thread, so that loads running
+ * at the same time each see the others in the quota checks. */
+int graph_load_alloc(struct graph_load *j, uint64_t size, void **ret, char *err, size_t errlen)
+{
+        struct storage_ctx sc = { .s = j->s, .dev = j->dev };
+        int rc = storage_alloc(&sc, size, ret, err, errlen);
+
+        if (rc)
+                return rc;
+        j->weights = sc.b;
+        j->rounded = sc.rounded;
+        charge_bytes(j->s, j->dev->id, j->rounded, 1);
+        return 0;
+}
+
+static void load_fail(struct graph_load *j, int rc, const char *err)
+{
+        char msg[IMPORT_ERR_MAX + 32];
+
+        graph_free(j->g);
+        j->g = NULL;
+        if (j->weights) {
+                charge_bytes(j->s, j->dev->id, j->rounded, -1);
+                buffer_unref(j->weights);
+                j->weights = NULL;
+        }
+        snprintf(msg, sizeof(msg), "graph_load: %s", err);
+        reply_error_long(j->s, j->req_id, rc, msg);
+}
+
+void graph_load_finish(struct graph_load *j)
+{
+        struct session *s = j->s;
+        struct device *dev = j->dev;
+        struct graph *g = j->g;
+        struct graph_obj *o;
+        char err[IMPORT_ERR_MAX];
+        uint32_t h;
+
+        if (j->rc) {
+                load_fail(j, j->rc, j->err);
+                return;
         }
         /* A run needs its whole arena at once: a plan larger than what the tenant may hold in
          * intermediates could never run, so it is refused now rather than at every run. */
-        if (!rc && g->stats && g->stats->arena_bytes) {
+        if (g->stats && g->stats->arena_bytes) {
                 uint64_t lim = atomic_load(&s->tenant->ws.limit);
                 uint64_t dlim = atomic_load(&s->tenant->dev[dev->id].ws.limit);
                 if (dlim && (!lim || dlim < lim))
@@ -395,43 +445,41 @@ static void method_graph_load(struct request *req)
                         snprintf(err, sizeof(err), "the model's intermediates need an arena of %" PRIu64
                                  " bytes per run, more than tenant '%s' may hold (%" PRIu64 " bytes)",
                                  g->stats->arena_bytes, s->tenant->pol.name, lim);
-                        graph_free(g);
-                        g = NULL;
-                        rc = PROTO_E_QUOTA;
+                        load_fail(j, PROTO_E_QUOTA, err);
+                        return;
                 }
         }
-        if (rc) {
-                buffer_unref(sc.b);
-                snprintf(msg, sizeof(msg), "graph_load: %s", err);
-                reply_error_long(s, req->id, rc, msg);
+        if (s->handles.count[HANDLE_GRAPH] >= GRAPH_MAX_PER_SESSION) { /* graph_import meanwhile */
+                snprintf(err, sizeof(err), "session holds the maximum of %d graphs", GRAPH_MAX_PER_SESSION);
+                load_fail(j, PROTO_E_LIMIT, err);
                 return;
         }
         o = calloc(1, sizeof(*o));
         if (!o) {
-                graph_free(g);
-                buffer_unref(sc.b);
-                session_reply_error(s, req->id, PROTO_E_LIMIT, "graph_load: out of memory");
+                load_fail(j, PROTO_E_NO_MEMORY, "out of memory");
                 return;
         }
         o->refs = 1;
         o->g = g;
         o->owner_session = s->id;
-        o->weights = sc.b;
+        o->weights = j->weights;
         o->dev = dev;
-        o->charged = sc.b ? sc.rounded : 0;
+        o->charged = j->weights ? j->rounded : 0; /* charged since graph_load_alloc */
+        j->g = NULL;
+        j->weights = NULL;
         if (handle_insert(&s->handles, HANDLE_GRAPH, o, &h) < 0) {
+                charge(s, o, -1);
                 graph_obj_unref(o);
-                session_reply_error(s, req->id, PROTO_E_LIMIT, "graph_load: handle table full");
+                session_reply_error(s, j->req_id, PROTO_E_LIMIT, "graph_load: handle table full");
                 return;
         }
-        charge(s, o, 1);
         log_session_msg(LOG_LVL_INFO, s->id, s->pid, s->tenant->pol.name, dev->id,
                         "graph %u loaded on device %d: %d nodes (%d compiled), %d inputs, %d outputs, "
                         "%llu bytes of weights, opset %d, arena %llu bytes",
                         h, dev->id, g->stats ? g->stats->nodes_before : g->nnodes, g->nnodes,
                         g->ninputs, g->noutputs, (unsigned long long)g->storage_bytes, g->opset,
                         (unsigned long long)(g->stats ? g->stats->arena_bytes : 0));
-        session_reply_result(s, req->id, graph_json(o, h));
+        session_reply_result(s, j->req_id, graph_json(o, h));
 }
 
 static void method_graph_unload(struct request *req)

@@ -459,7 +459,7 @@ static void on_hup(evutil_socket_t fd, short what, void *arg)
 static int session_busy(const struct session *s)
 {
         return s->queued_tasks || !TAILQ_EMPTY(&s->waiters) || s->writer.len || s->read_paused ||
-               s->reader.body_left;
+               s->reader.body_left || s->graph_loads;
 }
 
 static void arm_timer(struct session *s, uint32_t ms)
@@ -857,6 +857,7 @@ void session_close(struct session *s, const char *reason)
         }
         export_revoke_session(&d->exports, s->id);
         graph_exports_end_session(s->id);
+        graph_loads_session_closed(s); /* before the tenant's figures below: weights in flight */
         handle_foreach(&s->handles, release_handle, s);
         if (s->tenant) {
                 s->tenant->sessions--;

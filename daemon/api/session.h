@@ -68,6 +68,7 @@ struct session {
         int64_t started;              /* CLOCK_REALTIME seconds at accept (sessions listing) */
         uint64_t out_charged;         /* pending output counted in uu and the daemon total */
         const char *kill_reason;      /* close at the next timer callback (set by others) */
+        uint32_t graph_loads;         /* graph_load requests not yet answered (graph-load.c) */
 };
 
 /* The client gave up its handle to b (free, FREE record, session end): every export token
@@ -83,6 +84,9 @@ struct graph_obj;
 void graph_obj_release(struct session *s, struct graph_obj *o);
 /* End the graph export tokens of a session (its end; methods-graph.c). */
 void graph_exports_end_session(uint64_t session_id);
+/* The session ends with graph_load requests in flight: queued ones go, running ones are
+ * discarded when their helper thread is done (graph-load.c). */
+void graph_loads_session_closed(struct session *s);
 
 /* Move the session to the tenant its credentials (and request) match under the current
  * policy. 0, -EPERM or -ENOENT (request refused or unknown; tenant unchanged). */

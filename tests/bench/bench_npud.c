@@ -17,9 +17,12 @@
  *      device (<= 1.5x) or on the other device (<= 1.2x); the best-effort clients'
  *      throughput beside what they get alone (>= 0.7). Starts npuds of its own with a
  *      tenants config (skipped with --socket).
+ *   8. loadstall: a client loads a 256 MiB model (npu_graph_load) while another pings npud
+ *      back to back: the load's time, and the longest and median ping during it (before
+ *      graph_load ran off the loop thread, the longest ping was the whole load).
  * Starts its own npud (NPUD_BIN) unless --socket PATH names a running one; then --pid N names
  * that npud for the CPU and RSS figures (unavailable without it).
- * NPUBENCH_ONLY=ping|tiny|matmul|copy|request|serve|isolation runs one section (for profiling), and NPUBENCH_ITERS=N
+ * NPUBENCH_ONLY=ping|tiny|matmul|copy|request|serve|isolation|loadstall runs one section (for profiling), and NPUBENCH_ITERS=N
  * overrides the iteration count of the ping and tiny sections (a longer loop to attach to);
  * NPUBENCH_NOPIN=1 leaves the ping section unpinned (see pin_together). */
 #include <cblas.h>
@@ -795,6 +798,160 @@ static void isolation_section(void)
                b1 / b0, b1 / b0 <= 1.2 ? "" : " MISSED", wrong ? " WRONG RESULT" : "");
 }
 
+/* ---- section 8: pings during a large graph_load ---- */
+
+#define STALL_NELEM (1 << 20) /* floats per initializer */
+#define STALL_NINIT 64        /* 256 MiB of weights */
+
+/* Y = X + W0 + W1 + ... as a chain of Adds, every W its own 4 MiB initializer. */
+static uint8_t *stall_model(size_t *ret_len)
+{
+        static char names[STALL_NINIT][2][16];
+        static Onnx__TensorProto inits[STALL_NINIT];
+        static Onnx__NodeProto nodes[STALL_NINIT];
+        static Onnx__TensorProto *pinits[STALL_NINIT];
+        static Onnx__NodeProto *pnodes[STALL_NINIT];
+        static char *node_in[STALL_NINIT][2], *node_out[STALL_NINIT][1];
+        Onnx__ModelProto m;
+        Onnx__GraphProto g;
+        Onnx__OperatorSetIdProto o, *ops[1] = { &o };
+        Onnx__ValueInfoProto vi[2], *ins[1] = { &vi[0] }, *outs[1] = { &vi[1] };
+        Onnx__TypeProto tp[2];
+        Onnx__TypeProto__Tensor tt[2];
+        Onnx__TensorShapeProto sh[2];
+        Onnx__TensorShapeProto__Dimension d[2], *dp[2][1];
+        int64_t tdim = STALL_NELEM;
+        float *w = calloc(STALL_NELEM, sizeof(float));
+        uint8_t *bytes;
+        size_t len;
+
+        if (!w)
+                exit(1);
+        for (int i = 0; i < STALL_NELEM; i++)
+                w[i] = (float)(i % 5);
+        onnx__model_proto__init(&m);
+        onnx__graph_proto__init(&g);
+        onnx__operator_set_id_proto__init(&o);
+        o.domain = (char *)"";
+        o.has_version = 1;
+        o.version = 13;
+        m.has_ir_version = 1;
+        m.ir_version = 8;
+        m.n_opset_import = 1;
+        m.opset_import = ops;
+        m.graph = &g;
+        g.name = (char *)"stall";
+        req_value(&vi[0], &tp[0], &tt[0], &sh[0], &d[0], dp[0], "X");
+        req_value(&vi[1], &tp[1], &tt[1], &sh[1], &d[1], dp[1], "Y");
+        d[0].dim_value = d[1].dim_value = STALL_NELEM;
+        for (int i = 0; i < STALL_NINIT; i++) {
+                snprintf(names[i][0], sizeof(names[i][0]), "W%d", i);
+                snprintf(names[i][1], sizeof(names[i][1]), i == STALL_NINIT - 1 ? "Y" : "T%d", i);
+                onnx__tensor_proto__init(&inits[i]);
+                inits[i].name = names[i][0];
+                inits[i].has_data_type = 1;
+                inits[i].data_type = NPU_FLOAT32;
+                inits[i].n_dims = 1;
+                inits[i].dims = &tdim;
+                inits[i].has_raw_data = 1;
+                inits[i].raw_data.len = STALL_NELEM * sizeof(float);
+                inits[i].raw_data.data = (uint8_t *)w;
+                pinits[i] = &inits[i];
+                onnx__node_proto__init(&nodes[i]);
+                nodes[i].op_type = (char *)"Add";
+                node_in[i][0] = i ? names[i - 1][1] : (char *)"X";
+                node_in[i][1] = names[i][0];
+                node_out[i][0] = names[i][1];
+                nodes[i].n_input = 2;
+                nodes[i].input = node_in[i];
+                nodes[i].n_output = 1;
+                nodes[i].output = node_out[i];
+                pnodes[i] = &nodes[i];
+        }
+        g.n_input = 1;
+        g.input = ins;
+        g.n_output = 1;
+        g.output = outs;
+        g.n_initializer = STALL_NINIT;
+        g.initializer = pinits;
+        g.n_node = STALL_NINIT;
+        g.node = pnodes;
+        len = onnx__model_proto__get_packed_size(&m);
+        bytes = malloc(len);
+        if (!bytes || onnx__model_proto__pack(&m, bytes) != len)
+                exit(1);
+        free(w);
+        *ret_len = len;
+        return bytes;
+}
+
+struct stall_loader {
+        const char *sock;
+        const uint8_t *model;
+        size_t len;
+        atomic_int done, pings_over;
+        double load_s;
+};
+
+static void *stall_loader_main(void *arg)
+{
+        struct stall_loader *l = arg;
+        npu_context_t *c;
+        npu_graph_t g;
+
+        CHECK(npu_connect(l->sock, &c));
+        double t0 = now_s();
+        CHECK(npu_graph_load(c, 0, l->model, l->len, &g));
+        l->load_s = now_s() - t0;
+        atomic_store(&l->done, 1);
+        /* Freeing 256 MiB of device memory takes the loop thread a while: not during pings. */
+        while (!atomic_load(&l->pings_over))
+                usleep(1000);
+        CHECK(npu_graph_unload(c, g));
+        npu_disconnect(c);
+        return NULL;
+}
+
+static void loadstall_section(npu_context_t *ctx, const char *sock)
+{
+        struct stall_loader l = { .sock = sock };
+        size_t cap = 1 << 22, n = 0;
+        double *lat = malloc(sizeof(double) * cap), idle;
+        pthread_t t;
+
+        l.model = stall_model(&l.len);
+        /* The same load with nobody else asking anything: what the pings cost it. */
+        double alone = now_s();
+        npu_graph_t g0;
+        CHECK(npu_graph_load(ctx, 0, l.model, l.len, &g0));
+        alone = now_s() - alone;
+        CHECK(npu_graph_unload(ctx, g0));
+        for (int i = 0; i < 1000; i++)
+                CHECK(npu_ping(ctx));
+        idle = now_s();
+        for (int i = 0; i < 1000; i++)
+                CHECK(npu_ping(ctx));
+        idle = (now_s() - idle) / 1000;
+        if (pthread_create(&t, NULL, stall_loader_main, &l) != 0)
+                exit(1);
+        while (!atomic_load(&l.done) && n < cap) {
+                double t0 = now_s();
+                CHECK(npu_ping(ctx));
+                lat[n++] = now_s() - t0;
+        }
+        atomic_store(&l.pings_over, 1);
+        pthread_join(t, NULL);
+        qsort(lat, n, sizeof(double), cmp_double);
+        printf("loadstall: graph_load of a %.0f MiB model (%d initializers) took %.0f ms (%.0f ms alone); "
+               "another client's pings meanwhile: %zu, p50 %.1f us, max %.2f ms (idle ping %.1f us; max/load "
+               "%.2f, target: far below 1)\n", (double)l.len / (1 << 20), STALL_NINIT, l.load_s * 1e3,
+               alone * 1e3, n,
+               n ? lat[n / 2] * 1e6 : 0.0, n ? lat[n - 1] * 1e3 : 0.0, idle * 1e6,
+               n ? lat[n - 1] / l.load_s : 0.0);
+        free(lat);
+        free((void *)l.model);
+}
+
 int main(int argc, char **argv)
 {
         struct npud_proc proc = { 0 };
@@ -1047,6 +1204,9 @@ int main(int argc, char **argv)
         /* 5. request loops: the one-call path and a shared context */
         if (section_on("serve"))
                 serve_section(ctx, sock);
+        /* 8. pings while another client loads a large model */
+        if (section_on("loadstall"))
+                loadstall_section(ctx, sock);
         /* 7. isolation, on npuds of its own */
         if (section_on("isolation")) {
                 if (own)
