@@ -23,6 +23,7 @@
 #include "ops/runctx.h"
 #include "compile.h"
 #include "exec.h"
+#include "steps.h"
 #include "util/err.h"
 
 struct slot {
@@ -41,6 +42,16 @@ struct frame {
         /* The run's arena when the graph has a memory plan (compile.h): planned
          * intermediates live at their offsets in it instead of buffers of their own. */
         char *arena;
+        /* A run scheduled as steps (steps.h): its steps may run at the same time on several
+         * workers, so the uses of a node's inputs are counted down by graph_run_step_done on
+         * the loop thread once the step is back, not by the step itself. */
+        int deferred;
+};
+
+struct graph_run {
+        struct frame f;
+        int nin, nout;
+        struct ops_tensor t[GRAPH_MAX_IO]; /* the caller's tensors, host views */
 };
 
 /* "[2,?,3]" ('?' for an undeclared extent), "[]" for a scalar, "[...]" for an unknown rank. */
@@ -362,10 +373,10 @@ static int run_node(struct frame *f, int n, char *err, size_t errlen)
                         f->slots[v].t.data = NULL;
                 }
         }
-        for (int i = 0; i < gn->nin; i++)
+        for (int i = 0; i < gn->nin && !f->deferred; i++)
                 if (gn->in[i] >= 0)
                         slot_use_done(f, gn->in[i]);
-        for (int i = 0; i < gn->nimplicit; i++)
+        for (int i = 0; i < gn->nimplicit && !f->deferred; i++)
                 slot_use_done(f, gn->implicit[i]);
 out:
         for (int j = 0; j < OPS_MAX_OUTPUTS; j++)
@@ -384,40 +395,16 @@ static int frame_run(struct frame *f, char *err, size_t errlen)
         return 0;
 }
 
-static int exec_run(const struct graph *g, int nin, const struct ops_tensor *in, int nout,
-                    const struct ops_tensor *out, int flex, struct ops_tensor *got, char *err,
-                    size_t errlen)
+/* Outputs not written in place: graph inputs or initializers passed through, or a value
+ * listed as several outputs; got receives the computed shapes of a flexible run. */
+static int frame_outputs(struct frame *f, int nout, const struct ops_tensor *out, int flex,
+                         struct ops_tensor *got, char *err, size_t errlen)
 {
-        struct frame f;
-        int rc;
+        const struct graph *g = f->g;
+        int rc = 0;
 
-        rc = graph_check_inputs(g, nin, in, err, errlen);
-        if (rc)
-                return rc;
-        if (nout != g->noutputs)
-                return err_set(err, errlen, PROTO_E_INVALID, "the graph has %d output%s, %d bound",
-                            g->noutputs, g->noutputs == 1 ? "" : "s", nout);
-        rc = frame_init(&f, g, NULL, nin, in, err, errlen);
-        if (rc)
-                return rc;
-        f.bound = out;
-        f.nbound = nout;
-        f.flex = flex;
-        if (g->plan && g->plan->arena_bytes) {
-                char msg[256] = "";
-                f.arena = ops_buf_alloc(g->plan->arena_bytes, msg, sizeof(msg));
-                if (!f.arena) {
-                        frame_release(&f);
-                        return err_set(err, errlen, node_code(PROTO_E_EXEC),
-                                       "arena of %llu bytes for the intermediates: %s",
-                                       (unsigned long long)g->plan->arena_bytes, msg);
-                }
-        }
-        rc = frame_run(&f, err, errlen);
-        /* Outputs not written in place: graph inputs or initializers passed through, or a
-         * value listed as several outputs. */
         for (int k = 0; !rc && k < nout; k++) {
-                const struct slot *s = &f.slots[g->outputs[k]];
+                const struct slot *s = &f->slots[g->outputs[k]];
                 int64_t bytes = tensor_bytes(&s->t);
                 if (!s->t.dtype) {
                         rc = err_set(err, errlen, PROTO_E_EXEC, "output '%s' was not computed",
@@ -435,6 +422,51 @@ static int exec_run(const struct graph *g, int nin, const struct ops_tensor *in,
                 if (!rc && bytes > 0)
                         memmove(out[k].data, s->t.data, (size_t)bytes);
         }
+        return rc;
+}
+
+/* A root frame for g with its arena, bound to the caller's tensors. */
+static int frame_begin(struct frame *f, const struct graph *g, int nin, const struct ops_tensor *in,
+                       int nout, const struct ops_tensor *out, int flex, char *err, size_t errlen)
+{
+        int rc = graph_check_inputs(g, nin, in, err, errlen);
+
+        if (rc)
+                return rc;
+        if (nout != g->noutputs)
+                return err_set(err, errlen, PROTO_E_INVALID, "the graph has %d output%s, %d bound",
+                            g->noutputs, g->noutputs == 1 ? "" : "s", nout);
+        rc = frame_init(f, g, NULL, nin, in, err, errlen);
+        if (rc)
+                return rc;
+        f->bound = out;
+        f->nbound = nout;
+        f->flex = flex;
+        if (g->plan && g->plan->arena_bytes) {
+                char msg[256] = "";
+                f->arena = ops_buf_alloc(g->plan->arena_bytes, msg, sizeof(msg));
+                if (!f->arena) {
+                        frame_release(f);
+                        return err_set(err, errlen, node_code(PROTO_E_EXEC),
+                                       "arena of %llu bytes for the intermediates: %s",
+                                       (unsigned long long)g->plan->arena_bytes, msg);
+                }
+        }
+        return 0;
+}
+
+static int exec_run(const struct graph *g, int nin, const struct ops_tensor *in, int nout,
+                    const struct ops_tensor *out, int flex, struct ops_tensor *got, char *err,
+                    size_t errlen)
+{
+        struct frame f;
+        int rc = frame_begin(&f, g, nin, in, nout, out, flex, err, errlen);
+
+        if (rc)
+                return rc;
+        rc = frame_run(&f, err, errlen);
+        if (!rc)
+                rc = frame_outputs(&f, nout, out, flex, got, err, errlen);
         frame_release(&f);
         return rc;
 }
@@ -452,6 +484,61 @@ int graph_exec_bound(struct graph_bind *b, char *err, size_t errlen)
         if (rc && errlen)
                 graph_sanitize(err);
         return rc;
+}
+
+int graph_run_step(struct graph_bind *b, int step, const struct ops_tensor *host_t, char *err,
+                   size_t errlen)
+{
+        const struct graph *g = b->g;
+        int rc;
+
+        if (step == 0) {
+                struct graph_run *r = calloc(1, sizeof(*r));
+                if (!r)
+                        return err_set(err, errlen, PROTO_E_EXEC, "out of memory for a graph run");
+                r->nin = b->nin;
+                r->nout = b->nout;
+                memcpy(r->t, host_t, sizeof(r->t[0]) * (size_t)(b->nin + b->nout));
+                rc = frame_begin(&r->f, g, r->nin, r->t, r->nout, r->t + r->nin, b->flex, err, errlen);
+                if (rc) {
+                        free(r);
+                } else {
+                        r->f.deferred = 1;
+                        b->run = r;
+                }
+        } else if (!b->run || step < 0 || step > g->nnodes + 1) {
+                rc = err_set(err, errlen, PROTO_E_EXEC, "step %d of a graph run that is not bound", step);
+        } else if (step <= g->nnodes) {
+                rc = run_node(&b->run->f, graph_step_node(g, step), err, errlen);
+        } else {
+                rc = frame_outputs(&b->run->f, b->run->nout, b->run->t + b->run->nin, b->flex,
+                                   b->got, err, errlen);
+        }
+        if (rc && errlen)
+                graph_sanitize(err);
+        return rc;
+}
+
+void graph_run_step_done(struct graph_bind *b, int step)
+{
+        const struct graph_node *gn;
+
+        if (!b->run || step < 1 || step > b->g->nnodes)
+                return;
+        gn = &b->g->nodes[graph_step_node(b->g, step)];
+        for (int i = 0; i < gn->nin; i++)
+                if (gn->in[i] >= 0)
+                        slot_use_done(&b->run->f, gn->in[i]);
+        for (int i = 0; i < gn->nimplicit; i++)
+                slot_use_done(&b->run->f, gn->implicit[i]);
+}
+
+void graph_run_free(struct graph_run *r)
+{
+        if (!r)
+                return;
+        frame_release(&r->f);
+        free(r);
 }
 
 /* ops_graph_run_fn for If, Loop and Scan kernels: run a subgraph of the node's graph with
@@ -536,18 +623,16 @@ static int no_subgraph_run(void *graph_ctx, const void *graph, int nin,
         return err_set(err, errlen, -ENOTSUP, "subgraphs are not run while estimating");
 }
 
-uint64_t graph_estimate_ns(const struct graph *g, int nin, const struct ops_tensor *in,
-                           double ops_per_s, double mem_bw, int *ret_nodes)
+/* Work of each node in order (flops[k], bytes[k] of order[k]; ok[k] 0 where its shapes
+ * depend on data the estimate does not have). -1 when memory is short. */
+static int estimate_walk(const struct graph *g, int nin, const struct ops_tensor *in,
+                         uint64_t *flops_out, uint64_t *bytes_out, uint8_t *ok_out)
 {
         struct ops_tensor *known = calloc((size_t)(g->nvalues ? g->nvalues : 1), sizeof(*known));
-        uint64_t total = 0;
-        int estimated = 0;
         char msg[256];
 
-        if (ret_nodes)
-                *ret_nodes = 0;
         if (!known)
-                return (uint64_t)g->nnodes * COST_LAUNCH_NS;
+                return -1;
         for (int v = 0; v < g->nvalues; v++)
                 if (g->values[v].kind == GRAPH_VALUE_INIT)
                         known[v] = *g->values[v].tensor;
@@ -582,10 +667,10 @@ uint64_t graph_estimate_ns(const struct graph *g, int nin, const struct ops_tens
                 for (int j = 0; ok && j < gn->nout; j++)
                         if (call.out[j].dtype && tensor_bytes(&call.out[j]) < 0)
                                 ok = 0;
-                if (!ok) {
-                        total += COST_LAUNCH_NS;
+                ok_out[k] = (uint8_t)ok;
+                flops_out[k] = bytes_out[k] = 0;
+                if (!ok)
                         continue;
-                }
                 for (int j = 0; j < gn->nout; j++)
                         if (gn->out[j] >= 0) {
                                 known[gn->out[j]] = call.out[j];
@@ -603,14 +688,78 @@ uint64_t graph_estimate_ns(const struct graph *g, int nin, const struct ops_tens
                                         flops += (uint64_t)ops_tensor_numel(&call.out[j]);
                                 }
                 }
-                uint64_t ns = cost_kernel_ns(flops, bytes, ops_per_s, 1, mem_bw);
-                total = total + ns < total ? UINT64_MAX : total + ns;
-                estimated++;
+                flops_out[k] = flops;
+                bytes_out[k] = bytes;
         }
         free(known);
+        return 0;
+}
+
+uint64_t graph_estimate_ns(const struct graph *g, int nin, const struct ops_tensor *in,
+                           double ops_per_s, double mem_bw, int *ret_nodes)
+{
+        size_t n = (size_t)(g->nnodes ? g->nnodes : 1);
+        uint64_t *flops = malloc(n * sizeof(*flops)), *bytes = malloc(n * sizeof(*bytes));
+        uint8_t *ok = malloc(n);
+        uint64_t total = 0;
+        int estimated = 0;
+
+        if (ret_nodes)
+                *ret_nodes = 0;
+        if (!flops || !bytes || !ok || estimate_walk(g, nin, in, flops, bytes, ok) < 0) {
+                total = (uint64_t)g->nnodes * COST_LAUNCH_NS;
+                goto out;
+        }
+        for (int k = 0; k < g->nnodes; k++) {
+                uint64_t ns = ok[k] ? cost_kernel_ns(flops[k], bytes[k], ops_per_s, 1, mem_bw)
+                                    : COST_LAUNCH_NS;
+                total = total + ns < total ? UINT64_MAX : total + ns;
+                estimated += ok[k];
+        }
         if (ret_nodes)
                 *ret_nodes = estimated;
+out:
+        free(flops);
+        free(bytes);
+        free(ok);
         return total;
+}
+
+int graph_estimate_steps(const struct graph *g, int nin, const struct ops_tensor *in,
+                         const double *ops_per_s, const int *cores, double mem_bw, uint64_t *cost)
+{
+        const struct graph_steps *gs = g->steps;
+        size_t n = (size_t)(g->nnodes ? g->nnodes : 1);
+        uint64_t *flops = malloc(n * sizeof(*flops)), *bytes = malloc(n * sizeof(*bytes));
+        uint8_t *ok = malloc(n);
+        int rc = -1;
+
+        if (!gs || !flops || !bytes || !ok || estimate_walk(g, nin, in, flops, bytes, ok) < 0)
+                goto out;
+        memset(cost, 0, sizeof(*cost) * (size_t)gs->nsteps * OPS_ENGINE_COUNT);
+        for (int s = 0; s < gs->nsteps; s++) {
+                uint64_t *c = &cost[(size_t)s * OPS_ENGINE_COUNT];
+                if (s == 0 || s == gs->nsteps - 1) { /* binding, handing over: anywhere */
+                        for (int e = 0; e < OPS_ENGINE_COUNT; e++)
+                                c[e] = cores[e] > 0 ? COST_LAUNCH_NS : 0;
+                        continue;
+                }
+                const struct graph_node *gn = &g->nodes[graph_step_node(g, s)];
+                for (int e = 0; e < OPS_ENGINE_COUNT; e++) {
+                        if ((e != (int)gn->def->engine && e != OPS_ENGINE_AICPU) || cores[e] <= 0)
+                                continue;
+                        c[e] = ok[s - 1] ? cost_kernel_ns(flops[s - 1], bytes[s - 1], ops_per_s[e], 1, mem_bw)
+                                         : COST_LAUNCH_NS;
+                        if (!c[e])
+                                c[e] = 1;
+                }
+        }
+        rc = 0;
+out:
+        free(flops);
+        free(bytes);
+        free(ok);
+        return rc;
 }
 
 int graph_check_static(const struct graph *g, char *err, size_t errlen)

@@ -22,8 +22,14 @@ struct graph_bind {
          * entries, allocated by whoever sets flex) receives the computed shapes. */
         int flex;
         struct ops_tensor *got;
+        /* A run scheduled as steps (steps.h): its value table and arena, made by step 0 on a
+         * worker and kept between steps; freed with graph_run_free by whoever frees the
+         * binding, once no step of it runs. */
+        struct graph_run *run;
         struct ops_tensor t[GRAPH_MAX_IO];
 };
+
+struct graph_run;
 
 /* Run g: in[0..nin) bound to its inputs, out[0..nout) to its outputs (shapes and dtypes as
  * the caller expects them). 0, or a PROTO_E_* code with a message naming the node, input or
@@ -32,6 +38,19 @@ struct graph_bind {
 int graph_exec(const struct graph *g, int nin, const struct ops_tensor *in, int nout,
                const struct ops_tensor *out, char *err, size_t errlen);
 int graph_exec_bound(struct graph_bind *b, char *err, size_t errlen);
+
+/* Run step `step` of b's graph (steps.h) on the calling worker: step 0 binds the run to
+ * host_t (the inputs then outputs, as host views: b's own tensors hold device addresses) and
+ * makes b->run; node steps run their node; the last step hands the outputs over. The run
+ * context is the calling worker's, as for graph_exec. 0, or a PROTO_E_* code with a message
+ * naming the node. host_t is read by step 0 only. */
+int graph_run_step(struct graph_bind *b, int step, const struct ops_tensor *host_t, char *err,
+                   size_t errlen);
+/* Node step `step` of b came back done (loop thread): each value it read loses a use, and
+ * one whose last reader this was is freed (its other readers are back too). No-op without
+ * a run (model mode). */
+void graph_run_step_done(struct graph_bind *b, int step);
+void graph_run_free(struct graph_run *r);
 
 /* Do the bound inputs fit the declared ones (count, dtype, rank, declared extents)?
  * 0 or PROTO_E_INVALID / PROTO_E_SHAPE with a message naming the input. */
@@ -45,6 +64,13 @@ int graph_check_inputs(const struct graph *g, int nin, const struct ops_tensor *
  * *ret_nodes (may be NULL) receives the number of nodes estimated from their shapes. */
 uint64_t graph_estimate_ns(const struct graph *g, int nin, const struct ops_tensor *in,
                            double ops_per_s, double mem_bw, int *ret_nodes);
+
+/* The estimate per step (steps.h) and engine kind: cost[s * OPS_ENGINE_COUNT + e], in ns on
+ * one core of engine e (ops_per_s[e], cores[e] of them; 0 where e has no cores or cannot run
+ * the node: a node runs on its operator's engine kind or the AI CPU). g->steps must exist.
+ * 0, or -1 when memory is short. */
+int graph_estimate_steps(const struct graph *g, int nin, const struct ops_tensor *in,
+                         const double *ops_per_s, const int *cores, double mem_bw, uint64_t *cost);
 
 /* Refuse a model whose fixed shapes conflict: shapes are propagated from initializers and
  * from inputs whose declared dtype and shape are fully fixed, and every element-wise or

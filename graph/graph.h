@@ -43,6 +43,7 @@ struct graph_value {
 
 struct graph_plan;
 struct graph_compile_stats;
+struct graph_steps;
 
 struct graph_node {
         char *name;    /* the model's node name, "#N" (index in its graph) when it has none */
@@ -81,6 +82,9 @@ struct graph {
          * Both are graph_alloc'd. plan: arena offsets of the intermediates (root graph). */
         struct graph_plan *plan;
         struct graph_compile_stats *stats;
+        /* The steps a run is scheduled as (steps.h), graph_alloc'd; NULL when not built
+         * (the run is then one task). Root graph only. */
+        struct graph_steps *steps;
         /* every other allocation of the graph, freed with it */
         void **allocs;
         int nallocs, allocs_cap;

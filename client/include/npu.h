@@ -365,10 +365,11 @@ npu_status_t npu_launch_host_func(npu_context_t *ctx, npu_stream_t stream, npu_h
 /* Graphs (ONNX models) run inside npud: load once, run many times without a round trip
  * per operator. npu_graph_load takes the model bytes (sent to npud in a sealed memfd); the
  * graph's weights live in device memory of `device`, charged to the caller's tenant.
- * npu_graph_info returns JSON {"inputs":[{"name","dtype","shape"}],"outputs":[...]} (shape
- * entries -1 where the model leaves a dimension open; free() the string). npu_graph_run
- * binds inputs and outputs, in the graph's order, to device tensors and runs the whole graph
- * as one task on the stream; an output whose computed shape differs from the bound one fails
+ * npu_graph_info returns JSON {"inputs":[{"name","dtype","shape"}],"outputs":[...],"steps":N,...}
+ * (shape entries -1 where the model leaves a dimension open; steps: how many steps a run is
+ * scheduled as; free() the string). npu_graph_run binds inputs and outputs, in the graph's
+ * order, to device tensors and runs the graph as one task on the stream (which npud
+ * schedules step by step, other work getting workers between steps); an output whose computed shape differs from the bound one fails
  * the task (NPU_ERR_SHAPE). Several runs of one graph may be in flight on different streams.
  * Before it queues the run, npu_graph_run checks the bound inputs against the graph's
  * description (below): a count that differs fails the call itself with NPU_ERR_INVALID, an

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "graph/compile.h"
+#include "graph/steps.h"
 #include "graph/exec.h"
 #include "graph/onnx-import.h"
 #include "ops/runctx.h"
@@ -114,6 +115,12 @@ static void helper_run(struct graph_load *j)
          * imported, for comparisons. */
         if (!rc && flags && graph_compile(g, flags, j->err, sizeof(j->err)) < 0)
                 rc = atomic_load(&j->cancel) ? PROTO_E_CANCELLED : PROTO_E_NO_MEMORY;
+        /* The steps a run is scheduled as (graph/steps.h); without them (memory short) a run
+         * is one task, as before. */
+        if (!rc && graph_steps_build(g, j->err, sizeof(j->err)) < 0) {
+                g->steps = NULL;
+                j->err[0] = 0;
+        }
         ops_runctx_set(NULL);
         if (rc) {
                 graph_free(g);

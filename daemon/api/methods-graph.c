@@ -37,6 +37,7 @@
 #include "graph/compile.h"
 #include "graph-load.h"
 #include "graph/exec.h"
+#include "graph/steps.h"
 #include "daemon/exec/graph-obj.h"
 #include "graph/onnx-import.h"
 #include "util/log.h"
@@ -282,10 +283,10 @@ static json_t *graph_json(const struct graph_obj *o, uint32_t handle)
                 const struct ops_tensor *d = &g->output_decl[k];
                 json_array_append_new(out, value_json(g->values[g->outputs[k]].name, d->dtype, d->ndim, d->dims));
         }
-        return json_pack("{s:I, s:i, s:o, s:o, s:i, s:I, s:i, s:o}", "graph", (json_int_t)handle,
+        return json_pack("{s:I, s:i, s:o, s:o, s:i, s:I, s:i, s:o, s:i}", "graph", (json_int_t)handle,
                          "device", o->dev->id, "inputs", in, "outputs", out,
                          "nodes", g->stats ? g->stats->nodes_before : g->nnodes, "weight_bytes", (json_int_t)g->storage_bytes, "opset", g->opset,
-                         "compile", compile_json(g));
+                         "compile", compile_json(g), "steps", g->steps ? g->steps->nsteps : 1);
 }
 
 /* Map a sealed model memfd read-only. Consumes fd. 0 or a PROTO_E_* code with a message. */

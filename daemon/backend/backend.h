@@ -12,9 +12,16 @@
  * (sim.c) implements exactly these calls: it translates device addresses into its
  * host-visible reservation and reaches kernels through the registry.
  *
- * Still simulator-shaped (issue 11, graph plans): a graph run hands over the whole graph
- * (struct graph_bind) for the backend to interpret, where a driver would take a compiled
- * plan. Fault injection is not part of the driver interface: the simulator alone offers it,
+ * A graph run reaches the backend as steps (graph/steps.h), each an item of its own that the
+ * scheduler dispatches like a launch: EXEC_GRAPH_STEP names the run (struct graph_bind, its
+ * tensors at device addresses) and the step. Step 0 binds the run (the backend gives it host
+ * views of the bound tensors and it makes the run's value table and arena, kept in the
+ * binding between steps), each node step runs one node of the compiled graph (a fused group,
+ * or a control-flow node with its subgraphs) with the per-node code of graph/exec.c, and the
+ * last step hands the outputs over; the daemon sends a step only once the steps it depends
+ * on are back, and frees the run's state. A driver would run each step's node as one of its
+ * kernels. EXEC_GRAPH (the whole run as one item) remains for graphs loaded without steps.
+ * Fault injection is not part of the driver interface: the simulator alone offers it,
  * as a separate hook table (struct backend_fault_hooks, NULL on other backends). */
 #ifndef NPUD_BACKEND_H
 #define NPUD_BACKEND_H
@@ -54,8 +61,9 @@ struct backend_device_desc {
         double power_limit_w; /* board power limit (TDP) */
 };
 
-/* EXEC_GRAPH: a whole graph (ONNX model) run by the graph executor on one engine. */
-enum exec_kind { EXEC_COPY = 1, EXEC_MEMSET, EXEC_OP, EXEC_GRAPH };
+/* EXEC_GRAPH: a whole graph (ONNX model) run by the graph executor on one engine;
+ * EXEC_GRAPH_STEP: one step of a graph run (see above). */
+enum exec_kind { EXEC_COPY = 1, EXEC_MEMSET, EXEC_OP, EXEC_GRAPH, EXEC_GRAPH_STEP };
 
 struct graph_bind;
 
@@ -131,7 +139,8 @@ struct exec_item {
         /* EXEC_OP only (NULL otherwise): the operator call, packed, owned by the daemon,
          * which keeps it unchanged until the unit has come back. */
         struct exec_call *call;
-        struct graph_bind *graph; /* EXEC_GRAPH: the graph and its bound tensors */
+        struct graph_bind *graph; /* EXEC_GRAPH(_STEP): the graph and its bound tensors */
+        int step;                 /* EXEC_GRAPH_STEP: which step (graph/steps.h) */
         uint64_t model_ns; /* duration in model mode */
         /* filled by the backend */
         int status; /* 0, or a PROTO_E_* code */

@@ -181,6 +181,19 @@ static void item_run(const struct sim_device *d, struct exec_item *it)
                 it->status = graph_exec_bound(&local, it->err, sizeof(it->err));
                 break;
         }
+        case EXEC_GRAPH_STEP: {
+                /* only the binding step reads the tensors, as host views */
+                struct graph_bind *b = it->graph;
+                struct ops_tensor host[GRAPH_MAX_IO];
+                if (it->step == 0)
+                        for (int i = 0; i < b->nin + b->nout; i++) {
+                                host[i] = b->t[i];
+                                if (b->t[i].data)
+                                        host[i].data = sim_ptr(d, exec_tensor_addr(&b->t[i]));
+                        }
+                it->status = graph_run_step(b, it->step, host, it->err, sizeof(it->err));
+                break;
+        }
         }
 }
 
@@ -347,13 +360,15 @@ static void on_hold_done(evutil_socket_t fd, short what, void *arg)
                                 failed = 1;
                         } else if (item_fault(s, u->device, it)) {
                                 failed = 1;
-                        } else if (over && (it->kind == EXEC_OP || it->kind == EXEC_GRAPH)) {
+                        } else if (over && (it->kind == EXEC_OP || it->kind == EXEC_GRAPH ||
+                                            it->kind == EXEC_GRAPH_STEP)) {
                                 it->status = PROTO_E_LIMIT;
                                 snprintf(it->err, sizeof(it->err),
                                          "run exceeded its time limit of %llu ms (tenant max_run_ms)",
                                          (unsigned long long)(u->max_run_ns / 1000000));
                                 failed = 1;
-                        } else if (it->kind != EXEC_OP && it->kind != EXEC_GRAPH) {
+                        } else if (it->kind != EXEC_OP && it->kind != EXEC_GRAPH &&
+                                   it->kind != EXEC_GRAPH_STEP) {
                                 item_run(&s->devices[u->device], it);
                         }
                 }

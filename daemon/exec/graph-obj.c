@@ -18,6 +18,7 @@ void graph_obj_unref(struct graph_obj *o)
         graph_free(o->g);
         buffer_unref(o->weights);
         free(o->est_shapes);
+        free(o->est_steps);
         free(o);
 }
 
@@ -25,6 +26,7 @@ void graph_bind_free(struct graph_bind *b)
 {
         if (!b)
                 return;
+        graph_run_free(b->run); /* no step of it runs any more */
         graph_obj_unref(b->owner);
         free(b->got);
         free(b);

@@ -30,6 +30,7 @@ struct graph_obj {
         int est_nin;
         int64_t *est_shapes;    /* per input: dtype, ndim, dims[8] */
         uint64_t est_ns;
+        uint64_t *est_steps;    /* and per step and engine (graph_estimate_steps), or NULL */
 };
 
 struct graph_obj *graph_obj_ref(struct graph_obj *o);

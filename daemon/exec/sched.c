@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "graph/exec.h"
+#include "graph/steps.h"
 #include "policy/cost.h"
 #include "proto/errors.h"
 #include "sched.h"
@@ -371,7 +372,7 @@ int sched_task_cancel(struct exec *x, struct stream *st, uint64_t seq, char *msg
                 if (u)
                         stream_cancel_units(x, st); /* its tiles: the stream runs nothing else */
                 stream_touch(x, st); /* no further tiles */
-                snprintf(msg, msglen, "running: cut at its next tile");
+                snprintf(msg, msglen, "running: cut at its next %s", t->steps ? "step" : "tile");
                 return 0;
         }
         if (t) {
@@ -439,6 +440,127 @@ static uint64_t head_cost(struct stream *st, const struct task *t, int e)
 static void task_account(struct exec *x, struct stream *st, struct task *t, int status,
                          uint64_t engine_ns, uint64_t end_ns);
 
+/* A graph run's steps (graph/steps.h; struct run_steps): step k's estimate on engine e,
+ * calibrated like the run's. */
+static uint64_t step_cost(struct stream *st, const struct task *t, int k, int e)
+{
+        uint64_t raw = t->steps->cost[(size_t)k * OPS_ENGINE_COUNT + (size_t)e];
+
+        if (!raw)
+                return 0;
+        double c = (double)raw * *device_calib(st->dev, t->calib_slot, e);
+        return c < 1 ? 1 : (uint64_t)c;
+}
+
+/* Make the stream a ready queue for the oldest ready step of its head graph run, with that
+ * step's costs: each step is picked by the policy against every other ready queue, at every
+ * step boundary, like a launch. Nothing when no step is ready (the ones that run will make
+ * the next ready when they come back). */
+static void steps_queue(struct stream *st, struct task *t)
+{
+        struct run_steps *rs = t->steps;
+
+        if (rs->ready_head == rs->ready_tail)
+                return;
+        for (int e = 0; e < OPS_ENGINE_COUNT; e++)
+                st->q.cost[e] = step_cost(st, t, rs->ready[rs->ready_head], e);
+        st->q.deadline = sched_task_deadline(t);
+        pd_queue_ready(&st->dev->pd, &st->q, now_ns());
+}
+
+/* What a step counts against the tile duration when chained: the larger of its estimate on
+ * e and on one AI CPU core. A cube or vector estimate says what the chip would take; a host
+ * worker computing it takes far longer until calibration has learnt the ratio (capped), and
+ * a chain that turns out long holds a worker that latency-critical work waits for. */
+static uint64_t chain_cost(struct stream *st, const struct task *t, int k, int e)
+{
+        uint64_t c = step_cost(st, t, k, e), a = step_cost(st, t, k, OPS_ENGINE_AICPU);
+
+        return a > c ? a : c;
+}
+
+static void step_send(struct sched_unit *su, struct task *t, int k, int e)
+{
+        struct exec_item *it = &t->steps->items[k];
+
+        *it = (struct exec_item){ .kind = EXEC_GRAPH_STEP, .graph = t->item.graph, .step = k,
+                                  .model_ns = t->steps->cost[(size_t)k * OPS_ENGINE_COUNT + (size_t)e] };
+        t->steps->state[k] = STEP_SENT;
+        su->items[su->u.nitems++] = it;
+}
+
+/* Fill su with the oldest ready step that can run on e and, while the unit stays within one
+ * tile duration, the steps that wait for nothing else than the last one put in (a chain of
+ * small nodes goes as one unit, as a chain of small launches does). Steps made ready at the
+ * same time stay ready for other workers. Returns the calibrated estimate, 0 when no ready
+ * step can run on e. */
+static uint64_t steps_fill(struct stream *st, struct task *t, struct sched_unit *su, int e,
+                           uint64_t tile_ns, uint64_t *ret_raw)
+{
+        struct run_steps *rs = t->steps;
+        uint64_t est = 0, raw = 0, budget = 0;
+        int k = -1;
+
+        for (int i = rs->ready_head; i < rs->ready_tail; i++) {
+                if (!step_cost(st, t, rs->ready[i], e))
+                        continue;
+                k = rs->ready[i]; /* take it out, keeping the order of the others */
+                memmove(&rs->ready[rs->ready_head + 1], &rs->ready[rs->ready_head],
+                        (size_t)(i - rs->ready_head) * sizeof(int));
+                rs->ready_head++;
+                break;
+        }
+        while (k >= 0) {
+                step_send(su, t, k, e);
+                est += step_cost(st, t, k, e);
+                raw += rs->cost[(size_t)k * OPS_ENGINE_COUNT + (size_t)e];
+                budget += chain_cost(st, t, k, e);
+                int next = -1;
+                for (int j = rs->gs->succ_start[k]; j < rs->gs->succ_start[k + 1] && next < 0; j++) {
+                        int sk = rs->gs->succ[j];
+                        if (rs->state[sk] == STEP_WAITING && rs->pending[sk] == 1 &&
+                            step_cost(st, t, sk, e) && budget + chain_cost(st, t, sk, e) <= tile_ns &&
+                            su->u.nitems < CHAIN_MAX_ITEMS)
+                                next = sk;
+                }
+                if (next >= 0)
+                        rs->pending[next] = 0; /* it waited for k alone, which goes before it */
+                k = next;
+        }
+        *ret_raw = raw;
+        return est;
+}
+
+/* The steps of unit su came back: each done one lets the steps waiting for it go (and the
+ * values it read for the last time be freed); the first failure is the run's. */
+static void steps_complete(struct task *t, struct sched_unit *su)
+{
+        struct run_steps *rs = t->steps;
+
+        for (int i = 0; i < su->u.nitems; i++) {
+                struct exec_item *it = su->u.items[i];
+                if (it->status) {
+                        if (!t->item.status) {
+                                snprintf(t->item.err, sizeof(t->item.err), "%s", it->err);
+                                t->item.status = it->status;
+                        }
+                        t->tile_failed = 1;
+                        continue; /* later items of the unit were cancelled */
+                }
+                if (t->tile_failed)
+                        continue;
+                rs->state[it->step] = STEP_DONE;
+                graph_run_step_done(t->item.graph, it->step);
+                for (int j = rs->gs->succ_start[it->step]; j < rs->gs->succ_start[it->step + 1]; j++) {
+                        int sk = rs->gs->succ[j];
+                        if (rs->state[sk] == STEP_WAITING && --rs->pending[sk] == 0) {
+                                rs->state[sk] = STEP_READY;
+                                rs->ready[rs->ready_tail++] = sk;
+                        }
+                }
+        }
+}
+
 /* Tiles of one task are independent: while some run, the stream stays a ready queue for
  * the rest, so the policy spreads them over free workers one dispatch at a time (each tile
  * picked against every other ready queue, and charged to the tenant on its own). */
@@ -454,6 +576,12 @@ static void tile_more(struct stream *st)
          * other work gets the next worker that frees, within one tile, and best-effort tiles
          * run at idle priority besides. */
         int slots = st->dev->pd.host_slots;
+        if (t->steps) { /* independent steps may run at the same time */
+                /* what runs may still be the work before it on the stream */
+                if (t->tiles_sent && (!slots || st->nrunning < slots))
+                        steps_queue(st, t);
+                return;
+        }
         if (slots && t->tiles_sent - t->tiles_done >= (uint64_t)slots)
                 return;
         for (int e = 0; e < OPS_ENGINE_COUNT; e++)
@@ -528,9 +656,9 @@ static void stream_settle(struct exec *x, struct stream *st)
                                 /* its owner cancelled it between two tiles */
                                 stream_pop(st);
                                 snprintf(t->item.err, sizeof(t->item.err),
-                                         "cancelled by its owner after %llu of %llu tiles",
+                                         "cancelled by its owner after %llu of %llu %s",
                                          (unsigned long long)t->tiles_done,
-                                         (unsigned long long)t->tiles);
+                                         (unsigned long long)t->tiles, t->steps ? "steps" : "tiles");
                                 task_account(x, st, t, PROTO_E_CANCELLED, 0, now_ns());
                                 task_retire(x, t, 1);
                                 continue;
@@ -539,6 +667,10 @@ static void stream_settle(struct exec *x, struct stream *st)
                                 stream_pop(st);
                                 task_retire(x, t, 1);
                                 continue;
+                        }
+                        if (t->steps) {
+                                steps_queue(st, t);
+                                return;
                         }
                         for (int e = 0; e < OPS_ENGINE_COUNT; e++) /* a tiled task stays on its engine */
                                 st->q.cost[e] = t->tiles && e != t->tile_engine ? 0 : head_cost(st, t, e);
@@ -563,6 +695,14 @@ int sched_notify_ack(struct exec *x, struct stream *st, uint64_t seq)
         return 0;
 }
 
+/* A unit of a graph run (the whole run, or steps of it): counted against its tenant's share
+ * of host workers (npud.graph_worker_cap). */
+static int unit_is_graph(const struct sched_unit *su)
+{
+        return su->u.nitems &&
+               (su->items[0]->kind == EXEC_GRAPH || su->items[0]->kind == EXEC_GRAPH_STEP);
+}
+
 static void unit_fail_all(struct sched_unit *su, int code, const char *msg)
 {
         for (int i = 0; i < su->u.nitems; i++) {
@@ -582,7 +722,14 @@ static void stream_dispatch(struct exec *x, struct stream *st, int e)
         uint64_t c = 0, maxt = 1;
         int tiled = 0;
 
-        if (su) {
+        if (su && t->steps) {
+                su->u.items = su->items;
+                est = steps_fill(st, t, su, e, tile_ns, &raw);
+                if (!est) { /* the ready steps changed since the queue was made ready */
+                        unit_put(su);
+                        su = NULL;
+                }
+        } else if (su) {
                 su->u.items = su->items;
                 c = task_cost(st, t, e);
                 maxt = t->tiles ? t->tiles : tile_max(&t->item);
@@ -598,7 +745,9 @@ static void stream_dispatch(struct exec *x, struct stream *st, int e)
                 stream_touch(x, st); /* try again on a later pass */
                 return;
         }
-        if (tiled) {
+        if (t->steps) {
+                su->tile_task = t;
+        } else if (tiled) {
                 if (!t->tiles) {
                         uint64_t n = (c + tile_ns - 1) / tile_ns;
                         t->tiles = n > maxt ? maxt : n > MAX_TILES ? MAX_TILES : n;
@@ -639,6 +788,13 @@ static void stream_dispatch(struct exec *x, struct stream *st, int e)
         if (st->tenant) {
                 struct tenant *tn = st->tenant;
                 su->u.max_run_ns = tn->pol.max_run_ms * 1000000ull;
+                struct task *rt = su->tile_task;
+                if (rt && rt->steps && su->u.max_run_ns) { /* the limit is the run's, not each step's */
+                        if (!rt->tiles_sent)
+                                rt->started_ns = su->dispatch_ns;
+                        uint64_t used = su->dispatch_ns - rt->started_ns;
+                        su->u.max_run_ns = used < su->u.max_run_ns ? su->u.max_run_ns - used : 1;
+                }
                 su->u.max_loop_trips = tn->pol.max_loop_trips;
                 tenant_ws_sync(tn, dev->id);
                 su->u.mem = &tn->dev[dev->id].ws;
@@ -649,15 +805,17 @@ static void stream_dispatch(struct exec *x, struct stream *st, int e)
         st->running = &su->u;
         st->nrunning++;
         TAILQ_INSERT_TAIL(&inflight, su, inflight_link);
-        if (st->tenant && su->u.nitems && su->items[0]->kind == EXEC_GRAPH)
+        if (st->tenant && unit_is_graph(su))
                 st->tenant->graph_units++;
         for (int i = 0; i < su->u.nitems; i++) {
                 struct task *it = su->tile_task ? su->tile_task : task_of_item(su->items[i]);
                 if (!it->tiles_sent && st->tenant) /* first dispatch: the task waited this long */
                         tenant_note_wait(st->tenant, dev->id, su->dispatch_ns - it->enqueue_ns);
+                if (su->tile_task)
+                        break;
         }
         if (su->tile_task)
-                su->tile_task->tiles_sent++;
+                su->tile_task->tiles_sent += su->tile_task->steps ? (uint64_t)su->u.nitems : 1;
         if (x->backend->ops->submit(x->backend, &su->u) < 0) {
                 unit_fail_all(su, PROTO_E_DEVICE, "the device rejected the task");
                 su->u.start_ns = su->u.end_ns = now_ns();
@@ -778,7 +936,7 @@ void sched_unit_complete(struct exec_unit *u, void *userdata)
         uint64_t dur = u->end_ns - u->start_ns;
 
         TAILQ_REMOVE(&inflight, su, inflight_link);
-        if (st->tenant && u->nitems && u->items[0]->kind == EXEC_GRAPH) {
+        if (st->tenant && unit_is_graph(su)) {
                 st->tenant->graph_units--;
                 unpark_tenant(x, st->tenant);
         }
@@ -798,15 +956,20 @@ void sched_unit_complete(struct exec_unit *u, void *userdata)
                 st->last_end_ns = u->end_ns;
         if (su->tile_task) {
                 struct task *t = su->tile_task;
-                int status = su->tile.status;
                 calibrate(x, dev, su, t);
-                t->tiles_done++;
-                if (status && !t->item.status) { /* the first failure names the task's */
-                        snprintf(t->item.err, sizeof(t->item.err), "%s", su->tile.err);
-                        t->item.status = status;
+                if (t->steps) {
+                        steps_complete(t, su);
+                        t->tiles_done += (uint64_t)u->nitems;
+                } else {
+                        int status = su->tile.status;
+                        t->tiles_done++;
+                        if (status && !t->item.status) { /* the first failure names the task's */
+                                snprintf(t->item.err, sizeof(t->item.err), "%s", su->tile.err);
+                                t->item.status = status;
+                        }
+                        if (status)
+                                t->tile_failed = 1;
                 }
-                if (status)
-                        t->tile_failed = 1;
                 if (t->tile_failed) /* it was ready for more tiles: no more */
                         pd_queue_unready(&dev->pd, &st->q);
                 /* done when every tile returned, or, after a failure, every tile sent */

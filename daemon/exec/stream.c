@@ -210,6 +210,7 @@ void task_free(struct task *t)
         region_unref(t->region);
         evt_unref(t->evt);
         graph_bind_free(t->item.graph);
+        free(t->steps);
         exec_call_put(t->item.call); /* the unit that ran it has come back */
         stream_unref(t->stream);
         if (task_pool_len < TASK_POOL_MAX) {

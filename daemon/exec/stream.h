@@ -31,6 +31,21 @@ enum task_kind {
  * needs at most three; only graph runs spill into a separately allocated array. */
 #define TASK_INLINE_BUFS 4
 
+/* A graph run scheduled as steps (graph/steps.h): which steps wait, are ready, sent or done,
+ * their estimates, and the item each step's unit carries. Loop thread only; one block. */
+enum step_state { STEP_WAITING = 0, STEP_READY, STEP_SENT, STEP_DONE };
+
+struct run_steps {
+        const struct graph_steps *gs;
+        int nsteps;
+        struct exec_item *items; /* per step */
+        uint64_t *cost;          /* [step * OPS_ENGINE_COUNT + engine], ns (model estimate) */
+        int *pending;            /* per step: steps it still waits for */
+        int *ready;              /* steps made ready, in that order: [ready_head, ready_tail) */
+        int ready_head, ready_tail;
+        uint8_t *state;          /* enum step_state per step */
+};
+
 struct task {
         TAILQ_ENTRY(task) link;
         enum task_kind kind;
@@ -54,6 +69,10 @@ struct task {
         uint64_t tiles, tiles_sent, tiles_done;
         int tile_engine;
         int tile_failed;
+        /* A graph run scheduled as steps: its tiles are its steps (tiles = their number),
+         * dispatched as their dependencies allow; NULL for other tasks. */
+        struct run_steps *steps;
+        uint64_t started_ns; /* its first step's dispatch: max_run_ms counts the whole run */
         uint64_t notify_tag; /* TASK_NOTIFY: the client's tag, echoed */
         int hold;     /* TASK_NOTIFY: a host callback; the stream waits for the owner's ack */
         /* Per-run options of a GRAPH_RUN_OPT record: a relative deadline replacing the

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "graph/exec.h"
+#include "graph/steps.h"
 #include "policy/cost.h"
 #include "proto/errors.h"
 #include "proto/submit.h"
@@ -365,8 +366,9 @@ static struct task *prepare_event(struct handle_table *h, const struct proto_rec
         return t;
 }
 
-/* Estimated duration on one AI CPU core; the last estimate is reused while the input
- * shapes stay the same (serving runs the same shapes again and again). */
+/* Estimated duration on one AI CPU core, and of each step on each engine (o->est_steps, when
+ * the graph has steps); the last estimate is reused while the input shapes stay the same
+ * (serving runs the same shapes again and again). */
 static uint64_t run_estimate(struct graph_obj *o, const struct graph_bind *b)
 {
         const struct backend_device_desc *d = &o->dev->desc;
@@ -387,11 +389,60 @@ static uint64_t run_estimate(struct graph_obj *o, const struct graph_bind *b)
         }
         o->est_ns = graph_estimate_ns(o->g, b->nin, b->t, d->flops_per_core[OPS_ENGINE_AICPU],
                                       d->mem_bandwidth, NULL);
+        free(o->est_steps);
+        o->est_steps = NULL;
+        if (o->g->steps) {
+                size_t n = (size_t)o->g->steps->nsteps * OPS_ENGINE_COUNT;
+                o->est_steps = malloc(n * sizeof(*o->est_steps));
+                if (o->est_steps && graph_estimate_steps(o->g, b->nin, b->t, d->flops_per_core,
+                                                         d->cores, d->mem_bandwidth, o->est_steps) < 0) {
+                        free(o->est_steps);
+                        o->est_steps = NULL;
+                }
+        }
         free(o->est_shapes);
         o->est_shapes = key;
         o->est_nin = b->nin;
         o->est_valid = 1;
         return o->est_ns;
+}
+
+/* The step state of a run of o (graph/steps.h), from the estimate just made; NULL when the
+ * graph has no steps or memory is short (the run is then one task). Step 0 is ready. */
+static struct run_steps *run_steps_new(const struct graph_obj *o)
+{
+        const struct graph_steps *gs = o->g->steps;
+        struct run_steps *rs;
+        size_t n, costs;
+        char *p;
+
+        if (!gs || !o->est_steps)
+                return NULL;
+        n = (size_t)gs->nsteps;
+        costs = n * OPS_ENGINE_COUNT * sizeof(uint64_t);
+        rs = malloc(sizeof(*rs) + n * sizeof(struct exec_item) + costs + 2 * n * sizeof(int) + n);
+        if (!rs)
+                return NULL;
+        p = (char *)(rs + 1);
+        rs->gs = gs;
+        rs->nsteps = gs->nsteps;
+        rs->items = (struct exec_item *)p; /* written when each step is sent */
+        p += n * sizeof(struct exec_item);
+        rs->cost = (uint64_t *)p;
+        memcpy(rs->cost, o->est_steps, costs);
+        p += costs;
+        rs->pending = (int *)p;
+        memcpy(rs->pending, gs->npred, n * sizeof(int));
+        p += n * sizeof(int);
+        rs->ready = (int *)p;
+        p += n * sizeof(int);
+        rs->state = (uint8_t *)p;
+        memset(rs->state, STEP_WAITING, n);
+        rs->ready_head = 0;
+        rs->ready_tail = 1;
+        rs->ready[0] = 0;
+        rs->state[0] = STEP_READY;
+        return rs;
 }
 
 static struct task *prepare_graph_run(struct handle_table *h, struct stream *st,
@@ -459,10 +510,16 @@ static struct task *prepare_graph_run(struct handle_table *h, struct stream *st,
         if (st->dev->desc.cores[OPS_ENGINE_AICPU] <= 0)
                 PREP_FAIL(pe, PROTO_E_UNSUPPORTED, "graph run: device %d has no AI CPU to run graphs",
                           st->dev->id);
-        /* The executor runs every node on one host worker: the AI CPU is its engine. */
+        /* Without steps the executor runs every node on one host worker: the AI CPU is its
+         * engine. With steps (the usual case) each step is dispatched on its own, on the
+         * engines its node can run on (sched.c); this estimate is then the whole run's on
+         * one AI CPU core, for reference. */
         t->cost[OPS_ENGINE_AICPU] = run_estimate(o, b);
         if (!t->cost[OPS_ENGINE_AICPU])
                 t->cost[OPS_ENGINE_AICPU] = 1;
+        t->steps = run_steps_new(o);
+        if (t->steps)
+                t->tiles = (uint64_t)t->steps->nsteps;
         t->calib_slot = device_calib_slot_graph(st->dev);
         t->item.kind = EXEC_GRAPH;
         return t;

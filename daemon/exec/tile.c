@@ -48,7 +48,8 @@ uint64_t tile_max(const struct exec_item *it)
         case EXEC_COPY:
         case EXEC_MEMSET:
                 return it->len / COPY_TILE_ALIGN ? it->len / COPY_TILE_ALIGN : 1;
-        case EXEC_GRAPH: /* a graph run is one task: its nodes depend on each other */
+        case EXEC_GRAPH: /* a graph run without steps is one task */
+        case EXEC_GRAPH_STEP: /* its steps are dispatched one by one (sched.c), not tiled */
                 return 1;
         case EXEC_OP:
                 if (ops_by_id(it->op_id)->flags & OPS_FLAG_ELEMENTWISE)
@@ -127,6 +128,7 @@ void tile_make(const struct exec_item *it, uint64_t n, uint64_t k, struct exec_i
                 return;
         }
         case EXEC_GRAPH:
+        case EXEC_GRAPH_STEP:
                 return;
         }
 }

@@ -16,6 +16,7 @@
 #include "graph/exec.h"
 #include "graph/graph.h"
 #include "graph/onnx-import.h"
+#include "graph/steps.h"
 #include "ops/runctx.h"
 #include "proto/dtype.h"
 #include "proto/errors.h"
@@ -212,6 +213,116 @@ START_TEST(test_chain_out_of_order)
         int counted = -1;
         ck_assert_uint_gt(graph_estimate_ns(g, 1, &in, 1e9, 1e9, &counted), 0);
         ck_assert_int_eq(counted, 4);
+        graph_free(g);
+}
+END_TEST
+
+/* Steps (graph/steps.h): each node step waits for the producers of what it reads (subgraph
+ * reads included), the last for every node; run step by step in any order the waits allow
+ * (here: ready steps last-made first), a run gives graph_exec's results and frees what it
+ * made; a failing step names its node. */
+static struct graph *branchy(void);
+
+static int step_of(const struct graph *g, const char *name)
+{
+        for (int k = 1; k <= g->nnodes; k++)
+                if (strcmp(g->nodes[graph_step_node(g, k)].name, name) == 0)
+                        return k;
+        ck_abort_msg("no step runs %s", name);
+        return -1;
+}
+
+static int waits_for(const struct graph_steps *gs, int from, int to)
+{
+        for (int j = gs->succ_start[from]; j < gs->succ_start[from + 1]; j++)
+                if (gs->succ[j] == to)
+                        return 1;
+        return 0;
+}
+
+/* Run b's steps one at a time, newest ready first; the first failure's code. */
+static int run_steps(struct graph_bind *b, const struct ops_tensor *host, char *err, size_t errlen)
+{
+        const struct graph_steps *gs = b->g->steps;
+        int pending[64], ready[64], nready = 0, rc = 0;
+
+        ck_assert_int_le(gs->nsteps, 64);
+        memcpy(pending, gs->npred, sizeof(int) * (size_t)gs->nsteps);
+        ready[nready++] = 0;
+        while (nready && !rc) {
+                int k = ready[--nready];
+                rc = graph_run_step(b, k, host, err, errlen);
+                if (rc)
+                        break;
+                graph_run_step_done(b, k);
+                for (int j = gs->succ_start[k]; j < gs->succ_start[k + 1]; j++)
+                        if (--pending[gs->succ[j]] == 0)
+                                ready[nready++] = gs->succ[j];
+        }
+        return rc;
+}
+
+START_TEST(test_steps)
+{
+        struct graph *g = graph_new(NULL);
+        float x[4] = { 1, 2, 3, 4 }, y[4] = { 0 }, z[4] = { 0 };
+        struct ops_tensor t[3] = { f32(x), f32(y), f32(z) };
+        char err[256];
+
+        val(g, "x", GRAPH_VALUE_INPUT);
+        add_node(g, &inc_def, "first", "x", NULL, "a");
+        add_node(g, &inc_def, "second", "a", NULL, "b");
+        add_node(g, &inc_def, "side", "a", NULL, "s");
+        add_node(g, &inc_def, "third", "b", NULL, "c");
+        add_node(g, &mul_def, "mul", "s", "c", "z");
+        set_io(g, (const char *[]){ "x" }, 1, (const char *[]){ "c", "z" }, 2);
+        finalize(g);
+        ck_assert_int_eq(graph_steps_build(g, err, sizeof(err)), 0);
+        const struct graph_steps *gs = g->steps;
+        ck_assert_int_eq(gs->nsteps, 7);
+        ck_assert(waits_for(gs, 0, step_of(g, "first")));
+        ck_assert(waits_for(gs, step_of(g, "first"), step_of(g, "side")));
+        ck_assert(waits_for(gs, step_of(g, "first"), step_of(g, "second")));
+        ck_assert(!waits_for(gs, step_of(g, "side"), step_of(g, "second")));
+        ck_assert(waits_for(gs, step_of(g, "side"), step_of(g, "mul")));
+        ck_assert(waits_for(gs, step_of(g, "third"), step_of(g, "mul")));
+        ck_assert_int_eq(gs->npred[6], 5);
+
+        struct graph_bind b = { .g = g, .nin = 1, .nout = 2 };
+        ck_assert_msg(run_steps(&b, t, err, sizeof(err)) == 0, "%s", err);
+        for (int i = 0; i < 4; i++) {
+                ck_assert_float_eq(y[i], x[i] + 3);
+                ck_assert_float_eq(z[i], (x[i] + 2) * (x[i] + 3));
+        }
+        graph_run_free(b.run);
+
+        /* estimates per step: the binding and last steps anywhere, nodes on their engine */
+        uint64_t cost[7 * OPS_ENGINE_COUNT];
+        double rate[OPS_ENGINE_COUNT] = { 1e9, 1e9, 1e9, 1e9 };
+        int cores[OPS_ENGINE_COUNT] = { 1, 1, 1, 1 };
+        ck_assert_int_eq(graph_estimate_steps(g, 1, t, rate, cores, 1e9, cost), 0);
+        ck_assert_uint_gt(cost[0 * OPS_ENGINE_COUNT + OPS_ENGINE_DMA], 0);
+        ck_assert_uint_gt(cost[step_of(g, "first") * OPS_ENGINE_COUNT + OPS_ENGINE_AICPU], 0);
+        graph_free(g);
+
+        /* a subgraph's read of an outer value is a wait too */
+        g = branchy();
+        ck_assert_int_eq(graph_steps_build(g, err, sizeof(err)), 0);
+        ck_assert(waits_for(g->steps, step_of(g, "a_node"), step_of(g, "pick")));
+        graph_free(g);
+
+        /* a failing step names its node; what the run made is freed with it */
+        g = graph_new(NULL);
+        val(g, "x", GRAPH_VALUE_INPUT);
+        add_node(g, &inc_def, "ok", "x", NULL, "a");
+        add_node(g, &fail_def, "broken", "a", NULL, "y");
+        set_io(g, (const char *[]){ "x" }, 1, (const char *[]){ "y" }, 1);
+        finalize(g);
+        ck_assert_int_eq(graph_steps_build(g, err, sizeof(err)), 0);
+        struct graph_bind fb = { .g = g, .nin = 1, .nout = 1 };
+        ck_assert_int_ne(run_steps(&fb, t, err, sizeof(err)), 0);
+        ck_assert_msg(strstr(err, "broken"), "%s", err);
+        graph_run_free(fb.run);
         graph_free(g);
 }
 END_TEST
@@ -829,6 +940,7 @@ int main(void)
         int failed;
 
         tcase_add_test(tc, test_chain_out_of_order);
+        tcase_add_test(tc, test_steps);
         tcase_add_test(tc, test_cycle_named);
         tcase_add_test(tc, test_passthrough_outputs);
         tcase_add_test(tc, test_bindings_and_failures);

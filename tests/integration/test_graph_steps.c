@@ -1,0 +1,485 @@
+/* Graph runs as plans of steps (issue 11) through the real npud: a best-effort-style bulk
+ * graph (a chain of 20 big MatMuls) yields its worker to a latency-critical launch at a step
+ * boundary instead of holding it for the whole model; independent steps give the right
+ * results and graph_info counts the steps; a failing step fails the run naming the node and
+ * the stream goes on; cancelling a run and closing a session mid-run free everything (run
+ * under ASan by make check-asan); and model mode times a run from its steps on their engines
+ * (MatMuls on the cube cores, independent branches at the same time) instead of one AI CPU
+ * core for the whole graph. */
+#include <check.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <onnx.pb-c.h>
+
+#include "harness.h"
+#include "npu.h"
+
+#define OK(expr) ck_assert_msg((expr) == NPU_OK, "%s: %s", #expr, npu_error_message())
+
+#include "tests/onnx-build.h"
+
+static struct npud_proc proc;
+static char conf[128];
+
+static void start(const char *config_text, const char *const *args)
+{
+        const char *extra[16];
+        int n = 0;
+
+        if (config_text) {
+                snprintf(conf, sizeof(conf), "/tmp/npud-steps-%d.conf", (int)getpid());
+                FILE *f = fopen(conf, "w");
+                ck_assert_ptr_nonnull(f);
+                fputs(config_text, f);
+                fclose(f);
+                extra[n++] = "--config";
+                extra[n++] = conf;
+        }
+        for (int i = 0; args && args[i]; i++)
+                extra[n++] = args[i];
+        extra[n] = NULL;
+        ck_assert_int_eq(harness_start(&proc, extra), 0);
+}
+
+static void stop(void)
+{
+        if (conf[0])
+                unlink(conf);
+        conf[0] = 0;
+        ck_assert_int_eq(harness_stop(&proc), 0);
+}
+
+static npu_context_t *connect_as(const char *tenant)
+{
+        npu_connect_options_t o = { .size = sizeof(o), .socket = proc.sock, .tenant = tenant };
+        npu_context_t *c = NULL;
+        OK(npu_connect_with(&o, &c));
+        return c;
+}
+
+static double now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Pack a graph of nodes (inputs, outputs given) and load it on device 0. */
+static npu_status_t load(npu_context_t *c, Onnx__NodeProto **nodes, int nnode,
+                         Onnx__ValueInfoProto **in, int nin, Onnx__ValueInfoProto **out, int nout,
+                         npu_graph_t *ret)
+{
+        Onnx__ModelProto *m = K(sizeof(*m));
+        Onnx__OperatorSetIdProto *o = K(sizeof(*o));
+        Onnx__GraphProto *g = K(sizeof(*g));
+        npu_status_t st;
+        uint8_t *buf;
+        size_t len;
+
+        onnx__model_proto__init(m);
+        onnx__operator_set_id_proto__init(o);
+        onnx__graph_proto__init(g);
+        o->domain = (char *)"";
+        o->has_version = 1;
+        o->version = 17;
+        m->n_opset_import = 1;
+        m->opset_import = (Onnx__OperatorSetIdProto **)list(1, o);
+        g->name = (char *)"steps";
+        g->n_node = (size_t)nnode;
+        g->node = nodes;
+        g->n_input = (size_t)nin;
+        g->input = in;
+        g->n_output = (size_t)nout;
+        g->output = out;
+        m->graph = g;
+        len = onnx__model_proto__get_packed_size(m);
+        buf = malloc(len);
+        ck_assert_ptr_nonnull(buf);
+        onnx__model_proto__pack(m, buf);
+        keep_free();
+        st = npu_graph_load(c, 0, buf, len, ret);
+        free(buf);
+        return st;
+}
+
+/* Chains of MatMuls by W from X: nchains chains of len nodes each, outputs y0, y1, ...
+ * (d x d, or open rows when d_rows < 0). */
+static npu_status_t load_chains(npu_context_t *c, int d, int nchains, int len, npu_graph_t *ret)
+{
+        Onnx__NodeProto **nodes = K(sizeof(*nodes) * (size_t)(nchains * len));
+        Onnx__ValueInfoProto **out = K(sizeof(*out) * (size_t)nchains);
+        const int64_t dims[2] = { d, d };
+        int n = 0;
+
+        for (int k = 0; k < nchains; k++)
+                for (int i = 0; i < len; i++) {
+                        char *in = K(32), *o = K(32), *name = K(32);
+                        snprintf(in, 32, i ? "c%d_%d" : "x", k, i - 1);
+                        if (i == len - 1)
+                                snprintf(o, 32, "y%d", k);
+                        else
+                                snprintf(o, 32, "c%d_%d", k, i);
+                        snprintf(name, 32, "mm%d_%d", k, i);
+                        nodes[n] = node("MatMul", 2, (const char *[]){ in, "w" }, 1, (const char *[]){ o });
+                        nodes[n++]->name = name;
+                        if (i == len - 1)
+                                out[k] = tvalue(o, NPU_FLOAT32, 2, dims);
+                }
+        return load(c, nodes, n, (Onnx__ValueInfoProto **)list(2, tvalue("x", NPU_FLOAT32, 2, dims),
+                                                               tvalue("w", NPU_FLOAT32, 2, dims)),
+                    2, out, nchains, ret);
+}
+
+static npu_tensor_t mat(npu_buffer_t b, int rows, int cols)
+{
+        return (npu_tensor_t){ .buf = b, .dtype = NPU_FLOAT32, .ndim = 2, .dims = { rows, cols } };
+}
+
+struct bulk {
+        npu_context_t *c;
+        npu_graph_t g;
+        npu_buffer_t x, w, y;
+        npu_stream_t s;
+        npu_event_t done;
+        uint64_t run;
+};
+
+/* A bulk client with a chain of 20 MatMuls by 2I over d x d: y = x * 2^20 exactly. */
+static void bulk_setup(struct bulk *b, const char *tenant, int d, const float *x)
+{
+        size_t bytes = (size_t)d * d * sizeof(float);
+        float *w = calloc((size_t)d * d, sizeof(float));
+
+        ck_assert_ptr_nonnull(w);
+        for (int i = 0; i < d; i++)
+                w[(size_t)i * d + i] = 2.0f;
+        b->c = connect_as(tenant);
+        OK(load_chains(b->c, d, 1, 20, &b->g));
+        OK(npu_malloc(b->c, 0, bytes, &b->x));
+        OK(npu_malloc(b->c, 0, bytes, &b->w));
+        OK(npu_malloc(b->c, 0, bytes, &b->y));
+        OK(npu_memcpy_to_device(b->c, b->x, 0, x, bytes));
+        OK(npu_memcpy_to_device(b->c, b->w, 0, w, bytes));
+        OK(npu_stream_create(b->c, 0, 0, &b->s));
+        OK(npu_event_create(b->c, &b->done));
+        free(w);
+}
+
+static void bulk_start(struct bulk *b, int d)
+{
+        npu_tensor_t in[2] = { mat(b->x, d, d), mat(b->w, d, d) }, out = mat(b->y, d, d);
+        OK(npu_graph_run(b->c, b->s, b->g, in, 2, &out, 1, &b->run));
+        OK(npu_event_record(b->c, b->done, b->s));
+        OK(npu_flush(b->c));
+}
+
+static const char *task_state(npu_context_t *c, npu_stream_t s, uint64_t task, char *buf, size_t len)
+{
+        char p[96], *text = NULL;
+        snprintf(p, sizeof(p), "{\"stream\": %u, \"task\": %" PRIu64 "}", s.id, task);
+        if (npu_admin_call(c, "task_info", p, &text) != NPU_OK) {
+                snprintf(buf, len, "gone");
+                return buf;
+        }
+        json_t *j = json_loads(text, 0, NULL);
+        free(text);
+        snprintf(buf, len, "%s", j ? json_string_value(json_object_get(j, "state")) : "?");
+        json_decref(j);
+        return buf;
+}
+
+static void bulk_check(struct bulk *b, int d, const float *x)
+{
+        size_t n = (size_t)d * d;
+        float *y = malloc(n * sizeof(float));
+
+        ck_assert_ptr_nonnull(y);
+        OK(npu_stream_synchronize(b->c, b->s));
+        OK(npu_memcpy_from_device(b->c, y, b->y, 0, n * sizeof(float)));
+        for (size_t i = 0; i < n; i++)
+                ck_assert_msg(y[i] == x[i] * 1048576.0f, "y[%zu] = %g, expected %g", i, y[i],
+                              x[i] * 1048576.0f);
+        free(y);
+        npu_disconnect(b->c);
+}
+
+/* Two bulk clients (tenants of class normal, each at its share of host workers: one graph
+ * unit out at a time) keep both of device 0's foreground workers busy with 20-step graphs.
+ * A latency-critical client's small launch must get the next worker that frees, at a step
+ * boundary: when it completes, neither graph has finished (their event records, right
+ * behind the runs, have not fired). Before steps, it waited for a whole graph. Orders, not
+ * absolute times, so a loaded host does not matter. */
+START_TEST(test_lc_launch_between_steps)
+{
+        enum { D = 640 };
+        static const char *args[] = { "--sim-mode", "compute", "--workers", "2", NULL };
+        struct bulk b[2];
+        float *x = malloc(sizeof(float) * D * D);
+        char s1[32], s2[32];
+
+        ck_assert_ptr_nonnull(x);
+        for (int i = 0; i < D * D; i++)
+                x[i] = (float)(i % 7) - 3.0f;
+        start("{\"tenants\": ["
+              " {\"name\": \"lc\", \"class\": \"latency-critical\", \"gids\": [0]},"
+              " {\"name\": \"bulk1\", \"class\": \"normal\", \"gids\": [0]},"
+              " {\"name\": \"bulk2\", \"class\": \"normal\", \"gids\": [0]}]}", args);
+        npu_context_t *lc = connect_as("lc");
+        npu_buffer_t a, r;
+        npu_stream_t ls;
+        float ones[64], res[64];
+        for (int i = 0; i < 64; i++)
+                ones[i] = 1.0f;
+        OK(npu_malloc(lc, 0, sizeof(ones), &a));
+        OK(npu_malloc(lc, 0, sizeof(res), &r));
+        OK(npu_memcpy_to_device(lc, a, 0, ones, sizeof(ones)));
+        OK(npu_stream_create(lc, 0, 0, &ls));
+        npu_tensor_t ta = { .buf = a, .dtype = NPU_FLOAT32, .ndim = 1, .dims = { 64 } };
+        npu_tensor_t tr = { .buf = r, .dtype = NPU_FLOAT32, .ndim = 1, .dims = { 64 } };
+        OK(npu_launch(lc, ls, "Add", (npu_tensor_t[]){ ta, ta }, 2, &tr, 1, NULL, 0, NULL));
+        OK(npu_stream_synchronize(lc, ls)); /* warm: the operator id is resolved */
+
+        bulk_setup(&b[0], "bulk1", D, x);
+        bulk_setup(&b[1], "bulk2", D, x);
+        bulk_start(&b[0], D);
+        bulk_start(&b[1], D);
+        /* until both graphs compute (their first steps went out) */
+        int both = 0;
+        for (int i = 0; i < 2000 && !both; i++) {
+                both = strcmp(task_state(b[0].c, b[0].s, b[0].run, s1, sizeof(s1)), "running") == 0 &&
+                       strcmp(task_state(b[1].c, b[1].s, b[1].run, s2, sizeof(s2)), "running") == 0;
+                if (!both)
+                        usleep(1000);
+        }
+        ck_assert_msg(both, "the bulk graphs never ran together: %s, %s", s1, s2);
+        double t0 = now_ms();
+        OK(npu_launch(lc, ls, "Add", (npu_tensor_t[]){ ta, ta }, 2, &tr, 1, NULL, 0, NULL));
+        OK(npu_stream_synchronize(lc, ls));
+        double lc_ms = now_ms() - t0;
+        npu_status_t q0 = npu_event_query(b[0].c, b[0].done), q1 = npu_event_query(b[1].c, b[1].done);
+        t0 = now_ms();
+        OK(npu_event_synchronize(b[0].c, b[0].done));
+        OK(npu_event_synchronize(b[1].c, b[1].done));
+        printf("graph steps: LC launch %.2f ms beside two 20-step MatMul graphs, which took %.1f ms more\n",
+               lc_ms, now_ms() - t0);
+        ck_assert_msg(q0 == NPU_ERR_NOT_READY && q1 == NPU_ERR_NOT_READY,
+                      "the LC launch completed after a bulk graph finished (%d, %d): it waited for a "
+                      "whole graph instead of a step", q0, q1);
+        OK(npu_memcpy_from_device(lc, res, r, 0, sizeof(res)));
+        for (int i = 0; i < 64; i++)
+                ck_assert_float_eq(res[i], 2.0f);
+        bulk_check(&b[0], D, x);
+        bulk_check(&b[1], D, x);
+        npu_disconnect(lc);
+        free(x);
+        stop();
+}
+END_TEST
+
+/* A diamond (branches that may run at the same time, values the arena plan lets share
+ * bytes) computes what the host computes; graph_info counts the steps. */
+START_TEST(test_parallel_steps_results_and_info)
+{
+        enum { N = 100000 };
+        static const char *args[] = { "--sim-mode", "compute", NULL };
+        const int64_t dims[1] = { N };
+        start(NULL, args);
+        npu_context_t *c = connect_as(NULL);
+        /* a = x*x, b = x+x (both read x), p = a*b and q = a-b (both read a and b), y = p/q' */
+        Onnx__NodeProto *nodes[6] = {
+                node("Mul", 2, (const char *[]){ "x", "x" }, 1, (const char *[]){ "a" }),
+                node("Add", 2, (const char *[]){ "x", "x" }, 1, (const char *[]){ "b" }),
+                node("Mul", 2, (const char *[]){ "a", "b" }, 1, (const char *[]){ "p" }),
+                node("Sub", 2, (const char *[]){ "a", "b" }, 1, (const char *[]){ "q" }),
+                node("Add", 2, (const char *[]){ "p", "q" }, 1, (const char *[]){ "s" }),
+                node("Mul", 2, (const char *[]){ "s", "a" }, 1, (const char *[]){ "y" }),
+        };
+        npu_graph_t g;
+        OK(load(c, nodes, 6, (Onnx__ValueInfoProto **)list(1, tvalue("x", NPU_FLOAT32, 1, dims)), 1,
+                (Onnx__ValueInfoProto **)list(1, tvalue("y", NPU_FLOAT32, 1, dims)), 1, &g));
+        char *info = NULL;
+        OK(npu_graph_info(c, g, &info));
+        json_t *j = json_loads(info, 0, NULL);
+        ck_assert_ptr_nonnull(j);
+        int steps = (int)json_integer_value(json_object_get(j, "steps"));
+        int nodes_after = (int)json_integer_value(json_object_get(json_object_get(j, "compile"), "nodes_after"));
+        /* a step per node after fusion, one binding the run, one handing its outputs over */
+        ck_assert_msg(steps >= 3 && steps == nodes_after + 2, "steps %d, nodes after compile %d: %s",
+                      steps, nodes_after, info);
+        json_decref(j);
+        free(info);
+
+        static float x[N], y[N];
+        for (int i = 0; i < N; i++)
+                x[i] = (float)(i % 13) * 0.25f - 1.0f;
+        npu_buffer_t bx, by;
+        npu_stream_t s;
+        OK(npu_malloc(c, 0, sizeof(x), &bx));
+        OK(npu_malloc(c, 0, sizeof(y), &by));
+        OK(npu_memcpy_to_device(c, bx, 0, x, sizeof(x)));
+        OK(npu_stream_create(c, 0, 0, &s));
+        npu_tensor_t tx = { .buf = bx, .dtype = NPU_FLOAT32, .ndim = 1, .dims = { N } };
+        npu_tensor_t ty = { .buf = by, .dtype = NPU_FLOAT32, .ndim = 1, .dims = { N } };
+        for (int r = 0; r < 8; r++) /* several runs in flight on one stream */
+                OK(npu_graph_run(c, s, g, &tx, 1, &ty, 1, NULL));
+        OK(npu_stream_synchronize(c, s));
+        OK(npu_memcpy_from_device(c, y, by, 0, sizeof(y)));
+        for (int i = 0; i < N; i++) {
+                float a = x[i] * x[i], b = x[i] + x[i], e = (a * b + (a - b)) * a;
+                ck_assert_msg(y[i] == e, "y[%d] = %g, expected %g", i, y[i], e);
+        }
+        OK(npu_graph_unload(c, g));
+        npu_disconnect(c);
+        stop();
+}
+END_TEST
+
+/* A step that fails (MatMul extents that only meet at run time) fails the run with the node
+ * named; the steps after it are skipped and the stream runs the next work. */
+START_TEST(test_failing_step_names_node)
+{
+        static const char *args[] = { "--sim-mode", "compute", NULL };
+        const int64_t open2[2] = { -1, -1 };
+        start(NULL, args);
+        npu_context_t *c = connect_as(NULL);
+        Onnx__NodeProto *nodes[3] = {
+                node("Relu", 1, (const char *[]){ "x" }, 1, (const char *[]){ "r" }),
+                node("MatMul", 2, (const char *[]){ "r", "w" }, 1, (const char *[]){ "m" }),
+                node("Relu", 1, (const char *[]){ "m" }, 1, (const char *[]){ "y" }),
+        };
+        nodes[1]->name = (char *)"the_matmul";
+        npu_graph_t g;
+        OK(load(c, nodes, 3,
+                (Onnx__ValueInfoProto **)list(2, tvalue("x", NPU_FLOAT32, 2, open2),
+                                              tvalue("w", NPU_FLOAT32, 2, open2)), 2,
+                (Onnx__ValueInfoProto **)list(1, tvalue("y", NPU_FLOAT32, 2, open2)), 1, &g));
+        npu_buffer_t bx, bw, by;
+        npu_stream_t s;
+        OK(npu_malloc(c, 0, 4096, &bx));
+        OK(npu_malloc(c, 0, 4096, &bw));
+        OK(npu_malloc(c, 0, 4096, &by));
+        OK(npu_stream_create(c, 0, 0, &s));
+        npu_tensor_t tx = mat(bx, 4, 8), tw_bad = mat(bw, 5, 4), tw = mat(bw, 8, 4), ty = mat(by, 4, 4);
+        uint64_t run;
+        OK(npu_graph_run(c, s, g, (npu_tensor_t[]){ tx, tw_bad }, 2, &ty, 1, &run));
+        npu_status_t st = npu_stream_synchronize(c, s);
+        ck_assert_int_ne(st, NPU_OK);
+        ck_assert_uint_eq(npu_error_task(), run);
+        ck_assert_msg(strstr(npu_error_message(), "the_matmul"), "message: %s", npu_error_message());
+        OK(npu_graph_run(c, s, g, (npu_tensor_t[]){ tx, tw }, 2, &ty, 1, NULL));
+        OK(npu_stream_synchronize(c, s));
+        OK(npu_graph_unload(c, g));
+        npu_disconnect(c);
+        stop();
+}
+END_TEST
+
+/* Cancelling a run between its steps, and closing the session while runs compute, free
+ * everything (the daemon's exit status checks it under ASan); the daemon keeps serving. */
+START_TEST(test_cancel_and_close_mid_run)
+{
+        enum { D = 384 };
+        static const char *args[] = { "--sim-mode", "compute", NULL };
+        float *x = calloc((size_t)D * D, sizeof(float));
+        char st[32];
+
+        ck_assert_ptr_nonnull(x);
+        for (int i = 0; i < D * D; i++)
+                x[i] = (float)(i % 5);
+        start(NULL, args);
+        struct bulk b;
+        bulk_setup(&b, NULL, D, x);
+        bulk_start(&b, D);
+        for (int i = 0; i < 2000 && strcmp(task_state(b.c, b.s, b.run, st, sizeof(st)), "running"); i++)
+                usleep(500);
+        OK(npu_task_cancel(b.c, b.s, b.run));
+        ck_assert_int_eq(npu_stream_synchronize(b.c, b.s), NPU_ERR_CANCELLED);
+        ck_assert_uint_eq(npu_error_task(), b.run);
+        /* the stream works again; then runs in flight when the session closes */
+        bulk_start(&b, D);
+        bulk_check(&b, D, x);
+        bulk_setup(&b, NULL, D, x);
+        for (int i = 0; i < 3; i++)
+                bulk_start(&b, D);
+        usleep(20000);
+        npu_disconnect(b.c);
+        npu_context_t *c = connect_as(NULL);
+        npu_buffer_t m;
+        OK(npu_malloc(c, 0, 4096, &m)); /* still serving */
+        npu_disconnect(c);
+        free(x);
+        stop();
+}
+END_TEST
+
+/* Model mode: a graph run's modelled time is its steps on their engines. Twenty 4096^3
+ * MatMuls would take minutes on one AI CPU core; on the cube cores they take a fraction of
+ * a second, and two independent chains of ten take about half of one chain of twenty. The
+ * memory plan is off here: it lets the second chain reuse the first one's bytes, which
+ * orders the chains (see graph/steps.h). */
+START_TEST(test_model_mode_from_steps)
+{
+        enum { D = 4096 };
+        static const char *args[] = { "--sim-mode", "model", NULL };
+        setenv("NPUD_GRAPH_COMPILE", "15", 1); /* every pass but the plan */
+        start(NULL, args);
+        npu_context_t *c = connect_as(NULL);
+        npu_graph_t chain, branches;
+        OK(load_chains(c, D, 1, 20, &chain));
+        OK(load_chains(c, D, 2, 10, &branches));
+        size_t bytes = (size_t)D * D * sizeof(float);
+        npu_buffer_t bx, bw, by[2];
+        npu_stream_t s;
+        OK(npu_malloc(c, 0, bytes, &bx));
+        OK(npu_malloc(c, 0, bytes, &bw));
+        OK(npu_malloc(c, 0, bytes, &by[0]));
+        OK(npu_malloc(c, 0, bytes, &by[1]));
+        OK(npu_stream_create(c, 0, 0, &s));
+        npu_tensor_t in[2] = { mat(bx, D, D), mat(bw, D, D) }, out[2] = { mat(by[0], D, D), mat(by[1], D, D) };
+        double t_chain = 1e9, t_branches = 1e9;
+        for (int r = 0; r < 3; r++) { /* the best of three: a loaded host only adds time */
+                double t0 = now_ms();
+                OK(npu_graph_run(c, s, chain, in, 2, out, 1, NULL));
+                OK(npu_stream_synchronize(c, s));
+                double t1 = now_ms();
+                OK(npu_graph_run(c, s, branches, in, 2, out, 2, NULL));
+                OK(npu_stream_synchronize(c, s));
+                double t2 = now_ms();
+                if (t1 - t0 < t_chain)
+                        t_chain = t1 - t0;
+                if (t2 - t1 < t_branches)
+                        t_branches = t2 - t1;
+        }
+        printf("model mode: 20 MatMuls of 4096^3 in a chain %.1f ms, as two chains of 10 %.1f ms\n",
+               t_chain, t_branches);
+        ck_assert_msg(t_chain < 2000, "chain of 20 modelled at %.1f ms (one AI CPU core: minutes)", t_chain);
+        ck_assert_msg(t_branches < 0.8 * t_chain, "two chains of 10 %.1f ms, one of 20 %.1f ms",
+                      t_branches, t_chain);
+        npu_disconnect(c);
+        stop();
+}
+END_TEST
+
+int main(void)
+{
+        Suite *s = suite_create("integration-graph-steps");
+        TCase *tc = tcase_create("graph-steps");
+        tcase_set_timeout(tc, 240);
+        tcase_add_test(tc, test_lc_launch_between_steps);
+        tcase_add_test(tc, test_parallel_steps_results_and_info);
+        tcase_add_test(tc, test_failing_step_names_node);
+        tcase_add_test(tc, test_cancel_and_close_mid_run);
+        tcase_add_test(tc, test_model_mode_from_steps);
+        suite_add_tcase(s, tc);
+        SRunner *sr = srunner_create(s);
+        srunner_run_all(sr, CK_NORMAL);
+        int failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed ? 1 : 0;
+}
