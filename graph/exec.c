@@ -739,11 +739,8 @@ int graph_estimate_steps(const struct graph *g, int nin, const struct ops_tensor
         memset(cost, 0, sizeof(*cost) * (size_t)gs->nsteps * OPS_ENGINE_COUNT);
         for (int s = 0; s < gs->nsteps; s++) {
                 uint64_t *c = &cost[(size_t)s * OPS_ENGINE_COUNT];
-                if (s == 0 || s == gs->nsteps - 1) { /* binding, handing over: anywhere */
-                        for (int e = 0; e < OPS_ENGINE_COUNT; e++)
-                                c[e] = cores[e] > 0 ? COST_LAUNCH_NS : 0;
-                        continue;
-                }
+                if (s == 0 || s == gs->nsteps - 1)
+                        continue; /* below */
                 const struct graph_node *gn = &g->nodes[graph_step_node(g, s)];
                 for (int e = 0; e < OPS_ENGINE_COUNT; e++) {
                         if ((e != (int)gn->def->engine && e != OPS_ENGINE_AICPU) || cores[e] <= 0)
@@ -753,6 +750,16 @@ int graph_estimate_steps(const struct graph *g, int nin, const struct ops_tensor
                         if (!c[e])
                                 c[e] = 1;
                 }
+        }
+        /* Binding and handing over run anywhere, but go on the engines of the first and
+         * the last node, so that they can share a unit with them. */
+        for (int end = 0; end < 2; end++) {
+                int s = end ? gs->nsteps - 1 : 0, nb = end ? gs->nsteps - 2 : 1;
+                uint64_t *c = &cost[(size_t)s * OPS_ENGINE_COUNT];
+                const uint64_t *cn = &cost[(size_t)nb * OPS_ENGINE_COUNT];
+                for (int e = 0; e < OPS_ENGINE_COUNT; e++)
+                        c[e] = cores[e] > 0 && (!g->nnodes || cn[e] || e == OPS_ENGINE_AICPU)
+                                       ? COST_LAUNCH_NS : 0;
         }
         rc = 0;
 out:

@@ -490,14 +490,15 @@ static void step_send(struct sched_unit *su, struct task *t, int k, int e)
 }
 
 /* Fill su with the oldest ready step that can run on e and, while the unit stays within one
- * tile duration, the steps that wait for nothing else than the last one put in (a chain of
- * small nodes goes as one unit, as a chain of small launches does). Steps made ready at the
- * same time stay ready for other workers. Returns the calibrated estimate, 0 when no ready
- * step can run on e. */
+ * tile duration, steps that wait for nothing else than steps already in it (a chain of
+ * small nodes goes as one unit, run in order, as a chain of small launches does). Steps
+ * made ready at the same time stay ready for other workers. Returns the calibrated
+ * estimate, 0 when no ready step can run on e. */
 static uint64_t steps_fill(struct stream *st, struct task *t, struct sched_unit *su, int e,
                            uint64_t tile_ns, uint64_t *ret_raw)
 {
         struct run_steps *rs = t->steps;
+        const struct graph_steps *gs = rs->gs;
         uint64_t est = 0, raw = 0, budget = 0;
         int k = -1;
 
@@ -516,16 +517,24 @@ static uint64_t steps_fill(struct stream *st, struct task *t, struct sched_unit 
                 raw += rs->cost[(size_t)k * OPS_ENGINE_COUNT + (size_t)e];
                 budget += chain_cost(st, t, k, e);
                 int next = -1;
-                for (int j = rs->gs->succ_start[k]; j < rs->gs->succ_start[k + 1] && next < 0; j++) {
-                        int sk = rs->gs->succ[j];
-                        if (rs->state[sk] == STEP_WAITING && rs->pending[sk] == 1 &&
-                            step_cost(st, t, sk, e) && budget + chain_cost(st, t, sk, e) <= tile_ns &&
+                for (int j = gs->succ_start[k]; j < gs->succ_start[k + 1]; j++) {
+                        int sk = gs->succ[j];
+                        if (rs->state[sk] != STEP_WAITING)
+                                continue;
+                        rs->in_unit[sk]++;
+                        if (next < 0 && rs->in_unit[sk] == rs->pending[sk] && step_cost(st, t, sk, e) &&
+                            budget + chain_cost(st, t, sk, e) <= tile_ns &&
                             su->u.nitems < CHAIN_MAX_ITEMS)
-                                next = sk;
+                                next = sk; /* everything it waits for runs before it here */
                 }
-                if (next >= 0)
-                        rs->pending[next] = 0; /* it waited for k alone, which goes before it */
                 k = next;
+        }
+        /* the counts were for this unit only; chained steps are sent, the others still
+         * wait for these steps to come back */
+        for (int i = 0; i < su->u.nitems; i++) {
+                int sk = su->u.items[i]->step;
+                for (int j = gs->succ_start[sk]; j < gs->succ_start[sk + 1]; j++)
+                        rs->in_unit[gs->succ[j]] = 0;
         }
         *ret_raw = raw;
         return est;

@@ -41,6 +41,7 @@ struct run_steps {
         struct exec_item *items; /* per step */
         uint64_t *cost;          /* [step * OPS_ENGINE_COUNT + engine], ns (model estimate) */
         int *pending;            /* per step: steps it still waits for */
+        int *in_unit;            /* per step, while a unit is filled: of those, put in it */
         int *ready;              /* steps made ready, in that order: [ready_head, ready_tail) */
         int ready_head, ready_tail;
         uint8_t *state;          /* enum step_state per step */

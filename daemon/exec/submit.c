@@ -420,7 +420,7 @@ static struct run_steps *run_steps_new(const struct graph_obj *o)
                 return NULL;
         n = (size_t)gs->nsteps;
         costs = n * OPS_ENGINE_COUNT * sizeof(uint64_t);
-        rs = malloc(sizeof(*rs) + n * sizeof(struct exec_item) + costs + 2 * n * sizeof(int) + n);
+        rs = malloc(sizeof(*rs) + n * sizeof(struct exec_item) + costs + 3 * n * sizeof(int) + n);
         if (!rs)
                 return NULL;
         p = (char *)(rs + 1);
@@ -435,6 +435,9 @@ static struct run_steps *run_steps_new(const struct graph_obj *o)
         memcpy(rs->pending, gs->npred, n * sizeof(int));
         p += n * sizeof(int);
         rs->ready = (int *)p;
+        p += n * sizeof(int);
+        rs->in_unit = (int *)p;
+        memset(rs->in_unit, 0, n * sizeof(int));
         p += n * sizeof(int);
         rs->state = (uint8_t *)p;
         memset(rs->state, STEP_WAITING, n);

@@ -296,12 +296,15 @@ START_TEST(test_steps)
         }
         graph_run_free(b.run);
 
-        /* estimates per step: the binding and last steps anywhere, nodes on their engine */
+        /* estimates per step: nodes on their engine or the AI CPU, the binding and last
+         * steps on those of the first and last node */
         uint64_t cost[7 * OPS_ENGINE_COUNT];
         double rate[OPS_ENGINE_COUNT] = { 1e9, 1e9, 1e9, 1e9 };
         int cores[OPS_ENGINE_COUNT] = { 1, 1, 1, 1 };
         ck_assert_int_eq(graph_estimate_steps(g, 1, t, rate, cores, 1e9, cost), 0);
-        ck_assert_uint_gt(cost[0 * OPS_ENGINE_COUNT + OPS_ENGINE_DMA], 0);
+        ck_assert_uint_gt(cost[0 * OPS_ENGINE_COUNT + OPS_ENGINE_CUBE], 0);
+        ck_assert_uint_eq(cost[0 * OPS_ENGINE_COUNT + OPS_ENGINE_DMA], 0);
+        ck_assert_uint_gt(cost[6 * OPS_ENGINE_COUNT + OPS_ENGINE_AICPU], 0);
         ck_assert_uint_gt(cost[step_of(g, "first") * OPS_ENGINE_COUNT + OPS_ENGINE_AICPU], 0);
         graph_free(g);
 
