@@ -8,6 +8,7 @@
  * without CAP_SYS_ADMIN; the handler then checks the caller (euid 0 or the admin group among
  * its groups) from the credentials the bus reports. */
 #include <errno.h>
+#include <math.h>
 #include <event2/event.h>
 #include <limits.h>
 #include <poll.h>
@@ -493,14 +494,17 @@ static int prop_dev_telemetry(sd_bus *bus, const char *path, const char *iface, 
                 return sd_bus_message_append(reply, "s", dev->desc.firmware);
         if (strcmp(prop, "Driver") == 0)
                 return sd_bus_message_append(reply, "s", dev->desc.driver);
+        /* "telemetry": false: the sensor figures are not read; NaN says "not available"
+         * where 0 would read as a real value (the ECC counters stay 0: nothing counted) */
+        int off = bus_npud && bus_npud->config.no_telemetry;
         if (strcmp(prop, "Temperature") == 0)
-                return sd_bus_message_append(reply, "d", h->temperature_c);
+                return sd_bus_message_append(reply, "d", off ? NAN : h->temperature_c);
         if (strcmp(prop, "Power") == 0)
-                return sd_bus_message_append(reply, "d", h->power_w);
+                return sd_bus_message_append(reply, "d", off ? NAN : h->power_w);
         if (strcmp(prop, "PowerLimit") == 0)
                 return sd_bus_message_append(reply, "d", dev->desc.power_limit_w);
         if (strcmp(prop, "ClockMHz") == 0)
-                return sd_bus_message_append(reply, "d", h->clock_mhz);
+                return sd_bus_message_append(reply, "d", off ? NAN : h->clock_mhz);
         if (strcmp(prop, "EccErrors") == 0)
                 return sd_bus_message_append(reply, "(tt)", h->ecc_corrected, h->ecc_uncorrected);
         return sd_bus_error_setf(error, SD_BUS_ERROR_UNKNOWN_PROPERTY, "no property %s", prop);

@@ -463,7 +463,9 @@ rc=$?
         || { fail "npud exited $rc"; tail -30 "$dir/npud.log"; }
 busctl --system list 2>/dev/null | grep -q "^org.npud.Manager1 " && fail "the name outlived npud" \
         || pass "the name is released"
-"$npud" --socket "$sock" --sim-devices 1 --dbus --log-level info 2>"$dir/npud2.log" &
+# (this one without telemetry: its sensor properties read NaN, checked after the reconnect)
+echo '{"telemetry": false}' >"$dir/notele.conf"
+"$npud" --socket "$sock" --config "$dir/notele.conf" --sim-devices 1 --dbus --log-level info 2>"$dir/npud2.log" &
 npud_pid=$!; pids="$pids $npud_pid"
 wait_for "$dir/npud2.log" "D-Bus: org.npud.Manager1" || fail "npud did not take the bus name again"
 kill $mon_pid 2>/dev/null
@@ -482,6 +484,10 @@ if wait_for "$dir/npud2.log" "D-Bus: org.npud.Manager1 on the system bus again" 
         [ "$(prop $D0 Name)" = 's "npu0"' ] && call Drain u 0 && draining_is true && call Undrain u 0 \
                 && pass "npud reconnected to the restarted bus (properties, methods)" \
                 || fail "after reconnecting: $(prop $D0 Name)"
+        [ "$(prop $D0 Temperature)" = "d nan" ] && [ "$(prop $D0 ClockMHz)" = "d nan" ] \
+                && [ "$(prop $D0 EccErrors)" = "(tt) 0 0" ] \
+                && pass "telemetry off: sensor properties read NaN" \
+                || fail "telemetry off: $(prop $D0 Temperature) $(prop $D0 ClockMHz) $(prop $D0 EccErrors)"
 else
         fail "npud did not reconnect: $(tail -5 "$dir/npud2.log")"
 fi
