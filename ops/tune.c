@@ -267,11 +267,18 @@ int tune_lookup(const char *op, const char *sig)
         return v;
 }
 
-static uint64_t mono_ns(void)
+static uint64_t real_ns(void)
 {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t (*mono_ns)(void) = real_ns;
+
+void tune_set_clock(uint64_t (*clock)(void))
+{
+        mono_ns = clock ? clock : real_ns;
 }
 
 int tune_choose(const char *op, const char *sig, int n, const char *const *names, tune_run_fn run,

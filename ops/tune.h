@@ -59,6 +59,10 @@ typedef int (*tune_run_fn)(void *arg, int variant);
 int tune_choose(const char *op, const char *sig, int n, const char *const *names, tune_run_fn run,
                 void *arg);
 
+/* The clock tune_choose measures with (nanoseconds, monotonic); NULL restores the real one.
+ * For tests: a fake clock makes the choice deterministic on a loaded host. */
+void tune_set_clock(uint64_t (*clock)(void));
+
 /* Each entry (of every profile), oldest first; stops early when fn returns non-zero. */
 void tune_foreach(int (*fn)(void *arg, const struct tune_entry *e), void *arg);
 /* Entries kept. */
