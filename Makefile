@@ -123,6 +123,7 @@ $(call obj,$(GRAPH_SRC)) $(BUILD)/obj/tests/unit/test_graph.o $(BUILD)/obj/tests
   $(BUILD)/obj/tests/integration/test_host_run.o $(BUILD)/obj/tests/integration/test_onnx_breadth.o \
   $(BUILD)/obj/tests/integration/test_tune.o \
   $(BUILD)/obj/tests/integration/test_graph_load_async.o \
+  $(BUILD)/obj/tests/unit/test_ops_string.o $(BUILD)/obj/tests/integration/test_strings.o \
   $(BUILD)/obj/tests/bench/bench_npud.o $(BUILD)/obj/tests/bench/bench_compile.o \
   $(BUILD)/obj/tests/bench/bench_models.o: | $(ONNX_GEN_H)
 
@@ -302,7 +303,8 @@ FUZZ_CFLAGS := -std=gnu11 -D_GNU_SOURCE -I. -g -O1 -fsanitize=fuzzer,address,und
                -fno-sanitize-recover=undefined
 FUZZ_ONNX_SEEDS := relu add matmul_2d gemm_default_no_bias if loop11 scan9_sum \
   reshape_reordered_all_dims conv_with_strides_padding softmax_axis_1 cast_FLOAT_to_FLOAT16 \
-  sequence_insert_at_back sequence_map_add_2_sequences_expanded loop16_seq_none if_opt scan_sum
+  sequence_insert_at_back sequence_map_add_2_sequences_expanded loop16_seq_none if_opt scan_sum \
+  cast_STRING_to_FLOAT cast_FLOAT_to_STRING strnormalizer_export_monday_insensintive_upper_twodim
 # Per-input limits of the bounded runs (fuzz_graph also caps time and memory inside: 200 ms
 # of run time per input). libFuzzer's timeout is wall-clock, so it is generous: a loaded CI
 # host must not turn a starved process into a finding, and a real hang still trips it.

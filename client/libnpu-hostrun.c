@@ -366,6 +366,9 @@ static npu_status_t hr_plan(const struct hr_graph *g, const npu_host_tensor_t *i
                                             s1, idx);
                         }
                 }
+                if (dtype == NPU_STRING)
+                        return fail(NPU_ERR_UNSUPPORTED, FN ": %s %d '%.200s' is a string tensor: use "
+                                    "npu_graph_run with the encoding of docs/protocol.md", what, idx, io->name);
                 need = tensor_bytes(dtype, ndim, dims);
                 if (need == UINT64_MAX || (!proto_dtype_size(dtype)))
                         return fail(NPU_ERR_INVALID, FN ": %s %d '%.200s': bad dtype or size", what, idx, io->name);

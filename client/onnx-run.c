@@ -322,7 +322,8 @@ static int check_value_types(Onnx__ValueInfoProto **v, size_t n, const char *wha
                 switch (t->value_case) {
                 case ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE:
                         if (t->tensor_type && t->tensor_type->has_elem_type &&
-                            onnx_dtype_size(t->tensor_type->elem_type) == 0) {
+                            onnx_dtype_size(t->tensor_type->elem_type) == 0 &&
+                            t->tensor_type->elem_type != NPU_STRING) {
                                 snprintf(msg, len, "%s '%s': dtype %s", what, name,
                                          onnx_dtype_name(t->tensor_type->elem_type));
                                 return -1;
@@ -555,11 +556,15 @@ static int load_tensors(const char *dir, const char *prefix, const int *kinds, c
 static npu_status_t bind_tensor(npu_context_t *ctx, const struct onnx_tensor *t, int copy_in,
                                 npu_buffer_t *ret_buf, npu_tensor_t *ret_desc)
 {
-        uint64_t bytes = t->count * t->elem_size;
+        uint64_t bytes = t->dtype == NPU_STRING ? t->nbytes : t->count * t->elem_size, room = bytes;
         npu_status_t st;
 
+        /* STRING outputs: room for strings longer than expected, so that a wrong result is
+         * a mismatch rather than a short buffer */
+        if (t->dtype == NPU_STRING && !copy_in)
+                room = 2 * bytes + 4 * t->count + 64;
         /* npud refuses zero-size buffers; an empty tensor gets one byte it never touches */
-        st = npu_malloc(ctx, 0, bytes ? bytes : 1, ret_buf);
+        st = npu_malloc(ctx, 0, room ? room : 1, ret_buf);
         if (st != NPU_OK)
                 return st;
         if (copy_in && bytes) {
@@ -690,7 +695,8 @@ static void run_data_set(npu_context_t *ctx, npu_graph_t g, npu_stream_t s, json
         }
         for (int k = 0; k < out.n; k++) {
                 const struct onnx_tensor *e = &out.t[k];
-                uint64_t bytes = e->count * e->elem_size;
+                uint64_t bytes = e->dtype == NPU_STRING ? 2 * e->nbytes + 4 * e->count + 64
+                                                        : e->count * e->elem_size;
                 struct onnx_mismatch m;
                 char idx[160], where[160];
                 void *got = malloc(bytes ? bytes : 1);
@@ -707,8 +713,9 @@ static void run_data_set(npu_context_t *ctx, npu_graph_t g, npu_stream_t s, json
                                     last_error(st));
                         goto done;
                 }
-                if (onnx_value_compare(e, got, ONNX_TEST_RTOL, ONNX_TEST_ATOL, &m, where,
-                                       sizeof(where)) > 0) {
+                if ((e->dtype == NPU_STRING ? onnx_tensor_compare_strings(e, got, bytes, &m)
+                                            : onnx_value_compare(e, got, ONNX_TEST_RTOL, ONNX_TEST_ATOL, &m,
+                                                                 where, sizeof(where))) > 0) {
                         if (e->dtype == NPU_SEQUENCE) {
                                 set_outcome(o, "fail", "mismatch", "%soutput %d mismatch: %s%s%s%s%s",
                                             ds_tag, k, where, m.actual[0] ? ": " : "", m.actual,

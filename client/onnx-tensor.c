@@ -190,6 +190,51 @@ static int copy_typed(const Onnx__TensorProto *p, struct onnx_tensor *t, char *e
         return 0;
 }
 
+/* string_data into the wire encoding of STRING tensors (docs/protocol.md). */
+static int strings_from_proto(const Onnx__TensorProto *p, struct onnx_tensor *t, char *err,
+                              size_t errlen)
+{
+        uint64_t bytes = 0, off = 0;
+        uint8_t *d;
+
+        if (p->n_dims > NPU_MAX_DIMS)
+                return fail(err, errlen, -E2BIG, "rank %zu (at most %d)", p->n_dims, NPU_MAX_DIMS);
+        t->ndim = (int)p->n_dims;
+        t->count = 1;
+        for (int i = 0; i < t->ndim; i++) {
+                if (p->dims[i] < 0 || (t->count && (uint64_t)p->dims[i] > ONNX_TENSOR_MAX_BYTES / t->count))
+                        return fail(err, errlen, -EINVAL, "bad dimension %" PRId64, p->dims[i]);
+                t->dims[i] = p->dims[i];
+                t->count *= (uint64_t)p->dims[i];
+        }
+        if (p->has_raw_data || p->n_string_data != t->count)
+                return fail(err, errlen, -EINVAL, "%zu strings in string_data, %" PRIu64 " elements",
+                            p->n_string_data, t->count);
+        for (size_t i = 0; i < p->n_string_data; i++) {
+                if (p->string_data[i].len > UINT32_MAX)
+                        return fail(err, errlen, -E2BIG, "string too long");
+                bytes += 4 + p->string_data[i].len;
+        }
+        if (bytes > ONNX_TENSOR_MAX_BYTES)
+                return fail(err, errlen, -E2BIG, "%" PRIu64 " bytes is too large", bytes);
+        t->elem_size = 0;
+        t->nbytes = bytes;
+        if (!bytes)
+                return 0;
+        d = t->data = malloc(bytes);
+        if (!d)
+                return fail(err, errlen, -ENOMEM, "out of memory");
+        for (size_t i = 0; i < p->n_string_data; i++) {
+                uint32_t len = (uint32_t)p->string_data[i].len;
+                for (int b = 0; b < 4; b++)
+                        d[off + b] = (uint8_t)(len >> (8 * b));
+                if (len)
+                        memcpy(d + off + 4, p->string_data[i].data, len);
+                off += 4 + len;
+        }
+        return 0;
+}
+
 static int from_proto(const Onnx__TensorProto *p, struct onnx_tensor *t, char *err,
                       size_t errlen)
 {
@@ -199,6 +244,8 @@ static int from_proto(const Onnx__TensorProto *p, struct onnx_tensor *t, char *e
         if (t->dtype == 0)
                 return fail(err, errlen, -EINVAL, "no data type");
         t->elem_size = onnx_dtype_size(t->dtype);
+        if (t->dtype == 8 /* STRING */)
+                return strings_from_proto(p, t, err, errlen);
         if (t->elem_size == 0)
                 return fail(err, errlen, -ENOTSUP, "dtype %s", onnx_dtype_name(t->dtype));
         if (p->has_data_location && p->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
@@ -218,6 +265,7 @@ static int from_proto(const Onnx__TensorProto *p, struct onnx_tensor *t, char *e
                 t->count *= (uint64_t)p->dims[i];
         }
         bytes = t->count * t->elem_size;
+        t->nbytes = bytes;
         if (bytes > ONNX_TENSOR_MAX_BYTES)
                 return fail(err, errlen, -E2BIG, "%" PRIu64 " bytes is too large", bytes);
         if (bytes) {
@@ -433,6 +481,55 @@ uint64_t onnx_tensor_compare(const struct onnx_tensor *expected, const void *act
                                              sizeof(m.expected));
                         }
                 }
+        }
+        if (ret)
+                *ret = m;
+        return m.count;
+}
+
+/* The next encoded string at *off of len bytes, or NULL when it runs past the end. */
+static const uint8_t *next_string(const uint8_t *p, uint64_t len, uint64_t *off, uint32_t *ret_n)
+{
+        uint32_t n;
+
+        if (len - *off < 4)
+                return NULL;
+        n = (uint32_t)p[*off] | (uint32_t)p[*off + 1] << 8 | (uint32_t)p[*off + 2] << 16 |
+            (uint32_t)p[*off + 3] << 24;
+        if (n > len - *off - 4)
+                return NULL;
+        *off += 4 + n;
+        *ret_n = n;
+        return p + *off - n;
+}
+
+static void quote(const uint8_t *s, uint32_t n, char *buf, size_t len)
+{
+        if (!s)
+                snprintf(buf, len, "(truncated)");
+        else
+                snprintf(buf, len, "'%.*s'", (int)(n > 30 ? 30 : n), (const char *)s);
+}
+
+uint64_t onnx_tensor_compare_strings(const struct onnx_tensor *expected, const void *actual,
+                                     uint64_t len, struct onnx_mismatch *ret)
+{
+        struct onnx_mismatch m = { 0 };
+        uint64_t ea = 0, aa = 0;
+
+        for (uint64_t i = 0; i < expected->count; i++) {
+                uint32_t en = 0, an = 0;
+                const uint8_t *e = next_string(expected->data, expected->nbytes, &ea, &en);
+                const uint8_t *a = actual ? next_string(actual, len, &aa, &an) : NULL;
+                if (e && a && en == an && memcmp(e, a, en) == 0)
+                        continue;
+                if (m.count++ == 0) {
+                        m.first = i;
+                        quote(a, an, m.actual, sizeof(m.actual));
+                        quote(e, en, m.expected, sizeof(m.expected));
+                }
+                if (!a)
+                        actual = NULL; /* the rest cannot be found either */
         }
         if (ret)
                 *ret = m;

@@ -21,13 +21,17 @@ struct onnx_tensor {
         int64_t dims[NPU_MAX_DIMS];
         uint64_t count;               /* elements (1 for a scalar, may be 0) */
         size_t elem_size;             /* bytes per element */
-        void *data;                   /* count * elem_size bytes; NULL when count is 0 */
+        void *data;                   /* count * elem_size bytes; NULL when count is 0. STRING:
+                                       * the wire encoding (per element a uint32 LE length and
+                                       * the bytes), nbytes long, elem_size 0 */
+        uint64_t nbytes;              /* STRING: bytes of the encoding at data */
         char *name;                   /* the proto's name, "" when it has none */
 };
 
 /* Decode a serialized TensorProto. Returns 0, or with a message in err (ret untouched):
  * -EINVAL  not a well-formed tensor (bad protobuf, data size not matching the dims, ...)
- * -ENOTSUP a dtype the runner cannot feed (string, complex, undefined) or external data
+ * -ENOTSUP a dtype the runner cannot feed (complex, undefined) or external data; strings
+ *          come encoded as graph runs take them (see data)
  * -E2BIG   rank above NPU_MAX_DIMS or a tensor too large to hold
  * -ENOMEM  out of memory */
 int onnx_tensor_parse(const void *buf, size_t len, struct onnx_tensor *ret, char *err,
@@ -81,6 +85,11 @@ int onnx_value_parse(const void *buf, size_t len, int kind, int elem_dtype,
 uint64_t onnx_value_compare(const struct onnx_tensor *expected, const void *actual,
                             double rtol, double atol, struct onnx_mismatch *ret, char *what,
                             size_t whatlen);
+
+/* STRING tensors: compare the encoded actual (len bytes) with expected element by element,
+ * byte for byte. Returns the number of differing elements. */
+uint64_t onnx_tensor_compare_strings(const struct onnx_tensor *expected, const void *actual,
+                                     uint64_t len, struct onnx_mismatch *ret);
 
 /* Multi-index of a flat element position, as "[1,2]" ("[]" for a scalar). */
 void onnx_tensor_format_index(const struct onnx_tensor *t, uint64_t flat, char *buf,

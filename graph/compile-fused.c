@@ -111,14 +111,15 @@ static int blockable(const struct graph_fused *fz, const struct ops_call *call,
 {
         for (int s = 0; s < fz->nsteps; s++)
                 if (ops_tensor_numel(&res[s]) != n || proto_dtype_size(res[s].dtype) > 8 ||
-                    proto_dtype_size(res[s].dtype) == 0)
+                    proto_dtype_size(res[s].dtype) == 0 || res[s].dtype == PROTO_DTYPE_STRING)
                         return 0;
         for (int i = 0; i < call->nin; i++) {
                 int64_t m;
                 if (!call->in[i].dtype)
                         continue;
                 m = ops_tensor_numel(&call->in[i]);
-                if ((m != n && m != 1) || proto_dtype_size(call->in[i].dtype) > 8)
+                if ((m != n && m != 1) || proto_dtype_size(call->in[i].dtype) > 8 ||
+                    call->in[i].dtype == PROTO_DTYPE_STRING)
                         return 0;
         }
         return 1;

@@ -118,6 +118,9 @@ static int fold_node(struct graph *g, int n, struct graph_compile_stats *st)
                         continue;
                 if (g->values[gn->in[i]].kind != GRAPH_VALUE_INIT)
                         return 0;
+                /* Strings stay to the run: folded ones would need owners in the graph. */
+                if (g->values[gn->in[i]].tensor->dtype == PROTO_DTYPE_STRING)
+                        return 0;
                 present++;
         }
         if (!present && !is_op(gn, "Constant"))
@@ -158,7 +161,7 @@ static int fold_node(struct graph *g, int n, struct graph_compile_stats *st)
                                 goto out;
                         continue;
                 }
-                if (numel < 0 || !es)
+                if (numel < 0 || !es || o->dtype == PROTO_DTYPE_STRING)
                         goto out;
                 bytes = (uint64_t)numel * es;
                 total += bytes;
@@ -398,6 +401,15 @@ static int pass_dead(struct graph *g, struct graph_compile_stats *st, char *remo
 static int fusible(const struct graph *g, int n)
 {
         const struct graph_node *gn = &g->nodes[n];
+
+        /* Strings stay out of chains: the executor lets them reach a few operators only,
+         * and a CastLike's target is only known in the run. */
+        if (is_op(gn, "CastLike"))
+                return 0;
+        for (int a = 0; a < gn->nattr; a++)
+                if (is_op(gn, "Cast") && strncmp(gn->attr[a].name, "to", OPS_NAME_MAX) == 0 &&
+                    gn->attr[a].type == OPS_ATTR_INT && gn->attr[a].i == PROTO_DTYPE_STRING)
+                        return 0;
 
         return gn->def && (gn->def->flags & OPS_FLAG_ELEMENTWISE) && gn->def != &graph_fused_def &&
                gn->def->run && gn->def->infer && gn->nout == 1 && gn->out[0] >= 0 &&

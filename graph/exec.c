@@ -21,6 +21,7 @@
 #include "ops/blas.h"
 #include "ops/control.h"
 #include "ops/runctx.h"
+#include "ops/strings.h"
 #include "compile.h"
 #include "exec.h"
 #include "steps.h"
@@ -51,7 +52,12 @@ struct frame {
 struct graph_run {
         struct frame f;
         int nin, nout;
-        struct ops_tensor t[GRAPH_MAX_IO]; /* the caller's tensors, host views */
+        struct ops_tensor t[GRAPH_MAX_IO]; /* the caller's tensors, host views; STRING
+                                            * inputs decoded (dmem) */
+        /* The run's strings, shared by its steps on whichever workers run them, and the
+         * element arrays of its decoded STRING inputs. */
+        struct ops_strpool pool;
+        void *dmem[GRAPH_MAX_IO];
 };
 
 /* "[2,?,3]" ('?' for an undeclared extent), "[]" for a scalar, "[...]" for an unknown rank. */
@@ -244,6 +250,33 @@ static int node_code(int otherwise)
         return code ? code : otherwise;
 }
 
+/* Operators that may see STRING tensors: they copy the element pointers, or read and make
+ * strings through ops/strings.h. Every other kernel would take the pointers for numbers
+ * (and one that reads them as data could be led anywhere), so a STRING value reaching it
+ * fails the node instead. */
+static int strings_ok(const char *op)
+{
+        static const char *const ok[] = { "Cast", "CastLike", "StringNormalizer", "Identity", "Constant",
+                                          "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Shape",
+                                          "Size", NULL };
+
+        for (int i = 0; ok[i]; i++)
+                if (strcmp(op, ok[i]) == 0)
+                        return 1;
+        return 0;
+}
+
+static int has_strings(const struct ops_call *call)
+{
+        for (int i = 0; i < call->nin; i++)
+                if (call->in[i].dtype == PROTO_DTYPE_STRING)
+                        return 1;
+        for (int j = 0; j < call->nout; j++)
+                if (call->out[j].dtype == PROTO_DTYPE_STRING)
+                        return 1;
+        return 0;
+}
+
 static int run_node(struct frame *f, int n, char *err, size_t errlen)
 {
         const struct graph *g = f->g;
@@ -278,6 +311,10 @@ static int run_node(struct frame *f, int n, char *err, size_t errlen)
                                        call.in[i].dtype == PROTO_DTYPE_SEQUENCE ? "a sequence"
                                                                                 : "an empty optional");
         }
+        /* before infer too: some infers read their inputs' data */
+        if (has_strings(&call) && !strings_ok(def->name))
+                return err_set(err, errlen, PROTO_E_UNSUPPORTED, "%s: string tensors are not supported by %s",
+                               label, def->name);
         call.nout = gn->nout;
         call.nattr = gn->nattr;
         if (gn->nattr)
@@ -290,6 +327,11 @@ static int run_node(struct frame *f, int n, char *err, size_t errlen)
                 /* control-flow operators run their subgraphs here */
                 rc = err_set(err, errlen, node_code(PROTO_E_SHAPE), "%s: %s", label,
                           msg[0] ? msg : "shape inference failed");
+                goto out;
+        }
+        if (has_strings(&call) && !strings_ok(def->name)) {
+                rc = err_set(err, errlen, PROTO_E_UNSUPPORTED, "%s: string tensors are not supported by %s",
+                             label, def->name);
                 goto out;
         }
         for (int j = 0; j < gn->nout; j++) {
@@ -312,7 +354,21 @@ static int run_node(struct frame *f, int n, char *err, size_t errlen)
                                   shape_str(o->ndim, o->dims, s, sizeof(s)));
                         goto out;
                 }
-                /* A graph output goes straight into the caller's tensor. */
+                /* A graph output goes straight into the caller's tensor, but for strings,
+                 * which are encoded there once the run is over. Strings never take a
+                 * planned place in the arena either: their buffer starts zeroed (empty
+                 * strings), never with stale bytes a kernel could take for pointers. */
+                if (o->dtype == PROTO_DTYPE_STRING) {
+                        msg[0] = 0;
+                        mem[j] = ops_buf_alloc0((uint64_t)bytes, msg, sizeof(msg));
+                        if (!mem[j]) {
+                                rc = err_set(err, errlen, node_code(PROTO_E_EXEC), "%s: output '%s': %s",
+                                             label, v >= 0 ? g->values[v].name : "(unused)", msg);
+                                goto out;
+                        }
+                        o->data = mem[j];
+                        continue;
+                }
                 if (v >= 0 && f->bound && g->values[v].output >= 0 && g->values[v].output < f->nbound) {
                         const struct ops_tensor *b = &f->bound[g->values[v].output];
                         rc = f->flex ? check_fits(g->values[v].name, o, b, err, errlen)
@@ -395,10 +451,111 @@ static int frame_run(struct frame *f, char *err, size_t errlen)
         return 0;
 }
 
+/* A STRING input arrives encoded (docs/protocol.md): per element in row-major order a
+ * little-endian uint32 length and the bytes, within the cap bytes at t->data. Decoded into
+ * *ret, a pointer array in ops_buf memory (*ret_mem) whose strings are in the run's pool. */
+static int decode_strings(const char *name, const struct ops_tensor *t, uint64_t cap,
+                          struct ops_tensor *ret, void **ret_mem, char *err, size_t errlen)
+{
+        int64_t n = ops_tensor_numel(t);
+        const uint8_t *p = t->data;
+        uint64_t off = 0;
+        struct ops_str **el;
+        char msg[256] = "";
+
+        *ret = *t;
+        *ret_mem = NULL;
+        if (n < 0 || (uint64_t)n > UINT64_MAX / 8)
+                return err_set(err, errlen, PROTO_E_SHAPE, "input '%s': invalid string tensor shape", name);
+        el = ops_buf_alloc0((uint64_t)n * 8, msg, sizeof(msg));
+        if (!el && n)
+                return err_set(err, errlen, node_code(PROTO_E_EXEC), "input '%s': %s", name, msg);
+        *ret_mem = el;
+        ret->data = el;
+        for (int64_t i = 0; i < n; i++) {
+                uint32_t len;
+                if (!p || cap - off < 4)
+                        return err_set(err, errlen, PROTO_E_INVALID,
+                                       "input '%s': string %lld: its length runs past the %llu bytes bound",
+                                       name, (long long)i, (unsigned long long)cap);
+                len = (uint32_t)p[off] | (uint32_t)p[off + 1] << 8 | (uint32_t)p[off + 2] << 16 |
+                      (uint32_t)p[off + 3] << 24;
+                off += 4;
+                if (len > cap - off)
+                        return err_set(err, errlen, PROTO_E_INVALID,
+                                       "input '%s': string %lld of %u bytes runs past the %llu bytes bound",
+                                       name, (long long)i, len, (unsigned long long)cap);
+                msg[0] = 0;
+                el[i] = ops_str_new(p + off, len, msg, sizeof(msg));
+                if (!el[i])
+                        return err_set(err, errlen, node_code(PROTO_E_EXEC), "input '%s': %s", name, msg);
+                off += len;
+        }
+        return 0;
+}
+
+/* Decode the STRING inputs among in[0..nin) into din (a copy of in, made at the first one;
+ * *ret_use: din, else in), their arrays in dmem. cap NULL: each tensor's own size. */
+static int decode_inputs(const struct graph *g, int nin, const struct ops_tensor *in,
+                         const uint64_t *cap, struct ops_tensor *din, void **dmem,
+                         const struct ops_tensor **ret_use, char *err, size_t errlen)
+{
+        *ret_use = in;
+        for (int i = 0; i < nin && i < g->ninputs; i++) {
+                int rc;
+                if (in[i].dtype != PROTO_DTYPE_STRING)
+                        continue;
+                if (*ret_use == in) {
+                        if (nin > GRAPH_MAX_IO)
+                                return err_set(err, errlen, PROTO_E_INVALID,
+                                               "%d inputs bound with strings among them (at most %d)",
+                                               nin, GRAPH_MAX_IO);
+                        if (din != in)
+                                memcpy(din, in, (size_t)nin * sizeof(*din));
+                        *ret_use = din;
+                }
+                rc = decode_strings(g->values[g->inputs[i]].name, &in[i],
+                                    cap ? cap[i] : (uint64_t)tensor_bytes(&in[i]), &din[i], &dmem[i],
+                                    err, errlen);
+                if (rc)
+                        return rc;
+        }
+        return 0;
+}
+
+/* Encode the STRING tensor got into the cap bytes at dst (the form decode_strings reads). */
+static int encode_strings(const char *name, const struct ops_tensor *got, void *dst, uint64_t cap,
+                          char *err, size_t errlen)
+{
+        int64_t n = ops_tensor_numel(got);
+        struct ops_str *const *el = got->data;
+        uint64_t need = 0, off = 0;
+        uint8_t *p = dst;
+
+        for (int64_t i = 0; i < n; i++)
+                need += 4 + (el[i] ? el[i]->len : 0);
+        if (need > cap)
+                return err_set(err, errlen, PROTO_E_SHAPE,
+                               "output '%s': its %lld strings take %llu bytes encoded but %llu are bound",
+                               name, (long long)n, (unsigned long long)need, (unsigned long long)cap);
+        for (int64_t i = 0; i < n; i++) {
+                uint32_t len;
+                const char *b = ops_str_bytes(el[i], &len);
+                p[off] = (uint8_t)len;
+                p[off + 1] = (uint8_t)(len >> 8);
+                p[off + 2] = (uint8_t)(len >> 16);
+                p[off + 3] = (uint8_t)(len >> 24);
+                memcpy(p + off + 4, b, len);
+                off += 4 + len;
+        }
+        return 0;
+}
+
 /* Outputs not written in place: graph inputs or initializers passed through, or a value
- * listed as several outputs; got receives the computed shapes of a flexible run. */
+ * listed as several outputs, and strings, encoded here (cap: bytes bound for each, NULL:
+ * the tensors' own sizes); got receives the computed shapes of a flexible run. */
 static int frame_outputs(struct frame *f, int nout, const struct ops_tensor *out, int flex,
-                         struct ops_tensor *got, char *err, size_t errlen)
+                         struct ops_tensor *got, const uint64_t *cap, char *err, size_t errlen)
 {
         const struct graph *g = f->g;
         int rc = 0;
@@ -414,6 +571,20 @@ static int frame_outputs(struct frame *f, int nout, const struct ops_tensor *out
                 if (got) {
                         got[k] = s->t;
                         got[k].data = NULL;
+                }
+                if (s->t.dtype == PROTO_DTYPE_STRING || out[k].dtype == PROTO_DTYPE_STRING) {
+                        const char *name = g->values[g->outputs[k]].name;
+                        uint64_t room = cap ? cap[k] : (uint64_t)tensor_bytes(&out[k]);
+                        char d1[24], d2[24];
+                        if (s->t.dtype != out[k].dtype)
+                                rc = err_set(err, errlen, PROTO_E_SHAPE, "output '%s' is %s but bound as %s",
+                                             name, dtype_str(s->t.dtype, d1, sizeof(d1)),
+                                             dtype_str(out[k].dtype, d2, sizeof(d2)));
+                        else if (!flex)
+                                rc = check_bound(name, &s->t, &out[k], err, errlen);
+                        if (!rc)
+                                rc = encode_strings(name, &s->t, out[k].data, room, err, errlen);
+                        continue;
                 }
                 if (s->t.data == out[k].data)
                         continue;
@@ -455,31 +626,47 @@ static int frame_begin(struct frame *f, const struct graph *g, int nin, const st
         return 0;
 }
 
+/* cap: bytes available at each tensor (inputs, then outputs) for STRING ones, which are
+ * encoded; NULL: the tensor's own size. */
 static int exec_run(const struct graph *g, int nin, const struct ops_tensor *in, int nout,
-                    const struct ops_tensor *out, int flex, struct ops_tensor *got, char *err,
-                    size_t errlen)
+                    const struct ops_tensor *out, int flex, struct ops_tensor *got,
+                    const uint64_t *cap, char *err, size_t errlen)
 {
+        struct ops_tensor din[GRAPH_MAX_IO];
+        const struct ops_tensor *use;
+        void *dmem[GRAPH_MAX_IO] = { 0 };
+        struct ops_strpool pool;
         struct frame f;
-        int rc = frame_begin(&f, g, nin, in, nout, out, flex, err, errlen);
+        int rc = graph_check_inputs(g, nin, in, err, errlen);
 
         if (rc)
                 return rc;
-        rc = frame_run(&f, err, errlen);
+        ops_strpool_begin(&pool);
+        rc = decode_inputs(g, nin, in, cap, din, dmem, &use, err, errlen);
         if (!rc)
-                rc = frame_outputs(&f, nout, out, flex, got, err, errlen);
-        frame_release(&f);
+                rc = frame_begin(&f, g, nin, use, nout, out, flex, err, errlen);
+        if (!rc) {
+                rc = frame_run(&f, err, errlen);
+                if (!rc)
+                        rc = frame_outputs(&f, nout, out, flex, got, cap ? cap + nin : NULL, err, errlen);
+                frame_release(&f);
+        }
+        for (int i = 0; i < nin && i < GRAPH_MAX_IO; i++)
+                ops_buf_free(dmem[i]);
+        ops_strpool_end(&pool);
         return rc;
 }
 
 int graph_exec(const struct graph *g, int nin, const struct ops_tensor *in, int nout,
                const struct ops_tensor *out, char *err, size_t errlen)
 {
-        return exec_run(g, nin, in, nout, out, 0, NULL, err, errlen);
+        return exec_run(g, nin, in, nout, out, 0, NULL, NULL, err, errlen);
 }
 
 int graph_exec_bound(struct graph_bind *b, char *err, size_t errlen)
 {
-        int rc = exec_run(b->g, b->nin, b->t, b->nout, b->t + b->nin, b->flex, b->got, err, errlen);
+        int rc = exec_run(b->g, b->nin, b->t, b->nout, b->t + b->nin, b->flex, b->got, b->cap, err,
+                          errlen);
 
         if (rc && errlen)
                 graph_sanitize(err);
@@ -493,14 +680,26 @@ int graph_run_step(struct graph_bind *b, int step, const struct ops_tensor *host
         int rc;
 
         if (step == 0) {
+                const struct ops_tensor *use;
                 struct graph_run *r = calloc(1, sizeof(*r));
                 if (!r)
                         return err_set(err, errlen, PROTO_E_EXEC, "out of memory for a graph run");
                 r->nin = b->nin;
                 r->nout = b->nout;
                 memcpy(r->t, host_t, sizeof(r->t[0]) * (size_t)(b->nin + b->nout));
-                rc = frame_begin(&r->f, g, r->nin, r->t, r->nout, r->t + r->nin, b->flex, err, errlen);
+                ops_strpool_init(&r->pool);
+                ops_strpool_enter(&r->pool);
+                rc = graph_check_inputs(g, r->nin, r->t, err, errlen);
+                if (!rc) /* decoded in place: r->t holds the run's view of the inputs */
+                        rc = decode_inputs(g, r->nin, r->t, b->cap, r->t, r->dmem, &use, err, errlen);
+                if (!rc)
+                        rc = frame_begin(&r->f, g, r->nin, r->t, r->nout, r->t + r->nin, b->flex, err,
+                                         errlen);
+                ops_strpool_leave(&r->pool);
                 if (rc) {
+                        for (int i = 0; i < GRAPH_MAX_IO; i++)
+                                ops_buf_free(r->dmem[i]);
+                        ops_strpool_end(&r->pool);
                         free(r);
                 } else {
                         r->f.deferred = 1;
@@ -509,10 +708,14 @@ int graph_run_step(struct graph_bind *b, int step, const struct ops_tensor *host
         } else if (!b->run || step < 0 || step > g->nnodes + 1) {
                 rc = err_set(err, errlen, PROTO_E_EXEC, "step %d of a graph run that is not bound", step);
         } else if (step <= g->nnodes) {
+                ops_strpool_enter(&b->run->pool);
                 rc = run_node(&b->run->f, graph_step_node(g, step), err, errlen);
+                ops_strpool_leave(&b->run->pool);
         } else {
+                ops_strpool_enter(&b->run->pool);
                 rc = frame_outputs(&b->run->f, b->run->nout, b->run->t + b->run->nin, b->flex,
-                                   b->got, err, errlen);
+                                   b->got, b->cap + b->run->nin, err, errlen);
+                ops_strpool_leave(&b->run->pool);
         }
         if (rc && errlen)
                 graph_sanitize(err);
@@ -538,6 +741,9 @@ void graph_run_free(struct graph_run *r)
         if (!r)
                 return;
         frame_release(&r->f);
+        for (int i = 0; i < GRAPH_MAX_IO; i++)
+                ops_buf_free(r->dmem[i]);
+        ops_strpool_end(&r->pool);
         free(r);
 }
 

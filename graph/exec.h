@@ -26,6 +26,9 @@ struct graph_bind {
          * worker and kept between steps; freed with graph_run_free by whoever frees the
          * binding, once no step of it runs. */
         struct graph_run *run;
+        /* Bytes at each tensor's address (inputs first) for STRING ones, which are encoded
+         * there (docs/protocol.md); unused for the others. */
+        uint64_t cap[GRAPH_MAX_IO];
         struct ops_tensor t[GRAPH_MAX_IO];
 };
 

@@ -19,6 +19,7 @@
 
 #include <onnx.pb-c.h>
 
+#include "ops/strings.h"
 #include "proto/dtype.h"
 #include "proto/errors.h"
 #include "convert-opset.h"
@@ -356,6 +357,47 @@ static size_t typed_count(const Onnx__TensorProto *tp, int dtype, int *ret_other
         return n;
 }
 
+/* A STRING tensor: its string_data copied into the graph at once (no pending copy), the
+ * element pointers to ops_str strings in one graph allocation. */
+static int strings_from_proto(struct imp *im, struct graph *g, const Onnx__TensorProto *tp,
+                              const char *what, struct ops_tensor *t, int64_t numel,
+                              const struct ops_tensor **ret)
+{
+        struct ops_str **el;
+        uint64_t total = 0, off = 0;
+        char *store;
+
+        if (tp->has_raw_data || tp->n_float_data || tp->n_int32_data || tp->n_int64_data ||
+            tp->n_double_data || tp->n_uint64_data)
+                return imp_fail(im, PROTO_E_INVALID, "%s: a string tensor holds its strings in string_data only", what);
+        if (tp->n_string_data != (uint64_t)numel)
+                return imp_fail(im, PROTO_E_INVALID, "%s: holds %zu strings, its shape needs %lld", what,
+                                tp->n_string_data, (long long)numel);
+        for (size_t i = 0; i < tp->n_string_data; i++) {
+                if (tp->string_data[i].len > UINT32_MAX - 16)
+                        return imp_fail(im, PROTO_E_UNSUPPORTED, "%s: string %zu is over 4 GiB", what, i);
+                /* bounded by the model's own bytes: no wrap */
+                total += (ops_str_size(tp->string_data[i].len) + 7) & ~(uint64_t)7;
+        }
+        el = graph_alloc(g, (size_t)numel * sizeof(*el));
+        store = graph_alloc(g, (size_t)total);
+        if (!el || !store)
+                return imp_fail(im, PROTO_E_NO_MEMORY, "out of memory");
+        for (size_t i = 0; i < tp->n_string_data; i++) {
+                size_t len = tp->string_data[i].len;
+                struct ops_str *str = (struct ops_str *)(void *)(store + off);
+                str->len = (uint32_t)len;
+                if (len)
+                        memcpy(str->s, tp->string_data[i].data, len);
+                str->s[len] = 0;
+                el[i] = str;
+                off += (ops_str_size(len) + 7) & ~(size_t)7;
+        }
+        t->data = el;
+        *ret = t;
+        return 0;
+}
+
 static int tensor_from_proto(struct imp *im, struct graph *g, const Onnx__TensorProto *tp,
                              const char *what, const struct ops_tensor **ret)
 {
@@ -392,6 +434,8 @@ static int tensor_from_proto(struct imp *im, struct graph *g, const Onnx__Tensor
         if (numel < 0 || __builtin_mul_overflow(numel, (int64_t)esize, &bytes))
                 return imp_fail(im, PROTO_E_SHAPE, "%s: dimensions %s overflow", what,
                                 dims_str(t->ndim, t->dims, dbuf, sizeof(dbuf)));
+        if (dtype == PROTO_DTYPE_STRING)
+                return strings_from_proto(im, g, tp, what, t, numel, ret);
         if (tp->has_raw_data) {
                 if (tp->raw_data.len != (uint64_t)bytes)
                         return imp_fail(im, PROTO_E_INVALID, "%s: raw_data has %zu bytes but %s %s needs %lld",

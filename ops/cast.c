@@ -13,7 +13,7 @@ static const char *const cast_attrs[] = { "to", "saturate", NULL };
 
 static int cast_dtype_ok(int dtype)
 {
-        return ops_convert_dtype_ok(dtype);
+        return ops_convert_dtype_ok(dtype) || dtype == PROTO_DTYPE_STRING;
 }
 
 static int cast_check(const struct ops_def *def, const struct ops_call *call, char *err,
@@ -49,6 +49,10 @@ static int cast_check(const struct ops_def *def, const struct ops_call *call, ch
 static int cast_run(const struct ops_def *def, const struct ops_call *call, char *err,
                     size_t errlen)
 {
+        int rc = ops_cast_strings(&call->in[0], &call->out[0], err, errlen);
+
+        if (rc <= 0)
+                return rc;
         ops_convert_tensor_opset(&call->in[0], &call->out[0], call->opset);
         return 0;
 }

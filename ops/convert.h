@@ -26,4 +26,9 @@ int ops_convert_bf16_truncates(int opset);
 void ops_convert_tensor_opset(const struct ops_tensor *in, const struct ops_tensor *out,
                               int opset);
 
+/* Cast between STRING and the other types (nn-string.c): 1 when neither side is STRING
+ * (nothing done), else 0 or -errno with a message. */
+int ops_cast_strings(const struct ops_tensor *in, const struct ops_tensor *out, char *err,
+                     size_t errlen);
+
 #endif

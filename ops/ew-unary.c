@@ -157,7 +157,7 @@ static int castlike_infer_like(const struct ew_op *op, struct ops_call *call, ch
 {
         char buf[OPS_DTYPE_STR_MAX];
 
-        if (!ops_convert_dtype_ok(call->in[1].dtype))
+        if (!ops_convert_dtype_ok(call->in[1].dtype) && call->in[1].dtype != PROTO_DTYPE_STRING)
                 return ops_fail(err, errlen, -EINVAL, "CastLike: input 1 has unsupported dtype %s",
                                 ops_dtype_str(call->in[1].dtype, buf, sizeof(buf)));
         call->out[0].dtype = call->in[1].dtype;
@@ -180,6 +180,10 @@ static int castlike_infer(const struct ops_def *def, struct ops_call *call, char
         int rc;
 
         probe.in[1].ndim = 0;
+        /* The element-wise rules know numbers only: a STRING source stands as float32 for
+         * them (castlike_infer_like takes the target from input 1 itself). */
+        if (probe.in[0].dtype == PROTO_DTYPE_STRING)
+                probe.in[0].dtype = PROTO_DTYPE_FLOAT32;
         rc = ew_infer(&castlike_op, &probe, err, errlen);
         if (rc)
                 return rc;
@@ -195,12 +199,18 @@ static int castlike_check(const struct ops_def *def, const struct ops_call *call
         struct ops_call probe = *call;
 
         probe.in[1].ndim = 0;
+        if (probe.in[0].dtype == PROTO_DTYPE_STRING)
+                probe.in[0].dtype = PROTO_DTYPE_FLOAT32;
         return ew_check(&castlike_op, def, &probe, err, errlen);
 }
 
 static int castlike_run(const struct ops_def *def, const struct ops_call *call, char *err,
                         size_t errlen)
 {
+        int rc = ops_cast_strings(&call->in[0], &call->out[0], err, errlen);
+
+        if (rc <= 0)
+                return rc;
         ops_convert_tensor_opset(&call->in[0], &call->out[0], call->opset);
         return 0;
 }

@@ -46,6 +46,7 @@ const struct ops_def *const ops_family_nn[] = {
         &ops_dft_def,
         &ops_stft_def,
         &ops_tfidf_def,
+        &ops_strnorm_def,
         &ops_adagrad_def,
         &ops_adam_def,
         &ops_momentum_def,

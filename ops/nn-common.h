@@ -52,6 +52,8 @@ extern const struct ops_def ops_det_def;
 /* nn-train.c (domain ai.onnx.preview.training) and nn-tfidf.c */
 extern const struct ops_def ops_adagrad_def, ops_adam_def, ops_momentum_def;
 extern const struct ops_def ops_tfidf_def;
+/* nn-string.c */
+extern const struct ops_def ops_strnorm_def;
 
 /* Spatial dims of convolutions and pools: 1-D to 3-D, stored right-aligned in 3-D arrays
  * whose unused leading entries describe a unit extent (so kernels loop over 3 dims). */

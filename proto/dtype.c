@@ -18,7 +18,8 @@ size_t proto_dtype_size(int dtype)
         case PROTO_DTYPE_UINT32: return 4;
         case PROTO_DTYPE_FLOAT64:
         case PROTO_DTYPE_INT64:
-        case PROTO_DTYPE_UINT64: return 8;
+        case PROTO_DTYPE_UINT64:
+        case PROTO_DTYPE_STRING: return 8;
         default: return 0;
         }
 }
@@ -33,6 +34,7 @@ const char *proto_dtype_name(int dtype)
         case PROTO_DTYPE_INT16: return "int16";
         case PROTO_DTYPE_INT32: return "int32";
         case PROTO_DTYPE_INT64: return "int64";
+        case PROTO_DTYPE_STRING: return "string";
         case PROTO_DTYPE_BOOL: return "bool";
         case PROTO_DTYPE_FLOAT16: return "float16";
         case PROTO_DTYPE_FLOAT64: return "float64";

@@ -13,6 +13,10 @@ enum proto_dtype {
         PROTO_DTYPE_INT16 = 5,
         PROTO_DTYPE_INT32 = 6,
         PROTO_DTYPE_INT64 = 7,
+        /* Inside a run only: each 8-byte element points to a length-prefixed byte string
+         * (ops/strings.h). Never taken raw from a client: on the wire a STRING graph
+         * input or output is encoded (docs/protocol.md) and launches refuse it. */
+        PROTO_DTYPE_STRING = 8,
         PROTO_DTYPE_BOOL = 9,
         PROTO_DTYPE_FLOAT16 = 10,
         PROTO_DTYPE_FLOAT64 = 11,

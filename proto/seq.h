@@ -43,13 +43,14 @@ struct proto_seq_entry {
 };
 
 /* Bytes of a tensor of dtype and shape, UINT64_MAX when it is not a tensor of a dtype a
- * sequence may hold (sequences of sequences are not supported). */
+ * sequence may hold (sequences of sequences are not supported, nor of strings: a string
+ * element is a pointer inside npud, never bytes a client may write). */
 static inline uint64_t proto_seq_tensor_bytes(int dtype, int ndim, const int64_t *dims)
 {
         uint64_t n = proto_dtype_size(dtype);
 
-        if (!n || dtype == PROTO_DTYPE_SEQUENCE || dtype == PROTO_DTYPE_OPTIONAL_NONE || ndim < 0 ||
-            ndim > PROTO_SEQ_MAX_DIMS)
+        if (!n || dtype == PROTO_DTYPE_SEQUENCE || dtype == PROTO_DTYPE_OPTIONAL_NONE ||
+            dtype == PROTO_DTYPE_STRING || ndim < 0 || ndim > PROTO_SEQ_MAX_DIMS)
                 return UINT64_MAX;
         for (int d = 0; d < ndim; d++)
                 if (dims[d] < 0 || __builtin_mul_overflow(n, (uint64_t)dims[d], &n))

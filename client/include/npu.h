@@ -64,6 +64,10 @@ typedef enum npu_dtype {
         NPU_INT16 = 5,
         NPU_INT32 = 6,
         NPU_INT64 = 7,
+        /* Graph runs only: the bound bytes, from the tensor's offset to the end of its
+         * buffer, hold each element as a uint32 little-endian length and the bytes, in
+         * row-major order (docs/protocol.md). Launches refuse it. */
+        NPU_STRING = 8,
         NPU_BOOL = 9,
         NPU_FLOAT16 = 10,
         NPU_FLOAT64 = 11,

@@ -13,6 +13,7 @@
 #include "graph/exec.h"
 #include "graph/steps.h"
 #include "policy/cost.h"
+#include "proto/dtype.h"
 #include "proto/errors.h"
 #include "proto/submit.h"
 #include "graph-obj.h"
@@ -54,7 +55,8 @@ int task_hold_buffer(struct task *t, struct buffer *b)
  * prefixes with the tensor's name (prep_name: built only on failure, launches are hot). */
 static struct ops_tensor *bind_tensor(struct handle_table *h, struct stream *st, struct task *t,
                                       const struct proto_rec_tensor *rt, int output,
-                                      struct ops_tensor *ot, struct prep_error *pe)
+                                      struct ops_tensor *ot, uint64_t *ret_cap,
+                                      struct prep_error *pe)
 {
         size_t esize = proto_dtype_size(rt->dtype);
         struct buffer *b = handle_lookup(h, HANDLE_BUFFER, rt->buf);
@@ -69,12 +71,29 @@ static struct ops_tensor *bind_tensor(struct handle_table *h, struct stream *st,
                           b->dev->id, st->dev->id);
         if (!esize)
                 PREP_FAIL(pe, PROTO_E_UNSUPPORTED, "unknown dtype %u", rt->dtype);
+        /* Elements of a STRING tensor are pointers inside a run: a launch would hand the
+         * kernel addresses the client chose. Graph runs take strings encoded, from the
+         * offset to the end of the buffer, and decode them (graph/exec.c). */
+        if (rt->dtype == PROTO_DTYPE_STRING && !ret_cap)
+                PREP_FAIL(pe, PROTO_E_UNSUPPORTED, "string tensors are only accepted by graph runs");
         if (rt->ndim > OPS_MAX_DIMS)
                 PREP_FAIL(pe, PROTO_E_INVALID, "%u dimensions (at most %d)", rt->ndim, OPS_MAX_DIMS);
         ot->dtype = rt->dtype;
         ot->ndim = rt->ndim;
         memcpy(ot->dims, rt->dims, sizeof(ot->dims[0]) * rt->ndim);
         numel = ops_tensor_numel(ot);
+        if (rt->dtype == PROTO_DTYPE_STRING) {
+                if (numel < 0)
+                        PREP_FAIL(pe, PROTO_E_SHAPE, "negative or overflowing dimensions");
+                if (rt->offset > b->size)
+                        PREP_FAIL(pe, PROTO_E_OUT_OF_RANGE, "offset %" PRIu64 " is past the buffer of %" PRIu64
+                                  " bytes", rt->offset, b->size);
+                if (task_hold_buffer(t, b) < 0)
+                        PREP_FAIL(pe, PROTO_E_INVALID, "too many buffers");
+                *ret_cap = b->size - rt->offset;
+                exec_tensor_set_addr(ot, buffer_addr(b) + rt->offset);
+                return ot;
+        }
         uint64_t nbytes;
         if (numel < 0 || __builtin_mul_overflow((uint64_t)numel, (uint64_t)esize, &nbytes))
                 PREP_FAIL(pe, PROTO_E_SHAPE, "negative or overflowing dimensions");
@@ -281,7 +300,7 @@ static struct task *prepare_launch(struct handle_table *h, struct stream *st,
         for (int i = 0; i < call->nin + call->nout; i++) {
                 int out = i >= call->nin;
                 if (!bind_tensor(h, st, t, &r->launch.t[i], out,
-                                 out ? &call->out[i - call->nin] : &call->in[i], pe)) {
+                                 out ? &call->out[i - call->nin] : &call->in[i], NULL, pe)) {
                         snprintf(what, sizeof(what), "%s: %s %d", op->name, out ? "output" : "input",
                                  out ? i - call->nin : i);
                         prep_name(pe, what);
@@ -494,7 +513,7 @@ static struct task *prepare_graph_run(struct handle_table *h, struct stream *st,
         }
         for (int i = 0; i < nin + nout; i++) {
                 int out = i >= nin;
-                if (!bind_tensor(h, st, t, &r->graph.t[i], out, &b->t[i], pe)) {
+                if (!bind_tensor(h, st, t, &r->graph.t[i], out, &b->t[i], &b->cap[i], pe)) {
                         /* names come from the model and may be cut: sanitized (graph_sanitize) */
                         snprintf(what, sizeof(what), "graph run: %s '%s'", out ? "output" : "input",
                                  g->values[out ? g->outputs[i - nin] : g->inputs[i]].name);

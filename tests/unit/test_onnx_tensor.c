@@ -284,10 +284,36 @@ START_TEST(test_rejections)
         Onnx__TensorProto p;
         Onnx__TensorProto__Segment seg;
 
+        /* strings: the wire encoding (uint32 LE length and bytes per element) */
         proto_init(&p, 8 /* STRING */, dims, 1);
         p.n_string_data = 2;
         p.string_data = strs;
-        expect_reject(&p, -ENOTSUP, "string");
+        {
+                struct onnx_tensor t = { 0 };
+                struct onnx_mismatch m;
+                char err[128];
+                size_t len = onnx__tensor_proto__get_packed_size(&p);
+                uint8_t *buf = malloc(len);
+                static const uint8_t enc[] = { 1, 0, 0, 0, 'a', 1, 0, 0, 0, 'b' };
+                static const uint8_t other[] = { 1, 0, 0, 0, 'a', 2, 0, 0, 0, 'b', 'c' };
+                ck_assert_ptr_nonnull(buf);
+                onnx__tensor_proto__pack(&p, buf);
+                ck_assert_msg(onnx_tensor_parse(buf, len, &t, err, sizeof(err)) == 0, "%s", err);
+                ck_assert_uint_eq(t.count, 2);
+                ck_assert_uint_eq(t.nbytes, sizeof(enc));
+                ck_assert_int_eq(memcmp(t.data, enc, sizeof(enc)), 0);
+                ck_assert_uint_eq(onnx_tensor_compare_strings(&t, enc, sizeof(enc), &m), 0);
+                ck_assert_uint_eq(onnx_tensor_compare_strings(&t, other, sizeof(other), &m), 1);
+                ck_assert_uint_eq(m.first, 1);
+                ck_assert_str_eq(m.actual, "'bc'");
+                ck_assert_str_eq(m.expected, "'b'");
+                /* a truncated actual: both elements past the cut differ */
+                ck_assert_uint_eq(onnx_tensor_compare_strings(&t, enc, 3, &m), 2);
+                onnx_tensor_free(&t);
+                free(buf);
+        }
+        p.n_string_data = 1;
+        expect_reject(&p, -EINVAL, "strings");
 
         proto_init(&p, 14 /* COMPLEX64 */, dims, 1);
         expect_reject(&p, -ENOTSUP, "complex64");

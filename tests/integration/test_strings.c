@@ -1,0 +1,235 @@
+/* STRING tensors through the real npud (issue 15): a graph run takes strings encoded in its
+ * input buffer (per element a uint32 little-endian length and the bytes) and gives them
+ * back encoded; Cast parses and prints numbers. As an unprivileged user, launches with
+ * string tensors (whose elements would be pointers the client chose) are refused, a graph
+ * run whose string buffer holds pointer-like bytes instead of an encoding fails naming the
+ * input, and a short output buffer fails naming the output; npud and another client carry
+ * on. */
+#include <check.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <onnx.pb-c.h>
+
+#include "harness.h"
+#include "npu.h"
+
+static struct npud_proc daemon_proc;
+static npu_context_t *ctx; /* the well-behaved client */
+
+static void setup(void)
+{
+        ck_assert_int_eq(harness_start(&daemon_proc, NULL), 0);
+        ck_assert_int_eq(npu_connect(daemon_proc.sock, &ctx), NPU_OK);
+}
+
+static void teardown(void)
+{
+        npu_disconnect(ctx);
+        ctx = NULL;
+        ck_assert_int_eq(harness_stop(&daemon_proc), 0);
+}
+
+#define OK(expr) ck_assert_msg((expr) == NPU_OK, "%s: %s", #expr, npu_error_message())
+
+#include "tests/onnx-build.h"
+
+/* x (string [n]) -> Cast(to=float) -> f; x -> Identity -> s. */
+static void *model(size_t *ret_len)
+{
+        static const int64_t dn[] = { -1 };
+        Onnx__ModelProto *m = K(sizeof(*m));
+        Onnx__OperatorSetIdProto *o = K(sizeof(*o));
+        Onnx__GraphProto *g = K(sizeof(*g));
+        Onnx__NodeProto *cast = node("Cast", 1, (const char *const[]){ "x" }, 1, (const char *const[]){ "f" });
+        Onnx__NodeProto *id = node("Identity", 1, (const char *const[]){ "x" }, 1, (const char *const[]){ "s" });
+        void *buf;
+
+        onnx__model_proto__init(m);
+        onnx__operator_set_id_proto__init(o);
+        onnx__graph_proto__init(g);
+        o->domain = (char *)"";
+        o->has_version = 1;
+        o->version = 17;
+        m->n_opset_import = 1;
+        m->opset_import = (Onnx__OperatorSetIdProto **)list(1, o);
+        attr_i(cast, "to", NPU_FLOAT32);
+        g->n_node = 2;
+        g->node = (Onnx__NodeProto **)list(2, cast, id);
+        g->n_input = 1;
+        g->input = (Onnx__ValueInfoProto **)list(1, tvalue("x", NPU_STRING, 1, dn));
+        g->n_output = 2;
+        g->output = (Onnx__ValueInfoProto **)list(2, tvalue("f", NPU_FLOAT32, 1, dn),
+                                                  tvalue("s", NPU_STRING, 1, dn));
+        m->graph = g;
+        *ret_len = onnx__model_proto__get_packed_size(m);
+        buf = malloc(*ret_len);
+        ck_assert_ptr_nonnull(buf);
+        onnx__model_proto__pack(m, buf);
+        keep_free();
+        return buf;
+}
+
+/* "2.5" "-inf" "" "1e3" */
+static const uint8_t enc[] = { 3, 0, 0, 0, '2', '.', '5', 4, 0, 0, 0, '-', 'i', 'n', 'f',
+                               0, 0, 0, 0, 3, 0, 0, 0, '1', 'e', '3' };
+
+static npu_tensor_t t1(npu_buffer_t b, int dtype, int64_t n)
+{
+        npu_tensor_t t = { .buf = b, .dtype = (npu_dtype_t)dtype, .ndim = 1, .dims = { n } };
+        return t;
+}
+
+/* One run: x from bytes (len), outputs f (float [4]) and s (outcap bytes). The run's status
+ * after a synchronize; got_f / got_s receive the outputs when it succeeded. */
+static npu_status_t run(npu_context_t *c, npu_graph_t g, const void *x, size_t len, size_t outcap,
+                        float *got_f, uint8_t *got_s)
+{
+        npu_buffer_t bx, bf, bs;
+        npu_stream_t s;
+        npu_tensor_t in, out[2];
+        npu_status_t st;
+
+        OK(npu_stream_create(c, 0, 0, &s));
+        OK(npu_malloc(c, 0, len, &bx));
+        OK(npu_malloc(c, 0, 16, &bf));
+        OK(npu_malloc(c, 0, outcap, &bs));
+        OK(npu_memcpy_to_device(c, bx, 0, x, len));
+        in = t1(bx, NPU_STRING, 4);
+        out[0] = t1(bf, NPU_FLOAT32, 4);
+        out[1] = t1(bs, NPU_STRING, 4);
+        st = npu_graph_run(c, s, g, &in, 1, out, 2, NULL);
+        if (st == NPU_OK)
+                st = npu_stream_synchronize(c, s);
+        if (st == NPU_OK) {
+                OK(npu_memcpy_from_device(c, got_f, bf, 0, 16));
+                OK(npu_memcpy_from_device(c, got_s, bs, 0, outcap));
+        }
+        npu_free(c, bx);
+        npu_free(c, bf);
+        npu_free(c, bs);
+        npu_stream_destroy(c, s);
+        return st;
+}
+
+static void good_run(npu_context_t *c, npu_graph_t g)
+{
+        float f[4];
+        uint8_t s[sizeof(enc)];
+
+        OK(run(c, g, enc, sizeof(enc), sizeof(enc), f, s));
+        ck_assert(f[0] == 2.5f && f[1] < -1e38f && f[2] == 0 && f[3] == 1000);
+        ck_assert_int_eq(memcmp(s, enc, sizeof(enc)), 0);
+}
+
+START_TEST(test_string_graph)
+{
+        size_t len;
+        void *m = model(&len);
+        npu_graph_t g;
+
+        OK(npu_graph_load(ctx, 0, m, len, &g));
+        free(m);
+        good_run(ctx, g);
+        OK(npu_graph_unload(ctx, g));
+}
+END_TEST
+
+/* Run as the unprivileged attacker: 0, or a check's failure ends it non-zero. */
+static int string_attack(void *arg)
+{
+        npu_context_t *c;
+        npu_buffer_t b[2];
+        npu_stream_t s;
+        npu_graph_t g;
+        npu_tensor_t t[2];
+        uint8_t ptrs[64], out[64];
+        float f[4];
+        size_t len;
+        void *m;
+        npu_status_t st;
+
+        OK(npu_connect(daemon_proc.sock, &c));
+        /* pointer-like bytes bound as strings to launches: refused */
+        memset(ptrs, 0x41, sizeof(ptrs));
+        OK(npu_stream_create(c, 0, 0, &s));
+        OK(npu_malloc(c, 0, sizeof(ptrs), &b[0]));
+        OK(npu_malloc(c, 0, sizeof(ptrs), &b[1]));
+        OK(npu_memcpy_to_device(c, b[0], 0, ptrs, sizeof(ptrs)));
+        static const char *const ops[] = { "Identity", "Cast", "StringNormalizer" };
+        for (int i = 0; i < 3; i++) {
+                t[0] = t1(b[0], NPU_STRING, 4);
+                t[1] = t1(b[1], i == 1 ? NPU_FLOAT32 : NPU_STRING, 4);
+                st = npu_launch(c, s, ops[i], t, 1, t + 1, 1, NULL, 0, NULL);
+                if (st == NPU_OK)
+                        st = npu_stream_synchronize(c, s);
+                ck_assert_msg(st == NPU_ERR_UNSUPPORTED, "%s: %d %s", ops[i], st, npu_error_message());
+                ck_assert_msg(strstr(npu_error_message(), "string tensors are only accepted by graph runs"),
+                              "%s", npu_error_message());
+        }
+        /* the same bytes bound to a graph's string input: not an encoding */
+        m = model(&len);
+        OK(npu_graph_load(c, 0, m, len, &g));
+        free(m);
+        st = run(c, g, ptrs, sizeof(ptrs), sizeof(out), f, out);
+        ck_assert_int_eq(st, NPU_ERR_INVALID);
+        ck_assert_msg(strstr(npu_error_message(), "input 'x'") &&
+                      strstr(npu_error_message(), "runs past"), "%s", npu_error_message());
+        /* a truncated encoding */
+        st = run(c, g, enc, sizeof(enc) - 2, sizeof(out), f, out);
+        ck_assert_int_eq(st, NPU_ERR_INVALID);
+        ck_assert_msg(strstr(npu_error_message(), "string 3"), "%s", npu_error_message());
+        /* an output buffer too small for the strings */
+        st = run(c, g, enc, sizeof(enc), sizeof(enc) - 1, f, out);
+        ck_assert_int_eq(st, NPU_ERR_SHAPE);
+        ck_assert_msg(strstr(npu_error_message(), "output 's'"), "%s", npu_error_message());
+        /* and the session goes on */
+        good_run(c, g);
+        npu_disconnect(c);
+        return 0;
+}
+
+START_TEST(test_string_attack)
+{
+        uid_t uid = 0;
+        gid_t gid = 0;
+        size_t len;
+        void *m = model(&len);
+        npu_graph_t g;
+
+        if (harness_attacker(&uid, &gid) < 0)
+                fprintf(stderr, "skipped: no unprivileged user for the attacker; running as this user\n");
+        ck_assert_int_eq(harness_share_socket(&daemon_proc), 0);
+        OK(npu_graph_load(ctx, 0, m, len, &g));
+        free(m);
+        good_run(ctx, g);
+        ck_assert_int_eq(harness_run_as(uid, gid, string_attack, NULL), 0);
+        ck_assert(harness_alive(&daemon_proc));
+        good_run(ctx, g);
+        OK(npu_graph_unload(ctx, g));
+}
+END_TEST
+
+int main(void)
+{
+        Suite *s = suite_create("integration-strings");
+        TCase *tc = tcase_create("strings");
+        SRunner *sr;
+        int failed;
+
+        signal(SIGPIPE, SIG_IGN);
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_set_timeout(tc, 60);
+        tcase_add_test(tc, test_string_graph);
+        tcase_add_test(tc, test_string_attack);
+        suite_add_tcase(s, tc);
+        sr = srunner_create(s);
+        srunner_run_all(sr, CK_NORMAL);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed ? 1 : 0;
+}
