@@ -29,6 +29,11 @@ expect_exit 2 "unknown option" "$npud" --bogus
 grep -q -- "--bogus" "$dir/err" || fail "unknown option is named"
 expect_exit 2 "bad profile" "$npud" --sim-profile 999X
 expect_exit 2 "bad device count" "$npud" --sim-devices many
+expect_exit 2 "relative --tuning-cache" "$npud" --tuning-cache cache.txt
+grep -q -- "--tuning-cache: must be an absolute path" "$dir/err" || fail "--tuning-cache named: $(cat "$dir/err")"
+printf '{"tuning_cache": 7}' >"$dir/badtune.conf"
+expect_exit 2 "tuning_cache not a path" "$npud" --config "$dir/badtune.conf"
+grep -q "tuning_cache: must be an absolute path" "$dir/err" || fail "tuning_cache named: $(cat "$dir/err")"
 printf '{"limits": {"max_bufers": 3}}' >"$dir/bad.conf"
 expect_exit 2 "unknown config key" "$npud" --config "$dir/bad.conf"
 grep -q "limits.max_bufers" "$dir/err" && pass "config key named" || fail "config key not named: $(cat "$dir/err")"
