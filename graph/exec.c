@@ -272,7 +272,7 @@ static const struct string_op string_ops[] = {
         { "GatherElements", 1 }, { "Concat", STR_IN_ALL }, { "Slice", 1 },
         { "Split", 1 },          { "Transpose", 1 },     { "Expand", 1 },
         { "Tile", 1 },           { "Where", 6 },         { "Equal", 3 },
-        { NULL, 0 },
+        { "TfIdfVectorizer", 1 }, { NULL, 0 },
 };
 
 /* 0 when the call's strings may reach op, else an error naming the node (label). */

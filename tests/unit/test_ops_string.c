@@ -645,6 +645,55 @@ START_TEST(test_move_ops)
 }
 END_TEST
 
+/* TfIdfVectorizer over strings: uni- and bigrams, a string outside the pool breaking grams. */
+START_TEST(test_tfidf_strings)
+{
+        static const char *const pool[] = { "x", "y", "x", "y" };
+        static const int64_t counts[] = { 0, 2 }, idx[] = { 0, 1, 2 };
+        struct ops_str *x[6];
+        struct ops_strpool p;
+        struct ops_call c;
+        float y[6];
+        char err[256];
+        struct ops_attr *a;
+
+        ops_strpool_begin(&p);
+        x[0] = S("x"), x[1] = S("y"), x[2] = S("z"), x[3] = S("x"), x[4] = S("y"), x[5] = S("y");
+        call_init(&c, 1, 1);
+        c.in[0] = t1(STR, x, 2, 2, 3);
+        c.out[0].data = y;
+        call_int(&c, "min_gram_length", 1);
+        call_int(&c, "max_gram_length", 2);
+        call_int(&c, "max_skip_count", 0);
+        call_ints(&c, "ngram_counts", 2, counts);
+        call_ints(&c, "ngram_indexes", 3, idx);
+        a = &c.attr[c.nattr++];
+        memset(a, 0, sizeof(*a));
+        strcpy(a->name, "mode");
+        a->type = OPS_ATTR_STRING;
+        a->s = "TF";
+        a = &c.attr[c.nattr++];
+        memset(a, 0, sizeof(*a));
+        strcpy(a->name, "pool_strings");
+        a->type = OPS_ATTR_STRINGS;
+        a->n = 4;
+        a->strings = pool;
+        ck_assert_msg(run_op("TfIdfVectorizer", &c, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_int_eq(c.out[0].dims[0], 2);
+        ck_assert_int_eq(c.out[0].dims[1], 3);
+        /* row "x" "y" "z": x, y, (x y); row "x" "y" "y": x, y twice, (x y) */
+        ck_assert(y[0] == 1 && y[1] == 1 && y[2] == 1);
+        ck_assert(y[3] == 1 && y[4] == 2 && y[5] == 1);
+        /* integers against a string pool */
+        {
+                int64_t iv[3] = { 1, 2, 3 };
+                c.in[0] = t1(PROTO_DTYPE_INT64, iv, 1, 3, 0);
+                ck_assert_int_ne(run_op("TfIdfVectorizer", &c, err, sizeof(err)), 0);
+        }
+        ops_strpool_end(&p);
+}
+END_TEST
+
 int main(void)
 {
         Suite *s = suite_create("ops_string");
@@ -659,6 +708,7 @@ int main(void)
         tcase_add_test(tc, test_graph_encoded);
         tcase_add_test(tc, test_utf8);
         tcase_add_test(tc, test_move_ops);
+        tcase_add_test(tc, test_tfidf_strings);
         suite_add_tcase(s, tc);
         sr = srunner_create(s);
         srunner_run_all(sr, CK_NORMAL);
