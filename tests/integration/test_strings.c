@@ -247,6 +247,80 @@ START_TEST(test_string_ops)
 }
 END_TEST
 
+/* x (string [4]) -> TfIdfVectorizer(pool_strings ["1e3", "2.5", "-inf"], unigrams, TF) -> t
+ * (float [3]). */
+static void *model_tfidf(size_t *ret_len)
+{
+        static const int64_t dn[] = { -1 }, counts[] = { 0 }, idx[] = { 2, 0, 1 };
+        static const char *const pool[] = { "1e3", "2.5", "-inf" };
+        Onnx__GraphProto *g = graph_proto();
+        Onnx__NodeProto *n = node("TfIdfVectorizer", 1, (const char *const[]){ "x" }, 1,
+                                  (const char *const[]){ "t" });
+        Onnx__AttributeProto *mode = K(sizeof(*mode)), *ps = K(sizeof(*ps));
+
+        attr_i(n, "min_gram_length", 1);
+        attr_i(n, "max_gram_length", 1);
+        attr_i(n, "max_skip_count", 0);
+        attr_ints(n, "ngram_counts", 1, counts);
+        attr_ints(n, "ngram_indexes", 3, idx);
+        onnx__attribute_proto__init(mode);
+        mode->name = (char *)"mode";
+        mode->has_type = 1;
+        mode->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+        mode->has_s = 1;
+        mode->s.data = (uint8_t *)"TF";
+        mode->s.len = 2;
+        node_attr(n, mode);
+        onnx__attribute_proto__init(ps);
+        ps->name = (char *)"pool_strings";
+        ps->has_type = 1;
+        ps->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS;
+        ps->n_strings = 3;
+        ps->strings = K(3 * sizeof(ProtobufCBinaryData));
+        for (int i = 0; i < 3; i++) {
+                ps->strings[i].data = (uint8_t *)pool[i];
+                ps->strings[i].len = strlen(pool[i]);
+        }
+        node_attr(n, ps);
+        g->n_node = 1;
+        g->node = (Onnx__NodeProto **)list(1, n);
+        g->n_input = 1;
+        g->input = (Onnx__ValueInfoProto **)list(1, tvalue("x", NPU_STRING, 1, dn));
+        g->n_output = 1;
+        g->output = (Onnx__ValueInfoProto **)list(1, tvalue("t", NPU_FLOAT32, 1, dn));
+        return model_pack(g, 17, ret_len);
+}
+
+START_TEST(test_string_tfidf)
+{
+        size_t len;
+        void *m = model_tfidf(&len);
+        npu_buffer_t bx, bt;
+        npu_stream_t s;
+        npu_tensor_t in, out;
+        npu_graph_t g;
+        float t[3];
+
+        OK(npu_graph_load(ctx, 0, m, len, &g));
+        free(m);
+        OK(npu_stream_create(ctx, 0, 0, &s));
+        OK(npu_malloc(ctx, 0, sizeof(enc), &bx));
+        OK(npu_malloc(ctx, 0, sizeof(t), &bt));
+        OK(npu_memcpy_to_device(ctx, bx, 0, enc, sizeof(enc)));
+        in = t1(bx, NPU_STRING, 4);
+        out = t1(bt, NPU_FLOAT32, 3);
+        OK(npu_graph_run(ctx, s, g, &in, 1, &out, 1, NULL));
+        OK(npu_stream_synchronize(ctx, s));
+        OK(npu_memcpy_from_device(ctx, t, bt, 0, sizeof(t)));
+        /* x = "2.5" "-inf" "" "1e3": index 0 is "2.5", 1 "-inf", 2 "1e3" */
+        ck_assert_msg(t[0] == 1 && t[1] == 1 && t[2] == 1, "%g %g %g", t[0], t[1], t[2]);
+        npu_free(ctx, bx);
+        npu_free(ctx, bt);
+        npu_stream_destroy(ctx, s);
+        OK(npu_graph_unload(ctx, g));
+}
+END_TEST
+
 /* Run as the unprivileged attacker: 0, or a check's failure ends it non-zero. */
 static int string_attack(void *arg)
 {
@@ -363,6 +437,7 @@ int main(void)
         tcase_set_timeout(tc, 60);
         tcase_add_test(tc, test_string_graph);
         tcase_add_test(tc, test_string_ops);
+        tcase_add_test(tc, test_string_tfidf);
         tcase_add_test(tc, test_string_attack);
         suite_add_tcase(s, tc);
         sr = srunner_create(s);
