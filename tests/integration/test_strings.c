@@ -4,8 +4,9 @@
  * string tensors (whose elements would be pointers the client chose) are refused, a graph
  * run whose string buffer holds pointer-like bytes instead of an encoding fails naming the
  * input, and a short output buffer fails naming the output; npud and another client carry
- * on. Strings go through Gather, Concat, Equal and TfIdfVectorizer inside a graph; invalid UTF-8 in an input
- * or an initializer, and strings bound where Gather reads indices, are errors naming them. */
+ * on. Strings go through Gather, Concat, Equal and TfIdfVectorizer inside a graph; invalid
+ * UTF-8 in an input or an initializer, and strings bound where Gather reads indices, are
+ * errors naming them. */
 #include <check.h>
 #include <signal.h>
 #include <stdint.h>
