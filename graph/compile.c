@@ -397,10 +397,41 @@ static int pass_dead(struct graph *g, struct graph_compile_stats *st, char *remo
         return dead;
 }
 
-/* May node n be a step of a fused chain? */
-static int fusible(const struct graph *g, int n)
+/* Might a STRING value flow anywhere in g? A value declared STRING, a STRING constant, a
+ * node that makes strings, or a value of the enclosing graph whose dtype is not known. */
+static int may_hold_strings(const struct graph *g)
+{
+        for (int v = 0; v < g->nvalues; v++) {
+                const struct graph_value *gv = &g->values[v];
+                if (gv->dtype == PROTO_DTYPE_STRING ||
+                    (gv->kind == GRAPH_VALUE_INIT && gv->tensor && gv->tensor->dtype == PROTO_DTYPE_STRING) ||
+                    (gv->kind == GRAPH_VALUE_OUTER && !gv->dtype))
+                        return 1;
+        }
+        for (int n = 0; n < g->nnodes; n++) {
+                const struct graph_node *gn = &g->nodes[n];
+                if (is_op(gn, "CastLike") || is_op(gn, "StringNormalizer"))
+                        return 1;
+                for (int a = 0; a < gn->nattr; a++) {
+                        const struct ops_attr *at = &gn->attr[a];
+                        if ((at->type == OPS_ATTR_TENSOR && at->t && at->t->dtype == PROTO_DTYPE_STRING) ||
+                            (is_op(gn, "Cast") && strncmp(at->name, "to", OPS_NAME_MAX) == 0 &&
+                             at->type == OPS_ATTR_INT && at->i == PROTO_DTYPE_STRING))
+                                return 1;
+                }
+        }
+        return 0;
+}
+
+/* May node n be a step of a fused chain? strings: g may hold strings (may_hold_strings). */
+static int fusible(const struct graph *g, int n, int strings)
 {
         const struct graph_node *gn = &g->nodes[n];
+
+        /* Equal and Where take strings, a fused chain does not: where strings may flow,
+         * they run alone. */
+        if (strings && (is_op(gn, "Equal") || is_op(gn, "Where")))
+                return 0;
 
         /* Strings stay out of chains: the executor lets them reach a few operators only,
          * and a CastLike's target is only known in the run. */
@@ -510,7 +541,7 @@ static int pass_fuse(struct graph *g, struct graph_compile_stats *st, char *remo
         int *next = malloc(sizeof(int) * (size_t)(g->nnodes + 1));
         int *hasprev = calloc((size_t)g->nnodes + 1, sizeof(int));
         int *reader = malloc(sizeof(int) * (size_t)(g->nvalues + 1));
-        int chain[GRAPH_FUSE_MAX_STEPS], made = 0, rc = 0;
+        int chain[GRAPH_FUSE_MAX_STEPS], made = 0, rc = 0, strings = may_hold_strings(g);
 
         if (!next || !hasprev || !reader) {
                 free(next);
@@ -528,13 +559,13 @@ static int pass_fuse(struct graph *g, struct graph_compile_stats *st, char *remo
         for (int n = 0; n < g->nnodes; n++) {
                 int v, r;
                 next[n] = -1;
-                if (removed[n] || !fusible(g, n))
+                if (removed[n] || !fusible(g, n, strings))
                         continue;
                 v = g->nodes[n].out[0];
                 if (g->values[v].uses != 1 || g->values[v].output >= 0)
                         continue;
                 r = reader[v];
-                if (r < 0 || removed[r] || !fusible(g, r) || hasprev[r])
+                if (r < 0 || removed[r] || !fusible(g, r, strings) || hasprev[r])
                         continue;
                 next[n] = r;
                 hasprev[r] = 1;

@@ -250,20 +250,49 @@ static int node_code(int otherwise)
         return code ? code : otherwise;
 }
 
-/* Operators that may see STRING tensors: they copy the element pointers, or read and make
- * strings through ops/strings.h. Every other kernel would take the pointers for numbers
- * (and one that reads them as data could be led anywhere), so a STRING value reaching it
- * fails the node instead. */
-static int strings_ok(const char *op)
-{
-        static const char *const ok[] = { "Cast", "CastLike", "StringNormalizer", "Identity", "Constant",
-                                          "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Shape",
-                                          "Size", NULL };
+/* Operators that may see STRING tensors, and at which inputs: they copy the element
+ * pointers (8 bytes, by element size, never read as numbers), or read and make strings
+ * through ops/strings.h. Every other kernel would take the pointers for numbers (and one
+ * that reads them as data could be led anywhere), so a STRING value reaching it, or reaching
+ * a listed operator at an input it reads as numbers (indices, shapes, a condition), fails
+ * the node instead. in: bit i, input i may be a string (bit 31: every input). Outputs are
+ * free for listed operators: their infers derive them from the inputs or attributes. */
+struct string_op {
+        const char *name;
+        uint32_t in;
+};
 
-        for (int i = 0; ok[i]; i++)
-                if (strcmp(op, ok[i]) == 0)
-                        return 1;
-        return 0;
+#define STR_IN_ALL (1u << 31)
+
+static const struct string_op string_ops[] = {
+        { "Cast", 1 },           { "CastLike", 3 },      { "StringNormalizer", 1 },
+        { "Identity", 1 },       { "Constant", 0 },      { "Reshape", 1 },
+        { "Squeeze", 1 },        { "Unsqueeze", 1 },     { "Flatten", 1 },
+        { "Shape", 1 },          { "Size", 1 },          { "Gather", 1 },
+        { "GatherElements", 1 }, { "Concat", STR_IN_ALL }, { "Slice", 1 },
+        { "Split", 1 },          { "Transpose", 1 },     { "Expand", 1 },
+        { "Tile", 1 },           { "Where", 6 },         { "Equal", 3 },
+        { "TfIdfVectorizer", 1 }, { NULL, 0 },
+};
+
+/* 0 when the call's strings may reach op, else an error naming the node (label). */
+static int strings_check(const char *label, const char *op, const struct ops_call *call,
+                         char *err, size_t errlen)
+{
+        for (int k = 0; string_ops[k].name; k++) {
+                uint32_t m = string_ops[k].in;
+                if (strcmp(op, string_ops[k].name) != 0)
+                        continue;
+                for (int i = 0; i < call->nin; i++)
+                        if (call->in[i].dtype == PROTO_DTYPE_STRING && !(m & STR_IN_ALL) &&
+                            (i >= 31 || !(m & (1u << i))))
+                                return err_set(err, errlen, PROTO_E_UNSUPPORTED,
+                                               "%s: string tensors are not supported by %s at input %d",
+                                               label, op, i);
+                return 0;
+        }
+        return err_set(err, errlen, PROTO_E_UNSUPPORTED, "%s: string tensors are not supported by %s",
+                       label, op);
 }
 
 static int has_strings(const struct ops_call *call)
@@ -312,9 +341,8 @@ static int run_node(struct frame *f, int n, char *err, size_t errlen)
                                                                                 : "an empty optional");
         }
         /* before infer too: some infers read their inputs' data */
-        if (has_strings(&call) && !strings_ok(def->name))
-                return err_set(err, errlen, PROTO_E_UNSUPPORTED, "%s: string tensors are not supported by %s",
-                               label, def->name);
+        if (has_strings(&call) && (rc = strings_check(label, def->name, &call, err, errlen)))
+                return rc;
         call.nout = gn->nout;
         call.nattr = gn->nattr;
         if (gn->nattr)
@@ -329,11 +357,8 @@ static int run_node(struct frame *f, int n, char *err, size_t errlen)
                           msg[0] ? msg : "shape inference failed");
                 goto out;
         }
-        if (has_strings(&call) && !strings_ok(def->name)) {
-                rc = err_set(err, errlen, PROTO_E_UNSUPPORTED, "%s: string tensors are not supported by %s",
-                             label, def->name);
+        if (has_strings(&call) && (rc = strings_check(label, def->name, &call, err, errlen)))
                 goto out;
-        }
         for (int j = 0; j < gn->nout; j++) {
                 struct ops_tensor *o = &call.out[j];
                 int v = gn->out[j];
@@ -462,6 +487,7 @@ static int decode_strings(const char *name, const struct ops_tensor *t, uint64_t
         uint64_t off = 0;
         struct ops_str **el;
         char msg[256] = "";
+        int64_t bad;
 
         *ret = *t;
         *ret_mem = NULL;
@@ -485,6 +511,13 @@ static int decode_strings(const char *name, const struct ops_tensor *t, uint64_t
                         return err_set(err, errlen, PROTO_E_INVALID,
                                        "input '%s': string %lld of %u bytes runs past the %llu bytes bound",
                                        name, (long long)i, len, (unsigned long long)cap);
+                /* ONNX strings are UTF-8; kernels (StringNormalizer's case changes) may
+                 * rely on it. */
+                bad = ops_utf8_check(p + off, len);
+                if (bad >= 0)
+                        return err_set(err, errlen, PROTO_E_INVALID,
+                                       "input '%s': string %lld is not valid UTF-8 (byte %lld)",
+                                       name, (long long)i, (long long)bad);
                 msg[0] = 0;
                 el[i] = ops_str_new(p + off, len, msg, sizeof(msg));
                 if (!el[i])

@@ -366,6 +366,7 @@ static int strings_from_proto(struct imp *im, struct graph *g, const Onnx__Tenso
         struct ops_str **el;
         uint64_t total = 0, off = 0;
         char *store;
+        int64_t bad;
 
         if (tp->has_raw_data || tp->n_float_data || tp->n_int32_data || tp->n_int64_data ||
             tp->n_double_data || tp->n_uint64_data)
@@ -376,6 +377,10 @@ static int strings_from_proto(struct imp *im, struct graph *g, const Onnx__Tenso
         for (size_t i = 0; i < tp->n_string_data; i++) {
                 if (tp->string_data[i].len > UINT32_MAX - 16)
                         return imp_fail(im, PROTO_E_UNSUPPORTED, "%s: string %zu is over 4 GiB", what, i);
+                bad = ops_utf8_check(tp->string_data[i].data, tp->string_data[i].len);
+                if (bad >= 0)
+                        return imp_fail(im, PROTO_E_INVALID, "%s: string %zu is not valid UTF-8 (byte %lld)",
+                                        what, i, (long long)bad);
                 /* bounded by the model's own bytes: no wrap */
                 total += (ops_str_size(tp->string_data[i].len) + 7) & ~(uint64_t)7;
         }

@@ -5,11 +5,64 @@
  * bfloat16 compare through float32, exactly. Where selects by element size (it only moves
  * bits, so every dtype works natively). BitShift by the element width or more gives 0.
  * Its "direction" attribute is the string LEFT or RIGHT; launches over the wire, which
- * cannot carry strings, may give it as an int (0 = LEFT, 1 = RIGHT). */
+ * cannot carry strings, may give it as an int (0 = LEFT, 1 = RIGHT).
+ *
+ * Equal and Where also take STRING tensors (in graph runs only; the executor lets strings
+ * reach them at their data inputs): Equal compares the strings byte for byte, Where moves
+ * the element pointers. For the element-wise rules (dtype checks, broadcasting) the strings
+ * stand as uint64, the same size, in a probe copy of the call. */
 #include <errno.h>
 #include <string.h>
 
 #include "ew.h"
+#include "strings.h"
+
+/* 1 and *probe: the call with its STRING inputs among op's same-dtype ones as uint64 (and
+ * a STRING output likewise); 0: no strings; < 0: strings mixed with other dtypes. */
+static int string_probe(const struct ew_op *op, const struct ops_call *call,
+                        struct ops_call *probe, char *err, size_t errlen)
+{
+        int any = 0, other = -1;
+
+        for (int i = 0; i < call->nin && i < 32; i++) {
+                if (!((op->same >> i) & 1) || !call->in[i].dtype)
+                        continue;
+                if (call->in[i].dtype == PROTO_DTYPE_STRING)
+                        any = 1;
+                else
+                        other = i;
+        }
+        if (!any)
+                return 0;
+        if (other >= 0)
+                return ops_fail(err, errlen, -EINVAL, "%s: input %d is not a string like the others",
+                                op->name, other);
+        *probe = *call;
+        for (int i = 0; i < call->nin && i < 32; i++)
+                if (((op->same >> i) & 1) && probe->in[i].dtype == PROTO_DTYPE_STRING)
+                        probe->in[i].dtype = PROTO_DTYPE_UINT64;
+        if (probe->nout >= 1 && probe->out[0].dtype == PROTO_DTYPE_STRING)
+                probe->out[0].dtype = PROTO_DTYPE_UINT64;
+        return 1;
+}
+
+/* ew_infer on the probe; out_dtype (nonzero) replaces the inferred output dtype. */
+static int string_infer(const struct ew_op *op, struct ops_call *call, int out_dtype, char *err,
+                        size_t errlen)
+{
+        struct ops_call *probe = __builtin_alloca(sizeof(*probe));
+        int rc = string_probe(op, call, probe, err, errlen);
+
+        if (rc <= 0)
+                return rc < 0 ? rc : ew_infer(op, call, err, errlen);
+        rc = ew_infer(op, probe, err, errlen);
+        if (rc)
+                return rc;
+        call->out[0].dtype = out_dtype ? out_dtype : probe->out[0].dtype;
+        call->out[0].ndim = probe->out[0].ndim;
+        memcpy(call->out[0].dims, probe->out[0].dims, sizeof(call->out[0].dims));
+        return 0;
+}
 
 /* --------------------------------------------------------------------- comparisons */
 
@@ -46,7 +99,57 @@ EW_CMP_OP(greater_op, "Greater", EW_NUMERIC, greater_k)
 EW_CMP_OP(greatereq_op, "GreaterOrEqual", EW_NUMERIC, greatereq_k)
 
 /* Version 7 brought broadcasting; later versions added dtypes. */
-EW_DEFINE(ops_equal_def, "Equal", equal_op, 2, 2, OPS_ENGINE_VECTOR, 7)
+/* Equal on strings: same length, same bytes (a NULL element is the empty string). */
+static void equal_str(void *o, const void *const *in, const int64_t *st, int64_t n,
+                      const struct ew_params *p)
+{
+        const struct ops_str *const *a = in[0], *const *b = in[1];
+        uint8_t *y = o;
+
+        (void)p;
+        for (int64_t i = 0; i < n; i++) {
+                uint32_t la, lb;
+                const char *sa = ops_str_bytes(a[i * st[0]], &la);
+                const char *sb = ops_str_bytes(b[i * st[1]], &lb);
+                y[i] = la == lb && memcmp(sa, sb, la) == 0;
+        }
+}
+
+static int equal_infer(const struct ops_def *d, struct ops_call *c, char *e, size_t l)
+{
+        return string_infer(&equal_op, c, PROTO_DTYPE_BOOL, e, l);
+}
+
+static int equal_check(const struct ops_def *d, const struct ops_call *c, char *e, size_t l)
+{
+        return ew_check(&equal_op, d, c, e, l);
+}
+
+static int equal_run(const struct ops_def *d, const struct ops_call *c, char *e, size_t l)
+{
+        struct ops_call *probe = __builtin_alloca(sizeof(*probe));
+        struct ew_plan pl;
+        int rc = string_probe(&equal_op, c, probe, e, l);
+
+        if (rc <= 0)
+                return rc < 0 ? rc : ew_run(&equal_op, c, e, l);
+        rc = ew_plan_init(&equal_op, probe, &pl, e, l);
+        if (rc)
+                return rc;
+        pl.k = equal_str;
+        return ew_apply(&pl, &c->out[0], equal_op.name, e, l);
+}
+
+static void equal_cost(const struct ops_def *d, const struct ops_call *c, uint64_t *f, uint64_t *b)
+{
+        ew_cost(&equal_op, c, f, b);
+}
+
+const struct ops_def ops_equal_def = {
+        .name = "Equal", .min_inputs = 2, .max_inputs = 2, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .check = equal_check, .run = equal_run, .cost = equal_cost,
+        .flags = OPS_FLAG_ELEMENTWISE, .infer = equal_infer, .since_version = 7,
+};
 EW_DEFINE(ops_less_def, "Less", less_op, 2, 2, OPS_ENGINE_VECTOR, 7)
 EW_DEFINE(ops_lessorequal_def, "LessOrEqual", lesseq_op, 2, 2, OPS_ENGINE_VECTOR, 12)
 EW_DEFINE(ops_greater_def, "Greater", greater_op, 2, 2, OPS_ENGINE_VECTOR, 7)
@@ -116,8 +219,40 @@ static const struct ew_op where_op = {
         .k = where_k, .infer = where_infer, .flops = 1,
 };
 
+static int where_infer_def(const struct ops_def *d, struct ops_call *c, char *e, size_t l)
+{
+        int strings = c->in[1].dtype == PROTO_DTYPE_STRING || c->in[2].dtype == PROTO_DTYPE_STRING;
+
+        return string_infer(&where_op, c, strings ? PROTO_DTYPE_STRING : 0, e, l);
+}
+
+static int where_check(const struct ops_def *d, const struct ops_call *c, char *e, size_t l)
+{
+        return ew_check(&where_op, d, c, e, l);
+}
+
+/* Strings: the 8-byte selection of uint64 moves their pointers. */
+static int where_run(const struct ops_def *d, const struct ops_call *c, char *e, size_t l)
+{
+        struct ops_call *probe = __builtin_alloca(sizeof(*probe));
+        int rc = string_probe(&where_op, c, probe, e, l);
+
+        if (rc <= 0)
+                return rc < 0 ? rc : ew_run(&where_op, c, e, l);
+        return ew_run(&where_op, probe, e, l);
+}
+
+static void where_cost(const struct ops_def *d, const struct ops_call *c, uint64_t *f, uint64_t *b)
+{
+        ew_cost(&where_op, c, f, b);
+}
+
 /* Where-16 only added bfloat16. */
-EW_DEFINE(ops_where_def, "Where", where_op, 3, 3, OPS_ENGINE_VECTOR, 9)
+const struct ops_def ops_where_def = {
+        .name = "Where", .min_inputs = 3, .max_inputs = 3, .outputs = 1,
+        .engine = OPS_ENGINE_VECTOR, .check = where_check, .run = where_run, .cost = where_cost,
+        .flags = OPS_FLAG_ELEMENTWISE, .infer = where_infer_def, .since_version = 9,
+};
 
 /* ------------------------------------------------------------------------ BitShift */
 

@@ -7,13 +7,18 @@
  *
  * The pool holds the n-grams of each length back to back: ngram_counts[i] is where the
  * (i+1)-grams start. Lookups go through a per-length index sorted lexicographically (a
- * binary search per candidate), built for each run. String pools (pool_strings) need string
- * tensors, which npud does not hold: such a model is refused with a message saying so. */
+ * binary search per candidate), built for each run.
+ *
+ * With pool_strings the input is a STRING tensor (graph runs only): each pool string becomes
+ * a token (the rank of its bytes among the distinct pool strings) and each input string the
+ * token of the equal pool string, or -1 when the pool has none (a gram holding it is never
+ * found); then the integer algorithm counts tokens. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nn-common.h"
+#include "strings.h"
 
 /* ngram_indexes entries above this are refused: an output row that long is a mistake or
  * an attack, and it keeps max + 1 and row offsets far from overflowing. */
@@ -25,6 +30,7 @@ struct tfidf {
         int64_t minn, maxn, maxskip;
         enum tfidf_mode mode;
         const int64_t *pool, *counts, *idx;
+        const char *const *spool; /* pool_strings (pool then NULL) */
         int npool, ncounts, nidx;
         const float *w;
         int nw;
@@ -62,10 +68,6 @@ static int tfidf_parse(const struct ops_def *def, const struct ops_call *call, s
         int i;
 
         memset(p, 0, sizeof(*p));
-        if (ops_attr_find(call, "pool_strings"))
-                return ops_fail(err, errlen, -EINVAL,
-                                "%s: pool_strings needs string tensors, which npud does not support; use pool_int64s",
-                                def->name);
         p->minn = ops_attr_int(call, "min_gram_length", 0);
         p->maxn = ops_attr_int(call, "max_gram_length", 0);
         p->maxskip = ops_attr_int(call, "max_skip_count", 0);
@@ -96,9 +98,24 @@ static int tfidf_parse(const struct ops_def *def, const struct ops_call *call, s
                 return ops_fail(err, errlen, -EINVAL,
                                 "%s: pool_int64s, ngram_counts and ngram_indexes must be lists of integers",
                                 def->name);
-        if (!ops_attr_find(call, "pool_int64s") || !p->ncounts || !p->nidx)
+        a = ops_attr_find(call, "pool_strings");
+        if (a && ops_attr_find(call, "pool_int64s"))
+                return ops_fail(err, errlen, -EINVAL, "%s: both pool_int64s and pool_strings given",
+                                def->name);
+        if (a) {
+                if (a->type != OPS_ATTR_STRINGS || a->n < 0 || (a->n && !a->strings))
+                        return ops_fail(err, errlen, -EINVAL, "%s: pool_strings must be a list of strings",
+                                        def->name);
+                for (i = 0; i < a->n; i++)
+                        if (!a->strings[i])
+                                return ops_fail(err, errlen, -EINVAL, "%s: pool_strings[%d] is missing",
+                                                def->name, i);
+                p->spool = a->strings;
+                p->npool = a->n;
+        }
+        if ((!ops_attr_find(call, "pool_int64s") && !p->spool) || !p->ncounts || !p->nidx)
                 return ops_fail(err, errlen, -EINVAL,
-                                "%s: attributes pool_int64s, ngram_counts and ngram_indexes are required",
+                                "%s: attributes pool_int64s or pool_strings, ngram_counts and ngram_indexes are required",
                                 def->name);
         for (i = 0; i < p->ncounts; i++) {
                 int64_t start = p->counts[i];
@@ -106,7 +123,7 @@ static int tfidf_parse(const struct ops_def *def, const struct ops_call *call, s
 
                 if (start < 0 || start > end || end > p->npool || (end - start) % (i + 1))
                         return ops_fail(err, errlen, -EINVAL,
-                                        "%s: ngram_counts[%d] = %lld does not split pool_int64s (%d values) into %d-grams",
+                                        "%s: ngram_counts[%d] = %lld does not split the pool (%d values) into %d-grams",
                                         def->name, i, (long long)start, p->npool, i + 1);
                 total += (end - start) / (i + 1);
         }
@@ -134,6 +151,7 @@ static int tfidf_parse(const struct ops_def *def, const struct ops_call *call, s
 }
 
 static const int tfidf_in_types[] = { PROTO_DTYPE_INT32, PROTO_DTYPE_INT64, 0 };
+static const int tfidf_str_types[] = { PROTO_DTYPE_STRING, 0 };
 
 static int tfidf_infer(const struct ops_def *def, struct ops_call *call, char *err,
                        size_t errlen)
@@ -145,9 +163,10 @@ static int tfidf_infer(const struct ops_def *def, struct ops_call *call, char *e
 
         rc = nn_infer_begin(def, call, err, errlen);
         if (!rc)
-                rc = nn_want_dtype(def, call, 0, tfidf_in_types, err, errlen);
-        if (!rc)
                 rc = tfidf_parse(def, call, &p, err, errlen);
+        /* strings for a string pool, integers for an integer one */
+        if (!rc)
+                rc = nn_want_dtype(def, call, 0, p.spool ? tfidf_str_types : tfidf_in_types, err, errlen);
         if (rc)
                 return rc;
         if (x->ndim != 1 && x->ndim != 2)
@@ -208,13 +227,74 @@ static int64_t tfidf_find(const struct tfidf_seg *s, const int64_t *g)
         return -1;
 }
 
+/* Byte order of a string of la bytes and one of lb. */
+static int bytes_cmp(const char *a, size_t la, const char *b, size_t lb)
+{
+        int c = memcmp(a, b, la < lb ? la : lb);
+
+        return c ? c : la < lb ? -1 : la > lb;
+}
+
+static int spool_cmp(const void *a, const void *b, void *arg)
+{
+        const char *const *sp = arg;
+        const char *x = sp[*(const int64_t *)a], *y = sp[*(const int64_t *)b];
+
+        return bytes_cmp(x, strlen(x), y, strlen(y));
+}
+
+/* Tokens of a string pool: *ret_tok[i] for pool string i (equal strings, equal tokens), and
+ * *ret_sorted, the pool's indices in byte order, to look input strings up in. */
+static int spool_tokens(const struct tfidf *p, int64_t **ret_tok, int64_t **ret_sorted)
+{
+        int64_t *tok = ops_buf_alloc(sizeof(*tok) * (size_t)(p->npool ? p->npool : 1), NULL, 0);
+        int64_t *sorted = ops_buf_alloc(sizeof(*sorted) * (size_t)(p->npool ? p->npool : 1), NULL, 0);
+        int64_t rank = 0;
+
+        *ret_tok = tok;
+        *ret_sorted = sorted;
+        if (!tok || !sorted)
+                return -ENOMEM;
+        for (int64_t i = 0; i < p->npool; i++)
+                sorted[i] = i;
+        qsort_r(sorted, (size_t)p->npool, sizeof(*sorted), spool_cmp, (void *)p->spool);
+        for (int64_t i = 0; i < p->npool; i++) {
+                if (i && spool_cmp(&sorted[i - 1], &sorted[i], (void *)p->spool))
+                        rank++;
+                tok[sorted[i]] = rank;
+        }
+        return 0;
+}
+
+/* The token of an input string: that of the equal pool string, -1 when there is none. */
+static int64_t spool_find(const struct tfidf *p, const int64_t *tok, const int64_t *sorted,
+                          const struct ops_str *el)
+{
+        uint32_t len;
+        const char *s = ops_str_bytes(el, &len);
+        int64_t lo = 0, hi = p->npool;
+
+        while (lo < hi) {
+                int64_t mid = lo + (hi - lo) / 2;
+                const char *y = p->spool[sorted[mid]];
+                int c = bytes_cmp(s, len, y, strlen(y));
+                if (!c)
+                        return tok[sorted[mid]];
+                if (c < 0)
+                        hi = mid;
+                else
+                        lo = mid + 1;
+        }
+        return -1;
+}
+
 static int tfidf_run(const struct ops_def *def, const struct ops_call *call, char *err,
                      size_t errlen)
 {
         const struct ops_tensor *x = &call->in[0];
         struct tfidf p;
         struct tfidf_seg *seg = NULL;
-        int64_t *order = NULL, *g = NULL;
+        int64_t *order = NULL, *g = NULL, *tok = NULL, *sorted = NULL, *xtok = NULL;
         int64_t rows, cols, emax, r, i, first = 0, work = 0;
         float *y = call->out[0].data;
         int rc;
@@ -224,6 +304,23 @@ static int tfidf_run(const struct ops_def *def, const struct ops_call *call, cha
                 return rc;
         rows = x->ndim == 2 ? x->dims[0] : 1;
         cols = x->ndim == 2 ? x->dims[1] : x->dims[0];
+        if (p.spool) {
+                /* strings become tokens, pool and input alike */
+                int64_t nx = rows * cols;
+                if (x->dtype != PROTO_DTYPE_STRING)
+                        return ops_fail(err, errlen, -EINVAL, "%s: pool_strings needs string input",
+                                        def->name);
+                xtok = ops_buf_alloc(sizeof(*xtok) * (size_t)(nx ? nx : 1), NULL, 0);
+                if (!xtok || spool_tokens(&p, &tok, &sorted)) {
+                        rc = ops_fail(err, errlen, -ENOMEM, "%s: out of memory", def->name);
+                        goto out;
+                }
+                for (i = 0; i < nx; i++)
+                        xtok[i] = spool_find(&p, tok, sorted, ((struct ops_str *const *)x->data)[i]);
+                p.pool = tok;
+        } else if (x->dtype == PROTO_DTYPE_STRING) {
+                return ops_fail(err, errlen, -EINVAL, "%s: string input needs pool_strings", def->name);
+        }
         /* grams longer than the pool's longest are never found */
         emax = p.maxn < p.ncounts ? p.maxn : p.ncounts;
         seg = ops_buf_alloc(sizeof(*seg) * (size_t)p.ncounts, NULL, 0);
@@ -257,7 +354,8 @@ static int tfidf_run(const struct ops_def *def, const struct ops_call *call, cha
                                 for (int64_t n = 1; n <= emax && s + (n - 1) * d < cols; n++) {
                                         int64_t k;
 
-                                        g[n - 1] = nn_get_int(x, r * cols + s + (n - 1) * d);
+                                        g[n - 1] = xtok ? xtok[r * cols + s + (n - 1) * d]
+                                                        : nn_get_int(x, r * cols + s + (n - 1) * d);
                                         if (n < startn)
                                                 continue;
                                         k = tfidf_find(&seg[n - 1], g);
@@ -287,6 +385,9 @@ out:
         ops_buf_free(seg);
         ops_buf_free(order);
         ops_buf_free(g);
+        ops_buf_free(tok);
+        ops_buf_free(sorted);
+        ops_buf_free(xtok);
         return rc;
 }
 

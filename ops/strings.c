@@ -99,3 +99,41 @@ struct ops_str *ops_str_new(const void *s, size_t len, char *err, size_t errlen)
         r->s[len] = 0;
         return r;
 }
+
+int64_t ops_utf8_check(const void *s, size_t len)
+{
+        const uint8_t *p = s;
+        size_t i = 0;
+
+        while (i < len) {
+                uint8_t c = p[i];
+                uint32_t cp;
+                size_t n;
+
+                if (c < 0x80) {
+                        i++;
+                        continue;
+                }
+                if (c >= 0xc2 && c <= 0xdf)
+                        n = 1, cp = c & 0x1f;
+                else if (c >= 0xe0 && c <= 0xef)
+                        n = 2, cp = c & 0x0f;
+                else if (c >= 0xf0 && c <= 0xf4)
+                        n = 3, cp = c & 0x07;
+                else
+                        return (int64_t)i; /* a continuation byte, 0xc0/0xc1 or past 0xf4 */
+                if (len - i - 1 < n)
+                        return (int64_t)i;
+                for (size_t k = 1; k <= n; k++) {
+                        if ((p[i + k] & 0xc0) != 0x80)
+                                return (int64_t)i;
+                        cp = cp << 6 | (p[i + k] & 0x3f);
+                }
+                /* overlong three- and four-byte forms, surrogates, past U+10FFFF */
+                if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+                    (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+                        return (int64_t)i;
+                i += n + 1;
+        }
+        return -1;
+}

@@ -58,4 +58,9 @@ static inline size_t ops_str_size(size_t len)
         return sizeof(struct ops_str) + len + 1;
 }
 
+/* ONNX strings are UTF-8. -1 when the len bytes at s are valid UTF-8 (no overlong forms,
+ * surrogates or code points past U+10FFFF; NUL is a valid character), else the offset of
+ * the first byte of the first invalid sequence. */
+int64_t ops_utf8_check(const void *s, size_t len);
+
 #endif

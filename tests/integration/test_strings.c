@@ -4,7 +4,9 @@
  * string tensors (whose elements would be pointers the client chose) are refused, a graph
  * run whose string buffer holds pointer-like bytes instead of an encoding fails naming the
  * input, and a short output buffer fails naming the output; npud and another client carry
- * on. */
+ * on. Strings go through Gather, Concat, Equal and TfIdfVectorizer inside a graph; invalid
+ * UTF-8 in an input or an initializer, and strings bound where Gather reads indices, are
+ * errors naming them. */
 #include <check.h>
 #include <signal.h>
 #include <stdint.h>
@@ -74,6 +76,63 @@ static void *model(size_t *ret_len)
         return buf;
 }
 
+/* An initializer of n strings. */
+static Onnx__TensorProto *str_init(const char *name, int n, const char *const *v)
+{
+        Onnx__TensorProto *c = K(sizeof(*c));
+
+        onnx__tensor_proto__init(c);
+        c->name = (char *)name;
+        c->has_data_type = 1;
+        c->data_type = NPU_STRING;
+        c->n_dims = 1;
+        c->dims = K(sizeof(int64_t));
+        c->dims[0] = n;
+        c->n_string_data = (size_t)n;
+        c->string_data = K((size_t)n * sizeof(ProtobufCBinaryData));
+        for (int i = 0; i < n; i++) {
+                c->string_data[i].data = (uint8_t *)v[i];
+                c->string_data[i].len = strlen(v[i]);
+        }
+        return c;
+}
+
+/* g = Gather(x, idx = [3, 0]); y = Concat(g, x) (string [n + 2]); eq = Equal(y, k = ["1e3"])
+ * (bool). bad_init: k holds invalid UTF-8; swap: Gather(k, x), strings as its indices. */
+static void *model_ops(int bad_init, int swap, size_t *ret_len)
+{
+        static const int64_t dn[] = { -1 };
+        Onnx__GraphProto *g = graph_proto();
+        Onnx__NodeProto *ga = node("Gather", 2, swap ? (const char *const[]){ "k", "x" } : (const char *const[]){ "x", "idx" },
+                                   1, (const char *const[]){ "g" });
+        Onnx__NodeProto *cc = node("Concat", 2, (const char *const[]){ "g", "x" }, 1, (const char *const[]){ "y" });
+        Onnx__NodeProto *eq = node("Equal", 2, (const char *const[]){ "y", "k" }, 1, (const char *const[]){ "eq" });
+        Onnx__TensorProto *idx = K(sizeof(*idx));
+
+        onnx__tensor_proto__init(idx);
+        idx->name = (char *)"idx";
+        idx->has_data_type = 1;
+        idx->data_type = NPU_INT64;
+        idx->n_dims = 1;
+        idx->dims = K(sizeof(int64_t));
+        idx->dims[0] = 2;
+        idx->n_int64_data = 2;
+        idx->int64_data = K(2 * sizeof(int64_t));
+        idx->int64_data[0] = 3;
+        attr_i(cc, "axis", 0);
+        g->n_node = 3;
+        g->node = (Onnx__NodeProto **)list(3, ga, cc, eq);
+        g->n_input = 1;
+        g->input = (Onnx__ValueInfoProto **)list(1, tvalue("x", NPU_STRING, 1, dn));
+        g->n_initializer = 2;
+        g->initializer = (Onnx__TensorProto **)list(
+                2, idx, str_init("k", 1, (const char *const[]){ bad_init ? "1e\xc3" : "1e3" }));
+        g->n_output = 2;
+        g->output = (Onnx__ValueInfoProto **)list(2, tvalue("y", NPU_STRING, 1, dn),
+                                                  tvalue("eq", NPU_BOOL, 1, dn));
+        return model_pack(g, 17, ret_len);
+}
+
 /* "2.5" "-inf" "" "1e3" */
 static const uint8_t enc[] = { 3, 0, 0, 0, '2', '.', '5', 4, 0, 0, 0, '-', 'i', 'n', 'f',
                                0, 0, 0, 0, 3, 0, 0, 0, '1', 'e', '3' };
@@ -139,13 +198,137 @@ START_TEST(test_string_graph)
 }
 END_TEST
 
+/* One run of model_ops: x from bytes (len); y (encoded, ycap bytes) and eq [6]. */
+static npu_status_t run_ops(npu_context_t *c, npu_graph_t g, const void *x, size_t len, uint8_t *got_y,
+                            size_t ycap, uint8_t *got_eq)
+{
+        npu_buffer_t bx, by, be;
+        npu_stream_t s;
+        npu_tensor_t in, out[2];
+        npu_status_t st;
+
+        OK(npu_stream_create(c, 0, 0, &s));
+        OK(npu_malloc(c, 0, len, &bx));
+        OK(npu_malloc(c, 0, ycap, &by));
+        OK(npu_malloc(c, 0, 6, &be));
+        OK(npu_memcpy_to_device(c, bx, 0, x, len));
+        in = t1(bx, NPU_STRING, 4);
+        out[0] = t1(by, NPU_STRING, 6);
+        out[1] = t1(be, NPU_BOOL, 6);
+        st = npu_graph_run(c, s, g, &in, 1, out, 2, NULL);
+        if (st == NPU_OK)
+                st = npu_stream_synchronize(c, s);
+        if (st == NPU_OK) {
+                OK(npu_memcpy_from_device(c, got_y, by, 0, ycap));
+                OK(npu_memcpy_from_device(c, got_eq, be, 0, 6));
+        }
+        npu_free(c, bx);
+        npu_free(c, by);
+        npu_free(c, be);
+        npu_stream_destroy(c, s);
+        return st;
+}
+
+START_TEST(test_string_ops)
+{
+        /* y: "1e3" "2.5", then x */
+        static const uint8_t head[] = { 3, 0, 0, 0, '1', 'e', '3', 3, 0, 0, 0, '2', '.', '5' };
+        uint8_t y[sizeof(head) + sizeof(enc)], eq[6];
+        size_t len;
+        void *m = model_ops(0, 0, &len);
+        npu_graph_t g;
+
+        OK(npu_graph_load(ctx, 0, m, len, &g));
+        free(m);
+        OK(run_ops(ctx, g, enc, sizeof(enc), y, sizeof(y), eq));
+        ck_assert_int_eq(memcmp(y, head, sizeof(head)), 0);
+        ck_assert_int_eq(memcmp(y + sizeof(head), enc, sizeof(enc)), 0);
+        ck_assert_int_eq(memcmp(eq, "\1\0\0\0\0\1", 6), 0);
+        OK(npu_graph_unload(ctx, g));
+}
+END_TEST
+
+/* x (string [4]) -> TfIdfVectorizer(pool_strings ["1e3", "2.5", "-inf"], unigrams, TF) -> t
+ * (float [3]). */
+static void *model_tfidf(size_t *ret_len)
+{
+        static const int64_t dn[] = { -1 }, counts[] = { 0 }, idx[] = { 2, 0, 1 };
+        static const char *const pool[] = { "1e3", "2.5", "-inf" };
+        Onnx__GraphProto *g = graph_proto();
+        Onnx__NodeProto *n = node("TfIdfVectorizer", 1, (const char *const[]){ "x" }, 1,
+                                  (const char *const[]){ "t" });
+        Onnx__AttributeProto *mode = K(sizeof(*mode)), *ps = K(sizeof(*ps));
+
+        attr_i(n, "min_gram_length", 1);
+        attr_i(n, "max_gram_length", 1);
+        attr_i(n, "max_skip_count", 0);
+        attr_ints(n, "ngram_counts", 1, counts);
+        attr_ints(n, "ngram_indexes", 3, idx);
+        onnx__attribute_proto__init(mode);
+        mode->name = (char *)"mode";
+        mode->has_type = 1;
+        mode->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+        mode->has_s = 1;
+        mode->s.data = (uint8_t *)"TF";
+        mode->s.len = 2;
+        node_attr(n, mode);
+        onnx__attribute_proto__init(ps);
+        ps->name = (char *)"pool_strings";
+        ps->has_type = 1;
+        ps->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS;
+        ps->n_strings = 3;
+        ps->strings = K(3 * sizeof(ProtobufCBinaryData));
+        for (int i = 0; i < 3; i++) {
+                ps->strings[i].data = (uint8_t *)pool[i];
+                ps->strings[i].len = strlen(pool[i]);
+        }
+        node_attr(n, ps);
+        g->n_node = 1;
+        g->node = (Onnx__NodeProto **)list(1, n);
+        g->n_input = 1;
+        g->input = (Onnx__ValueInfoProto **)list(1, tvalue("x", NPU_STRING, 1, dn));
+        g->n_output = 1;
+        g->output = (Onnx__ValueInfoProto **)list(1, tvalue("t", NPU_FLOAT32, 1, dn));
+        return model_pack(g, 17, ret_len);
+}
+
+START_TEST(test_string_tfidf)
+{
+        size_t len;
+        void *m = model_tfidf(&len);
+        npu_buffer_t bx, bt;
+        npu_stream_t s;
+        npu_tensor_t in, out;
+        npu_graph_t g;
+        float t[3];
+
+        OK(npu_graph_load(ctx, 0, m, len, &g));
+        free(m);
+        OK(npu_stream_create(ctx, 0, 0, &s));
+        OK(npu_malloc(ctx, 0, sizeof(enc), &bx));
+        OK(npu_malloc(ctx, 0, sizeof(t), &bt));
+        OK(npu_memcpy_to_device(ctx, bx, 0, enc, sizeof(enc)));
+        in = t1(bx, NPU_STRING, 4);
+        out = t1(bt, NPU_FLOAT32, 3);
+        OK(npu_graph_run(ctx, s, g, &in, 1, &out, 1, NULL));
+        OK(npu_stream_synchronize(ctx, s));
+        OK(npu_memcpy_from_device(ctx, t, bt, 0, sizeof(t)));
+        /* x = "2.5" "-inf" "" "1e3": index 0 is "2.5", 1 "-inf", 2 "1e3" */
+        ck_assert_msg(t[0] == 1 && t[1] == 1 && t[2] == 1, "%g %g %g", t[0], t[1], t[2]);
+        npu_free(ctx, bx);
+        npu_free(ctx, bt);
+        npu_stream_destroy(ctx, s);
+        OK(npu_graph_unload(ctx, g));
+}
+END_TEST
+
 /* Run as the unprivileged attacker: 0, or a check's failure ends it non-zero. */
 static int string_attack(void *arg)
 {
         npu_context_t *c;
         npu_buffer_t b[2];
         npu_stream_t s;
-        npu_graph_t g;
+        npu_graph_t g, g2;
         npu_tensor_t t[2];
         uint8_t ptrs[64], out[64];
         float f[4];
@@ -187,6 +370,35 @@ static int string_attack(void *arg)
         st = run(c, g, enc, sizeof(enc), sizeof(enc) - 1, f, out);
         ck_assert_int_eq(st, NPU_ERR_SHAPE);
         ck_assert_msg(strstr(npu_error_message(), "output 's'"), "%s", npu_error_message());
+        /* invalid UTF-8: string 2 is a lone continuation byte */
+        {
+                static const uint8_t bad[] = { 3, 0, 0, 0, '2', '.', '5', 4, 0, 0, 0, '-', 'i', 'n', 'f',
+                                               1, 0, 0, 0, 0x80, 3, 0, 0, 0, '1', 'e', '3' };
+                st = run(c, g, bad, sizeof(bad), sizeof(out), f, out);
+                ck_assert_int_eq(st, NPU_ERR_INVALID);
+                ck_assert_msg(strstr(npu_error_message(), "input 'x'") &&
+                              strstr(npu_error_message(), "string 2 is not valid UTF-8"),
+                              "%s", npu_error_message());
+        }
+        /* invalid UTF-8 in an initializer: the load fails naming it */
+        m = model_ops(1, 0, &len);
+        st = npu_graph_load(c, 0, m, len, &g2);
+        free(m);
+        ck_assert_int_ne(st, NPU_OK);
+        ck_assert_msg(strstr(npu_error_message(), "initializer 'k'") &&
+                      strstr(npu_error_message(), "UTF-8"), "%s", npu_error_message());
+        /* strings where Gather reads indices: refused, naming the node's input */
+        m = model_ops(0, 1, &len);
+        OK(npu_graph_load(c, 0, m, len, &g2));
+        free(m);
+        {
+                uint8_t y[64], eq[6];
+                st = run_ops(c, g2, enc, sizeof(enc), y, sizeof(y), eq);
+                ck_assert_int_eq(st, NPU_ERR_UNSUPPORTED);
+                ck_assert_msg(strstr(npu_error_message(), "not supported by Gather at input 1"), "%s",
+                              npu_error_message());
+        }
+        OK(npu_graph_unload(c, g2));
         /* and the session goes on */
         good_run(c, g);
         npu_disconnect(c);
@@ -225,6 +437,8 @@ int main(void)
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_set_timeout(tc, 60);
         tcase_add_test(tc, test_string_graph);
+        tcase_add_test(tc, test_string_ops);
+        tcase_add_test(tc, test_string_tfidf);
         tcase_add_test(tc, test_string_attack);
         suite_add_tcase(s, tc);
         sr = srunner_create(s);

@@ -234,19 +234,22 @@ END_TEST
 
 /* Model: x (string [n]) -> op -> y; init: an initializer "c" = ["ab", ""] listed as a second
  * output when with_init. */
-static struct graph *model(const char *op, int to, int ydtype, int with_init)
+static const char *init_s0 = "ab"; /* the initializer's first string */
+
+static int model_import(const char *op, int to, int ydtype, int with_init, struct graph **ret,
+                        char *err, size_t errlen)
 {
         static const int64_t dn[] = { -1 };
         Onnx__ModelProto *m = K(sizeof(*m));
         Onnx__OperatorSetIdProto *o = K(sizeof(*o));
         Onnx__GraphProto *g = K(sizeof(*g));
-        Onnx__NodeProto *n = node(op, strcmp(op, "Concat") ? 1 : 2,
+        int two = !strcmp(op, "Concat") || !strcmp(op, "Gather") || !strcmp(op, "Equal");
+        Onnx__NodeProto *n = node(op, two ? 2 : 1,
                                   (const char *const[]){ "x", "x" }, 1, (const char *const[]){ "y" });
         Onnx__TensorProto *c = K(sizeof(*c));
-        struct graph *gr;
-        char err[256];
         uint8_t *buf;
         size_t len;
+        int rc;
 
         onnx__model_proto__init(m);
         onnx__operator_set_id_proto__init(o);
@@ -277,8 +280,8 @@ static struct graph *model(const char *op, int to, int ydtype, int with_init)
                 c->dims[0] = 2;
                 c->n_string_data = 2;
                 c->string_data = K(2 * sizeof(ProtobufCBinaryData));
-                c->string_data[0].data = (uint8_t *)"ab";
-                c->string_data[0].len = 2;
+                c->string_data[0].data = (uint8_t *)init_s0;
+                c->string_data[0].len = strlen(init_s0);
                 if (with_init) {
                         g->n_initializer = 1;
                         g->initializer = (Onnx__TensorProto **)list(1, c);
@@ -300,8 +303,17 @@ static struct graph *model(const char *op, int to, int ydtype, int with_init)
         ck_assert_ptr_nonnull(buf);
         onnx__model_proto__pack(m, buf);
         keep_free();
-        ck_assert_msg(onnx_import(buf, len, NULL, &gr, err, sizeof(err)) == 0, "%s", err);
+        rc = onnx_import(buf, len, NULL, ret, err, errlen);
         free(buf);
+        return rc;
+}
+
+static struct graph *model(const char *op, int to, int ydtype, int with_init)
+{
+        struct graph *gr;
+        char err[256];
+
+        ck_assert_msg(model_import(op, to, ydtype, with_init, &gr, err, sizeof(err)) == 0, "%s", err);
         return gr;
 }
 
@@ -370,13 +382,315 @@ START_TEST(test_graph_encoded)
         graph_free(g);
 
         /* strings reach listed operators only */
-        g = model("Concat", 0, STR, 0);
+        g = model("Abs", 0, STR, 0);
         b->g = g;
         b->t[1] = t1(STR, outb, 1, 4, 0);
         ck_assert_int_eq(graph_exec_bound(b, err, sizeof(err)), PROTO_E_UNSUPPORTED);
-        ck_assert_msg(strstr(err, "string tensors are not supported by Concat"), "%s", err);
+        ck_assert_msg(strstr(err, "string tensors are not supported by Abs"), "%s", err);
+        graph_free(g);
+
+        /* Concat of x with itself: strings listed there now */
+        g = model("Concat", 0, STR, 0);
+        b->g = g;
+        b->t[1] = t1(STR, outb, 1, 8, 0);
+        b->cap[1] = sizeof(outb);
+        ck_assert_msg(graph_exec_bound(b, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_int_eq(memcmp(outb, enc, sizeof(enc)), 0);
+        ck_assert_int_eq(memcmp(outb + sizeof(enc), enc, sizeof(enc)), 0);
+        graph_free(g);
+
+        /* Equal(x, x) */
+        g = model("Equal", 0, PROTO_DTYPE_BOOL, 0);
+        b->g = g;
+        b->t[1] = t1(PROTO_DTYPE_BOOL, outb, 1, 4, 0);
+        b->cap[1] = 4;
+        ck_assert_msg(graph_exec_bound(b, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_int_eq(memcmp(outb, "\1\1\1\1", 4), 0);
+        graph_free(g);
+
+        /* Gather(x, x): strings are data there, never indices */
+        g = model("Gather", 0, STR, 0);
+        b->g = g;
+        b->t[1] = t1(STR, outb, 1, 4, 0);
+        b->cap[1] = sizeof(outb);
+        ck_assert_int_eq(graph_exec_bound(b, err, sizeof(err)), PROTO_E_UNSUPPORTED);
+        ck_assert_msg(strstr(err, "string tensors are not supported by Gather at input 1"), "%s", err);
+        graph_free(g);
+
+        /* invalid UTF-8 in an input: an error naming it, the string and the byte */
+        g = model("Identity", 0, STR, 0);
+        b->g = g;
+        memcpy(bad, enc, sizeof(bad));
+        bad[9] = 0xc0; /* "x" -> an overlong lead byte */
+        b->t[0].data = bad;
+        b->t[1] = t1(STR, outb, 1, 4, 0);
+        ck_assert_int_eq(graph_exec_bound(b, err, sizeof(err)), PROTO_E_INVALID);
+        ck_assert_msg(strstr(err, "input 'x'") && strstr(err, "string 1") && strstr(err, "UTF-8"),
+                      "%s", err);
+        b->t[0].data = (void *)enc;
+        ck_assert_msg(graph_exec_bound(b, err, sizeof(err)) == 0, "%s", err);
         graph_free(g);
         free(b);
+}
+END_TEST
+
+START_TEST(test_utf8)
+{
+        static const struct {
+                const char *s;
+                int64_t bad;
+        } cases[] = {
+                { "", -1 },                  { "plain", -1 },
+                { "caf\xc3\xa9", -1 },       { "\xe2\x82\xac", -1 },         /* euro sign */
+                { "\xf0\x9f\x98\x80", -1 },  { "\xf4\x8f\xbf\xbf", -1 },     /* U+10FFFF */
+                { "a\x80", 1 },              { "\xc0\xaf", 0 },              /* overlong '/' */
+                { "\xe0\x80\xaf", 0 },       { "\xf0\x80\x80\xaf", 0 },      /* overlong */
+                { "ab\xed\xa0\x80", 2 },     { "\xf4\x90\x80\x80", 0 },      /* surrogate, past */
+                { "\xe2\x82", 0 },           { "x\xf0\x9f\x98", 1 },         /* cut short */
+                { "\xff", 0 },               { "\xc3\x28", 0 },
+        };
+        struct graph *g;
+        char err[256];
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+                ck_assert_msg(ops_utf8_check(cases[i].s, strlen(cases[i].s)) == cases[i].bad,
+                              "case %zu", i);
+        ck_assert_int_eq(ops_utf8_check("a\0b", 3), -1);
+        /* an initializer's string_data */
+        init_s0 = "ok\xfe";
+        ck_assert_int_eq(model_import("Identity", 0, STR, 1, &g, err, sizeof(err)), PROTO_E_INVALID);
+        ck_assert_msg(strstr(err, "initializer 'c'") && strstr(err, "string 0 is not valid UTF-8 (byte 2)"),
+                      "%s", err);
+        /* and a Constant's */
+        ck_assert_int_ne(model_import("Constant", 0, STR, 0, &g, err, sizeof(err)), 0);
+        ck_assert_msg(strstr(err, "UTF-8"), "%s", err);
+        init_s0 = "ab";
+}
+END_TEST
+
+static void call_int(struct ops_call *c, const char *name, int64_t v)
+{
+        struct ops_attr *a = &c->attr[c->nattr++];
+
+        memset(a, 0, sizeof(*a));
+        strcpy(a->name, name);
+        a->type = OPS_ATTR_INT;
+        a->i = v;
+}
+
+static void call_ints(struct ops_call *c, const char *name, int n, const int64_t *v)
+{
+        struct ops_attr *a = &c->attr[c->nattr++];
+
+        memset(a, 0, sizeof(*a));
+        strcpy(a->name, name);
+        a->type = OPS_ATTR_INTS;
+        a->n = n;
+        a->ints = v;
+}
+
+static void strs_are(struct ops_str *const *got, int n, const char *const *want)
+{
+        for (int i = 0; i < n; i++)
+                str_is(got[i], want[i]);
+}
+
+static void call_init(struct ops_call *c, int nin, int nout)
+{
+        memset(c, 0, sizeof(*c));
+        c->nin = nin;
+        c->nout = nout;
+        c->opset = 17;
+}
+
+/* The data-movement kernels copy string elements (pointers) by size and never read them. */
+START_TEST(test_move_ops)
+{
+        struct ops_strpool p;
+        struct ops_str *x[6], *y[12], *z[6], *w[6];
+        int64_t i2[2] = { 2, 0 }, ge[4] = { 1, 0, 2, 2 }, st[1] = { 1 }, en[1] = { 3 }, ax[1] = { 1 };
+        int64_t shp[2] = { 2, 3 }, rep[2] = { 1, 2 }, perm[2] = { 1, 0 }, spl[2] = { 1, 2 };
+        uint8_t cond[3] = { 1, 0, 1 }, eq[6];
+        struct ops_call c;
+        char err[256];
+
+        ops_strpool_begin(&p);
+        /* x = [["a","b","c"],["d","e","f"]] */
+        for (int i = 0; i < 6; i++) {
+                char s[2] = { (char)('a' + i), 0 };
+                x[i] = S(s);
+        }
+        /* Gather axis 1, indices [2, 0] */
+        call_init(&c, 2, 1);
+        c.in[0] = t1(STR, x, 2, 2, 3);
+        c.in[1] = t1(PROTO_DTYPE_INT64, i2, 1, 2, 0);
+        c.out[0].data = y;
+        call_int(&c, "axis", 1);
+        ck_assert_msg(run_op("Gather", &c, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_int_eq(c.out[0].dtype, STR);
+        strs_are(y, 4, (const char *const[]){ "c", "a", "f", "d" });
+        /* GatherElements axis 1, indices [[1,0],[2,2]] */
+        call_init(&c, 2, 1);
+        c.in[0] = t1(STR, x, 2, 2, 3);
+        c.in[1] = t1(PROTO_DTYPE_INT64, ge, 2, 2, 2);
+        c.out[0].data = y;
+        call_int(&c, "axis", 1);
+        ck_assert_msg(run_op("GatherElements", &c, err, sizeof(err)) == 0, "%s", err);
+        strs_are(y, 4, (const char *const[]){ "b", "a", "f", "f" });
+        /* Concat axis 0 of x and x */
+        call_init(&c, 2, 1);
+        c.in[0] = c.in[1] = t1(STR, x, 2, 2, 3);
+        c.out[0].data = y;
+        call_int(&c, "axis", 0);
+        ck_assert_msg(run_op("Concat", &c, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_int_eq(c.out[0].dims[0], 4);
+        strs_are(y, 12, (const char *const[]){ "a", "b", "c", "d", "e", "f", "a", "b", "c", "d", "e", "f" });
+        /* Slice axis 1 [1, 3) */
+        call_init(&c, 4, 1);
+        c.in[0] = t1(STR, x, 2, 2, 3);
+        c.in[1] = t1(PROTO_DTYPE_INT64, st, 1, 1, 0);
+        c.in[2] = t1(PROTO_DTYPE_INT64, en, 1, 1, 0);
+        c.in[3] = t1(PROTO_DTYPE_INT64, ax, 1, 1, 0);
+        c.out[0].data = y;
+        ck_assert_msg(run_op("Slice", &c, err, sizeof(err)) == 0, "%s", err);
+        strs_are(y, 4, (const char *const[]){ "b", "c", "e", "f" });
+        /* Split axis 1 into [1, 2] */
+        call_init(&c, 2, 2);
+        c.in[0] = t1(STR, x, 2, 2, 3);
+        c.in[1] = t1(PROTO_DTYPE_INT64, spl, 1, 2, 0);
+        c.out[0].data = y;
+        c.out[1].data = z;
+        call_int(&c, "axis", 1);
+        ck_assert_msg(run_op("Split", &c, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_int_eq(c.out[1].dtype, STR);
+        strs_are(y, 2, (const char *const[]){ "a", "d" });
+        strs_are(z, 4, (const char *const[]){ "b", "c", "e", "f" });
+        /* Transpose */
+        call_init(&c, 1, 1);
+        c.in[0] = t1(STR, x, 2, 2, 3);
+        c.out[0].data = y;
+        call_ints(&c, "perm", 2, perm);
+        ck_assert_msg(run_op("Transpose", &c, err, sizeof(err)) == 0, "%s", err);
+        strs_are(y, 6, (const char *const[]){ "a", "d", "b", "e", "c", "f" });
+        /* Expand [3] to [2, 3] */
+        call_init(&c, 2, 1);
+        c.in[0] = t1(STR, x, 1, 3, 0);
+        c.in[1] = t1(PROTO_DTYPE_INT64, shp, 1, 2, 0);
+        c.out[0].data = y;
+        ck_assert_msg(run_op("Expand", &c, err, sizeof(err)) == 0, "%s", err);
+        strs_are(y, 6, (const char *const[]){ "a", "b", "c", "a", "b", "c" });
+        /* Tile [2, 3] by [1, 2] */
+        call_init(&c, 2, 1);
+        c.in[0] = t1(STR, x, 2, 2, 3);
+        c.in[1] = t1(PROTO_DTYPE_INT64, rep, 1, 2, 0);
+        c.out[0].data = y;
+        ck_assert_msg(run_op("Tile", &c, err, sizeof(err)) == 0, "%s", err);
+        strs_are(y, 12, (const char *const[]){ "a", "b", "c", "a", "b", "c", "d", "e", "f", "d", "e", "f" });
+        /* Where: cond [3] broadcast over x [2, 3] and a scalar y */
+        z[0] = S("-");
+        call_init(&c, 3, 1);
+        c.in[0] = t1(PROTO_DTYPE_BOOL, cond, 1, 3, 0);
+        c.in[1] = t1(STR, x, 2, 2, 3);
+        c.in[2] = t1(STR, z, 0, 0, 0);
+        c.out[0].data = y;
+        ck_assert_msg(run_op("Where", &c, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_int_eq(c.out[0].dtype, STR);
+        ck_assert_int_eq(c.out[0].ndim, 2);
+        strs_are(y, 6, (const char *const[]){ "a", "-", "c", "d", "-", "f" });
+        /* Where with strings on one side only */
+        c.in[2] = t1(PROTO_DTYPE_UINT64, z, 0, 0, 0);
+        ck_assert_int_ne(run_op("Where", &c, err, sizeof(err)), 0);
+        ck_assert_msg(strstr(err, "not a string"), "%s", err);
+
+        /* Equal: byte-wise, broadcasting [2, 3] against [3]; NULL is "" */
+        w[0] = S("a");
+        w[1] = S("bb");
+        w[2] = S("f");
+        call_init(&c, 2, 1);
+        c.in[0] = t1(STR, x, 2, 2, 3);
+        c.in[1] = t1(STR, w, 1, 3, 0);
+        c.out[0].data = eq;
+        ck_assert_msg(run_op("Equal", &c, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_int_eq(c.out[0].dtype, PROTO_DTYPE_BOOL);
+        ck_assert_int_eq(c.out[0].ndim, 2);
+        ck_assert(eq[0] == 1 && eq[1] == 0 && eq[2] == 0 && eq[3] == 0 && eq[4] == 0 && eq[5] == 1);
+        z[0] = S("");
+        z[1] = NULL;
+        z[2] = ops_str_new("a\0b", 3, err, sizeof(err)); /* NUL inside: not "a" */
+        z[3] = S("a");
+        w[0] = NULL;
+        w[1] = S("");
+        w[2] = S("a");
+        w[3] = S("a");
+        call_init(&c, 2, 1);
+        c.in[0] = t1(STR, z, 1, 4, 0);
+        c.in[1] = t1(STR, w, 1, 4, 0);
+        c.out[0].data = eq;
+        ck_assert_msg(run_op("Equal", &c, err, sizeof(err)) == 0, "%s", err);
+        ck_assert(eq[0] == 1 && eq[1] == 1 && eq[2] == 0 && eq[3] == 1);
+        /* strings against numbers */
+        c.in[1].dtype = PROTO_DTYPE_INT64;
+        ck_assert_int_ne(run_op("Equal", &c, err, sizeof(err)), 0);
+        /* numbers still compare as numbers */
+        {
+                int64_t a[3] = { 1, 2, 3 }, b[1] = { 2 };
+                call_init(&c, 2, 1);
+                c.in[0] = t1(PROTO_DTYPE_INT64, a, 1, 3, 0);
+                c.in[1] = t1(PROTO_DTYPE_INT64, b, 1, 1, 0);
+                c.out[0].data = eq;
+                ck_assert_msg(run_op("Equal", &c, err, sizeof(err)) == 0, "%s", err);
+                ck_assert(eq[0] == 0 && eq[1] == 1 && eq[2] == 0);
+        }
+        ops_strpool_end(&p);
+}
+END_TEST
+
+/* TfIdfVectorizer over strings: uni- and bigrams, a string outside the pool breaking grams. */
+START_TEST(test_tfidf_strings)
+{
+        static const char *const pool[] = { "x", "y", "x", "y" };
+        static const int64_t counts[] = { 0, 2 }, idx[] = { 0, 1, 2 };
+        struct ops_str *x[6];
+        struct ops_strpool p;
+        struct ops_call c;
+        float y[6];
+        char err[256];
+        struct ops_attr *a;
+
+        ops_strpool_begin(&p);
+        x[0] = S("x"), x[1] = S("y"), x[2] = S("z"), x[3] = S("x"), x[4] = S("y"), x[5] = S("y");
+        call_init(&c, 1, 1);
+        c.in[0] = t1(STR, x, 2, 2, 3);
+        c.out[0].data = y;
+        call_int(&c, "min_gram_length", 1);
+        call_int(&c, "max_gram_length", 2);
+        call_int(&c, "max_skip_count", 0);
+        call_ints(&c, "ngram_counts", 2, counts);
+        call_ints(&c, "ngram_indexes", 3, idx);
+        a = &c.attr[c.nattr++];
+        memset(a, 0, sizeof(*a));
+        strcpy(a->name, "mode");
+        a->type = OPS_ATTR_STRING;
+        a->s = "TF";
+        a = &c.attr[c.nattr++];
+        memset(a, 0, sizeof(*a));
+        strcpy(a->name, "pool_strings");
+        a->type = OPS_ATTR_STRINGS;
+        a->n = 4;
+        a->strings = pool;
+        ck_assert_msg(run_op("TfIdfVectorizer", &c, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_int_eq(c.out[0].dims[0], 2);
+        ck_assert_int_eq(c.out[0].dims[1], 3);
+        /* row "x" "y" "z": x, y, (x y); row "x" "y" "y": x, y twice, (x y) */
+        ck_assert(y[0] == 1 && y[1] == 1 && y[2] == 1);
+        ck_assert(y[3] == 1 && y[4] == 2 && y[5] == 1);
+        /* integers against a string pool */
+        {
+                int64_t iv[3] = { 1, 2, 3 };
+                c.in[0] = t1(PROTO_DTYPE_INT64, iv, 1, 3, 0);
+                ck_assert_int_ne(run_op("TfIdfVectorizer", &c, err, sizeof(err)), 0);
+        }
+        ops_strpool_end(&p);
 }
 END_TEST
 
@@ -392,6 +706,9 @@ int main(void)
         tcase_add_test(tc, test_cast_from_string);
         tcase_add_test(tc, test_strnormalizer);
         tcase_add_test(tc, test_graph_encoded);
+        tcase_add_test(tc, test_utf8);
+        tcase_add_test(tc, test_move_ops);
+        tcase_add_test(tc, test_tfidf_strings);
         suite_add_tcase(s, tc);
         sr = srunner_create(s);
         srunner_run_all(sr, CK_NORMAL);
