@@ -42,6 +42,9 @@ struct graph_compile_stats {
         int dead;                 /* nodes removed as dead */
         int fused_groups;         /* FusedElementwise nodes made */
         int fused_nodes;          /* nodes they replace */
+        int gelu_fused;           /* erf-form GELU subgraphs made one Gelu node */
+        int layernorm_fused;      /* decomposed LayerNormalizations made one node */
+        int epilogue_fused;       /* bias / activation epilogues taken into MatMul, Gemm, Conv */
         int planned;              /* intermediates placed in the arena */
         int tuned;                /* nodes running a tuned kernel variant (compile-tune.c) */
         int tune_measured;        /* of which measured at this load */
@@ -107,5 +110,39 @@ struct graph_fused {
         int opset;
         struct graph_fused_step *steps;
 };
+
+/* Pattern passes (compile-patterns.c), run with GRAPH_COMPILE_FUSE before the elementwise
+ * chains: each marks the nodes it replaces in removed and answers how many groups it made,
+ * or a negative errno. */
+int graph_pass_gelu(struct graph *g, struct graph_compile_stats *st, char *removed);
+int graph_pass_layernorm(struct graph *g, struct graph_compile_stats *st, char *removed);
+int graph_pass_epilogue(struct graph *g, struct graph_compile_stats *st, char *removed);
+
+/* FusedGemm (compile-epilogue.c): a MatMul, Gemm or Conv followed by a bias Add and / or an
+ * activation, applied to the product block by block right after it is computed. The node's
+ * inputs are the operator's (nin_op of them), then the bias when there is one, then the
+ * activation's inputs past its first (Clip's bounds); its attributes the operator's plus an
+ * OPS_ATTR_OPAQUE "epilogue" pointing to this. */
+#define GRAPH_EPILOGUE_ATTRS 4
+struct graph_epilogue {
+        const struct ops_def *op;   /* MatMul, Gemm or Conv */
+        int nin_op;
+        int bias;                   /* 1: input nin_op is the bias ([N]; Conv: per channel) */
+        const struct ops_def *act;  /* NULL: bias only */
+        int act_nin;
+        int act_nattr;
+        struct ops_attr act_attr[GRAPH_EPILOGUE_ATTRS];
+        int opset;
+};
+
+extern const struct ops_def graph_fused_gemm_def;
+
+/* Output rows [r0, r1) of a FusedGemm call whose rows are independent (graph_fused_gemm_rows
+ * answers how many there are, 0 when they are not): the operator on rows [r0, r1) of its
+ * first input, then the bias and activation on those output rows. A scheduler row tile of
+ * the node is exactly one such call; the whole node is the rows in blocks. */
+int64_t graph_fused_gemm_nrows(const struct ops_call *call);
+int graph_fused_gemm_rows(const struct ops_call *call, int64_t r0, int64_t r1, char *err,
+                          size_t errlen);
 
 #endif
