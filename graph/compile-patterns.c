@@ -527,6 +527,9 @@ static int match_epilogue(struct graph *g, char *removed, int c, struct graph_co
         if (rewrite(g, last, &graph_fused_gemm_def, "FusedGemm", "npud", nin, in, cn->nattr + 1,
                     attr) < 0)
                 return -ENOMEM;
+        /* named after the operator: its failures (shapes that meet only at run time) are
+         * the likely ones, and the model knows it by that name */
+        g->nodes[last].name = g->nodes[c].name;
         for (int k = 0; k < nk; k++)
                 removed[kill[k]] = 1;
         st->epilogue_fused++;
