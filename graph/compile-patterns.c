@@ -1,4 +1,4 @@
-/* Pattern fusions (compile.h, part of GRAPH_COMPILE_FUSE): each pass finds one subgraph
+/* Pattern fusions (compile.h, GRAPH_COMPILE_PATTERNS): each pass finds one subgraph
  * shape that exporters emit for a common operation and rewrites it as one node, in place of
  * the subgraph's last node (whose output keeps its value, so readers see no change); the
  * other nodes of the match are marked removed. A match needs every intermediate to be read

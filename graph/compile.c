@@ -583,8 +583,8 @@ int graph_compile(struct graph *g, unsigned flags, char *err, size_t errlen)
          * Gelu just made) go before the elementwise chains, which would split them. */
         for (int pass = 0; pass < 7 && rc >= 0; pass++) {
                 static const unsigned bit[7] = { GRAPH_COMPILE_FOLD, GRAPH_COMPILE_BN,
-                                                 GRAPH_COMPILE_DEAD, GRAPH_COMPILE_FUSE,
-                                                 GRAPH_COMPILE_FUSE, GRAPH_COMPILE_FUSE,
+                                                 GRAPH_COMPILE_DEAD, GRAPH_COMPILE_PATTERNS,
+                                                 GRAPH_COMPILE_PATTERNS, GRAPH_COMPILE_PATTERNS,
                                                  GRAPH_COMPILE_FUSE };
                 if (!(flags & bit[pass]))
                         continue;

@@ -8,7 +8,10 @@
  *  - dead-node removal: nodes none of whose outputs reaches a graph output;
  *  - elementwise fusion: chains of elementwise nodes, each the only reader of the previous
  *    one's output, become one FusedElementwise node that applies the whole chain block by
- *    block (compile-fused.c), so the data is read once and written once.
+ *    block (compile-fused.c), so the data is read once and written once;
+ *  - pattern fusions (compile-patterns.c): erf-form GELU into Gelu, decomposed
+ *    LayerNormalization into one node, bias and activation epilogues into MatMul, Gemm and
+ *    Conv (FusedGemm, compile-epilogue.c).
  * Then a static memory plan: the intermediates whose size the model fixes get offsets in one
  * arena by liveness, sharing bytes when their lifetimes do not overlap and, for elementwise
  * nodes, taking their input's bytes in place when that input dies there. The executor
@@ -31,7 +34,8 @@ enum graph_compile_flags {
         GRAPH_COMPILE_FUSE = 1 << 3,
         GRAPH_COMPILE_PLAN = 1 << 4,
         GRAPH_COMPILE_TUNE = 1 << 5,
-        GRAPH_COMPILE_ALL = 0x3f,
+        GRAPH_COMPILE_PATTERNS = 1 << 6, /* GELU, LayerNormalization, epilogues */
+        GRAPH_COMPILE_ALL = 0x7f,
 };
 
 struct graph_compile_stats {
@@ -111,7 +115,7 @@ struct graph_fused {
         struct graph_fused_step *steps;
 };
 
-/* Pattern passes (compile-patterns.c), run with GRAPH_COMPILE_FUSE before the elementwise
+/* Pattern passes (compile-patterns.c), run with GRAPH_COMPILE_PATTERNS before the elementwise
  * chains: each marks the nodes it replaces in removed and answers how many groups it made,
  * or a negative errno. */
 int graph_pass_gelu(struct graph *g, struct graph_compile_stats *st, char *removed);
