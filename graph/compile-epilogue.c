@@ -16,6 +16,7 @@
  * registry's Add and the activation over the whole output, with the same results as the
  * unfused nodes. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -88,6 +89,47 @@ bad:
         return -EINVAL;
 }
 
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+/* Relu in place, four lanes at a time without branches (a branch per element mispredicts
+ * on signs that vary, and gcc -O2 leaves the scalar select unvectorized); NaN stays NaN
+ * like the operator's x < 0 ? 0 : x. */
+static void relu_f32(float *p, int64_t n)
+{
+        int64_t i = 0;
+
+        for (; i + 4 <= n; i += 4) {
+                v4f x;
+                v4i m;
+                memcpy(&x, p + i, sizeof(x));
+                m = x < (v4f){ 0, 0, 0, 0 };
+                x = (v4f)((v4i)x & ~m);
+                memcpy(p + i, &x, sizeof(x));
+        }
+        for (; i < n; i++)
+                p[i] = p[i] < 0 ? 0.0f : p[i];
+}
+
+/* y[j] += b[one ? 0 : j] for j < n, four lanes at a time (gcc -O2 vectorizes no loop that
+ * needs a scalar tail). */
+static void add_f32(float *y, const float *b, int one, int64_t n)
+{
+        v4f s = { b[0], b[0], b[0], b[0] };
+        int64_t j = 0;
+
+        for (; j + 4 <= n; j += 4) {
+                v4f x, v = s;
+                memcpy(&x, y + j, sizeof(x));
+                if (!one)
+                        memcpy(&v, b + j, sizeof(v));
+                x += v;
+                memcpy(y + j, &x, sizeof(x));
+        }
+        for (; j < n; j++)
+                y[j] += b[one ? 0 : j];
+}
+
 /* Apply the activation in place to n float32 elements at p. */
 static int act_f32(const struct graph_epilogue *ep, const struct ops_call *call, float *p,
                    int64_t n, char *err, size_t errlen)
@@ -97,8 +139,7 @@ static int act_f32(const struct graph_epilogue *ep, const struct ops_call *call,
         if (!ep->act || !n)
                 return 0;
         if (strcmp(ep->act->name, "Relu") == 0) {
-                for (int64_t i = 0; i < n; i++)
-                        p[i] = p[i] < 0 ? 0.0f : p[i];
+                relu_f32(p, n);
                 return 0;
         }
         c = __builtin_alloca(sizeof(*c));
@@ -127,15 +168,8 @@ static int epilogue_rows(const struct graph_epilogue *ep, const struct ops_call 
                 const struct ops_tensor *bt = &call->in[ep->nin_op];
                 const float *b = bt->data;
                 int one = ops_tensor_numel(bt) == 1;
-                for (int64_t r = 0; r < rows; r++) {
-                        float *yr = y + r * n;
-                        if (one)
-                                for (int64_t j = 0; j < n; j++)
-                                        yr[j] += b[0];
-                        else
-                                for (int64_t j = 0; j < n; j++)
-                                        yr[j] += b[j];
-                }
+                for (int64_t r = 0; r < rows; r++)
+                        add_f32(y + r * n, b, one, n);
         }
         return act_f32(ep, call, y, rows * n, err, errlen);
 }
@@ -281,10 +315,8 @@ static int fg_run(const struct ops_def *def, const struct ops_call *call, char *
         for (int d = 2; d < o->ndim; d++)
                 plane *= o->dims[d];
         for (int64_t p = 0; plane && p < total / plane; p++) {
-                float bv = b[one ? 0 : p % ch];
                 float *yp = y + p * plane;
-                for (int64_t j = 0; j < plane; j++)
-                        yp[j] += bv;
+                add_f32(yp, b + (one ? 0 : p % ch), 1, plane);
                 rc = act_f32(ep, call, yp, plane, err, errlen);
                 if (rc < 0)
                         return rc;
