@@ -10,7 +10,9 @@
  *  - bias and activation epilogues: MatMul / Gemm / Conv whose only reader is an Add of a
  *    constant bias over the last dim (Conv: per channel), optionally followed by Relu,
  *    Sigmoid, Tanh, Gelu, LeakyRelu or Clip (or the activation alone) -> FusedGemm
- *    (compile-epilogue.c). A Conv without a bias takes the Add as its bias input instead. */
+ *    (compile-epilogue.c). A Conv without a bias takes the Add as its bias input instead;
+ *  - attention's scale-mask-softmax: Softmax over the last axis of Add(Mul / Div(x, c), mask)
+ *    (either part may be absent) -> FusedSoftmax (compile-softmax.c). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -549,5 +551,108 @@ int graph_pass_epilogue(struct graph *g, struct graph_compile_stats *st, char *r
                         return rc;
                 made += rc;
         }
+        return made;
+}
+
+/* ------------------------------------------------------------ scale-mask-softmax */
+
+/* Node p = Mul(x, c) / Mul(c, x) / Div(x, c) with c a one-element float32 initializer: 1 and
+ * x, c, div. */
+static int scaled(const struct graph *g, int p, int *x, int *c, int *div)
+{
+        const struct graph_node *pn;
+        double v;
+
+        if (p < 0 || g->nodes[p].nin != 2)
+                return 0;
+        pn = &g->nodes[p];
+        for (int k = 0; k < 2; k++) {
+                int cv = pn->in[k], xv = pn->in[1 - k];
+                if (!const_f(g, cv, &v) || g->values[cv].tensor->dtype != PROTO_DTYPE_FLOAT32 ||
+                    g->values[xv].kind == GRAPH_VALUE_INIT)
+                        continue;
+                if (is(g, p, "Div") && k == 1) {
+                        *div = 1;
+                } else if (is(g, p, "Mul")) {
+                        *div = 0;
+                } else {
+                        continue;
+                }
+                *x = xv;
+                *c = cv;
+                return 1;
+        }
+        return 0;
+}
+
+/* Softmax node s over the last axis: 1 when rewritten. */
+static int match_softmax(struct graph *g, char *removed, int s)
+{
+        struct graph_node *sn = &g->nodes[s];
+        int in = sn->nin == 1 ? sn->in[0] : -1, a, x = -1, c = -1, div = 0, mask = -1, kill[2], nk = 0;
+        int64_t axis = sn->def->since_version >= 13 ? -1 : 1, rank;
+        struct graph_softmax *sm;
+
+        if (in < 0 || sn->nout != 1)
+                return 0;
+        for (int k = 0; k < sn->nattr; k++)
+                if (strcmp(sn->attr[k].name, "axis") == 0 && sn->attr[k].type == OPS_ATTR_INT)
+                        axis = sn->attr[k].i;
+        rank = g->values[in].ndim;
+        if (axis != -1 && !(rank >= 1 && axis == rank - 1))
+                return 0;
+        a = only_producer(g, removed, in);
+        if (a < 0)
+                return 0;
+        if (is(g, a, "Add") && g->nodes[a].nin == 2) {
+                int u = g->nodes[a].in[0], w = g->nodes[a].in[1], p;
+                kill[nk++] = a;
+                if ((p = only_producer(g, removed, u)) >= 0 && scaled(g, p, &x, &c, &div)) {
+                        mask = w;
+                        kill[nk++] = p;
+                } else if ((p = only_producer(g, removed, w)) >= 0 && scaled(g, p, &x, &c, &div)) {
+                        mask = u;
+                        kill[nk++] = p;
+                } else {
+                        x = u;
+                        mask = w;
+                }
+        } else if (scaled(g, a, &x, &c, &div)) {
+                kill[nk++] = a;
+        } else {
+                return 0;
+        }
+        sm = graph_alloc(g, sizeof(*sm));
+        if (!sm)
+                return -ENOMEM;
+        sm->scale = c >= 0;
+        sm->div = div;
+        sm->c = c >= 0 ? g->values[c].tensor : NULL;
+        sm->mask = mask >= 0;
+        sm->opset = g->opset;
+        struct ops_attr at = { .name = "softmax", .type = OPS_ATTR_OPAQUE, .graph = sm };
+        int ins[2] = { x, mask };
+        if (rewrite(g, s, &graph_fused_softmax_def, "FusedSoftmax", "npud", mask >= 0 ? 2 : 1, ins,
+                    1, &at) < 0)
+                return -ENOMEM;
+        for (int k = 0; k < nk; k++)
+                removed[kill[k]] = 1;
+        return 1;
+}
+
+int graph_pass_softmax(struct graph *g, struct graph_compile_stats *st, char *removed)
+{
+        int made = 0;
+
+        for (int k = 0; k < g->nnodes; k++) {
+                int n = g->order[k], rc;
+                if (removed[n] || !is(g, n, "Softmax"))
+                        continue;
+                rc = match_softmax(g, removed, n);
+                if (rc < 0)
+                        return rc;
+                made += rc;
+        }
+        st->softmax_fused += made;
         return made;
 }

@@ -11,7 +11,8 @@
  *    block (compile-fused.c), so the data is read once and written once;
  *  - pattern fusions (compile-patterns.c): erf-form GELU into Gelu, decomposed
  *    LayerNormalization into one node, bias and activation epilogues into MatMul, Gemm and
- *    Conv (FusedGemm, compile-epilogue.c).
+ *    Conv (FusedGemm, compile-epilogue.c), attention's scale-mask-softmax into one
+ *    FusedSoftmax (compile-softmax.c).
  * Then a static memory plan: the intermediates whose size the model fixes get offsets in one
  * arena by liveness, sharing bytes when their lifetimes do not overlap and, for elementwise
  * nodes, taking their input's bytes in place when that input dies there. The executor
@@ -34,7 +35,7 @@ enum graph_compile_flags {
         GRAPH_COMPILE_FUSE = 1 << 3,
         GRAPH_COMPILE_PLAN = 1 << 4,
         GRAPH_COMPILE_TUNE = 1 << 5,
-        GRAPH_COMPILE_PATTERNS = 1 << 6, /* GELU, LayerNormalization, epilogues */
+        GRAPH_COMPILE_PATTERNS = 1 << 6, /* GELU, LayerNormalization, epilogues, softmax */
         GRAPH_COMPILE_ALL = 0x7f,
 };
 
@@ -49,6 +50,7 @@ struct graph_compile_stats {
         int gelu_fused;           /* erf-form GELU subgraphs made one Gelu node */
         int layernorm_fused;      /* decomposed LayerNormalizations made one node */
         int epilogue_fused;       /* bias / activation epilogues taken into MatMul, Gemm, Conv */
+        int softmax_fused;        /* scale-mask-softmax groups made one FusedSoftmax */
         int planned;              /* intermediates placed in the arena */
         int tuned;                /* nodes running a tuned kernel variant (compile-tune.c) */
         int tune_measured;        /* of which measured at this load */
@@ -121,6 +123,20 @@ struct graph_fused {
 int graph_pass_gelu(struct graph *g, struct graph_compile_stats *st, char *removed);
 int graph_pass_layernorm(struct graph *g, struct graph_compile_stats *st, char *removed);
 int graph_pass_epilogue(struct graph *g, struct graph_compile_stats *st, char *removed);
+int graph_pass_softmax(struct graph *g, struct graph_compile_stats *st, char *removed);
+
+/* FusedSoftmax (compile-softmax.c): Softmax over the last axis of x * c (or x / c) + mask;
+ * inputs x and, when mask is set, the mask; the node's OPS_ATTR_OPAQUE "softmax" points to
+ * this. */
+struct graph_softmax {
+        int scale;                  /* 1: x is scaled by c */
+        int div;                    /* 1: divided by c rather than multiplied */
+        const struct ops_tensor *c; /* the one-element initializer */
+        int mask;                   /* 1: input 1 is added */
+        int opset;
+};
+
+extern const struct ops_def graph_fused_softmax_def;
 
 /* FusedGemm (compile-epilogue.c): a MatMul, Gemm or Conv followed by a bias Add and / or an
  * activation, applied to the product block by block right after it is computed. The node's

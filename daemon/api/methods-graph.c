@@ -274,12 +274,12 @@ static json_t *compile_json(const struct graph *g)
                                                                "op", gn->def->name, "variant",
                                                                ops_sgemm_variant_names[gn->variant - 1]));
         }
-        return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:o, s:i, s:i, s:o, s:i, s:i, s:I, s:I, s:o, s:i, s:i}",
+        return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:o, s:i, s:i, s:o, s:i, s:i, s:i, s:I, s:I, s:o, s:i, s:i}",
                          "nodes_before", st->nodes_before, "nodes_after", st->nodes_after,
                          "folded", st->folded, "bn_folded", st->bn_folded, "dead", st->dead,
                          "fused_nodes", st->fused_nodes, "fused_groups", groups,
                          "gelu_fused", st->gelu_fused, "layernorm_fused", st->layernorm_fused,
-                         "epilogues", epis,
+                         "epilogues", epis, "softmax_fused", st->softmax_fused,
                          "planned", st->planned, "in_place", st->inplace,
                          "arena_bytes", (json_int_t)st->arena_bytes,
                          "intermediate_bytes", (json_int_t)st->intermediate_bytes,

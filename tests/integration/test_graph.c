@@ -379,6 +379,8 @@ START_TEST(test_mlp_runs)
         ck_assert(json_is_true(json_object_get(ep, "bias")));
         ck_assert_str_eq(json_string_value(json_object_get(ep, "act")), "Relu");
         ck_assert_int_eq(json_integer_value(json_object_get(cj, "gelu_fused")), 0);
+        ck_assert(json_is_integer(json_object_get(cj, "layernorm_fused")));
+        ck_assert(json_is_integer(json_object_get(cj, "softmax_fused")));
         ck_assert_int_eq(json_integer_value(json_object_get(cj, "planned")), 0);
         json_decref(j);
 

@@ -696,6 +696,63 @@ START_TEST(test_fuse_conv_epilogue)
 }
 END_TEST
 
+
+/* Softmax(x / 8 + mask) over the last axis (form 0), Softmax(mask + 0.125 * x) (form 1),
+ * Softmax(x * 0.125) (form 2); the mask causal ([1, 1, 5, 40], -1e9 above the diagonal)
+ * and broadcast over batch and heads. */
+static struct graph *sm_graph(int form)
+{
+        static float mask[5 * 40];
+        struct ops_attr axis = { .name = "axis", .type = OPS_ATTR_INT, .i = -1 };
+
+        for (int i = 0; i < 5; i++)
+                for (int j = 0; j < 40; j++)
+                        mask[i * 40 + j] = j > i + 30 ? -1e9f : 0.0f;
+        begin();
+        value("x", GRAPH_VALUE_INPUT, 4, (int64_t[]){ 2, 3, 5, 40 });
+        init("mask", 4, (int64_t[]){ 1, 1, 5, 40 }, mask);
+        scalar("eight", 8.0f);
+        scalar("eighth", 0.125f);
+        if (form == 0) {
+                N2("Div", "s", "x", "eight");
+                N2("Add", "m", "s", "mask");
+        } else if (form == 1) {
+                N2("Mul", "s", "eighth", "x");
+                N2("Add", "m", "mask", "s");
+        } else {
+                N2("Mul", "m", "x", "eighth");
+        }
+        node("Softmax", "y", 1, (const char *const[]){ "m" }, 1, &axis);
+        io("x", "y");
+        return G;
+}
+
+START_TEST(test_fuse_softmax)
+{
+        static float x[2 * 3 * 5 * 40];
+        int64_t d[4] = { 2, 3, 5, 40 };
+
+        fill(x, 2 * 3 * 5 * 40, 6);
+        for (int i = 0; i < 2 * 3 * 5 * 40; i++)
+                x[i] *= 8;
+        for (int form = 0; form < 3; form++) {
+                struct graph *plain = sm_graph(form), *g = sm_graph(form);
+                float *r0, *r1;
+                compile(g, GRAPH_COMPILE_ALL);
+                ck_assert_int_eq(g->stats->softmax_fused, 1);
+                ck_assert_int_eq(g->nnodes, 1);
+                ck_assert_ptr_eq(g->nodes[0].def, &graph_fused_softmax_def);
+                r0 = run(plain, x, 4, d, 4, d);
+                r1 = run(g, x, 4, d, 4, d);
+                same(r1, r0, 2 * 3 * 5 * 40, 1e-6);
+                free(r0);
+                free(r1);
+                graph_free(plain);
+                graph_free(g);
+        }
+}
+END_TEST
+
 /* The fused chain is bound by Sigmoid and Tanh: their float32 kernels run on ew_expf
  * (ops/ew.h, vectorized) rather than libm. Within a few ulp of the double-precision
  * functions over the whole range, saturating at the ends, NaN kept. */
@@ -758,6 +815,7 @@ int main(void)
         tcase_add_test(tc, test_fuse_layernorm);
         tcase_add_test(tc, test_fuse_epilogue);
         tcase_add_test(tc, test_fuse_conv_epilogue);
+        tcase_add_test(tc, test_fuse_softmax);
         tcase_add_test(tc, test_plan_open_shapes);
         tcase_add_test(tc, test_sigmoid_tanh_f32_accuracy);
         suite_add_tcase(s, tc);
