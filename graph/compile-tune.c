@@ -25,6 +25,10 @@ static int tunable(const struct graph_node *gn)
         if (!gn->def || !gn->def->run || !gn->def->infer || gn->nimplicit || gn->nin > OPS_MAX_INPUTS ||
             gn->nout > OPS_MAX_OUTPUTS || gn->nattr > OPS_MAX_ATTRS)
                 return 0;
+        /* a MatMul / Gemm / Conv with its epilogue (compile-epilogue.c) runs the operator's
+         * kernel under the node's variant like the operator alone */
+        if (gn->def == &graph_fused_gemm_def)
+                return 1;
         for (size_t i = 0; i < sizeof(tunable_ops) / sizeof(tunable_ops[0]); i++)
                 if (strcmp(gn->def->name, tunable_ops[i]) == 0 && !*gn->domain)
                         return 1;

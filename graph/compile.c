@@ -111,7 +111,8 @@ static int fold_node(struct graph *g, int n, struct graph_compile_stats *st)
 
         if (!gn->def || !gn->def->run || !gn->def->infer || gn->nimplicit || has_graph_attr(gn) ||
             nondeterministic(gn) || gn->nout > OPS_MAX_OUTPUTS || gn->nin > OPS_MAX_INPUTS ||
-            gn->def == &graph_fused_def)
+            gn->def == &graph_fused_def || gn->def == &graph_fused_gemm_def ||
+            gn->def == &graph_fused_softmax_def)
                 return 0;
         for (int i = 0; i < gn->nin; i++) {
                 if (gn->in[i] < 0)
@@ -610,9 +611,13 @@ int graph_compile(struct graph *g, unsigned flags, char *err, size_t errlen)
                 return oom(err, errlen);
         /* One pass at a time, each followed by a compaction, so that every pass sees a
          * graph with current uses and order. */
-        for (int pass = 0; pass < 4 && rc >= 0; pass++) {
-                static const unsigned bit[4] = { GRAPH_COMPILE_FOLD, GRAPH_COMPILE_BN,
-                                                 GRAPH_COMPILE_DEAD, GRAPH_COMPILE_FUSE };
+        /* The pattern passes (GELU, LayerNormalization, then epilogues, which may take a
+         * Gelu just made) go before the elementwise chains, which would split them. */
+        for (int pass = 0; pass < 8 && rc >= 0; pass++) {
+                static const unsigned bit[8] = { GRAPH_COMPILE_FOLD, GRAPH_COMPILE_BN,
+                                                 GRAPH_COMPILE_DEAD, GRAPH_COMPILE_PATTERNS,
+                                                 GRAPH_COMPILE_PATTERNS, GRAPH_COMPILE_PATTERNS,
+                                                 GRAPH_COMPILE_PATTERNS, GRAPH_COMPILE_FUSE };
                 if (!(flags & bit[pass]))
                         continue;
                 memset(removed, 0, (size_t)g->nnodes + 1);
@@ -620,6 +625,10 @@ int graph_compile(struct graph *g, unsigned flags, char *err, size_t errlen)
                 case 0: rc = pass_fold(g, st, removed); break;
                 case 1: rc = pass_bn(g, st, removed); break;
                 case 2: rc = pass_dead(g, st, removed); break;
+                case 3: rc = graph_pass_gelu(g, st, removed); break;
+                case 4: rc = graph_pass_layernorm(g, st, removed); break;
+                case 5: rc = graph_pass_epilogue(g, st, removed); break;
+                case 6: rc = graph_pass_softmax(g, st, removed); break;
                 default: rc = pass_fuse(g, st, removed); break;
                 }
                 if (rc > 0 && compact(g, removed, err, errlen) < 0) {

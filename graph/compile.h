@@ -8,7 +8,11 @@
  *  - dead-node removal: nodes none of whose outputs reaches a graph output;
  *  - elementwise fusion: chains of elementwise nodes, each the only reader of the previous
  *    one's output, become one FusedElementwise node that applies the whole chain block by
- *    block (compile-fused.c), so the data is read once and written once.
+ *    block (compile-fused.c), so the data is read once and written once;
+ *  - pattern fusions (compile-patterns.c): erf-form GELU into Gelu, decomposed
+ *    LayerNormalization into one node, bias and activation epilogues into MatMul, Gemm and
+ *    Conv (FusedGemm, compile-epilogue.c), attention's scale-mask-softmax into one
+ *    FusedSoftmax (compile-softmax.c).
  * Then a static memory plan: the intermediates whose size the model fixes get offsets in one
  * arena by liveness, sharing bytes when their lifetimes do not overlap and, for elementwise
  * nodes, taking their input's bytes in place when that input dies there. The executor
@@ -31,7 +35,8 @@ enum graph_compile_flags {
         GRAPH_COMPILE_FUSE = 1 << 3,
         GRAPH_COMPILE_PLAN = 1 << 4,
         GRAPH_COMPILE_TUNE = 1 << 5,
-        GRAPH_COMPILE_ALL = 0x3f,
+        GRAPH_COMPILE_PATTERNS = 1 << 6, /* GELU, LayerNormalization, epilogues, softmax */
+        GRAPH_COMPILE_ALL = 0x7f,
 };
 
 struct graph_compile_stats {
@@ -42,6 +47,10 @@ struct graph_compile_stats {
         int dead;                 /* nodes removed as dead */
         int fused_groups;         /* FusedElementwise nodes made */
         int fused_nodes;          /* nodes they replace */
+        int gelu_fused;           /* erf-form GELU subgraphs made one Gelu node */
+        int layernorm_fused;      /* decomposed LayerNormalizations made one node */
+        int epilogue_fused;       /* bias / activation epilogues taken into MatMul, Gemm, Conv */
+        int softmax_fused;        /* scale-mask-softmax groups made one FusedSoftmax */
         int planned;              /* intermediates placed in the arena */
         int tuned;                /* nodes running a tuned kernel variant (compile-tune.c) */
         int tune_measured;        /* of which measured at this load */
@@ -107,5 +116,53 @@ struct graph_fused {
         int opset;
         struct graph_fused_step *steps;
 };
+
+/* Pattern passes (compile-patterns.c), run with GRAPH_COMPILE_PATTERNS before the elementwise
+ * chains: each marks the nodes it replaces in removed and answers how many groups it made,
+ * or a negative errno. */
+int graph_pass_gelu(struct graph *g, struct graph_compile_stats *st, char *removed);
+int graph_pass_layernorm(struct graph *g, struct graph_compile_stats *st, char *removed);
+int graph_pass_epilogue(struct graph *g, struct graph_compile_stats *st, char *removed);
+int graph_pass_softmax(struct graph *g, struct graph_compile_stats *st, char *removed);
+
+/* FusedSoftmax (compile-softmax.c): Softmax over the last axis of x * c (or x / c) + mask;
+ * inputs x and, when mask is set, the mask; the node's OPS_ATTR_OPAQUE "softmax" points to
+ * this. */
+struct graph_softmax {
+        int scale;                  /* 1: x is scaled by c */
+        int div;                    /* 1: divided by c rather than multiplied */
+        const struct ops_tensor *c; /* the one-element initializer */
+        int mask;                   /* 1: input 1 is added */
+        int opset;
+};
+
+extern const struct ops_def graph_fused_softmax_def;
+
+/* FusedGemm (compile-epilogue.c): a MatMul, Gemm or Conv followed by a bias Add and / or an
+ * activation, applied to the product block by block right after it is computed. The node's
+ * inputs are the operator's (nin_op of them), then the bias when there is one, then the
+ * activation's inputs past its first (Clip's bounds); its attributes the operator's plus an
+ * OPS_ATTR_OPAQUE "epilogue" pointing to this. */
+#define GRAPH_EPILOGUE_ATTRS 4
+struct graph_epilogue {
+        const struct ops_def *op;   /* MatMul, Gemm or Conv */
+        int nin_op;
+        int bias;                   /* 1: input nin_op is the bias ([N]; Conv: per channel) */
+        const struct ops_def *act;  /* NULL: bias only */
+        int act_nin;
+        int act_nattr;
+        struct ops_attr act_attr[GRAPH_EPILOGUE_ATTRS];
+        int opset;
+};
+
+extern const struct ops_def graph_fused_gemm_def;
+
+/* Output rows [r0, r1) of a FusedGemm call whose rows are independent (graph_fused_gemm_rows
+ * answers how many there are, 0 when they are not): the operator on rows [r0, r1) of its
+ * first input, then the bias and activation on those output rows. A scheduler row tile of
+ * the node is exactly one such call; the whole node is the rows in blocks. */
+int64_t graph_fused_gemm_nrows(const struct ops_call *call);
+int graph_fused_gemm_rows(const struct ops_call *call, int64_t r0, int64_t r1, char *err,
+                          size_t errlen);
 
 #endif

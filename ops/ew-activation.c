@@ -1,6 +1,7 @@
 /* Activation functions: Relu, LeakyRelu, PRelu, Elu, Selu, Celu, Sigmoid, HardSigmoid,
- * HardSwish, Softplus, Softsign, Mish, ThresholdedRelu, Shrink and Clip (opset 6 with
- * min/max attributes, opset 11 on with optional min/max inputs).
+ * HardSwish, Softplus, Softsign, Mish, ThresholdedRelu, Shrink, Gelu (opset 20: exact
+ * through erf, or approximate="tanh") and Clip (opset 6 with min/max attributes, opset 11 on
+ * with optional min/max inputs).
  *
  * Float attributes are converted to the element type once per kernel call. Sigmoid and
  * Softplus only exponentiate -|x|, so large |x| cannot overflow into inf/inf. Integer
@@ -11,6 +12,7 @@
 #include <errno.h>
 #include <float.h>
 #include <math.h>
+#include <string.h>
 #include <tgmath.h>
 
 #include "ew.h"
@@ -180,6 +182,71 @@ EW_DEFINE(ops_hardsigmoid_def, "HardSigmoid", hardsigmoid_op, 1, 1, OPS_ENGINE_V
 EW_DEFINE(ops_thresholdedrelu_def, "ThresholdedRelu", thresholded_op, 1, 1,
           OPS_ENGINE_VECTOR, 10)
 EW_DEFINE(ops_shrink_def, "Shrink", shrink_op, 1, 1, OPS_ENGINE_VECTOR, 9)
+
+/* ----------------------------------------------------------------------------- Gelu */
+
+/* P.i: approximate="tanh" (1) or "none" (0). */
+#define F_GELU(T, x)                                                                           \
+        (P.i ? (T)0.5 * (x) *                                                                  \
+                       ((T)1 + tanh((T)0.7978845608028654 * ((x) + (T)0.044715 * (x) * (x) * (x)))) \
+             : (T)0.5 * (x) * ((T)1 + erf((x) * (T)0.7071067811865476)))
+
+EW_FOR_FLOATS(EW_UNARY_SAME, gelu, F_GELU)
+
+/* float32 through vmath's erf or tanh, a chunk at a time through a stack buffer (the
+ * argument of erf/tanh is not x itself). */
+static void gelu_vf32(void *o, const void *const *in, const int64_t *st, int64_t n,
+                      const struct ew_params *p)
+{
+        ops_vm_fn f = ops_vmath_get(p->i ? OPS_VM_TANH : OPS_VM_ERF);
+        const float *x = in[0];
+        float *y = o, t[256];
+
+        if (st[0] != 1 || !(p->fast || o == in[0]) || !f) {
+                gelu_f32(o, in, st, n, p);
+                return;
+        }
+        for (int64_t off = 0; off < n; off += 256) {
+                int64_t m = n - off < 256 ? n - off : 256;
+                if (p->i)
+                        for (int64_t k = 0; k < m; k++) {
+                                float v = x[off + k];
+                                t[k] = 0.7978845608028654f * (v + 0.044715f * v * v * v);
+                        }
+                else
+                        for (int64_t k = 0; k < m; k++)
+                                t[k] = x[off + k] * 0.7071067811865476f;
+                f(t, t, (size_t)m);
+                for (int64_t k = 0; k < m; k++)
+                        y[off + k] = 0.5f * x[off + k] * (1.0f + t[k]);
+        }
+}
+
+static const ew_kernel gelu_k[EW_NTYPES] = { [EW_F32] = gelu_vf32, [EW_F64] = gelu_f64 };
+static const char *const gelu_attrs[] = { "approximate", NULL };
+
+static int gelu_attr(const struct ew_op *op, const struct ops_call *call, struct ew_params *p,
+                     char *err, size_t errlen)
+{
+        const struct ops_attr *a = ops_attr_find(call, "approximate");
+
+        p->i = 0;
+        if (!a)
+                return 0;
+        if (a->type == OPS_ATTR_STRING && a->s && strcmp(a->s, "tanh") == 0)
+                p->i = 1;
+        else if (a->type != OPS_ATTR_STRING || !a->s || strcmp(a->s, "none") != 0)
+                return ops_fail(err, errlen, -EINVAL,
+                                "Gelu: attribute 'approximate' must be 'none' or 'tanh'");
+        return 0;
+}
+
+static const struct ew_op gelu_op = {
+        .name = "Gelu", .min_in = 1, .max_in = 1, .types = EW_FLOAT3, .k = gelu_k,
+        .attrs = gelu_attrs, .attr = gelu_attr, .flops = 12,
+};
+
+EW_DEFINE(ops_gelu_def, "Gelu", gelu_op, 1, 1, OPS_ENGINE_VECTOR, 20)
 
 /* ---------------------------------------------------------------------------- PRelu */
 

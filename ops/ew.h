@@ -185,7 +185,7 @@ int ew_has_zero(const struct ops_tensor *t);
         X(sin) X(cos) X(tan) X(asin) X(acos) X(atan) X(sinh) X(cosh) X(asinh) X(acosh)         \
         X(atanh) X(erf) X(isnan) X(isinf)                                                      \
         X(leakyrelu) X(prelu) X(elu) X(selu) X(celu) X(hardsigmoid) X(hardswish) X(softplus)   \
-        X(softsign) X(mish) X(thresholdedrelu) X(shrink) X(clip) X(clip6)                      \
+        X(softsign) X(mish) X(thresholdedrelu) X(shrink) X(clip) X(clip6) X(gelu)             \
         X(equal) X(less) X(lessorequal) X(greater) X(greaterorequal) X(and) X(or) X(xor)       \
         X(not) X(where) X(bitshift) X(castlike)
 

@@ -250,6 +250,21 @@ static json_t *compile_json(const struct graph *g)
                         json_array_append_new(ops, json_string(fz->steps[s].def->name));
                 json_array_append_new(groups, json_pack("{s:s, s:o}", "node", gn->name, "ops", ops));
         }
+        /* MatMul / Gemm / Conv nodes that took a bias and / or activation (compile-epilogue.c) */
+        json_t *epis = json_array();
+        for (int n = 0; n < g->nnodes; n++) {
+                const struct graph_node *gn = &g->nodes[n];
+                const struct graph_epilogue *ep = NULL;
+                if (gn->def != &graph_fused_gemm_def)
+                        continue;
+                for (int a = 0; a < gn->nattr; a++)
+                        if (gn->attr[a].type == OPS_ATTR_OPAQUE)
+                                ep = gn->attr[a].graph;
+                if (ep)
+                        json_array_append_new(epis, json_pack("{s:s, s:s, s:b, s:s*}", "node", gn->name,
+                                                              "op", ep->op->name, "bias", ep->bias,
+                                                              "act", ep->act ? ep->act->name : NULL));
+        }
         /* the kernel variant tuning chose per node (compile-tune.c) */
         json_t *tuned = json_array();
         for (int n = 0; n < g->nnodes; n++) {
@@ -259,10 +274,12 @@ static json_t *compile_json(const struct graph *g)
                                                                "op", gn->def->name, "variant",
                                                                ops_sgemm_variant_names[gn->variant - 1]));
         }
-        return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:o, s:i, s:i, s:I, s:I, s:o, s:i, s:i}",
+        return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:o, s:i, s:i, s:o, s:i, s:i, s:i, s:I, s:I, s:o, s:i, s:i}",
                          "nodes_before", st->nodes_before, "nodes_after", st->nodes_after,
                          "folded", st->folded, "bn_folded", st->bn_folded, "dead", st->dead,
                          "fused_nodes", st->fused_nodes, "fused_groups", groups,
+                         "gelu_fused", st->gelu_fused, "layernorm_fused", st->layernorm_fused,
+                         "epilogues", epis, "softmax_fused", st->softmax_fused,
                          "planned", st->planned, "in_place", st->inplace,
                          "arena_bytes", (json_int_t)st->arena_bytes,
                          "intermediate_bytes", (json_int_t)st->intermediate_bytes,

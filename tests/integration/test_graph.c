@@ -366,16 +366,21 @@ START_TEST(test_mlp_runs)
         ck_assert_int_eq(json_integer_value(json_array_get(json_object_get(in, "shape"), 1)), K);
         ck_assert_str_eq(json_string_value(json_object_get(out, "name")), "Y");
         ck_assert_int_eq(json_integer_value(json_object_get(j, "nodes")), 3);
-        /* Compiled at load: Add and Relu fused into one node after the MatMul. The batch is
-         * left open, so no intermediate has a size to plan. */
+        /* Compiled at load: the Add (bias) and Relu become the MatMul's epilogue, one node.
+         * The batch is left open, so no intermediate has a size to plan. */
         json_t *cj = json_object_get(j, "compile");
         ck_assert_ptr_nonnull(cj);
         ck_assert_int_eq(json_integer_value(json_object_get(cj, "nodes_before")), 3);
-        ck_assert_int_eq(json_integer_value(json_object_get(cj, "nodes_after")), 2);
-        ck_assert_int_eq(json_array_size(json_object_get(cj, "fused_groups")), 1);
-        json_t *fops = json_object_get(json_array_get(json_object_get(cj, "fused_groups"), 0), "ops");
-        ck_assert_str_eq(json_string_value(json_array_get(fops, 0)), "Add");
-        ck_assert_str_eq(json_string_value(json_array_get(fops, 1)), "Relu");
+        ck_assert_int_eq(json_integer_value(json_object_get(cj, "nodes_after")), 1);
+        ck_assert_int_eq(json_array_size(json_object_get(cj, "fused_groups")), 0);
+        ck_assert_int_eq(json_array_size(json_object_get(cj, "epilogues")), 1);
+        json_t *ep = json_array_get(json_object_get(cj, "epilogues"), 0);
+        ck_assert_str_eq(json_string_value(json_object_get(ep, "op")), "MatMul");
+        ck_assert(json_is_true(json_object_get(ep, "bias")));
+        ck_assert_str_eq(json_string_value(json_object_get(ep, "act")), "Relu");
+        ck_assert_int_eq(json_integer_value(json_object_get(cj, "gelu_fused")), 0);
+        ck_assert(json_is_integer(json_object_get(cj, "layernorm_fused")));
+        ck_assert(json_is_integer(json_object_get(cj, "softmax_fused")));
         ck_assert_int_eq(json_integer_value(json_object_get(cj, "planned")), 0);
         json_decref(j);
 

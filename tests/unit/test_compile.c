@@ -469,6 +469,290 @@ START_TEST(test_plan_open_shapes)
 }
 END_TEST
 
+
+/* ---- pattern fusions: GELU, LayerNormalization, epilogues ---- */
+
+static void fill(float *x, int64_t n, int k)
+{
+        for (int64_t i = 0; i < n; i++)
+                x[i] = (float)(((i + k) * 37) % 101) / 25.0f - 2.0f;
+}
+
+/* x * 0.5 * (1 + Erf(x / sqrt 2)) in three exporters' orders */
+static struct graph *gelu_graph(int form)
+{
+        begin();
+        value("x", GRAPH_VALUE_INPUT, 2, (int64_t[]){ 3, 700 });
+        scalar("sqrt2", 1.4142135f);
+        scalar("rsqrt2", 0.70710677f);
+        scalar("one", 1.0f);
+        scalar("half", 0.5f);
+        if (form == 0)
+                N2("Div", "d", "x", "sqrt2");
+        else
+                N2("Mul", "d", "rsqrt2", "x");
+        N1("Erf", "e", "d");
+        N2("Add", "a", "e", "one");
+        if (form == 0) {                /* (x * a) * 0.5 */
+                N2("Mul", "m", "x", "a");
+                N2("Mul", "y", "m", "half");
+        } else if (form == 1) {         /* (x * 0.5) * a */
+                N2("Mul", "h", "x", "half");
+                N2("Mul", "y", "h", "a");
+        } else {                        /* (a * 0.5) * x */
+                N2("Mul", "m", "a", "half");
+                N2("Mul", "y", "x", "m");
+        }
+        io("x", "y");
+        return G;
+}
+
+START_TEST(test_fuse_gelu)
+{
+        static float x[3 * 700];
+        int64_t d[2] = { 3, 700 };
+
+        fill(x, 3 * 700, 0);
+        for (int form = 0; form < 3; form++) {
+                struct graph *plain = gelu_graph(form), *g = gelu_graph(form);
+                float *r0, *r1;
+                compile(g, GRAPH_COMPILE_ALL);
+                ck_assert_int_eq(g->stats->gelu_fused, 1);
+                ck_assert_int_eq(g->nnodes, 1);
+                ck_assert_str_eq(g->nodes[0].op_type, "Gelu");
+                r0 = run(plain, x, 2, d, 2, d);
+                r1 = run(g, x, 2, d, 2, d);
+                same(r1, r0, 3 * 700, 1e-6);
+                free(r0);
+                free(r1);
+                graph_free(plain);
+                graph_free(g);
+        }
+}
+END_TEST
+
+#define LN_C 96
+static struct graph *ln_graph(int form)
+{
+        static float gamma[LN_C], beta[LN_C];
+        static const int64_t last[1] = { -1 };
+        struct ops_attr axes = { .name = "axes", .type = OPS_ATTR_INTS, .n = 1, .ints = last };
+
+        fill(gamma, LN_C, 3);
+        fill(beta, LN_C, 5);
+        begin();
+        value("x", GRAPH_VALUE_INPUT, 3, (int64_t[]){ 2, 5, LN_C });
+        init("gamma", 1, (int64_t[]){ LN_C }, gamma);
+        init("beta", 1, (int64_t[]){ LN_C }, beta);
+        scalar("two", 2.0f);
+        scalar("eps", 1e-5f);
+        node("ReduceMean", "mu", 1, (const char *const[]){ "x" }, 1, &axes);
+        N2("Sub", "d", "x", "mu");
+        if (form == 0)
+                N2("Pow", "sq", "d", "two");
+        else
+                N2("Mul", "sq", "d", "d");
+        node("ReduceMean", "var", 1, (const char *const[]){ "sq" }, 1, &axes);
+        N2("Add", "ve", "var", "eps");
+        N1("Sqrt", "sd", "ve");
+        N2("Div", "n", "d", "sd");
+        N2("Mul", "s", "gamma", "n");
+        N2("Add", "y", "s", "beta");
+        io("x", "y");
+        return G;
+}
+
+START_TEST(test_fuse_layernorm)
+{
+        static float x[2 * 5 * LN_C];
+        int64_t d[3] = { 2, 5, LN_C };
+
+        fill(x, 2 * 5 * LN_C, 1);
+        for (int form = 0; form < 2; form++) {
+                struct graph *plain = ln_graph(form), *g = ln_graph(form);
+                float *r0, *r1;
+                compile(g, GRAPH_COMPILE_ALL);
+                ck_assert_int_eq(g->stats->layernorm_fused, 1);
+                ck_assert_int_eq(g->nnodes, 1);
+                ck_assert_str_eq(g->nodes[0].op_type, "LayerNormalization");
+                r0 = run(plain, x, 3, d, 3, d);
+                r1 = run(g, x, 3, d, 3, d);
+                same(r1, r0, 2 * 5 * LN_C, 1e-5);
+                free(r0);
+                free(r1);
+                graph_free(plain);
+                graph_free(g);
+        }
+}
+END_TEST
+
+/* MatMul [R, K] x [K, N] + bias [N], then an activation (act 0: Relu, 1: erf GELU, which
+ * the GELU pass makes a Gelu first, 2: Clip with constant bounds, 3: none). N is large
+ * enough that the product runs in several row blocks. */
+#define EP_R 200
+#define EP_K 16
+#define EP_N 2048
+static struct graph *epi_graph(int act)
+{
+        static float w[EP_K * EP_N], b[EP_N];
+
+        fill(w, EP_K * EP_N, 7);
+        fill(b, EP_N, 11);
+        begin();
+        value("x", GRAPH_VALUE_INPUT, 2, (int64_t[]){ EP_R, EP_K });
+        init("w", 2, (int64_t[]){ EP_K, EP_N }, w);
+        init("b", 1, (int64_t[]){ EP_N }, b);
+        scalar("sqrt2", 1.4142135f);
+        scalar("one", 1.0f);
+        scalar("half", 0.5f);
+        scalar("lo", -0.5f);
+        scalar("hi", 1.5f);
+        N2("MatMul", "m", "x", "w");
+        N2("Add", act == 3 ? "y" : "a", "m", "b");
+        if (act == 0) {
+                N1("Relu", "y", "a");
+        } else if (act == 1) {
+                N2("Div", "d", "a", "sqrt2");
+                N1("Erf", "e", "d");
+                N2("Add", "p", "e", "one");
+                N2("Mul", "q", "a", "p");
+                N2("Mul", "y", "q", "half");
+        } else if (act == 2) {
+                node("Clip", "y", 3, (const char *const[]){ "a", "lo", "hi" }, 0, NULL);
+        }
+        io("x", "y");
+        return G;
+}
+
+START_TEST(test_fuse_epilogue)
+{
+        static float x[EP_R * EP_K];
+        int64_t xd[2] = { EP_R, EP_K }, yd[2] = { EP_R, EP_N };
+
+        fill(x, EP_R * EP_K, 2);
+        for (int act = 0; act < 4; act++) {
+                struct graph *plain = epi_graph(act), *g = epi_graph(act);
+                float *r0, *r1;
+                compile(g, GRAPH_COMPILE_ALL);
+                ck_assert_int_eq(g->stats->epilogue_fused, 1);
+                ck_assert_int_eq(g->nnodes, 1);
+                ck_assert_ptr_eq(g->nodes[0].def, &graph_fused_gemm_def);
+                r0 = run(plain, x, 2, xd, 2, yd);
+                r1 = run(g, x, 2, xd, 2, yd);
+                same(r1, r0, EP_R * EP_N, 1e-5);
+                free(r0);
+                free(r1);
+                graph_free(plain);
+                graph_free(g);
+        }
+}
+END_TEST
+
+/* Conv + per-channel Add [C, 1, 1] + Sigmoid: a Conv without bias takes the Add as its bias,
+ * the Sigmoid becomes the epilogue; with a bias already, the Add is the epilogue's. */
+static struct graph *conv_epi(int with_bias)
+{
+        static float w[4 * 2 * 3 * 3], b[4], cb[4];
+
+        fill(w, 4 * 2 * 3 * 3, 1);
+        fill(b, 4, 2);
+        fill(cb, 4, 9);
+        begin();
+        value("x", GRAPH_VALUE_INPUT, 4, (int64_t[]){ 2, 2, 6, 6 });
+        init("w", 4, (int64_t[]){ 4, 2, 3, 3 }, w);
+        init("cb", 1, (int64_t[]){ 4 }, cb);
+        init("b", 3, (int64_t[]){ 4, 1, 1 }, b);
+        if (with_bias)
+                node("Conv", "c", 3, (const char *const[]){ "x", "w", "cb" }, 0, NULL);
+        else
+                N2("Conv", "c", "x", "w");
+        N2("Add", "a", "c", "b");
+        N1("Sigmoid", "y", "a");
+        io("x", "y");
+        return G;
+}
+
+START_TEST(test_fuse_conv_epilogue)
+{
+        static float x[2 * 2 * 6 * 6];
+        int64_t xd[4] = { 2, 2, 6, 6 }, yd[4] = { 2, 4, 4, 4 };
+
+        fill(x, 2 * 2 * 6 * 6, 4);
+        for (int bias = 0; bias < 2; bias++) {
+                struct graph *plain = conv_epi(bias), *g = conv_epi(bias);
+                float *r0, *r1;
+                compile(g, GRAPH_COMPILE_ALL);
+                ck_assert_int_eq(g->stats->epilogue_fused, 1);
+                ck_assert_int_eq(g->nnodes, 1);
+                ck_assert_ptr_eq(g->nodes[0].def, &graph_fused_gemm_def);
+                r0 = run(plain, x, 4, xd, 4, yd);
+                r1 = run(g, x, 4, xd, 4, yd);
+                same(r1, r0, 2 * 4 * 4 * 4, 1e-5);
+                free(r0);
+                free(r1);
+                graph_free(plain);
+                graph_free(g);
+        }
+}
+END_TEST
+
+
+/* Softmax(x / 8 + mask) over the last axis (form 0), Softmax(mask + 0.125 * x) (form 1),
+ * Softmax(x * 0.125) (form 2); the mask causal ([1, 1, 5, 40], -1e9 above the diagonal)
+ * and broadcast over batch and heads. */
+static struct graph *sm_graph(int form)
+{
+        static float mask[5 * 40];
+        struct ops_attr axis = { .name = "axis", .type = OPS_ATTR_INT, .i = -1 };
+
+        for (int i = 0; i < 5; i++)
+                for (int j = 0; j < 40; j++)
+                        mask[i * 40 + j] = j > i + 30 ? -1e9f : 0.0f;
+        begin();
+        value("x", GRAPH_VALUE_INPUT, 4, (int64_t[]){ 2, 3, 5, 40 });
+        init("mask", 4, (int64_t[]){ 1, 1, 5, 40 }, mask);
+        scalar("eight", 8.0f);
+        scalar("eighth", 0.125f);
+        if (form == 0) {
+                N2("Div", "s", "x", "eight");
+                N2("Add", "m", "s", "mask");
+        } else if (form == 1) {
+                N2("Mul", "s", "eighth", "x");
+                N2("Add", "m", "mask", "s");
+        } else {
+                N2("Mul", "m", "x", "eighth");
+        }
+        node("Softmax", "y", 1, (const char *const[]){ "m" }, 1, &axis);
+        io("x", "y");
+        return G;
+}
+
+START_TEST(test_fuse_softmax)
+{
+        static float x[2 * 3 * 5 * 40];
+        int64_t d[4] = { 2, 3, 5, 40 };
+
+        fill(x, 2 * 3 * 5 * 40, 6);
+        for (int i = 0; i < 2 * 3 * 5 * 40; i++)
+                x[i] *= 8;
+        for (int form = 0; form < 3; form++) {
+                struct graph *plain = sm_graph(form), *g = sm_graph(form);
+                float *r0, *r1;
+                compile(g, GRAPH_COMPILE_ALL);
+                ck_assert_int_eq(g->stats->softmax_fused, 1);
+                ck_assert_int_eq(g->nnodes, 1);
+                ck_assert_ptr_eq(g->nodes[0].def, &graph_fused_softmax_def);
+                r0 = run(plain, x, 4, d, 4, d);
+                r1 = run(g, x, 4, d, 4, d);
+                same(r1, r0, 2 * 3 * 5 * 40, 1e-6);
+                free(r0);
+                free(r1);
+                graph_free(plain);
+                graph_free(g);
+        }
+}
+END_TEST
+
 /* The fused chain is bound by Sigmoid and Tanh: their float32 kernels run on ew_expf
  * (ops/ew.h, vectorized) rather than libm. Within a few ulp of the double-precision
  * functions over the whole range, saturating at the ends, NaN kept. */
@@ -527,6 +811,11 @@ int main(void)
         tcase_add_test(tc, test_fold_and_dead);
         tcase_add_test(tc, test_bn_into_conv);
         tcase_add_test(tc, test_memory_plan);
+        tcase_add_test(tc, test_fuse_gelu);
+        tcase_add_test(tc, test_fuse_layernorm);
+        tcase_add_test(tc, test_fuse_epilogue);
+        tcase_add_test(tc, test_fuse_conv_epilogue);
+        tcase_add_test(tc, test_fuse_softmax);
         tcase_add_test(tc, test_plan_open_shapes);
         tcase_add_test(tc, test_sigmoid_tanh_f32_accuracy);
         suite_add_tcase(s, tc);

@@ -1,0 +1,348 @@
+/* FusedGemm: MatMul / Gemm / Conv with its bias Add and activation as an epilogue (see
+ * compile.h and compile-patterns.c).
+ *
+ * The operator runs through its registry kernel (so the GEMM variant tuning chose for the
+ * node, which the executor forces around the node's run, applies unchanged); the epilogue
+ * then adds the bias and applies the activation to the block just computed, while it is
+ * still in cache, instead of two more passes over the whole output in memory.
+ *
+ * Row blocks: when the output's rows are independent (MatMul with a 2-D B, the leading dims
+ * of A flattened to rows; Gemm without transA and with a C of at most one row), the product
+ * is computed GRAPH_EPILOGUE_BLOCK bytes of output at a time: rows [r0, r1) of A give rows
+ * [r0, r1) of the output, and the epilogue is elementwise per row (the bias runs along the
+ * last dim), so a row tile of the node is graph_fused_gemm_rows(call, r0, r1) and tiles may
+ * run on different workers. Otherwise (Conv, batched B, transA) the operator runs whole and
+ * the epilogue follows per channel plane / per row. Other dtypes than float32 take the
+ * registry's Add and the activation over the whole output, with the same results as the
+ * unfused nodes. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "proto/dtype.h"
+#include "compile.h"
+
+/* Output bytes per row block: a block is still in L2 when its epilogue runs. */
+#define GRAPH_EPILOGUE_BLOCK (256 << 10)
+#define GRAPH_EPILOGUE_MIN_ROWS 64
+
+static const struct graph_epilogue *ep_of(const struct ops_call *call)
+{
+        for (int a = 0; a < call->nattr; a++)
+                if (call->attr[a].type == OPS_ATTR_OPAQUE && strcmp(call->attr[a].name, "epilogue") == 0)
+                        return call->attr[a].graph;
+        return NULL;
+}
+
+static int no_ep(char *err, size_t errlen)
+{
+        snprintf(err, errlen, "FusedGemm without its epilogue");
+        return -EINVAL;
+}
+
+/* The operator's own call: its inputs and attributes. */
+static void op_call(const struct graph_epilogue *ep, const struct ops_call *call, struct ops_call *c)
+{
+        memset(c, 0, offsetof(struct ops_call, attr));
+        c->nin = ep->nin_op;
+        for (int i = 0; i < ep->nin_op; i++)
+                c->in[i] = call->in[i];
+        c->nout = 1;
+        for (int a = 0; a < call->nattr; a++)
+                if (call->attr[a].type != OPS_ATTR_OPAQUE)
+                        c->attr[c->nattr++] = call->attr[a];
+        c->opset = ep->opset;
+        c->graph_run = call->graph_run;
+        c->graph_ctx = call->graph_ctx;
+}
+
+static int fg_infer(const struct ops_def *def, struct ops_call *call, char *err, size_t errlen)
+{
+        const struct graph_epilogue *ep = ep_of(call);
+        struct ops_call *c = __builtin_alloca(sizeof(*c));
+        const struct ops_tensor *b, *o;
+        int rc;
+
+        if (!ep || ep->nin_op > call->nin)
+                return no_ep(err, errlen);
+        op_call(ep, call, c);
+        rc = ops_infer(ep->op, c, err, errlen);
+        if (rc < 0)
+                return rc;
+        o = &c->out[0];
+        if (ep->bias) {
+                /* the Add must not broadcast the product to a larger shape */
+                b = &call->in[ep->nin_op];
+                if (b->ndim > o->ndim)
+                        goto bad;
+                for (int d = 1; d <= b->ndim; d++)
+                        if (b->dims[b->ndim - d] != 1 && b->dims[b->ndim - d] != o->dims[o->ndim - d])
+                                goto bad;
+        }
+        call->nout = 1;
+        call->out[0] = *o;
+        return 0;
+bad:
+        snprintf(err, errlen, "FusedGemm: the bias does not broadcast over the %s output",
+                 ep->op->name);
+        return -EINVAL;
+}
+
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+/* Relu in place, four lanes at a time without branches (a branch per element mispredicts
+ * on signs that vary, and gcc -O2 leaves the scalar select unvectorized); NaN stays NaN
+ * like the operator's x < 0 ? 0 : x. */
+static void relu_f32(float *p, int64_t n)
+{
+        int64_t i = 0;
+
+        for (; i + 4 <= n; i += 4) {
+                v4f x;
+                v4i m;
+                memcpy(&x, p + i, sizeof(x));
+                m = x < (v4f){ 0, 0, 0, 0 };
+                x = (v4f)((v4i)x & ~m);
+                memcpy(p + i, &x, sizeof(x));
+        }
+        for (; i < n; i++)
+                p[i] = p[i] < 0 ? 0.0f : p[i];
+}
+
+/* y[j] += b[one ? 0 : j] for j < n, four lanes at a time (gcc -O2 vectorizes no loop that
+ * needs a scalar tail). */
+static void add_f32(float *y, const float *b, int one, int64_t n)
+{
+        v4f s = { b[0], b[0], b[0], b[0] };
+        int64_t j = 0;
+
+        for (; j + 4 <= n; j += 4) {
+                v4f x, v = s;
+                memcpy(&x, y + j, sizeof(x));
+                if (!one)
+                        memcpy(&v, b + j, sizeof(v));
+                x += v;
+                memcpy(y + j, &x, sizeof(x));
+        }
+        for (; j < n; j++)
+                y[j] += b[one ? 0 : j];
+}
+
+/* Apply the activation in place to n float32 elements at p. */
+static int act_f32(const struct graph_epilogue *ep, const struct ops_call *call, float *p,
+                   int64_t n, char *err, size_t errlen)
+{
+        struct ops_call *c;
+
+        if (!ep->act || !n)
+                return 0;
+        if (strcmp(ep->act->name, "Relu") == 0) {
+                relu_f32(p, n);
+                return 0;
+        }
+        c = __builtin_alloca(sizeof(*c));
+        memset(c, 0, offsetof(struct ops_call, attr));
+        c->nin = ep->act_nin;
+        c->in[0].dtype = PROTO_DTYPE_FLOAT32;
+        c->in[0].ndim = 1;
+        c->in[0].dims[0] = n;
+        c->in[0].data = p;
+        for (int i = 1; i < ep->act_nin; i++)
+                c->in[i] = call->in[ep->nin_op + ep->bias + i - 1];
+        c->nout = 1;
+        c->out[0] = c->in[0];
+        c->nattr = ep->act_nattr;
+        memcpy(c->attr, ep->act_attr, sizeof(c->attr[0]) * (size_t)ep->act_nattr);
+        c->opset = ep->opset;
+        return ops_run(ep->act, c, err, errlen);
+}
+
+/* Bias along the last dim (n elements per row, the bias holding n or 1) and activation over
+ * rows x n float32 elements at y. */
+static int epilogue_rows(const struct graph_epilogue *ep, const struct ops_call *call, float *y,
+                         int64_t rows, int64_t n, char *err, size_t errlen)
+{
+        if (ep->bias) {
+                const struct ops_tensor *bt = &call->in[ep->nin_op];
+                const float *b = bt->data;
+                int one = ops_tensor_numel(bt) == 1;
+                for (int64_t r = 0; r < rows; r++)
+                        add_f32(y + r * n, b, one, n);
+        }
+        return act_f32(ep, call, y, rows * n, err, errlen);
+}
+
+static int is_op(const struct graph_epilogue *ep, const char *name)
+{
+        return strcmp(ep->op->name, name) == 0;
+}
+
+int64_t graph_fused_gemm_nrows(const struct ops_call *call)
+{
+        const struct graph_epilogue *ep = ep_of(call);
+        const struct ops_tensor *a = &call->in[0], *o = &call->out[0];
+
+        if (!ep || o->dtype != PROTO_DTYPE_FLOAT32 || a->dtype != PROTO_DTYPE_FLOAT32 || o->ndim < 1 ||
+            (ep->bias && call->in[ep->nin_op].dtype != PROTO_DTYPE_FLOAT32))
+                return 0;
+        if (is_op(ep, "MatMul")) {
+                if (a->ndim < 2 || call->in[1].ndim != 2)
+                        return 0;
+        } else if (is_op(ep, "Gemm")) {
+                const struct ops_tensor *ct = ep->nin_op > 2 ? &call->in[2] : NULL;
+                if (a->ndim != 2 || ops_attr_int(call, "transA", 0))
+                        return 0;
+                if (ct && ct->dtype && !(ct->ndim <= 1 || (ct->ndim == 2 && ct->dims[0] == 1)))
+                        return 0;
+        } else {
+                return 0;
+        }
+        return o->dims[o->ndim - 1] ? ops_tensor_numel(o) / o->dims[o->ndim - 1] : 0;
+}
+
+int graph_fused_gemm_rows(const struct ops_call *call, int64_t r0, int64_t r1, char *err,
+                          size_t errlen)
+{
+        const struct graph_epilogue *ep = ep_of(call);
+        struct ops_call *c = __builtin_alloca(sizeof(*c));
+        const struct ops_tensor *a = &call->in[0], *o = &call->out[0];
+        int64_t k = a->dims[a->ndim - 1], n = o->dims[o->ndim - 1];
+        int rc;
+
+        if (!ep)
+                return no_ep(err, errlen);
+        if (r1 <= r0)
+                return 0;
+        op_call(ep, call, c);
+        c->in[0].ndim = 2;
+        c->in[0].dims[0] = r1 - r0;
+        c->in[0].dims[1] = k;
+        c->in[0].data = (float *)a->data + r0 * k;
+        c->out[0] = *o;
+        c->out[0].ndim = 2;
+        c->out[0].dims[0] = r1 - r0;
+        c->out[0].dims[1] = n;
+        c->out[0].data = (float *)o->data + r0 * n;
+        rc = ops_run(ep->op, c, err, errlen);
+        if (rc < 0)
+                return rc;
+        return epilogue_rows(ep, call, c->out[0].data, r1 - r0, n, err, errlen);
+}
+
+/* Any dtype: the operator, then the registry's Add and activation over the whole output. */
+static int run_generic(const struct graph_epilogue *ep, const struct ops_call *call, char *err,
+                       size_t errlen)
+{
+        struct ops_call *c = __builtin_alloca(sizeof(*c));
+        const struct ops_def *add = ops_lookup_onnx(NULL, "Add", 14);
+        int rc;
+
+        op_call(ep, call, c);
+        c->out[0] = call->out[0];
+        rc = ops_run(ep->op, c, err, errlen);
+        if (rc < 0 || !ep->bias)
+                goto act;
+        memset(c, 0, offsetof(struct ops_call, attr));
+        c->nin = 2;
+        c->in[0] = call->out[0];
+        c->in[1] = call->in[ep->nin_op];
+        c->nout = 1;
+        c->out[0] = call->out[0];
+        c->opset = ep->opset;
+        rc = add ? ops_run(add, c, err, errlen) : -ENOSYS;
+act:
+        if (rc < 0 || !ep->act)
+                return rc;
+        memset(c, 0, offsetof(struct ops_call, attr));
+        c->nin = ep->act_nin;
+        c->in[0] = call->out[0];
+        for (int i = 1; i < ep->act_nin; i++)
+                c->in[i] = call->in[ep->nin_op + ep->bias + i - 1];
+        c->nout = 1;
+        c->out[0] = call->out[0];
+        c->nattr = ep->act_nattr;
+        memcpy(c->attr, ep->act_attr, sizeof(c->attr[0]) * (size_t)ep->act_nattr);
+        c->opset = ep->opset;
+        return ops_run(ep->act, c, err, errlen);
+}
+
+static int fg_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
+{
+        const struct graph_epilogue *ep = ep_of(call);
+        const struct ops_tensor *o = &call->out[0];
+        int64_t rows, n, blk;
+        int rc;
+
+        if (!ep)
+                return no_ep(err, errlen);
+        rows = graph_fused_gemm_nrows(call);
+        if (rows > 0) {
+                n = o->dims[o->ndim - 1];
+                blk = GRAPH_EPILOGUE_BLOCK / (int64_t)sizeof(float) / (n ? n : 1);
+                if (blk < GRAPH_EPILOGUE_MIN_ROWS)
+                        blk = GRAPH_EPILOGUE_MIN_ROWS;
+                for (int64_t r = 0; r < rows; r += blk) {
+                        rc = graph_fused_gemm_rows(call, r, r + blk < rows ? r + blk : rows, err, errlen);
+                        if (rc < 0)
+                                return rc;
+                }
+                return 0;
+        }
+        if (o->dtype != PROTO_DTYPE_FLOAT32 ||
+            (ep->bias && call->in[ep->nin_op].dtype != PROTO_DTYPE_FLOAT32) || o->ndim < 1)
+                return run_generic(ep, call, err, errlen);
+        /* whole product, then the epilogue per row (MatMul, Gemm) or per channel plane */
+        struct ops_call *c = __builtin_alloca(sizeof(*c));
+        op_call(ep, call, c);
+        c->out[0] = *o;
+        rc = ops_run(ep->op, c, err, errlen);
+        if (rc < 0)
+                return rc;
+        if (!is_op(ep, "Conv") || !ep->bias) {
+                n = o->dims[o->ndim - 1];
+                if (!is_op(ep, "Conv") || !n)
+                        return n ? epilogue_rows(ep, call, o->data, ops_tensor_numel(o) / n, n, err, errlen) : 0;
+                return act_f32(ep, call, o->data, ops_tensor_numel(o), err, errlen);
+        }
+        /* Conv: the bias per channel (dim 1), over planes of the spatial dims */
+        const struct ops_tensor *bt = &call->in[ep->nin_op];
+        int64_t ch = o->ndim >= 2 ? o->dims[1] : 1, plane = 1, total = ops_tensor_numel(o);
+        int one = ops_tensor_numel(bt) == 1;
+        const float *b = bt->data;
+        float *y = o->data;
+        for (int d = 2; d < o->ndim; d++)
+                plane *= o->dims[d];
+        for (int64_t p = 0; plane && p < total / plane; p++) {
+                float *yp = y + p * plane;
+                add_f32(yp, b + (one ? 0 : p % ch), 1, plane);
+                rc = act_f32(ep, call, yp, plane, err, errlen);
+                if (rc < 0)
+                        return rc;
+        }
+        return 0;
+}
+
+static void fg_cost(const struct ops_def *def, const struct ops_call *call, uint64_t *ret_flops,
+                    uint64_t *ret_bytes)
+{
+        const struct graph_epilogue *ep = ep_of(call);
+        struct ops_call *c = __builtin_alloca(sizeof(*c));
+        uint64_t n = (uint64_t)ops_tensor_numel(&call->out[0]);
+
+        *ret_flops = *ret_bytes = 0;
+        if (!ep)
+                return;
+        op_call(ep, call, c);
+        c->out[0] = call->out[0];
+        if (ep->op->cost)
+                ops_cost(ep->op, c, ret_flops, ret_bytes);
+        *ret_flops += n * (uint64_t)(ep->bias + (ep->act ? 8 : 0));
+}
+
+const struct ops_def graph_fused_gemm_def = {
+        .name = "FusedGemm", .min_inputs = 2, .max_inputs = OPS_MAX_INPUTS, .outputs = 1,
+        .engine = OPS_ENGINE_CUBE, .run = fg_run, .cost = fg_cost, .infer = fg_infer,
+        .domain = "npud",
+};
