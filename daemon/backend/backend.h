@@ -141,6 +141,9 @@ struct exec_item {
         struct exec_call *call;
         struct graph_bind *graph; /* EXEC_GRAPH(_STEP): the graph and its bound tensors */
         int step;                 /* EXEC_GRAPH_STEP: which step (graph/steps.h) */
+        /* EXEC_GRAPH_STEP of a node split into parts (graph/split.h): part `part` of nparts
+         * (nparts 0 or 1: the whole step) */
+        int part, nparts;
         uint64_t model_ns; /* duration in model mode */
         /* filled by the backend */
         int status; /* 0, or a PROTO_E_* code */
