@@ -490,16 +490,25 @@ static uint64_t chain_cost(struct stream *st, const struct task *t, int k, int e
 #define STEP_SPLIT_MIN_NS 200000
 
 /* How many parts step k takes when sent on e: enough for parts of about one tile duration,
- * and, for a step long enough, one per host slot; never more than its node allows. */
+ * and, for a step long enough, one per host slot; never more than its node allows (a small
+ * GEMM stays whole, see graph/split.h). */
 static uint32_t step_nparts(struct stream *st, const struct task *t, int k, int e)
 {
         const struct run_steps *rs = t->steps;
         uint64_t c = chain_cost(st, t, k, e), tile_ns = st->x->tile_ns ? st->x->tile_ns : 1;
 
-        if (rs->max_parts[k] <= 1)
+        int slots = st->dev->pd.host_slots;
+        static int enabled = -1; /* NPUD_GRAPH_SPLIT=0 keeps steps whole (before/after figures) */
+
+        if (enabled < 0) {
+                const char *env = getenv("NPUD_GRAPH_SPLIT");
+                enabled = !env || strcmp(env, "0") != 0;
+        }
+        /* Model mode (no host slots) holds a step for its modelled time on one core of its
+         * engine, as the chip's kernel: parts are for the host workers of compute mode. */
+        if (rs->max_parts[k] <= 1 || !slots || !enabled)
                 return 1;
         uint64_t n = (c + tile_ns - 1) / tile_ns;
-        int slots = st->dev->pd.host_slots;
         if (slots > 1 && c >= STEP_SPLIT_MIN_NS && n < (uint64_t)slots)
                 n = (uint64_t)slots;
         return n > rs->max_parts[k] ? rs->max_parts[k] : (uint32_t)n;

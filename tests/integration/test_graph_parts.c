@@ -97,12 +97,46 @@ static npu_tensor_t mat(npu_buffer_t b, int d)
         return (npu_tensor_t){ .buf = b, .dtype = NPU_FLOAT32, .ndim = 2, .dims = { d, d } };
 }
 
+static int running(npu_context_t *c, npu_stream_t s, uint64_t task)
+{
+        char p[96], *text = NULL;
+        snprintf(p, sizeof(p), "{\"stream\": %u, \"task\": %" PRIu64 "}", s.id, task);
+        if (npu_admin_call(c, "task_info", p, &text) != NPU_OK)
+                return 0;
+        json_t *j = json_loads(text, 0, NULL);
+        free(text);
+        int r = j && strcmp(json_string_value(json_object_get(j, "state")), "running") == 0;
+        json_decref(j);
+        return r;
+}
+
+/* Engine time device 0 has charged to tenant name: a graph run's first charge is its
+ * binding step's return, right after which its MatMul step goes out. */
+static double engine_seconds(npu_context_t *c, const char *name)
+{
+        char *text = NULL;
+        double v = 0;
+
+        OK(npu_admin_call(c, "sched", "{}", &text));
+        json_t *j = json_loads(text, 0, NULL), *tl, *t;
+        free(text);
+        ck_assert_ptr_nonnull(j);
+        tl = json_object_get(json_array_get(json_object_get(j, "devices"), 0), "tenants");
+        size_t i;
+        json_array_foreach(tl, i, t)
+                if (strcmp(json_string_value(json_object_get(t, "name")), name) == 0)
+                        v = json_real_value(json_object_get(t, "engine_seconds"));
+        json_decref(j);
+        return v;
+}
+
 struct mm {
         npu_context_t *c;
         npu_graph_t g;
         npu_buffer_t x, w, y;
         npu_stream_t s;
         npu_event_t done;
+        uint64_t run;
 };
 
 /* x small integers, w = 2I: y = 2x exactly whatever the order of the sums. */
@@ -132,7 +166,7 @@ static void mm_setup(struct mm *m, const char *tenant, int d)
 static void mm_start(struct mm *m, int d)
 {
         npu_tensor_t in[2] = { mat(m->x, d), mat(m->w, d) }, out = mat(m->y, d);
-        OK(npu_graph_run(m->c, m->s, m->g, in, 2, &out, 1, NULL));
+        OK(npu_graph_run(m->c, m->s, m->g, in, 2, &out, 1, &m->run));
         OK(npu_event_record(m->c, m->done, m->s));
         OK(npu_flush(m->c));
 }
@@ -220,29 +254,44 @@ START_TEST(test_lc_launch_within_a_part)
         mm_setup(&b[1], "bulk2", D);
         mm_start(&b[0], D);
         mm_start(&b[1], D);
-        /* until both MatMul steps have parts out: parts_sent counts them at dispatch */
+        /* until both graphs are past their binding steps: their MatMul steps are out */
         int both = 0;
         for (int i = 0; i < 5000 && !both; i++) {
-                json_t *j0 = info(b[0].c, b[0].g), *j1 = info(b[1].c, b[1].g);
-                both = json_integer_value(json_object_get(j0, "parts_sent")) > 0 &&
-                       json_integer_value(json_object_get(j1, "parts_sent")) > 0;
-                json_decref(j0);
-                json_decref(j1);
+                both = running(b[0].c, b[0].s, b[0].run) && running(b[1].c, b[1].s, b[1].run) &&
+                       engine_seconds(lc, "bulk1") > 0 && engine_seconds(lc, "bulk2") > 0;
                 if (!both)
                         usleep(1000);
         }
-        ck_assert_msg(both, "the MatMul steps never went out in parts");
+        ck_assert_msg(both, "the MatMul graphs never ran together");
+        double e0[2] = { engine_seconds(lc, "bulk1"), engine_seconds(lc, "bulk2") };
         OK(npu_launch(lc, ls, "Add", (npu_tensor_t[]){ ta, ta }, 2, &tr, 1, NULL, 0, NULL));
         OK(npu_stream_synchronize(lc, ls));
-        npu_status_t q0 = npu_event_query(b[0].c, b[0].done), q1 = npu_event_query(b[1].c, b[1].done);
-        ck_assert_msg(q0 == NPU_ERR_NOT_READY && q1 == NPU_ERR_NOT_READY,
-                      "the LC launch completed after a MatMul step finished (%d, %d): it waited "
-                      "for a whole step instead of a part", q0, q1);
+        double e1[2] = { engine_seconds(lc, "bulk1"), engine_seconds(lc, "bulk2") };
+        OK(npu_stream_synchronize(b[0].c, b[0].s));
+        OK(npu_stream_synchronize(b[1].c, b[1].s));
+        double ef[2] = { engine_seconds(lc, "bulk1"), engine_seconds(lc, "bulk2") };
+        /* Engine time is charged as units come back: by the LC launch's completion, each
+         * graph had a part or two of its MatMul back, not the whole step (which, run whole,
+         * is charged at once when it ends). */
+        for (int k = 0; k < 2; k++) {
+                printf("graph parts: bulk%d had %.1f of its %.1f ms of MatMul step back when the "
+                       "LC launch completed\n", k + 1, (e1[k] - e0[k]) * 1e3, (ef[k] - e0[k]) * 1e3);
+                ck_assert_msg(e1[k] - e0[k] < 0.5 * (ef[k] - e0[k]),
+                              "the LC launch completed after bulk%d's MatMul step (%.1f of %.1f ms "
+                              "back): it waited for a whole step instead of a part", k + 1,
+                              (e1[k] - e0[k]) * 1e3, (ef[k] - e0[k]) * 1e3);
+        }
         OK(npu_memcpy_from_device(lc, res, r, 0, sizeof(res)));
         for (int i = 0; i < 64; i++)
                 ck_assert_float_eq(res[i], 2.0f);
         mm_check(&b[0], D);
         mm_check(&b[1], D);
+        for (int k = 0; k < 2; k++) {
+                json_t *j = info(b[k].c, b[k].g);
+                ck_assert_msg(json_integer_value(json_object_get(j, "parts_sent")) >= 2,
+                              "graph %d's MatMul step went whole", k);
+                json_decref(j);
+        }
         npu_disconnect(b[0].c);
         npu_disconnect(b[1].c);
         npu_disconnect(lc);
