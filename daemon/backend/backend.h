@@ -20,7 +20,10 @@
  * or a control-flow node with its subgraphs) with the per-node code of graph/exec.c, and the
  * last step hands the outputs over; the daemon sends a step only once the steps it depends
  * on are back, and frees the run's state. A driver would run each step's node as one of its
- * kernels. EXEC_GRAPH (the whole run as one item) remains for graphs loaded without steps.
+ * kernels. A long node step may be split into parts (graph/split.h; part and nparts of the
+ * item), each a slice of the node's output computed by the same kernel, sent like the tiles
+ * of a launch; the step is done when every part is back. EXEC_GRAPH (the whole run as one
+ * item) remains for graphs loaded without steps.
  * Fault injection is not part of the driver interface: the simulator alone offers it,
  * as a separate hook table (struct backend_fault_hooks, NULL on other backends). */
 #ifndef NPUD_BACKEND_H
