@@ -10,6 +10,7 @@
  * a node that fails because the run was cancelled, ran past its deadline or its trip cap, or
  * went over budget fails the run with that code (CANCELLED, LIMIT, QUOTA) instead of EXEC. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,7 @@
 #include "ops/strings.h"
 #include "compile.h"
 #include "exec.h"
+#include "split.h"
 #include "steps.h"
 #include "util/err.h"
 
@@ -49,6 +51,16 @@ struct frame {
         int deferred;
 };
 
+/* A node step split into parts (split.h) that run at the same time: the first part to
+ * start sets the node up (inputs, output shapes and memory, the value table) once, under the
+ * run's lock; every part then runs the kernel on its slice of that call. */
+struct node_prep {
+        int rc;
+        char err[256];
+        struct ops_call call;
+        struct graph_split split;
+};
+
 struct graph_run {
         struct frame f;
         int nin, nout;
@@ -58,6 +70,8 @@ struct graph_run {
          * element arrays of its decoded STRING inputs. */
         struct ops_strpool pool;
         void *dmem[GRAPH_MAX_IO];
+        pthread_mutex_t mu;                /* guards prep[] */
+        struct node_prep **prep;           /* per step, while its parts run */
 };
 
 /* "[2,?,3]" ('?' for an undeclared extent), "[]" for a scalar, "[...]" for an unknown rank. */
@@ -306,23 +320,23 @@ static int has_strings(const struct ops_call *call)
         return 0;
 }
 
-static int run_node(struct frame *f, int n, char *err, size_t errlen)
+/* The first half of a node: its inputs from the value table, its outputs' shapes, and
+ * where they go (a graph output, the arena, or memory of their own, returned in mem[]). */
+static int node_begin(struct frame *f, int n, struct ops_call *call, void **mem,
+                      const char *label, char *err, size_t errlen)
 {
         const struct graph *g = f->g;
         const struct graph_node *gn = &g->nodes[n];
         const struct ops_def *def = gn->def;
-        void *mem[OPS_MAX_OUTPUTS] = { 0 };
-        struct ops_call call;
-        char label[192], msg[512];
+        char msg[512];
         int rc = 0;
 
-        memset(&call, 0, sizeof(call));
-        graph_node_label(gn, label, sizeof(label));
+        memset(call, 0, sizeof(*call));
         msg[0] = 0;
         rc = ops_runctx_check(msg, sizeof(msg));
         if (rc)
                 return err_set(err, errlen, rc, "%s: %s", label, msg);
-        call.nin = gn->nin;
+        call->nin = gn->nin;
         for (int i = 0; i < gn->nin; i++) {
                 int v = gn->in[i];
                 if (v < 0)
@@ -330,54 +344,51 @@ static int run_node(struct frame *f, int n, char *err, size_t errlen)
                 if (!f->slots[v].t.dtype || (!f->slots[v].t.data && tensor_bytes(&f->slots[v].t) > 0))
                         return err_set(err, errlen, PROTO_E_EXEC, "%s: input '%s' is not available",
                                     label, g->values[v].name);
-                call.in[i] = f->slots[v].t;
+                call->in[i] = f->slots[v].t;
                 /* Sequences and empty optionals are bytes only their operators can read. */
-                if ((call.in[i].dtype == PROTO_DTYPE_SEQUENCE ||
-                     call.in[i].dtype == PROTO_DTYPE_OPTIONAL_NONE) &&
+                if ((call->in[i].dtype == PROTO_DTYPE_SEQUENCE ||
+                     call->in[i].dtype == PROTO_DTYPE_OPTIONAL_NONE) &&
                     !(def->flags & OPS_FLAG_VALUES))
                         return err_set(err, errlen, PROTO_E_SHAPE, "%s: input '%s' is %s, not a tensor",
                                        label, g->values[v].name,
-                                       call.in[i].dtype == PROTO_DTYPE_SEQUENCE ? "a sequence"
-                                                                                : "an empty optional");
+                                       call->in[i].dtype == PROTO_DTYPE_SEQUENCE ? "a sequence"
+                                                                                 : "an empty optional");
         }
         /* before infer too: some infers read their inputs' data */
-        if (has_strings(&call) && (rc = strings_check(label, def->name, &call, err, errlen)))
+        if (has_strings(call) && (rc = strings_check(label, def->name, call, err, errlen)))
                 return rc;
-        call.nout = gn->nout;
-        call.nattr = gn->nattr;
+        call->nout = gn->nout;
+        call->nattr = gn->nattr;
         if (gn->nattr)
-                memcpy(call.attr, gn->attr, sizeof(call.attr[0]) * (size_t)gn->nattr);
-        call.opset = g->opset;
-        call.graph_run = subgraph_run;
-        call.graph_ctx = f;
+                memcpy(call->attr, gn->attr, sizeof(call->attr[0]) * (size_t)gn->nattr);
+        call->opset = g->opset;
+        call->graph_run = subgraph_run;
+        call->graph_ctx = f;
         msg[0] = 0;
-        if (ops_infer(def, &call, msg, sizeof(msg)) < 0) {
+        if (ops_infer(def, call, msg, sizeof(msg)) < 0) {
                 /* control-flow operators run their subgraphs here */
-                rc = err_set(err, errlen, node_code(PROTO_E_SHAPE), "%s: %s", label,
-                          msg[0] ? msg : "shape inference failed");
-                goto out;
+                return err_set(err, errlen, node_code(PROTO_E_SHAPE), "%s: %s", label,
+                               msg[0] ? msg : "shape inference failed");
         }
-        if (has_strings(&call) && (rc = strings_check(label, def->name, &call, err, errlen)))
-                goto out;
+        if (has_strings(call) && (rc = strings_check(label, def->name, call, err, errlen)))
+                return rc;
         for (int j = 0; j < gn->nout; j++) {
-                struct ops_tensor *o = &call.out[j];
+                struct ops_tensor *o = &call->out[j];
                 int v = gn->out[j];
                 int64_t bytes;
 
                 if (!o->dtype) {
                         if (v < 0)
                                 continue;
-                        rc = err_set(err, errlen, PROTO_E_EXEC, "%s: output '%s' was not inferred",
-                                  label, g->values[v].name);
-                        goto out;
+                        return err_set(err, errlen, PROTO_E_EXEC, "%s: output '%s' was not inferred",
+                                       label, g->values[v].name);
                 }
                 bytes = tensor_bytes(o);
                 if (bytes < 0) {
-                        char d[24], s[192];
-                        rc = err_set(err, errlen, PROTO_E_SHAPE, "%s: output %d is %s %s, not a valid tensor",
-                                  label, j, dtype_str(o->dtype, d, sizeof(d)),
-                                  shape_str(o->ndim, o->dims, s, sizeof(s)));
-                        goto out;
+                        char d[24], sh[192];
+                        return err_set(err, errlen, PROTO_E_SHAPE, "%s: output %d is %s %s, not a valid tensor",
+                                       label, j, dtype_str(o->dtype, d, sizeof(d)),
+                                       shape_str(o->ndim, o->dims, sh, sizeof(sh)));
                 }
                 /* A graph output goes straight into the caller's tensor, but for strings,
                  * which are encoded there once the run is over. Strings never take a
@@ -386,11 +397,9 @@ static int run_node(struct frame *f, int n, char *err, size_t errlen)
                 if (o->dtype == PROTO_DTYPE_STRING) {
                         msg[0] = 0;
                         mem[j] = ops_buf_alloc0((uint64_t)bytes, msg, sizeof(msg));
-                        if (!mem[j]) {
-                                rc = err_set(err, errlen, node_code(PROTO_E_EXEC), "%s: output '%s': %s",
-                                             label, v >= 0 ? g->values[v].name : "(unused)", msg);
-                                goto out;
-                        }
+                        if (!mem[j])
+                                return err_set(err, errlen, node_code(PROTO_E_EXEC), "%s: output '%s': %s",
+                                               label, v >= 0 ? g->values[v].name : "(unused)", msg);
                         o->data = mem[j];
                         continue;
                 }
@@ -399,7 +408,7 @@ static int run_node(struct frame *f, int n, char *err, size_t errlen)
                         rc = f->flex ? check_fits(g->values[v].name, o, b, err, errlen)
                                      : check_bound(g->values[v].name, o, b, err, errlen);
                         if (rc)
-                                goto out;
+                                return rc;
                         o->data = b->data;
                         continue;
                 }
@@ -412,54 +421,85 @@ static int run_node(struct frame *f, int n, char *err, size_t errlen)
                 }
                 msg[0] = 0;
                 mem[j] = ops_buf_alloc((uint64_t)bytes, msg, sizeof(msg));
-                if (!mem[j]) {
-                        rc = err_set(err, errlen, node_code(PROTO_E_EXEC), "%s: output '%s': %s", label,
-                                  v >= 0 ? g->values[v].name : "(unused)", msg);
-                        goto out;
-                }
+                if (!mem[j])
+                        return err_set(err, errlen, node_code(PROTO_E_EXEC), "%s: output '%s': %s", label,
+                                       v >= 0 ? g->values[v].name : "(unused)", msg);
                 o->data = mem[j];
         }
+        return 0;
+}
+
+/* The node's kernel on call (the whole node, or a part of it). */
+static int node_kernel(const struct graph_node *gn, const struct ops_call *call, const char *label,
+                       char *err, size_t errlen)
+{
+        char msg[512];
+        int rc;
+
         msg[0] = 0;
         /* the kernel variant tuning chose for this node (compile-tune.c) */
         if (gn->variant)
                 ops_sgemm_force(gn->variant - 1);
-        rc = ops_run(def, &call, msg, sizeof(msg));
+        rc = ops_run(gn->def, call, msg, sizeof(msg));
         if (gn->variant)
                 ops_sgemm_force(OPS_SGEMM_AUTO);
-        if (rc < 0) {
-                rc = err_set(err, errlen, node_code(PROTO_E_EXEC), "%s: %s", label,
-                          msg[0] ? msg : "kernel failed");
-                goto out;
-        }
+        if (rc < 0)
+                return err_set(err, errlen, node_code(PROTO_E_EXEC), "%s: %s", label,
+                               msg[0] ? msg : "kernel failed");
         /* Shared copy loops stop early without an error of their own when the run is
          * cancelled or past its deadline; the stop code they recorded fails the node. */
         rc = ops_runctx_code();
-        if (rc) {
-                rc = err_set(err, errlen, rc, "%s: %s", label,
-                          rc == PROTO_E_CANCELLED ? "cancelled while running"
-                          : rc == PROTO_E_QUOTA   ? "intermediates over the memory budget"
-                                                  : "run exceeded its time limit (tenant max_run_ms)");
-                goto out;
-        }
+        if (rc)
+                return err_set(err, errlen, rc, "%s: %s", label,
+                               rc == PROTO_E_CANCELLED ? "cancelled while running"
+                               : rc == PROTO_E_QUOTA   ? "intermediates over the memory budget"
+                                                       : "run exceeded its time limit (tenant max_run_ms)");
+        return 0;
+}
+
+/* The node's outputs into the value table (they own mem[]); free_unused: outputs nobody
+ * reads are freed at once (not while parts of the node may still write them). */
+static void node_commit(struct frame *f, int n, const struct ops_call *call, void **mem, int free_unused)
+{
+        const struct graph *g = f->g;
+        const struct graph_node *gn = &g->nodes[n];
+
         for (int j = 0; j < gn->nout; j++) {
                 int v = gn->out[j];
                 if (v < 0)
-                        continue; /* an output the model does not use: freed below */
-                f->slots[v].t = call.out[j];
+                        continue; /* an output the model does not use: freed by the caller */
+                f->slots[v].t = call->out[j];
                 f->slots[v].owned = mem[j];
                 mem[j] = NULL;
-                if (f->slots[v].uses_left == 0 && g->values[v].output < 0) {
+                if (free_unused && f->slots[v].uses_left == 0 && g->values[v].output < 0) {
                         ops_buf_free(f->slots[v].owned);
                         f->slots[v].owned = NULL;
                         f->slots[v].t.data = NULL;
                 }
         }
-        for (int i = 0; i < gn->nin && !f->deferred; i++)
-                if (gn->in[i] >= 0)
-                        slot_use_done(f, gn->in[i]);
-        for (int i = 0; i < gn->nimplicit && !f->deferred; i++)
-                slot_use_done(f, gn->implicit[i]);
-out:
+}
+
+static int run_node(struct frame *f, int n, char *err, size_t errlen)
+{
+        const struct graph *g = f->g;
+        const struct graph_node *gn = &g->nodes[n];
+        void *mem[OPS_MAX_OUTPUTS] = { 0 };
+        struct ops_call call;
+        char label[192];
+        int rc;
+
+        graph_node_label(gn, label, sizeof(label));
+        rc = node_begin(f, n, &call, mem, label, err, errlen);
+        if (!rc)
+                rc = node_kernel(gn, &call, label, err, errlen);
+        if (!rc) {
+                node_commit(f, n, &call, mem, 1);
+                for (int i = 0; i < gn->nin && !f->deferred; i++)
+                        if (gn->in[i] >= 0)
+                                slot_use_done(f, gn->in[i]);
+                for (int i = 0; i < gn->nimplicit && !f->deferred; i++)
+                        slot_use_done(f, gn->implicit[i]);
+        }
         for (int j = 0; j < OPS_MAX_OUTPUTS; j++)
                 ops_buf_free(mem[j]);
         ops_control_forget();
@@ -706,8 +746,75 @@ int graph_exec_bound(struct graph_bind *b, char *err, size_t errlen)
         return rc;
 }
 
+/* Part k of nparts of node step `step` (see struct node_prep). */
+static int run_node_part(struct graph_run *r, int step, int k, int nparts, char *err, size_t errlen)
+{
+        struct frame *f = &r->f;
+        int n = graph_step_node(f->g, step);
+        const struct graph_node *gn = &f->g->nodes[n];
+        struct node_prep *p;
+        char label[192];
+        int rc = 0;
+
+        graph_node_label(gn, label, sizeof(label));
+        pthread_mutex_lock(&r->mu);
+        p = r->prep[step];
+        if (!p && (p = calloc(1, sizeof(*p)))) {
+                void *mem[OPS_MAX_OUTPUTS] = { 0 };
+                p->rc = node_begin(f, n, &p->call, mem, label, p->err, sizeof(p->err));
+                if (!p->rc) {
+                        /* the outputs are in the value table before their parts are
+                         * written: nothing reads them until every part is back */
+                        node_commit(f, n, &p->call, mem, 0);
+                        graph_split_plan(gn->def, &p->call, &p->split);
+                }
+                for (int j = 0; j < OPS_MAX_OUTPUTS; j++)
+                        ops_buf_free(mem[j]);
+                ops_control_forget();
+                r->prep[step] = p;
+        }
+        pthread_mutex_unlock(&r->mu);
+        if (!p)
+                return err_set(err, errlen, PROTO_E_EXEC, "%s: out of memory", label);
+        if (p->rc)
+                return err_set(err, errlen, p->rc, "%s", p->err);
+        if (p->split.how == GRAPH_SPLIT_NONE || nparts <= 1) /* shapes unlike the estimate's */
+                return k == 0 ? node_kernel(gn, &p->call, label, err, errlen) : 0;
+
+        struct ops_call c = p->call;
+        int64_t lo, hi;
+        void *tmp = NULL;
+        graph_split_part(&p->call, &p->split, k, nparts, &c, &lo, &hi);
+        if (lo >= hi)
+                return 0;
+        if (p->split.how == GRAPH_SPLIT_COLS) { /* its columns are not contiguous in the output */
+                char msg[256] = "";
+                size_t es = proto_dtype_size(c.out[0].dtype);
+                int64_t rows = c.out[0].dims[0], cols = p->call.out[0].dims[1];
+                tmp = ops_buf_alloc((uint64_t)(rows * (hi - lo)) * es, msg, sizeof(msg));
+                if (!tmp)
+                        return err_set(err, errlen, node_code(PROTO_E_EXEC), "%s: %s", label, msg);
+                c.out[0].data = tmp;
+                rc = node_kernel(gn, &c, label, err, errlen);
+                for (int64_t i = 0; !rc && i < rows; i++)
+                        memcpy((char *)p->call.out[0].data + (size_t)(i * cols + lo) * es,
+                               (char *)tmp + (size_t)(i * (hi - lo)) * es, (size_t)(hi - lo) * es);
+                ops_buf_free(tmp);
+        } else {
+                rc = node_kernel(gn, &c, label, err, errlen);
+        }
+        ops_control_forget();
+        return rc;
+}
+
 int graph_run_step(struct graph_bind *b, int step, const struct ops_tensor *host_t, char *err,
                    size_t errlen)
+{
+        return graph_run_step_part(b, step, 0, 1, host_t, err, errlen);
+}
+
+int graph_run_step_part(struct graph_bind *b, int step, int part, int nparts,
+                        const struct ops_tensor *host_t, char *err, size_t errlen)
 {
         const struct graph *g = b->g;
         int rc;
@@ -715,10 +822,14 @@ int graph_run_step(struct graph_bind *b, int step, const struct ops_tensor *host
         if (step == 0) {
                 const struct ops_tensor *use;
                 struct graph_run *r = calloc(1, sizeof(*r));
-                if (!r)
+                if (!r || !(r->prep = calloc((size_t)g->nnodes + 2, sizeof(*r->prep)))) {
+                        if (r)
+                                free(r);
                         return err_set(err, errlen, PROTO_E_EXEC, "out of memory for a graph run");
+                }
                 r->nin = b->nin;
                 r->nout = b->nout;
+                pthread_mutex_init(&r->mu, NULL);
                 memcpy(r->t, host_t, sizeof(r->t[0]) * (size_t)(b->nin + b->nout));
                 ops_strpool_init(&r->pool);
                 ops_strpool_enter(&r->pool);
@@ -733,6 +844,8 @@ int graph_run_step(struct graph_bind *b, int step, const struct ops_tensor *host
                         for (int i = 0; i < GRAPH_MAX_IO; i++)
                                 ops_buf_free(r->dmem[i]);
                         ops_strpool_end(&r->pool);
+                        pthread_mutex_destroy(&r->mu);
+                        free(r->prep);
                         free(r);
                 } else {
                         r->f.deferred = 1;
@@ -740,6 +853,14 @@ int graph_run_step(struct graph_bind *b, int step, const struct ops_tensor *host
                 }
         } else if (!b->run || step < 0 || step > g->nnodes + 1) {
                 rc = err_set(err, errlen, PROTO_E_EXEC, "step %d of a graph run that is not bound", step);
+        } else if (step <= g->nnodes && nparts > 1) {
+                if (part < 0 || part >= nparts) {
+                        rc = err_set(err, errlen, PROTO_E_EXEC, "part %d of %d of step %d", part, nparts, step);
+                } else {
+                        ops_strpool_enter(&b->run->pool);
+                        rc = run_node_part(b->run, step, part, nparts, err, errlen);
+                        ops_strpool_leave(&b->run->pool);
+                }
         } else if (step <= g->nnodes) {
                 ops_strpool_enter(&b->run->pool);
                 rc = run_node(&b->run->f, graph_step_node(g, step), err, errlen);
@@ -761,6 +882,9 @@ void graph_run_step_done(struct graph_bind *b, int step)
 
         if (!b->run || step < 1 || step > b->g->nnodes)
                 return;
+        /* every part is back: the node's set-up goes */
+        free(b->run->prep[step]);
+        b->run->prep[step] = NULL;
         gn = &b->g->nodes[graph_step_node(b->g, step)];
         for (int i = 0; i < gn->nin; i++)
                 if (gn->in[i] >= 0)
@@ -777,6 +901,10 @@ void graph_run_free(struct graph_run *r)
         for (int i = 0; i < GRAPH_MAX_IO; i++)
                 ops_buf_free(r->dmem[i]);
         ops_strpool_end(&r->pool);
+        for (int k = 0; k < r->f.g->nnodes + 2; k++)
+                free(r->prep[k]);
+        free(r->prep);
+        pthread_mutex_destroy(&r->mu);
         free(r);
 }
 
@@ -865,7 +993,8 @@ static int no_subgraph_run(void *graph_ctx, const void *graph, int nin,
 /* Work of each node in order (flops[k], bytes[k] of order[k]; ok[k] 0 where its shapes
  * depend on data the estimate does not have). -1 when memory is short. */
 static int estimate_walk(const struct graph *g, int nin, const struct ops_tensor *in,
-                         uint64_t *flops_out, uint64_t *bytes_out, uint8_t *ok_out)
+                         uint64_t *flops_out, uint64_t *bytes_out, uint8_t *ok_out,
+                         uint32_t *parts_out)
 {
         struct ops_tensor *known = calloc((size_t)(g->nvalues ? g->nvalues : 1), sizeof(*known));
         char msg[256];
@@ -908,6 +1037,8 @@ static int estimate_walk(const struct graph *g, int nin, const struct ops_tensor
                                 ok = 0;
                 ok_out[k] = (uint8_t)ok;
                 flops_out[k] = bytes_out[k] = 0;
+                if (parts_out)
+                        parts_out[k] = ok ? graph_split_max_parts(gn->def, &call) : 1;
                 if (!ok)
                         continue;
                 for (int j = 0; j < gn->nout; j++)
@@ -945,7 +1076,7 @@ uint64_t graph_estimate_ns(const struct graph *g, int nin, const struct ops_tens
 
         if (ret_nodes)
                 *ret_nodes = 0;
-        if (!flops || !bytes || !ok || estimate_walk(g, nin, in, flops, bytes, ok) < 0) {
+        if (!flops || !bytes || !ok || estimate_walk(g, nin, in, flops, bytes, ok, NULL) < 0) {
                 total = (uint64_t)g->nnodes * COST_LAUNCH_NS;
                 goto out;
         }
@@ -967,14 +1098,24 @@ out:
 int graph_estimate_steps(const struct graph *g, int nin, const struct ops_tensor *in,
                          const double *ops_per_s, const int *cores, double mem_bw, uint64_t *cost)
 {
+        return graph_estimate_steps_parts(g, nin, in, ops_per_s, cores, mem_bw, cost, NULL);
+}
+
+int graph_estimate_steps_parts(const struct graph *g, int nin, const struct ops_tensor *in,
+                               const double *ops_per_s, const int *cores, double mem_bw,
+                               uint64_t *cost, uint32_t *parts)
+{
         const struct graph_steps *gs = g->steps;
         size_t n = (size_t)(g->nnodes ? g->nnodes : 1);
         uint64_t *flops = malloc(n * sizeof(*flops)), *bytes = malloc(n * sizeof(*bytes));
         uint8_t *ok = malloc(n);
         int rc = -1;
 
-        if (!gs || !flops || !bytes || !ok || estimate_walk(g, nin, in, flops, bytes, ok) < 0)
+        if (!gs || !flops || !bytes || !ok ||
+            estimate_walk(g, nin, in, flops, bytes, ok, parts ? parts + 1 : NULL) < 0)
                 goto out;
+        if (parts) /* binding and handing over stay whole */
+                parts[0] = parts[gs->nsteps - 1] = 1;
         memset(cost, 0, sizeof(*cost) * (size_t)gs->nsteps * OPS_ENGINE_COUNT);
         for (int s = 0; s < gs->nsteps; s++) {
                 uint64_t *c = &cost[(size_t)s * OPS_ENGINE_COUNT];

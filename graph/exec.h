@@ -49,6 +49,12 @@ int graph_exec_bound(struct graph_bind *b, char *err, size_t errlen);
  * naming the node. host_t is read by step 0 only. */
 int graph_run_step(struct graph_bind *b, int step, const struct ops_tensor *host_t, char *err,
                    size_t errlen);
+/* Part `part` of nparts of step `step` (nparts 1: the whole step, as graph_run_step). A node
+ * step split into parts (split.h) runs them at the same time on several workers; the first
+ * to start sets the node up for all of them, each computes its slice of the outputs, and
+ * the step is done when every part is back (then graph_run_step_done, once). */
+int graph_run_step_part(struct graph_bind *b, int step, int part, int nparts,
+                        const struct ops_tensor *host_t, char *err, size_t errlen);
 /* Node step `step` of b came back done (loop thread): each value it read loses a use, and
  * one whose last reader this was is freed (its other readers are back too). No-op without
  * a run (model mode). */
@@ -74,6 +80,11 @@ uint64_t graph_estimate_ns(const struct graph *g, int nin, const struct ops_tens
  * 0, or -1 when memory is short. */
 int graph_estimate_steps(const struct graph *g, int nin, const struct ops_tensor *in,
                          const double *ops_per_s, const int *cores, double mem_bw, uint64_t *cost);
+/* The same, and per step the most parts it may be split into (split.h; 1: it stays whole)
+ * in parts[s] (NULL: not wanted). */
+int graph_estimate_steps_parts(const struct graph *g, int nin, const struct ops_tensor *in,
+                               const double *ops_per_s, const int *cores, double mem_bw,
+                               uint64_t *cost, uint32_t *parts);
 
 /* Refuse a model whose fixed shapes conflict: shapes are propagated from initializers and
  * from inputs whose declared dtype and shape are fully fixed, and every element-wise or

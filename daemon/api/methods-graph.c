@@ -287,6 +287,105 @@ static json_t *compile_json(const struct graph *g)
                          "tune_cached", st->tune_cached);
 }
 
+static const char *const plan_engine_names[OPS_ENGINE_COUNT] = { "cube", "vector", "aicpu", "dma" };
+
+/* The estimate per step from the last run's input shapes, else from the declared ones when
+ * they are fixed; *cost and *parts are NULL when there is none. *own: they were made here. */
+static void plan_estimate(const struct graph_obj *o, uint64_t **cost, uint32_t **parts, int *own)
+{
+        const struct graph *g = o->g;
+        const struct backend_device_desc *d = &o->dev->desc;
+        struct ops_tensor *in;
+        int fixed = 1;
+
+        *own = 0;
+        *cost = o->est_valid ? o->est_steps : NULL;
+        *parts = o->est_valid ? o->est_parts : NULL;
+        if (*cost && *parts)
+                return;
+        *cost = NULL;
+        *parts = NULL;
+        if (!(in = calloc((size_t)g->ninputs + 1, sizeof(*in))))
+                return;
+        for (int i = 0; i < g->ninputs && fixed; i++) {
+                const struct graph_value *v = &g->values[g->inputs[i]];
+                in[i].dtype = v->dtype;
+                in[i].ndim = v->ndim;
+                fixed = v->kind != GRAPH_VALUE_INPUT || (v->dtype && v->ndim >= 0);
+                for (int k = 0; fixed && k < v->ndim && k < OPS_MAX_DIMS; k++) {
+                        in[i].dims[k] = v->dims[k];
+                        fixed = v->dims[k] >= 0;
+                }
+        }
+        size_t n = (size_t)g->steps->nsteps;
+        *cost = fixed ? malloc(n * OPS_ENGINE_COUNT * sizeof(**cost)) : NULL;
+        *parts = fixed ? malloc(n * sizeof(**parts)) : NULL;
+        if (!*cost || !*parts ||
+            graph_estimate_steps_parts(g, g->ninputs, in, d->flops_per_core, d->cores,
+                                       d->mem_bandwidth, *cost, *parts) < 0) {
+                free(*cost);
+                free(*parts);
+                *cost = NULL;
+                *parts = NULL;
+        } else {
+                *own = 1;
+        }
+        free(in);
+}
+
+/* graph_info's "plan": per step its node(s), the engine kind of earliest estimated finish
+ * and that estimate (the cost model, uncalibrated), and the most parts it splits into. */
+static json_t *plan_json(const struct graph_obj *o)
+{
+        const struct graph *g = o->g;
+        const struct graph_steps *gs = g->steps;
+        json_t *arr = json_array();
+        uint64_t *cost;
+        uint32_t *parts;
+        int own;
+
+        if (!gs)
+                return arr;
+        plan_estimate(o, &cost, &parts, &own);
+        for (int s = 0; s < gs->nsteps; s++) {
+                json_t *nodes = json_array(), *st;
+                const char *op;
+                if (s == 0) {
+                        op = "(bind)";
+                } else if (s == gs->nsteps - 1) {
+                        op = "(outputs)";
+                } else {
+                        const struct graph_node *gn = &g->nodes[graph_step_node(g, s)];
+                        const struct graph_fused *fz = NULL;
+                        op = gn->def->name;
+                        for (int a = 0; gn->def == &graph_fused_def && a < gn->nattr; a++)
+                                if (gn->attr[a].type == OPS_ATTR_OPAQUE)
+                                        fz = gn->attr[a].graph;
+                        if (fz)
+                                for (int k = 0; k < fz->nsteps; k++)
+                                        json_array_append_new(nodes, json_string(fz->steps[k].name ? fz->steps[k].name : ""));
+                        else
+                                json_array_append_new(nodes, json_string(gn->name ? gn->name : ""));
+                }
+                int best = -1;
+                for (int e = 0; cost && e < OPS_ENGINE_COUNT; e++) {
+                        uint64_t c = cost[(size_t)s * OPS_ENGINE_COUNT + (size_t)e];
+                        if (c && (best < 0 || c < cost[(size_t)s * OPS_ENGINE_COUNT + (size_t)best]))
+                                best = e;
+                }
+                st = json_pack("{s:i, s:s, s:o, s:s, s:f, s:i}", "step", s, "op", op, "nodes", nodes,
+                               "engine", best >= 0 ? plan_engine_names[best] : "",
+                               "est_us", best >= 0 ? (double)cost[(size_t)s * OPS_ENGINE_COUNT + (size_t)best] / 1e3 : 0.0,
+                               "parts_max", parts ? (int)parts[s] : 1);
+                json_array_append_new(arr, st);
+        }
+        if (own) {
+                free(cost);
+                free(parts);
+        }
+        return arr;
+}
+
 static json_t *graph_json(const struct graph_obj *o, uint32_t handle)
 {
         const struct graph *g = o->g;
@@ -300,10 +399,12 @@ static json_t *graph_json(const struct graph_obj *o, uint32_t handle)
                 const struct ops_tensor *d = &g->output_decl[k];
                 json_array_append_new(out, value_json(g->values[g->outputs[k]].name, d->dtype, d->ndim, d->dims));
         }
-        return json_pack("{s:I, s:i, s:o, s:o, s:i, s:I, s:i, s:o, s:i}", "graph", (json_int_t)handle,
+        return json_pack("{s:I, s:i, s:o, s:o, s:i, s:I, s:i, s:o, s:i, s:o, s:I, s:i}", "graph", (json_int_t)handle,
                          "device", o->dev->id, "inputs", in, "outputs", out,
                          "nodes", g->stats ? g->stats->nodes_before : g->nnodes, "weight_bytes", (json_int_t)g->storage_bytes, "opset", g->opset,
-                         "compile", compile_json(g), "steps", g->steps ? g->steps->nsteps : 1);
+                         "compile", compile_json(g), "steps", g->steps ? g->steps->nsteps : 1,
+                         "plan", plan_json(o), "parts_sent", (json_int_t)o->parts_sent,
+                         "parts_parallel", (int)o->parts_parallel);
 }
 
 /* Map a sealed model memfd read-only. Consumes fd. 0 or a PROTO_E_* code with a message. */

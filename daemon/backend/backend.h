@@ -20,7 +20,10 @@
  * or a control-flow node with its subgraphs) with the per-node code of graph/exec.c, and the
  * last step hands the outputs over; the daemon sends a step only once the steps it depends
  * on are back, and frees the run's state. A driver would run each step's node as one of its
- * kernels. EXEC_GRAPH (the whole run as one item) remains for graphs loaded without steps.
+ * kernels. A long node step may be split into parts (graph/split.h; part and nparts of the
+ * item), each a slice of the node's output computed by the same kernel, sent like the tiles
+ * of a launch; the step is done when every part is back. EXEC_GRAPH (the whole run as one
+ * item) remains for graphs loaded without steps.
  * Fault injection is not part of the driver interface: the simulator alone offers it,
  * as a separate hook table (struct backend_fault_hooks, NULL on other backends). */
 #ifndef NPUD_BACKEND_H
@@ -141,6 +144,9 @@ struct exec_item {
         struct exec_call *call;
         struct graph_bind *graph; /* EXEC_GRAPH(_STEP): the graph and its bound tensors */
         int step;                 /* EXEC_GRAPH_STEP: which step (graph/steps.h) */
+        /* EXEC_GRAPH_STEP of a node split into parts (graph/split.h): part `part` of nparts
+         * (nparts 0 or 1: the whole step) */
+        int part, nparts;
         uint64_t model_ns; /* duration in model mode */
         /* filled by the backend */
         int status; /* 0, or a PROTO_E_* code */

@@ -191,7 +191,8 @@ static void item_run(const struct sim_device *d, struct exec_item *it)
                                 if (b->t[i].data)
                                         host[i].data = sim_ptr(d, exec_tensor_addr(&b->t[i]));
                         }
-                it->status = graph_run_step(b, it->step, host, it->err, sizeof(it->err));
+                it->status = graph_run_step_part(b, it->step, it->part, it->nparts > 1 ? it->nparts : 1,
+                                                 host, it->err, sizeof(it->err));
                 break;
         }
         }

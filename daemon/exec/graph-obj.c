@@ -19,6 +19,7 @@ void graph_obj_unref(struct graph_obj *o)
         buffer_unref(o->weights);
         free(o->est_shapes);
         free(o->est_steps);
+        free(o->est_parts);
         free(o);
 }
 

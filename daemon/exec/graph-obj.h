@@ -31,6 +31,11 @@ struct graph_obj {
         int64_t *est_shapes;    /* per input: dtype, ndim, dims[8] */
         uint64_t est_ns;
         uint64_t *est_steps;    /* and per step and engine (graph_estimate_steps), or NULL */
+        uint32_t *est_parts;    /* and per step the most parts it splits into (graph/split.h) */
+        /* Parts of split steps sent for this graph's runs, and the most units of one run
+         * that were out at once when one was sent (graph_info shows both). */
+        uint64_t parts_sent;
+        uint32_t parts_parallel;
 };
 
 struct graph_obj *graph_obj_ref(struct graph_obj *o);

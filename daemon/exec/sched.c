@@ -10,6 +10,7 @@
 
 #include "graph/exec.h"
 #include "graph/steps.h"
+#include "graph-obj.h"
 #include "policy/cost.h"
 #include "proto/errors.h"
 #include "sched.h"
@@ -462,8 +463,11 @@ static void steps_queue(struct stream *st, struct task *t)
 
         if (rs->ready_head == rs->ready_tail)
                 return;
-        for (int e = 0; e < OPS_ENGINE_COUNT; e++)
-                st->q.cost[e] = step_cost(st, t, rs->ready[rs->ready_head], e);
+        int k = rs->ready[rs->ready_head];
+        for (int e = 0; e < OPS_ENGINE_COUNT; e++) {
+                uint64_t c = step_cost(st, t, k, e);
+                st->q.cost[e] = c && rs->parts[k] > 1 ? c / rs->parts[k] + 1 : c; /* one part */
+        }
         st->q.deadline = sched_task_deadline(t);
         pd_queue_ready(&st->dev->pd, &st->q, now_ns());
 }
@@ -479,12 +483,44 @@ static uint64_t chain_cost(struct stream *st, const struct task *t, int k, int e
         return a > c ? a : c;
 }
 
+/* A step estimated at least this long is split into parts for as many workers as the
+ * device has host slots, where its node splits (graph/split.h): a graph run then uses the
+ * workers a big launch would, instead of one per node. Shorter steps split only to stay
+ * within the tile duration. */
+#define STEP_SPLIT_MIN_NS 200000
+
+/* How many parts step k takes when sent on e: enough for parts of about one tile duration,
+ * and, for a step long enough, one per host slot; never more than its node allows (a small
+ * GEMM stays whole, see graph/split.h). */
+static uint32_t step_nparts(struct stream *st, const struct task *t, int k, int e)
+{
+        const struct run_steps *rs = t->steps;
+        uint64_t c = chain_cost(st, t, k, e), tile_ns = st->x->tile_ns ? st->x->tile_ns : 1;
+
+        int slots = st->dev->pd.host_slots;
+        static int enabled = -1; /* NPUD_GRAPH_SPLIT=0 keeps steps whole (before/after figures) */
+
+        if (enabled < 0) {
+                const char *env = getenv("NPUD_GRAPH_SPLIT");
+                enabled = !env || strcmp(env, "0") != 0;
+        }
+        /* Model mode (no host slots) holds a step for its modelled time on one core of its
+         * engine, as the chip's kernel: parts are for the host workers of compute mode. */
+        if (rs->max_parts[k] <= 1 || !slots || !enabled)
+                return 1;
+        uint64_t n = (c + tile_ns - 1) / tile_ns;
+        if (slots > 1 && c >= STEP_SPLIT_MIN_NS && n < (uint64_t)slots)
+                n = (uint64_t)slots;
+        return n > rs->max_parts[k] ? rs->max_parts[k] : (uint32_t)n;
+}
+
 static void step_send(struct sched_unit *su, struct task *t, int k, int e)
 {
         struct exec_item *it = &t->steps->items[k];
 
         *it = (struct exec_item){ .kind = EXEC_GRAPH_STEP, .graph = t->item.graph, .step = k,
                                   .model_ns = t->steps->cost[(size_t)k * OPS_ENGINE_COUNT + (size_t)e] };
+        t->steps->parts[k] = 1;
         t->steps->state[k] = STEP_SENT;
         su->items[su->u.nitems++] = it;
 }
@@ -505,7 +541,30 @@ static uint64_t steps_fill(struct stream *st, struct task *t, struct sched_unit 
         for (int i = rs->ready_head; i < rs->ready_tail; i++) {
                 if (!step_cost(st, t, rs->ready[i], e))
                         continue;
-                k = rs->ready[i]; /* take it out, keeping the order of the others */
+                k = rs->ready[i];
+                if (!rs->parts[k]) {
+                        rs->parts[k] = step_nparts(st, t, k, e);
+                        t->tiles += rs->parts[k] - 1; /* each part is a tile of the run */
+                }
+                if (rs->parts[k] > 1) {
+                        /* one part per unit; the step stays ready while parts are left */
+                        uint32_t n = rs->parts[k];
+                        su->tile = (struct exec_item){ .kind = EXEC_GRAPH_STEP, .graph = t->item.graph,
+                                                       .step = k, .part = (int)rs->parts_sent[k]++,
+                                                       .nparts = (int)n,
+                                                       .model_ns = rs->cost[(size_t)k * OPS_ENGINE_COUNT + (size_t)e] / n };
+                        su->items[su->u.nitems++] = &su->tile;
+                        rs->state[k] = STEP_SENT;
+                        if (rs->parts_sent[k] == n) {
+                                memmove(&rs->ready[rs->ready_head + 1], &rs->ready[rs->ready_head],
+                                        (size_t)(i - rs->ready_head) * sizeof(int));
+                                rs->ready_head++;
+                        }
+                        *ret_raw = su->tile.model_ns ? su->tile.model_ns : 1;
+                        est = step_cost(st, t, k, e) / n;
+                        return est ? est : 1;
+                }
+                /* take it out, keeping the order of the others */
                 memmove(&rs->ready[rs->ready_head + 1], &rs->ready[rs->ready_head],
                         (size_t)(i - rs->ready_head) * sizeof(int));
                 rs->ready_head++;
@@ -524,7 +583,7 @@ static uint64_t steps_fill(struct stream *st, struct task *t, struct sched_unit 
                         rs->in_unit[sk]++;
                         if (next < 0 && rs->in_unit[sk] == rs->pending[sk] && step_cost(st, t, sk, e) &&
                             budget + chain_cost(st, t, sk, e) <= tile_ns &&
-                            su->u.nitems < CHAIN_MAX_ITEMS)
+                            su->u.nitems < CHAIN_MAX_ITEMS && step_nparts(st, t, sk, e) == 1)
                                 next = sk; /* everything it waits for runs before it here */
                 }
                 k = next;
@@ -558,6 +617,8 @@ static void steps_complete(struct task *t, struct sched_unit *su)
                 }
                 if (t->tile_failed)
                         continue;
+                if (it->nparts > 1 && ++rs->parts_done[it->step] < (uint32_t)it->nparts)
+                        continue; /* other parts of the step still run or wait */
                 rs->state[it->step] = STEP_DONE;
                 graph_run_step_done(t->item.graph, it->step);
                 for (int j = rs->gs->succ_start[it->step]; j < rs->gs->succ_start[it->step + 1]; j++) {
@@ -813,6 +874,12 @@ static void stream_dispatch(struct exec *x, struct stream *st, int e)
         pd_host_take(&dev->pd, su->u.background);
         st->running = &su->u;
         st->nrunning++;
+        if (su->tile_task && su->tile_task->steps && su->items[0] == &su->tile) { /* a part of a step */
+                struct graph_obj *o = su->tile_task->item.graph->owner;
+                o->parts_sent++;
+                if ((uint32_t)st->nrunning > o->parts_parallel)
+                        o->parts_parallel = (uint32_t)st->nrunning;
+        }
         TAILQ_INSERT_TAIL(&inflight, su, inflight_link);
         if (st->tenant && unit_is_graph(su))
                 st->tenant->graph_units++;
@@ -835,6 +902,20 @@ static void stream_dispatch(struct exec *x, struct stream *st, int e)
                 tile_more(st);
 }
 
+/* Is the next unit of graph run t a part of a split step? Parts are tiles of one node (about
+ * a tile duration each, picked one at a time like a launch's), so the cap on a tenant's
+ * graph units does not hold them back: a lone big GEMM in a graph uses the free workers as
+ * the same GEMM launched would. */
+static int steps_next_is_part(struct stream *st, const struct task *t, int e)
+{
+        const struct run_steps *rs = t->steps;
+
+        if (!rs || rs->ready_head == rs->ready_tail)
+                return 0;
+        int k = rs->ready[rs->ready_head];
+        return rs->parts[k] ? rs->parts[k] > 1 : step_nparts(st, t, k, e) > 1;
+}
+
 static void device_run(struct exec *x, struct device *dev)
 {
         struct pd_queue *q;
@@ -844,6 +925,7 @@ static void device_run(struct exec *x, struct device *dev)
                 struct stream *st = (struct stream *)((char *)q - offsetof(struct stream, q));
                 struct task *head = TAILQ_FIRST(&st->tasks);
                 if (x->graph_worker_cap && st->tenant && head && head->item.kind == EXEC_GRAPH &&
+                    !steps_next_is_part(st, head, e) &&
                     st->tenant->graph_units >= (uint32_t)x->graph_worker_cap &&
                     park_stream(st) == 0) {
                         pd_queue_unready(&dev->pd, q);

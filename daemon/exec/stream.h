@@ -40,6 +40,10 @@ struct run_steps {
         int nsteps;
         struct exec_item *items; /* per step */
         uint64_t *cost;          /* [step * OPS_ENGINE_COUNT + engine], ns (model estimate) */
+        /* A long node step split into parts (graph/split.h) that run at the same time on
+         * free workers, like the tiles of a launch: the most it may take (from the
+         * estimate), how many it takes (0 until first sent), and of those sent and back. */
+        uint32_t *max_parts, *parts, *parts_sent, *parts_done;
         int *pending;            /* per step: steps it still waits for */
         int *in_unit;            /* per step, while a unit is filled: of those, put in it */
         int *ready;              /* steps made ready, in that order: [ready_head, ready_tail) */

@@ -409,14 +409,20 @@ static uint64_t run_estimate(struct graph_obj *o, const struct graph_bind *b)
         o->est_ns = graph_estimate_ns(o->g, b->nin, b->t, d->flops_per_core[OPS_ENGINE_AICPU],
                                       d->mem_bandwidth, NULL);
         free(o->est_steps);
+        free(o->est_parts);
         o->est_steps = NULL;
+        o->est_parts = NULL;
         if (o->g->steps) {
                 size_t n = (size_t)o->g->steps->nsteps * OPS_ENGINE_COUNT;
                 o->est_steps = malloc(n * sizeof(*o->est_steps));
-                if (o->est_steps && graph_estimate_steps(o->g, b->nin, b->t, d->flops_per_core,
-                                                         d->cores, d->mem_bandwidth, o->est_steps) < 0) {
+                o->est_parts = malloc((size_t)o->g->steps->nsteps * sizeof(*o->est_parts));
+                if (!o->est_steps || !o->est_parts ||
+                    graph_estimate_steps_parts(o->g, b->nin, b->t, d->flops_per_core, d->cores,
+                                               d->mem_bandwidth, o->est_steps, o->est_parts) < 0) {
                         free(o->est_steps);
+                        free(o->est_parts);
                         o->est_steps = NULL;
+                        o->est_parts = NULL;
                 }
         }
         free(o->est_shapes);
@@ -435,11 +441,12 @@ static struct run_steps *run_steps_new(const struct graph_obj *o)
         size_t n, costs;
         char *p;
 
-        if (!gs || !o->est_steps)
+        if (!gs || !o->est_steps || !o->est_parts)
                 return NULL;
         n = (size_t)gs->nsteps;
         costs = n * OPS_ENGINE_COUNT * sizeof(uint64_t);
-        rs = malloc(sizeof(*rs) + n * sizeof(struct exec_item) + costs + 3 * n * sizeof(int) + n);
+        rs = malloc(sizeof(*rs) + n * sizeof(struct exec_item) + costs + 4 * n * sizeof(uint32_t) +
+                    3 * n * sizeof(int) + n);
         if (!rs)
                 return NULL;
         p = (char *)(rs + 1);
@@ -450,6 +457,16 @@ static struct run_steps *run_steps_new(const struct graph_obj *o)
         rs->cost = (uint64_t *)p;
         memcpy(rs->cost, o->est_steps, costs);
         p += costs;
+        rs->max_parts = (uint32_t *)p;
+        memcpy(rs->max_parts, o->est_parts, n * sizeof(uint32_t));
+        p += n * sizeof(uint32_t);
+        rs->parts = (uint32_t *)p; /* decided when the step is first sent */
+        memset(rs->parts, 0, 3 * n * sizeof(uint32_t));
+        p += n * sizeof(uint32_t);
+        rs->parts_sent = (uint32_t *)p;
+        p += n * sizeof(uint32_t);
+        rs->parts_done = (uint32_t *)p;
+        p += n * sizeof(uint32_t);
         rs->pending = (int *)p;
         memcpy(rs->pending, gs->npred, n * sizeof(int));
         p += n * sizeof(int);

@@ -1,0 +1,138 @@
+/* Splitting a long node into exact parts (see split.h). */
+#include <string.h>
+
+#include "proto/dtype.h"
+#include "split.h"
+
+static int named(const struct ops_def *def, const char *name)
+{
+        return def && def->name && !strcmp(def->name, name) && (!def->domain || !def->domain[0] ||
+                                                                !strcmp(def->domain, "ai.onnx"));
+}
+
+static int has_in(const struct ops_call *c, int i)
+{
+        return i < c->nin && c->in[i].dtype;
+}
+
+static int64_t numel(const struct ops_tensor *t)
+{
+        return ops_tensor_numel(t);
+}
+
+/* Can a Gemm's C follow a column split: a scalar, or a row vector broadcast over the rows
+ * (its slice is contiguous)? A full [M,N] matrix is not, nor a column vector (it is whole
+ * in every part, which is fine too). */
+static int gemm_c_cols_ok(const struct ops_call *c, int64_t m)
+{
+        const struct ops_tensor *t = &c->in[2];
+
+        if (!has_in(c, 2) || t->ndim <= 1)
+                return 1;
+        return t->ndim == 2 && (t->dims[0] == 1 || m == 1);
+}
+
+void graph_split_plan(const struct ops_def *def, const struct ops_call *call, struct graph_split *s)
+{
+        memset(s, 0, sizeof(*s));
+        if (call->nout < 1 || !call->out[0].dtype || call->nin < 2)
+                return;
+        const struct ops_tensor *a = &call->in[0], *b = &call->in[1], *y = &call->out[0];
+        if (named(def, "MatMul")) {
+                if (a->ndim < 2 || b->ndim != 2 || y->ndim != a->ndim || !a->dims[a->ndim - 1])
+                        return;
+                *s = (struct graph_split){ GRAPH_SPLIT_ROWS, numel(a) / a->dims[a->ndim - 1],
+                                           GRAPH_SPLIT_MIN_ROWS };
+        } else if (named(def, "Gemm")) {
+                if (a->ndim != 2 || b->ndim != 2 || y->ndim != 2)
+                        return;
+                int64_t m = y->dims[0], n = y->dims[1];
+                if (!ops_attr_int(call, "transA", 0) && m / GRAPH_SPLIT_MIN_ROWS >= 2)
+                        *s = (struct graph_split){ GRAPH_SPLIT_ROWS, m, GRAPH_SPLIT_MIN_ROWS };
+                else if (ops_attr_int(call, "transB", 0) && gemm_c_cols_ok(call, m))
+                        *s = (struct graph_split){ GRAPH_SPLIT_COLS, n, GRAPH_SPLIT_MIN_ROWS };
+        } else if (named(def, "Conv")) {
+                if (a->ndim < 3 || b->ndim != a->ndim || y->ndim != a->ndim)
+                        return;
+                if (a->dims[0] >= 2)
+                        *s = (struct graph_split){ GRAPH_SPLIT_BATCH, a->dims[0], 1 };
+                else if (ops_attr_int(call, "group", 1) == 1)
+                        *s = (struct graph_split){ GRAPH_SPLIT_CHANNELS, b->dims[0],
+                                                   GRAPH_SPLIT_MIN_CHANNELS };
+        }
+}
+
+uint32_t graph_split_max_parts(const struct ops_def *def, const struct ops_call *call)
+{
+        struct graph_split s;
+
+        graph_split_plan(def, call, &s);
+        if (s.how == GRAPH_SPLIT_NONE || s.min <= 0 || s.extent < 2 * s.min)
+                return 1;
+        int64_t n = s.extent / s.min;
+        return n > GRAPH_SPLIT_MAX_PARTS ? GRAPH_SPLIT_MAX_PARTS : (uint32_t)n;
+}
+
+/* Move t's data pointer on by count elements. */
+static void advance(struct ops_tensor *t, int64_t count)
+{
+        if (t->data)
+                t->data = (char *)t->data + count * (int64_t)proto_dtype_size(t->dtype);
+}
+
+void graph_split_part(const struct ops_call *whole, const struct graph_split *s, int k, int n,
+                      struct ops_call *c, int64_t *lo, int64_t *hi)
+{
+        *lo = s->extent * k / n;
+        *hi = s->extent * (k + 1) / n;
+        int64_t len = *hi - *lo;
+        struct ops_tensor *a = &c->in[0], *b = &c->in[1], *y = &c->out[0];
+        const struct ops_tensor *wa = &whole->in[0], *wb = &whole->in[1], *wy = &whole->out[0];
+
+        switch (s->how) {
+        case GRAPH_SPLIT_ROWS: {
+                int64_t kdim = wa->dims[wa->ndim - 1], ndim = wy->dims[wy->ndim - 1];
+                a->ndim = 2;
+                a->dims[0] = len;
+                a->dims[1] = kdim;
+                advance(a, *lo * kdim);
+                y->ndim = 2;
+                y->dims[0] = len;
+                y->dims[1] = ndim;
+                advance(y, *lo * ndim);
+                /* a Gemm's C with a row per output row goes with its rows */
+                if (has_in(c, 2) && c->in[2].ndim == 2 && c->in[2].dims[0] == s->extent &&
+                    s->extent > 1) {
+                        c->in[2].dims[0] = len;
+                        advance(&c->in[2], *lo * c->in[2].dims[1]);
+                }
+                break;
+        }
+        case GRAPH_SPLIT_COLS: /* Gemm with transB: B is [N,K] */
+                b->dims[0] = len;
+                advance(b, *lo * wb->dims[1]);
+                y->dims[1] = len;
+                if (has_in(c, 2) && c->in[2].ndim >= 1 && c->in[2].dims[c->in[2].ndim - 1] == s->extent &&
+                    s->extent > 1) {
+                        c->in[2].dims[c->in[2].ndim - 1] = len;
+                        advance(&c->in[2], *lo);
+                }
+                break;
+        case GRAPH_SPLIT_BATCH:
+                a->dims[0] = len;
+                advance(a, *lo * (numel(wa) / s->extent));
+                y->dims[0] = len;
+                advance(y, *lo * (numel(wy) / s->extent));
+                break;
+        case GRAPH_SPLIT_CHANNELS:
+                b->dims[0] = len;
+                advance(b, *lo * (numel(wb) / s->extent));
+                if (has_in(c, 2)) {
+                        c->in[2].dims[0] = len;
+                        advance(&c->in[2], *lo);
+                }
+                y->dims[1] = len;
+                advance(y, *lo * (numel(wy) / s->extent));
+                break;
+        }
+}

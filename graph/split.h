@@ -1,0 +1,49 @@
+/* Splitting one long node of a graph run into parts that run at the same time on several
+ * workers, each the same kernel on a slice of the work (issue 11: "long steps are tiled").
+ * A part is exact: it computes its slice of the output with the same arithmetic per
+ * element as the whole node does.
+ *  - MatMul with a 2-D right-hand side, Gemm without transA: row blocks of the left-hand
+ *    side and the output (a MatMul's leading dimensions are flattened into rows);
+ *  - Gemm with transB and few rows (an MLP layer on a small batch): column blocks, that is
+ *    row blocks of B and slices of a row-vector bias; the part writes its columns into a
+ *    buffer of its own that the caller scatters into the output's rows;
+ *  - Conv: images of the batch, or with one image and one group, blocks of output channels
+ *    (rows of the weights, the bias, and a contiguous slice of the output).
+ * Parts stay at least a minimum size (rows as the scheduler's tiles of a MatMul launch, 256,
+ * since each part repacks the other operand; 32 output channels of a Conv, since each part
+ * lays the whole input out again), so a small GEMM stays one part. */
+#ifndef NPUD_GRAPH_SPLIT_H
+#define NPUD_GRAPH_SPLIT_H
+
+#include <stdint.h>
+
+#include "ops/ops.h"
+
+enum graph_split_how { GRAPH_SPLIT_NONE, GRAPH_SPLIT_ROWS, GRAPH_SPLIT_COLS, GRAPH_SPLIT_BATCH,
+                       GRAPH_SPLIT_CHANNELS };
+
+#define GRAPH_SPLIT_MIN_ROWS 256
+#define GRAPH_SPLIT_MIN_CHANNELS 32
+#define GRAPH_SPLIT_MAX_PARTS 64
+
+struct graph_split {
+        int how;        /* enum graph_split_how */
+        int64_t extent; /* rows, columns, images or channels to share out */
+        int64_t min;    /* the least a part takes */
+};
+
+/* How a call of def (shapes inferred, data pointers may be NULL) splits; how =
+ * GRAPH_SPLIT_NONE when it does not. */
+void graph_split_plan(const struct ops_def *def, const struct ops_call *call, struct graph_split *s);
+
+/* At most how many parts it may take (1: it stays whole). */
+uint32_t graph_split_max_parts(const struct ops_def *def, const struct ops_call *call);
+
+/* Narrow *c (a copy of the whole call, data pointers set) to part k of n of plan s; for
+ * GRAPH_SPLIT_COLS the output keeps the whole one's pointer and the caller writes the part
+ * into a buffer of its own ([rows, hi - lo]) first. *lo, *hi: the part's range of the
+ * extent (empty when lo == hi). */
+void graph_split_part(const struct ops_call *whole, const struct graph_split *s, int k, int n,
+                      struct ops_call *c, int64_t *lo, int64_t *hi);
+
+#endif

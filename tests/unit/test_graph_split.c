@@ -1,0 +1,199 @@
+/* Graph steps split into parts (graph/split.h): a MatMul (leading dimensions flattened into
+ * rows), a Gemm by rows (C with a row per output row) and by columns (transB, a row-vector
+ * bias), a Conv by output channels and by images, each run as its graph's steps with the
+ * node step in parts (last part first, uneven counts) gives exactly, bit for bit, what the
+ * whole node gives; the estimate says how many parts each step may take (a small MatMul
+ * stays whole). */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <onnx.pb-c.h>
+
+#include "graph/exec.h"
+#include "graph/graph.h"
+#include "graph/onnx-import.h"
+#include "graph/split.h"
+#include "graph/steps.h"
+#include "proto/dtype.h"
+
+#include "tests/onnx-build.h"
+
+#define MAXIN 3
+
+struct model {
+        Onnx__NodeProto *n;
+        int nin;
+        const char *names[MAXIN];
+        int ndim[MAXIN];
+        int64_t dims[MAXIN][4];
+        int ydim;
+        int64_t ydims[4];
+};
+
+static int64_t count(int ndim, const int64_t *dims)
+{
+        int64_t n = 1;
+        for (int i = 0; i < ndim; i++)
+                n *= dims[i];
+        return n;
+}
+
+static struct graph *import(const struct model *m)
+{
+        Onnx__GraphProto *g = graph_proto();
+        Onnx__ValueInfoProto **in = K(sizeof(*in) * MAXIN);
+        struct graph *gr = NULL;
+        char err[256] = "";
+        size_t len;
+
+        for (int i = 0; i < m->nin; i++)
+                in[i] = tvalue(m->names[i], ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, m->ndim[i], m->dims[i]);
+        g->n_node = 1;
+        g->node = (Onnx__NodeProto **)list(1, m->n);
+        g->n_input = (size_t)m->nin;
+        g->input = in;
+        g->n_output = 1;
+        g->output = (Onnx__ValueInfoProto **)list(1, tvalue("y", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, m->ydim, m->ydims));
+        uint8_t *buf = model_pack(g, 17, &len);
+        keep_free();
+        ck_assert_msg(onnx_import(buf, len, NULL, &gr, err, sizeof(err)) == 0, "import: %s", err);
+        free(buf);
+        ck_assert_int_eq(graph_steps_build(gr, err, sizeof(err)), 0);
+        return gr;
+}
+
+/* Whole against parts (nparts of them, run last first); returns the most parts the
+ * estimate allows for the node step. */
+static uint32_t check_parts(const struct model *m, int nparts)
+{
+        struct graph *g = import(m);
+        struct ops_tensor t[MAXIN + 1];
+        float *data[MAXIN], *y0, *y1;
+        int64_t yn = count(m->ydim, m->ydims);
+        char err[256] = "";
+        uint32_t seed = 12345;
+
+        for (int i = 0; i < m->nin; i++) {
+                int64_t n = count(m->ndim[i], m->dims[i]);
+                data[i] = malloc(sizeof(float) * (size_t)n);
+                for (int64_t k = 0; k < n; k++) {
+                        seed = seed * 1664525u + 1013904223u;
+                        data[i][k] = (float)(seed >> 8) / (float)(1u << 24) * 2.0f - 1.0f;
+                }
+                t[i] = (struct ops_tensor){ .dtype = PROTO_DTYPE_FLOAT32, .ndim = m->ndim[i], .data = data[i] };
+                memcpy(t[i].dims, m->dims[i], sizeof(int64_t) * (size_t)m->ndim[i]);
+        }
+        y0 = calloc((size_t)yn, sizeof(float));
+        y1 = calloc((size_t)yn, sizeof(float));
+        t[m->nin] = (struct ops_tensor){ .dtype = PROTO_DTYPE_FLOAT32, .ndim = m->ydim, .data = y0 };
+        memcpy(t[m->nin].dims, m->ydims, sizeof(int64_t) * (size_t)m->ydim);
+        ck_assert_msg(graph_exec(g, m->nin, t, 1, &t[m->nin], err, sizeof(err)) == 0, "whole: %s", err);
+
+        t[m->nin].data = y1;
+        struct graph_bind b = { .g = g, .nin = m->nin, .nout = 1 };
+        ck_assert_msg(graph_run_step(&b, 0, t, err, sizeof(err)) == 0, "bind: %s", err);
+        for (int k = nparts - 1; k >= 0; k--)
+                ck_assert_msg(graph_run_step_part(&b, 1, k, nparts, t, err, sizeof(err)) == 0,
+                              "part %d of %d: %s", k, nparts, err);
+        graph_run_step_done(&b, 1);
+        ck_assert_msg(graph_run_step(&b, 2, t, err, sizeof(err)) == 0, "outputs: %s", err);
+        graph_run_free(b.run);
+        for (int64_t k = 0; k < yn; k++)
+                ck_assert_msg(memcmp(&y0[k], &y1[k], sizeof(float)) == 0,
+                              "%s in %d parts: y[%lld] = %.9g, whole %.9g", m->n->op_type, nparts,
+                              (long long)k, y1[k], y0[k]);
+
+        uint64_t cost[3 * OPS_ENGINE_COUNT];
+        uint32_t parts[3];
+        double rate[OPS_ENGINE_COUNT] = { 1e12, 1e11, 1e10, 1e10 };
+        int cores[OPS_ENGINE_COUNT] = { 1, 1, 1, 1 };
+        t[m->nin].data = NULL;
+        ck_assert_int_eq(graph_estimate_steps_parts(g, m->nin, t, rate, cores, 1e10, cost, parts), 0);
+        ck_assert_uint_eq(parts[0], 1);
+        ck_assert_uint_eq(parts[2], 1);
+        for (int i = 0; i < m->nin; i++)
+                free(data[i]);
+        free(y0);
+        free(y1);
+        graph_free(g);
+        return parts[1];
+}
+
+#define DIMS(...) { __VA_ARGS__ }
+
+START_TEST(test_matmul_rows)
+{
+        struct model m = { .nin = 2, .names = { "a", "b" }, .ndim = { 3, 2 },
+                           .dims = { DIMS(3, 200, 64), DIMS(64, 48) }, .ydim = 3, .ydims = { 3, 200, 48 } };
+        m.n = node("MatMul", 2, (const char *[]){ "a", "b" }, 1, (const char *[]){ "y" });
+        ck_assert_uint_eq(check_parts(&m, 2), 600 / GRAPH_SPLIT_MIN_ROWS);
+        m.n = node("MatMul", 2, (const char *[]){ "a", "b" }, 1, (const char *[]){ "y" });
+        check_parts(&m, 7);
+        /* small: one part */
+        struct model s = { .nin = 2, .names = { "a", "b" }, .ndim = { 2, 2 },
+                           .dims = { DIMS(16, 16), DIMS(16, 16) }, .ydim = 2, .ydims = { 16, 16 } };
+        s.n = node("MatMul", 2, (const char *[]){ "a", "b" }, 1, (const char *[]){ "y" });
+        ck_assert_uint_eq(check_parts(&s, 1), 1);
+}
+END_TEST
+
+START_TEST(test_gemm_rows_and_columns)
+{
+        /* rows: C with a row per output row goes with them */
+        struct model r = { .nin = 3, .names = { "a", "b", "c" }, .ndim = { 2, 2, 2 },
+                           .dims = { DIMS(600, 32), DIMS(32, 40), DIMS(600, 40) }, .ydim = 2, .ydims = { 600, 40 } };
+        r.n = node("Gemm", 3, (const char *[]){ "a", "b", "c" }, 1, (const char *[]){ "y" });
+        attr_f(r.n, "alpha", 0.5f);
+        attr_f(r.n, "beta", 2.0f);
+        ck_assert_uint_eq(check_parts(&r, 3), 2);
+        /* columns: an MLP layer (transB, row-vector bias) on a small batch */
+        struct model c = { .nin = 3, .names = { "a", "b", "c" }, .ndim = { 2, 2, 1 },
+                           .dims = { DIMS(8, 64), DIMS(1100, 64), DIMS(1100) }, .ydim = 2, .ydims = { 8, 1100 } };
+        c.n = node("Gemm", 3, (const char *[]){ "a", "b", "c" }, 1, (const char *[]){ "y" });
+        attr_i(c.n, "transB", 1);
+        ck_assert_uint_eq(check_parts(&c, 3), 1100 / GRAPH_SPLIT_MIN_ROWS);
+        /* a full [M,N] C cannot follow a column split: whole */
+        struct model w = { .nin = 3, .names = { "a", "b", "c" }, .ndim = { 2, 2, 2 },
+                           .dims = { DIMS(8, 64), DIMS(600, 64), DIMS(8, 600) }, .ydim = 2, .ydims = { 8, 600 } };
+        w.n = node("Gemm", 3, (const char *[]){ "a", "b", "c" }, 1, (const char *[]){ "y" });
+        attr_i(w.n, "transB", 1);
+        ck_assert_uint_eq(check_parts(&w, 2), 1);
+}
+END_TEST
+
+START_TEST(test_conv_channels_and_images)
+{
+        struct model ch = { .nin = 3, .names = { "x", "w", "b" }, .ndim = { 4, 4, 1 },
+                            .dims = { DIMS(1, 8, 12, 12), DIMS(96, 8, 3, 3), DIMS(96) },
+                            .ydim = 4, .ydims = { 1, 96, 12, 12 } };
+        ch.n = node("Conv", 3, (const char *[]){ "x", "w", "b" }, 1, (const char *[]){ "y" });
+        attr_ints(ch.n, "pads", 4, (const int64_t[]){ 1, 1, 1, 1 });
+        ck_assert_uint_eq(check_parts(&ch, 3), 96 / GRAPH_SPLIT_MIN_CHANNELS);
+        ch.n = node("Conv", 3, (const char *[]){ "x", "w", "b" }, 1, (const char *[]){ "y" });
+        attr_ints(ch.n, "pads", 4, (const int64_t[]){ 1, 1, 1, 1 });
+        check_parts(&ch, 5);
+        struct model im = { .nin = 2, .names = { "x", "w" }, .ndim = { 4, 4 },
+                            .dims = { DIMS(3, 4, 10, 10), DIMS(6, 2, 3, 3) },
+                            .ydim = 4, .ydims = { 3, 6, 8, 8 } };
+        im.n = node("Conv", 2, (const char *[]){ "x", "w" }, 1, (const char *[]){ "y" });
+        attr_i(im.n, "group", 2);
+        ck_assert_uint_eq(check_parts(&im, 2), 3);
+}
+END_TEST
+
+int main(void)
+{
+        Suite *s = suite_create("graph-split");
+        TCase *tc = tcase_create("split");
+        tcase_add_test(tc, test_matmul_rows);
+        tcase_add_test(tc, test_gemm_rows_and_columns);
+        tcase_add_test(tc, test_conv_channels_and_images);
+        suite_add_tcase(s, tc);
+        SRunner *sr = srunner_create(s);
+        srunner_run_all(sr, CK_NORMAL);
+        int failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed ? 1 : 0;
+}
