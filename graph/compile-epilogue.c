@@ -35,6 +35,11 @@ static const struct graph_epilogue *ep_of(const struct ops_call *call)
         return NULL;
 }
 
+const struct graph_epilogue *graph_fused_gemm_epilogue(const struct ops_call *call)
+{
+        return ep_of(call);
+}
+
 static int no_ep(char *err, size_t errlen)
 {
         snprintf(err, errlen, "FusedGemm without its epilogue");

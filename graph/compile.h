@@ -157,6 +157,10 @@ struct graph_epilogue {
 
 extern const struct ops_def graph_fused_gemm_def;
 
+/* The epilogue of a FusedGemm call (its operator, bias and activation), NULL for a call of
+ * any other operator. */
+const struct graph_epilogue *graph_fused_gemm_epilogue(const struct ops_call *call);
+
 /* Output rows [r0, r1) of a FusedGemm call whose rows are independent (graph_fused_gemm_rows
  * answers how many there are, 0 when they are not): the operator on rows [r0, r1) of its
  * first input, then the bias and activation on those output rows. A scheduler row tile of

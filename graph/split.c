@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "proto/dtype.h"
+#include "compile.h"
 #include "split.h"
 
 static int named(const struct ops_def *def, const char *name)
@@ -32,11 +33,32 @@ static int gemm_c_cols_ok(const struct ops_call *c, int64_t m)
         return t->ndim == 2 && (t->dims[0] == 1 || m == 1);
 }
 
+/* Does the epilogue of a FusedGemm call follow a split of its operator? Its bias is one
+ * value or one per column (MatMul, Gemm) or channel (Conv), which a part slices with
+ * slice_vec; the activation is elementwise, but for extra inputs that are not scalars (a
+ * PRelu slope per channel), which stay with the whole node. */
+static int epilogue_splits(const struct graph_epilogue *ep, const struct ops_call *call)
+{
+        for (int i = 1; i < ep->act_nin; i++) {
+                int k = ep->nin_op + ep->bias + i - 1;
+                if (k < call->nin && call->in[k].dtype && numel(&call->in[k]) != 1)
+                        return 0;
+        }
+        return 1;
+}
+
 void graph_split_plan(const struct ops_def *def, const struct ops_call *call, struct graph_split *s)
 {
+        const struct graph_epilogue *ep = graph_fused_gemm_epilogue(call);
+
         memset(s, 0, sizeof(*s));
         if (call->nout < 1 || !call->out[0].dtype || call->nin < 2)
                 return;
+        if (ep) { /* a FusedGemm splits as its operator does */
+                if (!epilogue_splits(ep, call))
+                        return;
+                def = ep->op;
+        }
         const struct ops_tensor *a = &call->in[0], *b = &call->in[1], *y = &call->out[0];
         if (named(def, "MatMul")) {
                 if (a->ndim < 2 || b->ndim != 2 || y->ndim != a->ndim || !a->dims[a->ndim - 1])
@@ -78,6 +100,20 @@ static void advance(struct ops_tensor *t, int64_t count)
 {
         if (t->data)
                 t->data = (char *)t->data + count * (int64_t)proto_dtype_size(t->dtype);
+}
+
+/* A FusedGemm's bias in a part covering [lo, lo + len) of extent columns or channels: one
+ * value stays whole; one per column or channel (its one dim that is not 1) is narrowed. */
+static void slice_vec(struct ops_tensor *t, int64_t extent, int64_t lo, int64_t len)
+{
+        if (!t->dtype || numel(t) != extent || extent <= 1)
+                return;
+        for (int d = t->ndim - 1; d >= 0; d--)
+                if (t->dims[d] == extent) {
+                        t->dims[d] = len;
+                        advance(t, lo);
+                        return;
+                }
 }
 
 void graph_split_part(const struct ops_call *whole, const struct graph_split *s, int k, int n,
@@ -127,12 +163,16 @@ void graph_split_part(const struct ops_call *whole, const struct graph_split *s,
         case GRAPH_SPLIT_CHANNELS:
                 b->dims[0] = len;
                 advance(b, *lo * (numel(wb) / s->extent));
-                if (has_in(c, 2)) {
-                        c->in[2].dims[0] = len;
-                        advance(&c->in[2], *lo);
-                }
+                if (has_in(c, 2)) /* the bias, [M] (or a FusedGemm's [1, M, 1, ...]) */
+                        slice_vec(&c->in[2], s->extent, *lo, len);
                 y->dims[1] = len;
                 advance(y, *lo * (numel(wy) / s->extent));
                 break;
         }
+        /* a FusedGemm's bias after the operator's own (Gemm's C, Conv's B): per column or
+         * channel, it follows a split of those */
+        const struct graph_epilogue *ep = graph_fused_gemm_epilogue(whole);
+        if (ep && ep->bias && ep->nin_op > 2 && ep->nin_op < c->nin &&
+            (s->how == GRAPH_SPLIT_COLS || s->how == GRAPH_SPLIT_CHANNELS))
+                slice_vec(&c->in[ep->nin_op], s->extent, *lo, len);
 }

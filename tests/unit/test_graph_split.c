@@ -3,7 +3,8 @@
  * bias), a Conv by output channels and by images, each run as its graph's steps with the
  * node step in parts (last part first, uneven counts) gives exactly, bit for bit, what the
  * whole node gives; the estimate says how many parts each step may take (a small MatMul
- * stays whole). */
+ * stays whole). The same for the FusedGemm the compiler makes of each of them with a bias Add
+ * and a Relu behind it (the bias sliced with the columns or channels). */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 
 #include <onnx.pb-c.h>
 
+#include "graph/compile.h"
 #include "graph/exec.h"
 #include "graph/graph.h"
 #include "graph/onnx-import.h"
@@ -24,6 +26,13 @@
 
 struct model {
         Onnx__NodeProto *n;
+        int bias_ndim;        /* > 0: the node is followed by Add(bias) and Relu, fused */
+        int64_t bias_dims[4]; /* the bias initializer's shape */
+        int ninit;            /* more of the node's inputs as initializers (a fused Conv's
+                               * weights must be constants) */
+        const char *init_names[2];
+        int init_ndim[2];
+        int64_t init_dims[2][4];
         int nin;
         const char *names[MAXIN];
         int ndim[MAXIN];
@@ -40,6 +49,27 @@ static int64_t count(int ndim, const int64_t *dims)
         return n;
 }
 
+/* A float32 initializer of the given shape holding varied values. */
+static Onnx__TensorProto *finit(const char *name, int ndim, const int64_t *dims)
+{
+        Onnx__TensorProto *t = K(sizeof(*t));
+        int64_t n = count(ndim, dims);
+        float *v = K(sizeof(float) * (size_t)n);
+
+        onnx__tensor_proto__init(t);
+        t->name = (char *)name;
+        t->has_data_type = 1;
+        t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+        t->n_dims = (size_t)ndim;
+        t->dims = K(sizeof(int64_t) * (size_t)ndim);
+        memcpy(t->dims, dims, sizeof(int64_t) * (size_t)ndim);
+        for (int64_t k = 0; k < n; k++)
+                v[k] = (float)((k * 7919) % 23) / 11.0f - 1.0f;
+        t->n_float_data = (size_t)n;
+        t->float_data = v;
+        return t;
+}
+
 static struct graph *import(const struct model *m)
 {
         Onnx__GraphProto *g = graph_proto();
@@ -52,6 +82,20 @@ static struct graph *import(const struct model *m)
                 in[i] = tvalue(m->names[i], ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, m->ndim[i], m->dims[i]);
         g->n_node = 1;
         g->node = (Onnx__NodeProto **)list(1, m->n);
+        if (m->bias_ndim) { /* y = Relu(op(...) + bias) */
+                m->n->output[0] = (char *)"p";
+                g->n_node = 3;
+                g->node = (Onnx__NodeProto **)list(3, m->n,
+                                                   node("Add", 2, (const char *[]){ "p", "bias" }, 1,
+                                                        (const char *[]){ "q" }),
+                                                   node("Relu", 1, (const char *[]){ "q" }, 1,
+                                                        (const char *[]){ "y" }));
+                g->n_initializer = (size_t)(1 + m->ninit);
+                g->initializer = K(sizeof(*g->initializer) * g->n_initializer);
+                g->initializer[0] = finit("bias", m->bias_ndim, m->bias_dims);
+                for (int i = 0; i < m->ninit; i++)
+                        g->initializer[1 + i] = finit(m->init_names[i], m->init_ndim[i], m->init_dims[i]);
+        }
         g->n_input = (size_t)m->nin;
         g->input = in;
         g->n_output = 1;
@@ -60,6 +104,12 @@ static struct graph *import(const struct model *m)
         keep_free();
         ck_assert_msg(onnx_import(buf, len, NULL, &gr, err, sizeof(err)) == 0, "import: %s", err);
         free(buf);
+        if (m->bias_ndim) {
+                ck_assert_msg(graph_compile(gr, GRAPH_COMPILE_ALL & ~GRAPH_COMPILE_TUNE, err, sizeof(err)) == 0,
+                              "compile: %s", err);
+                ck_assert_int_eq(gr->nnodes, 1);
+                ck_assert_str_eq(gr->nodes[0].def->name, "FusedGemm");
+        }
         ck_assert_int_eq(graph_steps_build(gr, err, sizeof(err)), 0);
         return gr;
 }
@@ -183,6 +233,47 @@ START_TEST(test_conv_channels_and_images)
 }
 END_TEST
 
+/* Each operator above with a bias Add and a Relu fused into it: the bias follows column and
+ * channel splits, stays whole for row and image splits. */
+START_TEST(test_fused_gemm_parts)
+{
+        struct model mm = { .nin = 2, .names = { "a", "b" }, .ndim = { 2, 2 },
+                            .dims = { DIMS(600, 64), DIMS(64, 48) }, .ydim = 2, .ydims = { 600, 48 },
+                            .bias_ndim = 1, .bias_dims = { 48 } };
+        mm.n = node("MatMul", 2, (const char *[]){ "a", "b" }, 1, (const char *[]){ "y" });
+        ck_assert_uint_eq(check_parts(&mm, 2), 600 / GRAPH_SPLIT_MIN_ROWS);
+        /* an MLP layer: Gemm with transB and C, then the bias Add: columns */
+        struct model c = { .nin = 3, .names = { "a", "b", "c" }, .ndim = { 2, 2, 1 },
+                           .dims = { DIMS(8, 64), DIMS(1100, 64), DIMS(1100) }, .ydim = 2, .ydims = { 8, 1100 },
+                           .bias_ndim = 1, .bias_dims = { 1100 } };
+        c.n = node("Gemm", 3, (const char *[]){ "a", "b", "c" }, 1, (const char *[]){ "y" });
+        attr_i(c.n, "transB", 1);
+        ck_assert_uint_eq(check_parts(&c, 3), 1100 / GRAPH_SPLIT_MIN_ROWS);
+        /* Gemm without C: the bias is its third input */
+        struct model c2 = { .nin = 2, .names = { "a", "b" }, .ndim = { 2, 2 },
+                            .dims = { DIMS(8, 64), DIMS(700, 64) }, .ydim = 2, .ydims = { 8, 700 },
+                            .bias_ndim = 1, .bias_dims = { 700 } };
+        c2.n = node("Gemm", 2, (const char *[]){ "a", "b" }, 1, (const char *[]){ "y" });
+        attr_i(c2.n, "transB", 1);
+        check_parts(&c2, 2);
+        /* Conv with its own bias, then a [1, M, 1, 1] one: output channels */
+        struct model ch = { .nin = 1, .names = { "x" }, .ndim = { 4 }, .dims = { DIMS(1, 8, 12, 12) },
+                            .ninit = 2, .init_names = { "w", "b" }, .init_ndim = { 4, 1 },
+                            .init_dims = { DIMS(96, 8, 3, 3), DIMS(96) },
+                            .ydim = 4, .ydims = { 1, 96, 12, 12 }, .bias_ndim = 4, .bias_dims = { 1, 96, 1, 1 } };
+        ch.n = node("Conv", 3, (const char *[]){ "x", "w", "b" }, 1, (const char *[]){ "y" });
+        attr_ints(ch.n, "pads", 4, (const int64_t[]){ 1, 1, 1, 1 });
+        ck_assert_uint_eq(check_parts(&ch, 3), 96 / GRAPH_SPLIT_MIN_CHANNELS);
+        /* Conv without bias takes the Add's [M, 1, 1] as its own; images */
+        struct model im = { .nin = 1, .names = { "x" }, .ndim = { 4 }, .dims = { DIMS(3, 4, 10, 10) },
+                            .ninit = 1, .init_names = { "w" }, .init_ndim = { 4 },
+                            .init_dims = { DIMS(6, 4, 3, 3) },
+                            .ydim = 4, .ydims = { 3, 6, 8, 8 }, .bias_ndim = 3, .bias_dims = { 6, 1, 1 } };
+        im.n = node("Conv", 2, (const char *[]){ "x", "w" }, 1, (const char *[]){ "y" });
+        ck_assert_uint_eq(check_parts(&im, 2), 3);
+}
+END_TEST
+
 int main(void)
 {
         Suite *s = suite_create("graph-split");
@@ -190,6 +281,7 @@ int main(void)
         tcase_add_test(tc, test_matmul_rows);
         tcase_add_test(tc, test_gemm_rows_and_columns);
         tcase_add_test(tc, test_conv_channels_and_images);
+        tcase_add_test(tc, test_fused_gemm_parts);
         suite_add_tcase(s, tc);
         SRunner *sr = srunner_create(s);
         srunner_run_all(sr, CK_NORMAL);
