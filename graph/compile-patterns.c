@@ -521,7 +521,8 @@ static int match_epilogue(struct graph *g, char *removed, int c, struct graph_co
                 in[nin++] = bias;
         for (int i = 1; i < ep->act_nin; i++)
                 in[nin++] = g->nodes[act].in[i];
-        memcpy(attr, cn->attr, sizeof(attr[0]) * (size_t)cn->nattr);
+        if (cn->nattr)
+                memcpy(attr, cn->attr, sizeof(attr[0]) * (size_t)cn->nattr);
         memset(&attr[cn->nattr], 0, sizeof(attr[0]));
         snprintf(attr[cn->nattr].name, sizeof(attr[0].name), "epilogue");
         attr[cn->nattr].type = OPS_ATTR_OPAQUE;
