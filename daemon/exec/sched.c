@@ -38,6 +38,10 @@ struct sched_unit {
         uint64_t raw_ns;          /* uncalibrated model estimate (for calibration) */
         uint64_t dispatch_ns;
         struct task *tile_task;   /* when the unit is one tile of a task */
+        /* A graph run whose steps are all in this unit, among launches and copies chained
+         * before and after it (a request: its input copies, the whole run, the output
+         * copies, as one unit of about a tile duration); its step items are contiguous. */
+        struct task *run_task;
         struct sched_unit *pool_next; /* first field kept across reuse */
         /* The call of a tile of an operator task (its tensors narrowed to the tile): taken
          * from the call pools the first time the unit runs such a tile, room for the largest
@@ -337,6 +341,13 @@ void sched_stream_cancel(struct exec *x, struct stream *st)
                 stream_became_idle(x, st);
 }
 
+/* The task an item of a unit that is not a tile belongs to: a step of the unit's graph
+ * run, or a task of its own. */
+static struct task *unit_item_task(const struct sched_unit *su, const struct exec_item *it)
+{
+        return su->run_task && it->kind == EXEC_GRAPH_STEP ? su->run_task : task_of_item(it);
+}
+
 struct task *sched_find_task(struct stream *st, uint64_t seq, int *ret_running)
 {
         struct exec_unit *u = st->running;
@@ -350,11 +361,13 @@ struct task *sched_find_task(struct stream *st, uint64_t seq, int *ret_running)
                 }
         if (!u || ((struct sched_unit *)u->owner)->tile_task)
                 return NULL;
-        for (int i = 0; i < u->nitems; i++)
-                if (task_of_item(u->items[i])->seq == seq) {
+        for (int i = 0; i < u->nitems; i++) {
+                t = unit_item_task(u->owner, u->items[i]);
+                if (t->seq == seq) {
                         *ret_running = 1;
-                        return task_of_item(u->items[i]);
+                        return t;
                 }
+        }
         return NULL;
 }
 
@@ -400,7 +413,7 @@ int sched_task_cancel(struct exec *x, struct stream *st, uint64_t seq, char *msg
         }
         for (int i = 0; u && i < u->nitems; i++) {
                 struct sched_unit *su = u->owner;
-                struct task *rt = su->tile_task ? su->tile_task : task_of_item(u->items[i]);
+                struct task *rt = su->tile_task ? su->tile_task : unit_item_task(su, u->items[i]);
                 if (rt->seq != seq)
                         continue;
                 if (u->nitems > 1 || u->items[0]->kind != EXEC_GRAPH) {
@@ -525,6 +538,79 @@ static void step_send(struct sched_unit *su, struct task *t, int k, int e)
         su->items[su->u.nitems++] = it;
 }
 
+/* A copy or memset this short on its DMA engine rides in a unit of the compute work next to
+ * it on the stream, on that work's engine, instead of being a unit of its own: a request's
+ * input and output copies, its graph run (or launches) then cost one worker wake-up and one
+ * completion instead of three of each. In model mode the unit's modelled time includes the
+ * copies' (a few microseconds at most). */
+#define RIDE_MAX_NS 10000
+
+static int small_copy(struct stream *st, const struct task *t)
+{
+        if (t->kind != TASK_EXEC || t->tiles || (t->item.kind != EXEC_COPY && t->item.kind != EXEC_MEMSET) ||
+            !t->cost[OPS_ENGINE_DMA])
+                return 0;
+        for (int e = 0; e < OPS_ENGINE_COUNT; e++)
+                if (e != OPS_ENGINE_DMA && t->cost[e])
+                        return 0;
+        return task_cost(st, t, OPS_ENGINE_DMA) <= RIDE_MAX_NS;
+}
+
+/* The compute task right behind small copies at the head of st (t, the head, is one): a
+ * launch or a graph run the copies may ride with; NULL when none follows closely. */
+static struct task *ride_target(struct stream *st, struct task *t)
+{
+        for (int n = 0; t && n < 8; t = TAILQ_NEXT(t, link), n++) {
+                if (small_copy(st, t))
+                        continue;
+                if (t->kind != TASK_EXEC || t->item.kind == EXEC_COPY || t->item.kind == EXEC_MEMSET ||
+                    (t->item.kind == EXEC_GRAPH ? !t->steps : t->tiles != 0))
+                        return NULL;
+                return t;
+        }
+        return NULL;
+}
+
+/* Can graph run t, not started, go whole into a unit on e that has room for `room` more
+ * items and `budget` ns of the tile duration left: every step runs on e, none is split,
+ * and their chained costs fit. Its steps then run in their numbered (topological) order, as
+ * the executor would run the graph serially. */
+static int run_fits_unit(struct stream *st, struct task *t, int e, uint64_t budget, int room)
+{
+        const struct run_steps *rs = t->steps;
+        uint64_t c = 0;
+
+        if (!rs || t->tiles_sent || t->cancel_requested || t->tile_failed || rs->nsteps > room ||
+            rs->ready_tail - rs->ready_head != 1 || rs->ready[rs->ready_head] != 0)
+                return 0;
+        for (int k = 0; k < rs->nsteps; k++) {
+                if (!step_cost(st, t, k, e) || step_nparts(st, t, k, e) != 1)
+                        return 0;
+                c += chain_cost(st, t, k, e);
+                if (c > budget)
+                        return 0;
+        }
+        return 1;
+}
+
+/* Send every step of run t in su (run_fits_unit said yes); returns their estimate and adds
+ * their model time to *raw. */
+static uint64_t run_send_whole(struct stream *st, struct task *t, struct sched_unit *su, int e,
+                               uint64_t *raw)
+{
+        struct run_steps *rs = t->steps;
+        uint64_t est = 0;
+
+        rs->ready_head = rs->ready_tail; /* step 0, the one ready, goes now */
+        for (int k = 0; k < rs->nsteps; k++) {
+                step_send(su, t, k, e);
+                est += step_cost(st, t, k, e);
+                *raw += rs->cost[(size_t)k * OPS_ENGINE_COUNT + (size_t)e];
+        }
+        su->run_task = t;
+        return est;
+}
+
 /* Fill su with the oldest ready step that can run on e and, while the unit stays within one
  * tile duration, steps that wait for nothing else than steps already in it (a chain of
  * small nodes goes as one unit, run in order, as a chain of small launches does). Steps
@@ -601,11 +687,11 @@ static uint64_t steps_fill(struct stream *st, struct task *t, struct sched_unit 
 
 /* The steps of unit su came back: each done one lets the steps waiting for it go (and the
  * values it read for the last time be freed); the first failure is the run's. */
-static void steps_complete(struct task *t, struct sched_unit *su)
+static void steps_complete(struct task *t, struct sched_unit *su, int first, int n)
 {
         struct run_steps *rs = t->steps;
 
-        for (int i = 0; i < su->u.nitems; i++) {
+        for (int i = first; i < first + n; i++) {
                 struct exec_item *it = su->u.items[i];
                 if (it->status) {
                         if (!t->item.status) {
@@ -742,6 +828,19 @@ static void stream_settle(struct exec *x, struct stream *st)
                                 steps_queue(st, t);
                                 return;
                         }
+                        /* small copies ahead of compute work go on that work's engines */
+                        struct task *rt = small_copy(st, t) ? ride_target(st, t) : NULL;
+                        if (rt && rt->steps) {
+                                steps_queue(st, rt);
+                                return;
+                        }
+                        if (rt) {
+                                for (int e = 0; e < OPS_ENGINE_COUNT; e++)
+                                        st->q.cost[e] = head_cost(st, rt, e);
+                                st->q.deadline = sched_task_deadline(rt);
+                                pd_queue_ready(&st->dev->pd, &st->q, now_ns());
+                                return;
+                        }
                         for (int e = 0; e < OPS_ENGINE_COUNT; e++) /* a tiled task stays on its engine */
                                 st->q.cost[e] = t->tiles && e != t->tile_engine ? 0 : head_cost(st, t, e);
                         st->q.deadline = sched_task_deadline(t);
@@ -769,8 +868,8 @@ int sched_notify_ack(struct exec *x, struct stream *st, uint64_t seq)
  * of host workers (npud.graph_worker_cap). */
 static int unit_is_graph(const struct sched_unit *su)
 {
-        return su->u.nitems &&
-               (su->items[0]->kind == EXEC_GRAPH || su->items[0]->kind == EXEC_GRAPH_STEP);
+        return su->run_task || (su->u.nitems &&
+               (su->items[0]->kind == EXEC_GRAPH || su->items[0]->kind == EXEC_GRAPH_STEP));
 }
 
 static void unit_fail_all(struct sched_unit *su, int code, const char *msg)
@@ -791,8 +890,10 @@ static void stream_dispatch(struct exec *x, struct stream *st, int e)
         uint64_t est = 0, raw = 0, tile_ns = x->tile_ns;
         uint64_t c = 0, maxt = 1;
         int tiled = 0;
+        /* a graph run that fits one unit whole is chained like a launch */
+        int stepped = t->steps && !run_fits_unit(st, t, e, tile_ns, CHAIN_MAX_ITEMS);
 
-        if (su && t->steps) {
+        if (su && stepped) {
                 su->u.items = su->items;
                 est = steps_fill(st, t, su, e, tile_ns, &raw);
                 if (!est) { /* the ready steps changed since the queue was made ready */
@@ -803,7 +904,7 @@ static void stream_dispatch(struct exec *x, struct stream *st, int e)
                 su->u.items = su->items;
                 c = task_cost(st, t, e);
                 maxt = t->tiles ? t->tiles : tile_max(&t->item);
-                tiled = t->tiles || (c > tile_ns * 2 && maxt > 1);
+                tiled = !t->steps && (t->tiles || (c > tile_ns * 2 && maxt > 1));
                 if (tiled && t->item.kind == EXEC_OP && !su->tile_call &&
                     !(su->tile_call = exec_call_get(OPS_MAX_INPUTS, OPS_MAX_OUTPUTS, OPS_MAX_ATTRS))) {
                         unit_put(su);
@@ -815,7 +916,7 @@ static void stream_dispatch(struct exec *x, struct stream *st, int e)
                 stream_touch(x, st); /* try again on a later pass */
                 return;
         }
-        if (t->steps) {
+        if (stepped) {
                 su->tile_task = t;
         } else if (tiled) {
                 if (!t->tiles) {
@@ -832,18 +933,34 @@ static void stream_dispatch(struct exec *x, struct stream *st, int e)
                 est = task_cost(st, t, e) / t->tiles;
                 raw = t->cost[e] / t->tiles;
         } else {
-                /* a graph run goes alone: it may be long, and it counts against its tenant's
-                 * share of host workers (see device_run) */
-                while (t && t->kind == TASK_EXEC && t->cost[e] && !t->tiles &&
-                       su->u.nitems < CHAIN_MAX_ITEMS &&
-                       (su->u.nitems == 0 || (t->item.kind != EXEC_GRAPH &&
-                                              su->items[0]->kind != EXEC_GRAPH)) &&
-                       (su->u.nitems == 0 || est + task_cost(st, t, e) <= tile_ns)) {
+                /* A chain of the stream's tasks on e within about a tile duration: launches,
+                 * small copies riding with them, and at most one graph run whose steps all
+                 * fit. A graph run without steps goes alone: it may be long, and it counts
+                 * against its tenant's share of host workers (see device_run). */
+                while (t && t->kind == TASK_EXEC && su->u.nitems < CHAIN_MAX_ITEMS &&
+                       (su->u.nitems == 0 || su->items[0]->kind != EXEC_GRAPH)) {
+                        uint64_t left = est < tile_ns ? tile_ns - est : 0;
+                        if (t->steps) {
+                                if (su->run_task ||
+                                    !run_fits_unit(st, t, e, su->u.nitems ? left : tile_ns,
+                                                   CHAIN_MAX_ITEMS - su->u.nitems))
+                                        break;
+                                stream_pop(st);
+                                t->started_ns = now_ns();
+                                est += run_send_whole(st, t, su, e, &raw);
+                                t = TAILQ_FIRST(&st->tasks);
+                                continue;
+                        }
+                        int ride = small_copy(st, t) && !t->cost[e];
+                        uint64_t ce = ride ? task_cost(st, t, OPS_ENGINE_DMA) : task_cost(st, t, e);
+                        if ((!ride && !t->cost[e]) || t->tiles ||
+                            (su->u.nitems && (t->item.kind == EXEC_GRAPH || est + ce > tile_ns)))
+                                break;
                         stream_pop(st);
-                        t->item.model_ns = t->cost[e];
+                        t->item.model_ns = ride ? t->cost[OPS_ENGINE_DMA] : t->cost[e];
                         su->items[su->u.nitems++] = &t->item;
-                        est += task_cost(st, t, e);
-                        raw += t->cost[e];
+                        est += ce;
+                        raw += t->item.model_ns;
                         t = TAILQ_FIRST(&st->tasks);
                 }
         }
@@ -884,7 +1001,9 @@ static void stream_dispatch(struct exec *x, struct stream *st, int e)
         if (st->tenant && unit_is_graph(su))
                 st->tenant->graph_units++;
         for (int i = 0; i < su->u.nitems; i++) {
-                struct task *it = su->tile_task ? su->tile_task : task_of_item(su->items[i]);
+                struct task *it = su->tile_task ? su->tile_task : unit_item_task(su, su->items[i]);
+                if (it == su->run_task && i > 0 && su->items[i - 1]->kind == EXEC_GRAPH_STEP)
+                        continue; /* noted at its first step */
                 if (!it->tiles_sent && st->tenant) /* first dispatch: the task waited this long */
                         tenant_note_wait(st->tenant, dev->id, su->dispatch_ns - it->enqueue_ns);
                 if (su->tile_task)
@@ -892,6 +1011,8 @@ static void stream_dispatch(struct exec *x, struct stream *st, int e)
         }
         if (su->tile_task)
                 su->tile_task->tiles_sent += su->tile_task->steps ? (uint64_t)su->u.nitems : 1;
+        if (su->run_task)
+                su->run_task->tiles_sent = su->run_task->tiles;
         if (x->backend->ops->submit(x->backend, &su->u) < 0) {
                 unit_fail_all(su, PROTO_E_DEVICE, "the device rejected the task");
                 su->u.start_ns = su->u.end_ns = now_ns();
@@ -1049,7 +1170,7 @@ void sched_unit_complete(struct exec_unit *u, void *userdata)
                 struct task *t = su->tile_task;
                 calibrate(x, dev, su, t);
                 if (t->steps) {
-                        steps_complete(t, su);
+                        steps_complete(t, su, 0, u->nitems);
                         t->tiles_done += (uint64_t)u->nitems;
                 } else {
                         int status = su->tile.status;
@@ -1076,9 +1197,21 @@ void sched_unit_complete(struct exec_unit *u, void *userdata)
                 }
         } else {
                 for (int i = 0; i < u->nitems; i++) {
-                        struct task *t = task_of_item(u->items[i]);
+                        struct task *t = unit_item_task(su, u->items[i]);
                         if (i == 0)
                                 calibrate(x, dev, su, t);
+                        if (t == su->run_task) { /* its steps, all in this unit from i on */
+                                int n = t->steps->nsteps;
+                                steps_complete(t, su, i, n);
+                                t->tiles_done += (uint64_t)n;
+                                task_account(x, st, t,
+                                             t->item.status ? t->item.status
+                                             : t->tile_failed ? PROTO_E_CANCELLED : 0,
+                                             dur / (uint64_t)u->nitems * (uint64_t)n, u->end_ns);
+                                task_retire(x, t, t->item.status || t->tile_failed);
+                                i += n - 1;
+                                continue;
+                        }
                         task_account(x, st, t, t->item.status, dur / (uint64_t)u->nitems, u->end_ns);
                         task_retire(x, t, t->item.status != 0);
                 }
