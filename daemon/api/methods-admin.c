@@ -46,6 +46,7 @@ static json_t *device_json(struct npud *d, struct device *dev)
                                       "tasks_completed", (json_int_t)dev->tasks_completed,
                                       "tasks_failed", (json_int_t)dev->tasks_failed);
         json_object_set_new(o, "draining", json_boolean(dev->draining));
+        json_object_set_new(o, "units", json_integer((json_int_t)dev->units));
         /* identity and telemetry (backend.h): figures of the last utilization period; with
          * "telemetry": false the sensor figures are left out, not reported as zeros */
         const struct backend_health *h = &dev->telemetry;

@@ -48,6 +48,9 @@ struct device {
         struct device_sample hist[DEVICE_HISTORY];
         int hist_head, hist_count;
         uint64_t tasks_completed, tasks_failed;
+        /* units sent to the backend: each a worker wake-up and a completion (chains of
+         * tasks, a request's copies riding with its run, make fewer of them than tasks) */
+        uint64_t units;
         /* for the metrics: faults injected by kind (enum fault_kind), resets begun, and
          * failed tasks by error code (PROTO_E_*; PROTO_E_COUNT holds codes out of range) */
         uint64_t faults[FAULT_ECC_UNCORRECTED + 1];

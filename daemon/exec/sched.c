@@ -998,6 +998,7 @@ static void stream_dispatch(struct exec *x, struct stream *st, int e)
                         o->parts_parallel = (uint32_t)st->nrunning;
         }
         TAILQ_INSERT_TAIL(&inflight, su, inflight_link);
+        dev->units++;
         if (st->tenant && unit_is_graph(su))
                 st->tenant->graph_units++;
         for (int i = 0; i < su->u.nitems; i++) {
