@@ -12,6 +12,7 @@
 #endif
 #include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -187,6 +188,49 @@ static __attribute__((unused)) uint8_t *model_pack(Onnx__GraphProto *g, int opse
         onnx__model_proto__pack(m, buf);
         keep_free();
         return buf;
+}
+
+/* Y = X + W0 + W1 + ... as a chain of ninit Adds (T0, T1, ... between them) over X float
+ * [nelem], every Wi an initializer of its own (all holding j % wmod at j): a model of ninit *
+ * nelem * 4 bytes of weights, for what a large graph_load costs. Packed at opset 13 like
+ * model_pack (everything kept so far is freed). */
+static __attribute__((unused)) uint8_t *add_chain_model(int nelem, int ninit, int wmod, size_t *ret_len)
+{
+        const int64_t dims[1] = { nelem };
+        Onnx__GraphProto *g = graph_proto();
+        float *w = K(sizeof(float) * (size_t)nelem);
+        const char *prev = "X";
+
+        for (int j = 0; j < nelem; j++)
+                w[j] = (float)(j % wmod);
+        g->n_node = g->n_initializer = (size_t)ninit;
+        g->node = K(sizeof(*g->node) * (size_t)ninit);
+        g->initializer = K(sizeof(*g->initializer) * (size_t)ninit);
+        for (int i = 0; i < ninit; i++) {
+                Onnx__TensorProto *t = K(sizeof(*t));
+                char *wn = K(16), *tn = K(16);
+
+                snprintf(wn, 16, "W%d", i);
+                snprintf(tn, 16, i == ninit - 1 ? "Y" : "T%d", i);
+                onnx__tensor_proto__init(t);
+                t->name = wn;
+                t->has_data_type = 1;
+                t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+                t->n_dims = 1;
+                t->dims = K(sizeof(int64_t));
+                t->dims[0] = nelem;
+                t->has_raw_data = 1; /* every initializer points at the same bytes until packed */
+                t->raw_data.len = sizeof(float) * (size_t)nelem;
+                t->raw_data.data = (uint8_t *)w;
+                g->initializer[i] = t;
+                g->node[i] = node("Add", 2, (const char *const[]){ prev, wn }, 1, (const char *const[]){ tn });
+                prev = tn;
+        }
+        g->n_input = 1;
+        g->input = (Onnx__ValueInfoProto **)list(1, tvalue("X", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, dims));
+        g->n_output = 1;
+        g->output = (Onnx__ValueInfoProto **)list(1, tvalue("Y", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, dims));
+        return model_pack(g, 13, ret_len);
 }
 
 #endif
