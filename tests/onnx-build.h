@@ -157,6 +157,59 @@ static __attribute__((unused)) void attr_ints(Onnx__NodeProto *n, const char *na
         node_attr(n, a);
 }
 
+static __attribute__((unused)) void attr_s(Onnx__NodeProto *n, const char *name, const char *v)
+{
+        Onnx__AttributeProto *a = K(sizeof(*a));
+
+        onnx__attribute_proto__init(a);
+        a->name = (char *)name;
+        a->has_type = 1;
+        a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+        a->has_s = 1;
+        a->s.data = (uint8_t *)v;
+        a->s.len = strlen(v);
+        node_attr(n, a);
+}
+
+static __attribute__((unused)) void attr_strings(Onnx__NodeProto *n, const char *name, int cnt,
+                                                 const char *const *v)
+{
+        Onnx__AttributeProto *a = K(sizeof(*a));
+
+        onnx__attribute_proto__init(a);
+        a->name = (char *)name;
+        a->has_type = 1;
+        a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS;
+        a->n_strings = (size_t)cnt;
+        a->strings = K(sizeof(*a->strings) * (size_t)(cnt ? cnt : 1));
+        for (int i = 0; i < cnt; i++) {
+                a->strings[i].data = (uint8_t *)v[i];
+                a->strings[i].len = strlen(v[i]);
+        }
+        node_attr(n, a);
+}
+
+/* A string tensor [cnt] (an initializer, or an attribute's value) named name. */
+static __attribute__((unused)) Onnx__TensorProto *str_tensor(const char *name, int cnt, const char *const *v)
+{
+        Onnx__TensorProto *c = K(sizeof(*c));
+
+        onnx__tensor_proto__init(c);
+        c->name = (char *)name;
+        c->has_data_type = 1;
+        c->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__STRING;
+        c->n_dims = 1;
+        c->dims = K(sizeof(int64_t));
+        c->dims[0] = cnt;
+        c->n_string_data = (size_t)cnt;
+        c->string_data = K(sizeof(*c->string_data) * (size_t)(cnt ? cnt : 1));
+        for (int i = 0; i < cnt; i++) {
+                c->string_data[i].data = (uint8_t *)v[i];
+                c->string_data[i].len = strlen(v[i]);
+        }
+        return c;
+}
+
 /* An empty graph to fill in (kept like everything else). */
 static __attribute__((unused)) Onnx__GraphProto *graph_proto(void)
 {

@@ -44,21 +44,10 @@ static void teardown(void)
 static void *model(size_t *ret_len)
 {
         static const int64_t dn[] = { -1 };
-        Onnx__ModelProto *m = K(sizeof(*m));
-        Onnx__OperatorSetIdProto *o = K(sizeof(*o));
-        Onnx__GraphProto *g = K(sizeof(*g));
+        Onnx__GraphProto *g = graph_proto();
         Onnx__NodeProto *cast = node("Cast", 1, (const char *const[]){ "x" }, 1, (const char *const[]){ "f" });
         Onnx__NodeProto *id = node("Identity", 1, (const char *const[]){ "x" }, 1, (const char *const[]){ "s" });
-        void *buf;
 
-        onnx__model_proto__init(m);
-        onnx__operator_set_id_proto__init(o);
-        onnx__graph_proto__init(g);
-        o->domain = (char *)"";
-        o->has_version = 1;
-        o->version = 17;
-        m->n_opset_import = 1;
-        m->opset_import = (Onnx__OperatorSetIdProto **)list(1, o);
         attr_i(cast, "to", NPU_FLOAT32);
         g->n_node = 2;
         g->node = (Onnx__NodeProto **)list(2, cast, id);
@@ -67,34 +56,7 @@ static void *model(size_t *ret_len)
         g->n_output = 2;
         g->output = (Onnx__ValueInfoProto **)list(2, tvalue("f", NPU_FLOAT32, 1, dn),
                                                   tvalue("s", NPU_STRING, 1, dn));
-        m->graph = g;
-        *ret_len = onnx__model_proto__get_packed_size(m);
-        buf = malloc(*ret_len);
-        ck_assert_ptr_nonnull(buf);
-        onnx__model_proto__pack(m, buf);
-        keep_free();
-        return buf;
-}
-
-/* An initializer of n strings. */
-static Onnx__TensorProto *str_init(const char *name, int n, const char *const *v)
-{
-        Onnx__TensorProto *c = K(sizeof(*c));
-
-        onnx__tensor_proto__init(c);
-        c->name = (char *)name;
-        c->has_data_type = 1;
-        c->data_type = NPU_STRING;
-        c->n_dims = 1;
-        c->dims = K(sizeof(int64_t));
-        c->dims[0] = n;
-        c->n_string_data = (size_t)n;
-        c->string_data = K((size_t)n * sizeof(ProtobufCBinaryData));
-        for (int i = 0; i < n; i++) {
-                c->string_data[i].data = (uint8_t *)v[i];
-                c->string_data[i].len = strlen(v[i]);
-        }
-        return c;
+        return model_pack(g, 17, ret_len);
 }
 
 /* g = Gather(x, idx = [3, 0]); y = Concat(g, x) (string [n + 2]); eq = Equal(y, k = ["1e3"])
@@ -126,7 +88,7 @@ static void *model_ops(int bad_init, int swap, size_t *ret_len)
         g->input = (Onnx__ValueInfoProto **)list(1, tvalue("x", NPU_STRING, 1, dn));
         g->n_initializer = 2;
         g->initializer = (Onnx__TensorProto **)list(
-                2, idx, str_init("k", 1, (const char *const[]){ bad_init ? "1e\xc3" : "1e3" }));
+                2, idx, str_tensor("k", 1, (const char *const[]){ bad_init ? "1e\xc3" : "1e3" }));
         g->n_output = 2;
         g->output = (Onnx__ValueInfoProto **)list(2, tvalue("y", NPU_STRING, 1, dn),
                                                   tvalue("eq", NPU_BOOL, 1, dn));
@@ -257,32 +219,14 @@ static void *model_tfidf(size_t *ret_len)
         Onnx__GraphProto *g = graph_proto();
         Onnx__NodeProto *n = node("TfIdfVectorizer", 1, (const char *const[]){ "x" }, 1,
                                   (const char *const[]){ "t" });
-        Onnx__AttributeProto *mode = K(sizeof(*mode)), *ps = K(sizeof(*ps));
 
         attr_i(n, "min_gram_length", 1);
         attr_i(n, "max_gram_length", 1);
         attr_i(n, "max_skip_count", 0);
         attr_ints(n, "ngram_counts", 1, counts);
         attr_ints(n, "ngram_indexes", 3, idx);
-        onnx__attribute_proto__init(mode);
-        mode->name = (char *)"mode";
-        mode->has_type = 1;
-        mode->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
-        mode->has_s = 1;
-        mode->s.data = (uint8_t *)"TF";
-        mode->s.len = 2;
-        node_attr(n, mode);
-        onnx__attribute_proto__init(ps);
-        ps->name = (char *)"pool_strings";
-        ps->has_type = 1;
-        ps->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS;
-        ps->n_strings = 3;
-        ps->strings = K(3 * sizeof(ProtobufCBinaryData));
-        for (int i = 0; i < 3; i++) {
-                ps->strings[i].data = (uint8_t *)pool[i];
-                ps->strings[i].len = strlen(pool[i]);
-        }
-        node_attr(n, ps);
+        attr_s(n, "mode", "TF");
+        attr_strings(n, "pool_strings", 3, pool);
         g->n_node = 1;
         g->node = (Onnx__NodeProto **)list(1, n);
         g->n_input = 1;
