@@ -117,76 +117,64 @@ static __attribute__((unused)) void node_attr(Onnx__NodeProto *n, Onnx__Attribut
         n->attribute = v;
 }
 
-static __attribute__((unused)) void attr_i(Onnx__NodeProto *n, const char *name, int64_t i)
+/* A new attribute of n (appended to its list) named name, of type type, to fill in. */
+static __attribute__((unused)) Onnx__AttributeProto *attr_add(Onnx__NodeProto *n, const char *name, int type)
 {
         Onnx__AttributeProto *a = K(sizeof(*a));
 
         onnx__attribute_proto__init(a);
         a->name = (char *)name;
         a->has_type = 1;
-        a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+        a->type = type;
+        node_attr(n, a);
+        return a;
+}
+
+static __attribute__((unused)) void attr_i(Onnx__NodeProto *n, const char *name, int64_t i)
+{
+        Onnx__AttributeProto *a = attr_add(n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
+
         a->has_i = 1;
         a->i = i;
-        node_attr(n, a);
 }
 
 static __attribute__((unused)) void attr_f(Onnx__NodeProto *n, const char *name, float f)
 {
-        Onnx__AttributeProto *a = K(sizeof(*a));
+        Onnx__AttributeProto *a = attr_add(n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
 
-        onnx__attribute_proto__init(a);
-        a->name = (char *)name;
-        a->has_type = 1;
-        a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
         a->has_f = 1;
         a->f = f;
-        node_attr(n, a);
 }
 
 static __attribute__((unused)) void attr_ints(Onnx__NodeProto *n, const char *name, int cnt, const int64_t *v)
 {
-        Onnx__AttributeProto *a = K(sizeof(*a));
+        Onnx__AttributeProto *a = attr_add(n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
 
-        onnx__attribute_proto__init(a);
-        a->name = (char *)name;
-        a->has_type = 1;
-        a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
         a->n_ints = (size_t)cnt;
         a->ints = K(sizeof(int64_t) * (size_t)(cnt ? cnt : 1));
         memcpy(a->ints, v, sizeof(int64_t) * (size_t)cnt);
-        node_attr(n, a);
 }
 
 static __attribute__((unused)) void attr_s(Onnx__NodeProto *n, const char *name, const char *v)
 {
-        Onnx__AttributeProto *a = K(sizeof(*a));
+        Onnx__AttributeProto *a = attr_add(n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
 
-        onnx__attribute_proto__init(a);
-        a->name = (char *)name;
-        a->has_type = 1;
-        a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
         a->has_s = 1;
         a->s.data = (uint8_t *)v;
         a->s.len = strlen(v);
-        node_attr(n, a);
 }
 
 static __attribute__((unused)) void attr_strings(Onnx__NodeProto *n, const char *name, int cnt,
                                                  const char *const *v)
 {
-        Onnx__AttributeProto *a = K(sizeof(*a));
+        Onnx__AttributeProto *a = attr_add(n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS);
 
-        onnx__attribute_proto__init(a);
-        a->name = (char *)name;
-        a->has_type = 1;
-        a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS;
         a->n_strings = (size_t)cnt;
         a->strings = K(sizeof(*a->strings) * (size_t)(cnt ? cnt : 1));
         for (int i = 0; i < cnt; i++) {
                 a->strings[i].data = (uint8_t *)v[i];
                 a->strings[i].len = strlen(v[i]);
         }
-        node_attr(n, a);
 }
 
 /* A string tensor [cnt] (an initializer, or an attribute's value) named name. */

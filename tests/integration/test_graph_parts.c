@@ -19,6 +19,7 @@
 
 #define OK(expr) ck_assert_msg((expr) == NPU_OK, "%s: %s", #expr, npu_error_message())
 
+#include "tests/check-run.h"
 #include "tests/onnx-build.h"
 
 #include "graph-clients.h"
@@ -178,9 +179,5 @@ int main(void)
         tcase_add_test(tc, test_big_matmul_step_on_two_workers);
         tcase_add_test(tc, test_lc_launch_within_a_part);
         suite_add_tcase(s, tc);
-        SRunner *sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? 1 : 0;
+        return check_run(s);
 }

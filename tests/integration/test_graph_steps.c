@@ -22,6 +22,7 @@
 
 #define OK(expr) ck_assert_msg((expr) == NPU_OK, "%s: %s", #expr, npu_error_message())
 
+#include "tests/check-run.h"
 #include "tests/onnx-build.h"
 
 #include "graph-clients.h"
@@ -289,9 +290,5 @@ int main(void)
         tcase_add_test(tc, test_cancel_and_close_mid_run);
         tcase_add_test(tc, test_model_mode_from_steps);
         suite_add_tcase(s, tc);
-        SRunner *sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? 1 : 0;
+        return check_run(s);
 }

@@ -266,15 +266,9 @@ static int model_import(const char *op, int to, int ydtype, int with_init, struc
                         g->n_initializer = 1;
                         g->initializer = (Onnx__TensorProto **)list(1, c);
                 } else { /* Constant: y = the tensor, x unused */
-                        Onnx__AttributeProto *a = K(sizeof(*a));
-                        onnx__attribute_proto__init(a);
-                        a->name = (char *)"value";
-                        a->has_type = 1;
-                        a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR;
-                        a->t = c;
+                        attr_add(n, "value", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR)->t = c;
                         c->name = NULL;
                         n->n_input = 0;
-                        node_attr(n, a);
                 }
         }
         buf = model_pack(g, 17, &len);
