@@ -153,6 +153,23 @@ static __attribute__((unused)) const char *task_state(npu_context_t *c, npu_stre
         return buf;
 }
 
+/* Is m's last run running (per task_info, its state left in buf)? */
+static __attribute__((unused)) int mm_running(struct mm_client *m, char *buf, size_t len)
+{
+        return strcmp(task_state(m->c, m->s, m->run, buf, len), "running") == 0;
+}
+
+/* x for mm clients: small integers, so that every product and sum is exact. */
+static __attribute__((unused)) float *mm_x(int d)
+{
+        float *x = malloc(sizeof(float) * (size_t)d * d);
+
+        ck_assert_ptr_nonnull(x);
+        for (size_t i = 0; i < (size_t)d * d; i++)
+                x[i] = (float)(i % 7) - 3.0f;
+        return x;
+}
+
 /* A latency-critical client's small launch: r = a + a over 64 ones on its own stream. */
 struct lc_client {
         npu_context_t *c;
@@ -192,6 +209,26 @@ static __attribute__((unused)) void lc_check(struct lc_client *l)
         for (int i = 0; i < 64; i++)
                 ck_assert_float_eq(res[i], 2.0f);
         npu_disconnect(l->c);
+}
+
+/* npud (started with args) serving the tenants lc (latency-critical), bulk1 and bulk2
+ * (normal), all on device 0; lc connected and warm; bulk1 and bulk2 each running a chain of
+ * len MatMuls over d x d from x (their event records right behind the runs). */
+static __attribute__((unused)) void lc_beside_two_bulk(struct npud_proc *p, const char *const *args,
+                                                       struct lc_client *lc, struct mm_client b[2], int d,
+                                                       int len, const float *x)
+{
+        ck_assert_int_eq(harness_start_config(p, "{\"tenants\": ["
+                                                 " {\"name\": \"lc\", \"class\": \"latency-critical\", \"gids\": [0]},"
+                                                 " {\"name\": \"bulk1\", \"class\": \"normal\", \"gids\": [0]},"
+                                                 " {\"name\": \"bulk2\", \"class\": \"normal\", \"gids\": [0]}]}",
+                                              args),
+                         0);
+        lc_setup(lc, p, "lc");
+        mm_setup(&b[0], p, "bulk1", d, len, x);
+        mm_setup(&b[1], p, "bulk2", d, len, x);
+        mm_start(&b[0]);
+        mm_start(&b[1]);
 }
 
 #endif

@@ -56,17 +56,6 @@ static double engine_seconds(npu_context_t *c, const char *name)
         return v;
 }
 
-/* x for a client of one d x d MatMul step (a chain of one): small integers, y = 2x exactly. */
-static float *mm_x(int d)
-{
-        float *x = malloc(sizeof(float) * (size_t)d * d);
-
-        ck_assert_ptr_nonnull(x);
-        for (size_t i = 0; i < (size_t)d * d; i++)
-                x[i] = (float)(i % 7) - 3.0f;
-        return x;
-}
-
 START_TEST(test_big_matmul_step_on_two_workers)
 {
         enum { D = 1024 };
@@ -119,20 +108,11 @@ START_TEST(test_lc_launch_within_a_part)
         float *x = mm_x(D);
         char s1[32] = "", s2[32] = "";
 
-        ck_assert_int_eq(harness_start_config(&proc, "{\"tenants\": ["
-              " {\"name\": \"lc\", \"class\": \"latency-critical\", \"gids\": [0]},"
-              " {\"name\": \"bulk1\", \"class\": \"normal\", \"gids\": [0]},"
-              " {\"name\": \"bulk2\", \"class\": \"normal\", \"gids\": [0]}]}", args), 0);
-        lc_setup(&lc, &proc, "lc");
-        mm_setup(&b[0], &proc, "bulk1", D, 1, x);
-        mm_setup(&b[1], &proc, "bulk2", D, 1, x);
-        mm_start(&b[0]);
-        mm_start(&b[1]);
+        lc_beside_two_bulk(&proc, args, &lc, b, D, 1, x);
         /* until both graphs are past their binding steps: their MatMul steps are out */
         int both = 0;
         for (int i = 0; i < 5000 && !both; i++) {
-                both = strcmp(task_state(b[0].c, b[0].s, b[0].run, s1, sizeof(s1)), "running") == 0 &&
-                       strcmp(task_state(b[1].c, b[1].s, b[1].run, s2, sizeof(s2)), "running") == 0 &&
+                both = mm_running(&b[0], s1, sizeof(s1)) && mm_running(&b[1], s2, sizeof(s2)) &&
                        engine_seconds(lc.c, "bulk1") > 0 && engine_seconds(lc.c, "bulk2") > 0;
                 if (!both)
                         usleep(1000);

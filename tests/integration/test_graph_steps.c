@@ -48,26 +48,14 @@ START_TEST(test_lc_launch_between_steps)
         static const char *args[] = { "--sim-mode", "compute", "--workers", "2", NULL };
         struct mm_client b[2];
         struct lc_client lc;
-        float *x = malloc(sizeof(float) * D * D);
+        float *x = mm_x(D);
         char s1[32] = "", s2[32] = "";
 
-        ck_assert_ptr_nonnull(x);
-        for (int i = 0; i < D * D; i++)
-                x[i] = (float)(i % 7) - 3.0f;
-        ck_assert_int_eq(harness_start_config(&proc, "{\"tenants\": ["
-              " {\"name\": \"lc\", \"class\": \"latency-critical\", \"gids\": [0]},"
-              " {\"name\": \"bulk1\", \"class\": \"normal\", \"gids\": [0]},"
-              " {\"name\": \"bulk2\", \"class\": \"normal\", \"gids\": [0]}]}", args), 0);
-        lc_setup(&lc, &proc, "lc");
-        mm_setup(&b[0], &proc, "bulk1", D, 20, x);
-        mm_setup(&b[1], &proc, "bulk2", D, 20, x);
-        mm_start(&b[0]);
-        mm_start(&b[1]);
+        lc_beside_two_bulk(&proc, args, &lc, b, D, 20, x);
         /* until both graphs compute (their first steps went out) */
         int both = 0;
         for (int i = 0; i < 2000 && !both; i++) {
-                both = strcmp(task_state(b[0].c, b[0].s, b[0].run, s1, sizeof(s1)), "running") == 0 &&
-                       strcmp(task_state(b[1].c, b[1].s, b[1].run, s2, sizeof(s2)), "running") == 0;
+                both = mm_running(&b[0], s1, sizeof(s1)) && mm_running(&b[1], s2, sizeof(s2));
                 if (!both)
                         usleep(1000);
         }
@@ -208,7 +196,7 @@ START_TEST(test_cancel_and_close_mid_run)
         struct mm_client b;
         mm_setup(&b, &proc, NULL, D, 20, x);
         mm_start(&b);
-        for (int i = 0; i < 2000 && strcmp(task_state(b.c, b.s, b.run, st, sizeof(st)), "running"); i++)
+        for (int i = 0; i < 2000 && !mm_running(&b, st, sizeof(st)); i++)
                 usleep(500);
         OK(npu_task_cancel(b.c, b.s, b.run));
         ck_assert_int_eq(npu_stream_synchronize(b.c, b.s), NPU_ERR_CANCELLED);
