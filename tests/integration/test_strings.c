@@ -105,36 +105,50 @@ static npu_tensor_t t1(npu_buffer_t b, int dtype, int64_t n)
         return t;
 }
 
-/* One run: x from bytes (len), outputs f (float [4]) and s (outcap bytes). The run's status
- * after a synchronize; got_f / got_s receive the outputs when it succeeded. */
-static npu_status_t run(npu_context_t *c, npu_graph_t g, const void *x, size_t len, size_t outcap,
-                        float *got_f, uint8_t *got_s)
+/* An output of run2: dtype [n] in a buffer of cap bytes, copied to got after a good run. */
+struct run_out {
+        int dtype;
+        int64_t n;
+        size_t cap;
+        void *got;
+};
+
+/* One run of g: x (string [4]) from bytes (len), two outputs. The run's status after a
+ * synchronize; the outputs' got receive them when it succeeded. */
+static npu_status_t run2(npu_context_t *c, npu_graph_t g, const void *x, size_t len, const struct run_out *o)
 {
-        npu_buffer_t bx, bf, bs;
+        npu_buffer_t bx, bo[2];
         npu_stream_t s;
         npu_tensor_t in, out[2];
         npu_status_t st;
 
         OK(npu_stream_create(c, 0, 0, &s));
         OK(npu_malloc(c, 0, len, &bx));
-        OK(npu_malloc(c, 0, 16, &bf));
-        OK(npu_malloc(c, 0, outcap, &bs));
+        for (int i = 0; i < 2; i++) {
+                OK(npu_malloc(c, 0, o[i].cap, &bo[i]));
+                out[i] = t1(bo[i], o[i].dtype, o[i].n);
+        }
         OK(npu_memcpy_to_device(c, bx, 0, x, len));
         in = t1(bx, NPU_STRING, 4);
-        out[0] = t1(bf, NPU_FLOAT32, 4);
-        out[1] = t1(bs, NPU_STRING, 4);
         st = npu_graph_run(c, s, g, &in, 1, out, 2, NULL);
         if (st == NPU_OK)
                 st = npu_stream_synchronize(c, s);
-        if (st == NPU_OK) {
-                OK(npu_memcpy_from_device(c, got_f, bf, 0, 16));
-                OK(npu_memcpy_from_device(c, got_s, bs, 0, outcap));
+        for (int i = 0; i < 2; i++) {
+                if (st == NPU_OK)
+                        OK(npu_memcpy_from_device(c, o[i].got, bo[i], 0, o[i].cap));
+                npu_free(c, bo[i]);
         }
         npu_free(c, bx);
-        npu_free(c, bf);
-        npu_free(c, bs);
         npu_stream_destroy(c, s);
         return st;
+}
+
+/* One run of model: outputs f (float [4]) and s (outcap bytes). */
+static npu_status_t run(npu_context_t *c, npu_graph_t g, const void *x, size_t len, size_t outcap,
+                        float *got_f, uint8_t *got_s)
+{
+        return run2(c, g, x, len,
+                    (const struct run_out[]){ { NPU_FLOAT32, 4, 16, got_f }, { NPU_STRING, 4, outcap, got_s } });
 }
 
 static void good_run(npu_context_t *c, npu_graph_t g)
@@ -160,35 +174,12 @@ START_TEST(test_string_graph)
 }
 END_TEST
 
-/* One run of model_ops: x from bytes (len); y (encoded, ycap bytes) and eq [6]. */
+/* One run of model_ops: y (encoded, ycap bytes) and eq [6]. */
 static npu_status_t run_ops(npu_context_t *c, npu_graph_t g, const void *x, size_t len, uint8_t *got_y,
                             size_t ycap, uint8_t *got_eq)
 {
-        npu_buffer_t bx, by, be;
-        npu_stream_t s;
-        npu_tensor_t in, out[2];
-        npu_status_t st;
-
-        OK(npu_stream_create(c, 0, 0, &s));
-        OK(npu_malloc(c, 0, len, &bx));
-        OK(npu_malloc(c, 0, ycap, &by));
-        OK(npu_malloc(c, 0, 6, &be));
-        OK(npu_memcpy_to_device(c, bx, 0, x, len));
-        in = t1(bx, NPU_STRING, 4);
-        out[0] = t1(by, NPU_STRING, 6);
-        out[1] = t1(be, NPU_BOOL, 6);
-        st = npu_graph_run(c, s, g, &in, 1, out, 2, NULL);
-        if (st == NPU_OK)
-                st = npu_stream_synchronize(c, s);
-        if (st == NPU_OK) {
-                OK(npu_memcpy_from_device(c, got_y, by, 0, ycap));
-                OK(npu_memcpy_from_device(c, got_eq, be, 0, 6));
-        }
-        npu_free(c, bx);
-        npu_free(c, by);
-        npu_free(c, be);
-        npu_stream_destroy(c, s);
-        return st;
+        return run2(c, g, x, len,
+                    (const struct run_out[]){ { NPU_STRING, 6, ycap, got_y }, { NPU_BOOL, 6, 6, got_eq } });
 }
 
 START_TEST(test_string_ops)
