@@ -12,6 +12,7 @@
 #endif
 #include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -116,44 +117,85 @@ static __attribute__((unused)) void node_attr(Onnx__NodeProto *n, Onnx__Attribut
         n->attribute = v;
 }
 
-static __attribute__((unused)) void attr_i(Onnx__NodeProto *n, const char *name, int64_t i)
+/* A new attribute of n (appended to its list) named name, of type type, to fill in. */
+static __attribute__((unused)) Onnx__AttributeProto *attr_add(Onnx__NodeProto *n, const char *name, int type)
 {
         Onnx__AttributeProto *a = K(sizeof(*a));
 
         onnx__attribute_proto__init(a);
         a->name = (char *)name;
         a->has_type = 1;
-        a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+        a->type = type;
+        node_attr(n, a);
+        return a;
+}
+
+static __attribute__((unused)) void attr_i(Onnx__NodeProto *n, const char *name, int64_t i)
+{
+        Onnx__AttributeProto *a = attr_add(n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
+
         a->has_i = 1;
         a->i = i;
-        node_attr(n, a);
 }
 
 static __attribute__((unused)) void attr_f(Onnx__NodeProto *n, const char *name, float f)
 {
-        Onnx__AttributeProto *a = K(sizeof(*a));
+        Onnx__AttributeProto *a = attr_add(n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
 
-        onnx__attribute_proto__init(a);
-        a->name = (char *)name;
-        a->has_type = 1;
-        a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
         a->has_f = 1;
         a->f = f;
-        node_attr(n, a);
 }
 
 static __attribute__((unused)) void attr_ints(Onnx__NodeProto *n, const char *name, int cnt, const int64_t *v)
 {
-        Onnx__AttributeProto *a = K(sizeof(*a));
+        Onnx__AttributeProto *a = attr_add(n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
 
-        onnx__attribute_proto__init(a);
-        a->name = (char *)name;
-        a->has_type = 1;
-        a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
         a->n_ints = (size_t)cnt;
         a->ints = K(sizeof(int64_t) * (size_t)(cnt ? cnt : 1));
         memcpy(a->ints, v, sizeof(int64_t) * (size_t)cnt);
-        node_attr(n, a);
+}
+
+static __attribute__((unused)) void attr_s(Onnx__NodeProto *n, const char *name, const char *v)
+{
+        Onnx__AttributeProto *a = attr_add(n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
+
+        a->has_s = 1;
+        a->s.data = (uint8_t *)v;
+        a->s.len = strlen(v);
+}
+
+static __attribute__((unused)) void attr_strings(Onnx__NodeProto *n, const char *name, int cnt,
+                                                 const char *const *v)
+{
+        Onnx__AttributeProto *a = attr_add(n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS);
+
+        a->n_strings = (size_t)cnt;
+        a->strings = K(sizeof(*a->strings) * (size_t)(cnt ? cnt : 1));
+        for (int i = 0; i < cnt; i++) {
+                a->strings[i].data = (uint8_t *)v[i];
+                a->strings[i].len = strlen(v[i]);
+        }
+}
+
+/* A string tensor [cnt] (an initializer, or an attribute's value) named name. */
+static __attribute__((unused)) Onnx__TensorProto *str_tensor(const char *name, int cnt, const char *const *v)
+{
+        Onnx__TensorProto *c = K(sizeof(*c));
+
+        onnx__tensor_proto__init(c);
+        c->name = (char *)name;
+        c->has_data_type = 1;
+        c->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__STRING;
+        c->n_dims = 1;
+        c->dims = K(sizeof(int64_t));
+        c->dims[0] = cnt;
+        c->n_string_data = (size_t)cnt;
+        c->string_data = K(sizeof(*c->string_data) * (size_t)(cnt ? cnt : 1));
+        for (int i = 0; i < cnt; i++) {
+                c->string_data[i].data = (uint8_t *)v[i];
+                c->string_data[i].len = strlen(v[i]);
+        }
+        return c;
 }
 
 /* An empty graph to fill in (kept like everything else). */
@@ -187,6 +229,49 @@ static __attribute__((unused)) uint8_t *model_pack(Onnx__GraphProto *g, int opse
         onnx__model_proto__pack(m, buf);
         keep_free();
         return buf;
+}
+
+/* Y = X + W0 + W1 + ... as a chain of ninit Adds (T0, T1, ... between them) over X float
+ * [nelem], every Wi an initializer of its own (all holding j % wmod at j): a model of ninit *
+ * nelem * 4 bytes of weights, for what a large graph_load costs. Packed at opset 13 like
+ * model_pack (everything kept so far is freed). */
+static __attribute__((unused)) uint8_t *add_chain_model(int nelem, int ninit, int wmod, size_t *ret_len)
+{
+        const int64_t dims[1] = { nelem };
+        Onnx__GraphProto *g = graph_proto();
+        float *w = K(sizeof(float) * (size_t)nelem);
+        const char *prev = "X";
+
+        for (int j = 0; j < nelem; j++)
+                w[j] = (float)(j % wmod);
+        g->n_node = g->n_initializer = (size_t)ninit;
+        g->node = K(sizeof(*g->node) * (size_t)ninit);
+        g->initializer = K(sizeof(*g->initializer) * (size_t)ninit);
+        for (int i = 0; i < ninit; i++) {
+                Onnx__TensorProto *t = K(sizeof(*t));
+                char *wn = K(16), *tn = K(16);
+
+                snprintf(wn, 16, "W%d", i);
+                snprintf(tn, 16, i == ninit - 1 ? "Y" : "T%d", i);
+                onnx__tensor_proto__init(t);
+                t->name = wn;
+                t->has_data_type = 1;
+                t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+                t->n_dims = 1;
+                t->dims = K(sizeof(int64_t));
+                t->dims[0] = nelem;
+                t->has_raw_data = 1; /* every initializer points at the same bytes until packed */
+                t->raw_data.len = sizeof(float) * (size_t)nelem;
+                t->raw_data.data = (uint8_t *)w;
+                g->initializer[i] = t;
+                g->node[i] = node("Add", 2, (const char *const[]){ prev, wn }, 1, (const char *const[]){ tn });
+                prev = tn;
+        }
+        g->n_input = 1;
+        g->input = (Onnx__ValueInfoProto **)list(1, tvalue("X", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, dims));
+        g->n_output = 1;
+        g->output = (Onnx__ValueInfoProto **)list(1, tvalue("Y", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, dims));
+        return model_pack(g, 13, ret_len);
 }
 
 #endif

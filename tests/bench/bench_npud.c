@@ -46,6 +46,15 @@
 #include "tests/integration/harness.h"
 #include "tests/integration/model-mlp.h"
 
+#define ONNX_BUILD_ASSERT(cond)                                                        \
+        do {                                                                           \
+                if (!(cond)) {                                                         \
+                        fprintf(stderr, "bench_npud: building a model: %s\n", #cond); \
+                        exit(1);                                                       \
+                }                                                                      \
+        } while (0)
+#include "tests/onnx-build.h"
+
 #define CHECK(call) \
         do { \
                 npu_status_t st_ = (call); \
@@ -803,88 +812,6 @@ static void isolation_section(void)
 #define STALL_NELEM (1 << 20) /* floats per initializer */
 #define STALL_NINIT 64        /* 256 MiB of weights */
 
-/* Y = X + W0 + W1 + ... as a chain of Adds, every W its own 4 MiB initializer. */
-static uint8_t *stall_model(size_t *ret_len)
-{
-        static char names[STALL_NINIT][2][16];
-        static Onnx__TensorProto inits[STALL_NINIT];
-        static Onnx__NodeProto nodes[STALL_NINIT];
-        static Onnx__TensorProto *pinits[STALL_NINIT];
-        static Onnx__NodeProto *pnodes[STALL_NINIT];
-        static char *node_in[STALL_NINIT][2], *node_out[STALL_NINIT][1];
-        Onnx__ModelProto m;
-        Onnx__GraphProto g;
-        Onnx__OperatorSetIdProto o, *ops[1] = { &o };
-        Onnx__ValueInfoProto vi[2], *ins[1] = { &vi[0] }, *outs[1] = { &vi[1] };
-        Onnx__TypeProto tp[2];
-        Onnx__TypeProto__Tensor tt[2];
-        Onnx__TensorShapeProto sh[2];
-        Onnx__TensorShapeProto__Dimension d[2], *dp[2][1];
-        int64_t tdim = STALL_NELEM;
-        float *w = calloc(STALL_NELEM, sizeof(float));
-        uint8_t *bytes;
-        size_t len;
-
-        if (!w)
-                exit(1);
-        for (int i = 0; i < STALL_NELEM; i++)
-                w[i] = (float)(i % 5);
-        onnx__model_proto__init(&m);
-        onnx__graph_proto__init(&g);
-        onnx__operator_set_id_proto__init(&o);
-        o.domain = (char *)"";
-        o.has_version = 1;
-        o.version = 13;
-        m.has_ir_version = 1;
-        m.ir_version = 8;
-        m.n_opset_import = 1;
-        m.opset_import = ops;
-        m.graph = &g;
-        g.name = (char *)"stall";
-        req_value(&vi[0], &tp[0], &tt[0], &sh[0], &d[0], dp[0], "X");
-        req_value(&vi[1], &tp[1], &tt[1], &sh[1], &d[1], dp[1], "Y");
-        d[0].dim_value = d[1].dim_value = STALL_NELEM;
-        for (int i = 0; i < STALL_NINIT; i++) {
-                snprintf(names[i][0], sizeof(names[i][0]), "W%d", i);
-                snprintf(names[i][1], sizeof(names[i][1]), i == STALL_NINIT - 1 ? "Y" : "T%d", i);
-                onnx__tensor_proto__init(&inits[i]);
-                inits[i].name = names[i][0];
-                inits[i].has_data_type = 1;
-                inits[i].data_type = NPU_FLOAT32;
-                inits[i].n_dims = 1;
-                inits[i].dims = &tdim;
-                inits[i].has_raw_data = 1;
-                inits[i].raw_data.len = STALL_NELEM * sizeof(float);
-                inits[i].raw_data.data = (uint8_t *)w;
-                pinits[i] = &inits[i];
-                onnx__node_proto__init(&nodes[i]);
-                nodes[i].op_type = (char *)"Add";
-                node_in[i][0] = i ? names[i - 1][1] : (char *)"X";
-                node_in[i][1] = names[i][0];
-                node_out[i][0] = names[i][1];
-                nodes[i].n_input = 2;
-                nodes[i].input = node_in[i];
-                nodes[i].n_output = 1;
-                nodes[i].output = node_out[i];
-                pnodes[i] = &nodes[i];
-        }
-        g.n_input = 1;
-        g.input = ins;
-        g.n_output = 1;
-        g.output = outs;
-        g.n_initializer = STALL_NINIT;
-        g.initializer = pinits;
-        g.n_node = STALL_NINIT;
-        g.node = pnodes;
-        len = onnx__model_proto__get_packed_size(&m);
-        bytes = malloc(len);
-        if (!bytes || onnx__model_proto__pack(&m, bytes) != len)
-                exit(1);
-        free(w);
-        *ret_len = len;
-        return bytes;
-}
-
 struct stall_loader {
         const char *sock;
         const uint8_t *model;
@@ -919,7 +846,7 @@ static void loadstall_section(npu_context_t *ctx, const char *sock)
         double *lat = malloc(sizeof(double) * cap), idle;
         pthread_t t;
 
-        l.model = stall_model(&l.len);
+        l.model = add_chain_model(STALL_NELEM, STALL_NINIT, 5, &l.len); /* every W its own 4 MiB */
         /* The same load with nobody else asking anything: what the pings cost it. */
         double alone = now_s();
         npu_graph_t g0;

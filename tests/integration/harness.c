@@ -72,6 +72,45 @@ int harness_start(struct npud_proc *p, const char *const *extra)
         return -1;
 }
 
+int harness_start_config(struct npud_proc *p, const char *config_text, const char *const *extra)
+{
+        char conf[sizeof(p->conf)] = "";
+        const char *argv[32];
+        int n = 0, rc;
+
+        if (config_text) {
+                int fd;
+                FILE *f;
+
+                snprintf(conf, sizeof(conf), "/tmp/npud-conf-XXXXXX");
+                fd = mkstemp(conf);
+                if (fd < 0)
+                        return -1;
+                f = fdopen(fd, "w");
+                if (!f) {
+                        close(fd);
+                        unlink(conf);
+                        return -1;
+                }
+                rc = fputs(config_text, f) < 0;
+                if (fclose(f) != 0 || rc) {
+                        unlink(conf);
+                        return -1;
+                }
+                argv[n++] = "--config";
+                argv[n++] = conf;
+        }
+        for (int i = 0; extra && extra[i] && n < 31; i++)
+                argv[n++] = extra[i];
+        argv[n] = NULL;
+        rc = harness_start(p, argv); /* clears p: the file's name goes in after */
+        if (rc == 0)
+                snprintf(p->conf, sizeof(p->conf), "%s", conf);
+        else if (conf[0])
+                unlink(conf);
+        return rc;
+}
+
 int harness_alive(const struct npud_proc *p)
 {
         return p->pid > 0 && kill(p->pid, 0) == 0 && waitpid(p->pid, NULL, WNOHANG) == 0;
@@ -99,6 +138,9 @@ int harness_stop(struct npud_proc *p)
                 if (system(cmd) < 0)
                         perror("system");
         }
+        if (p->conf[0])
+                unlink(p->conf);
+        p->conf[0] = 0;
         snprintf(cmd, sizeof(cmd), "rm -rf %s", p->dir);
         if (system(cmd) < 0)
                 perror("system");

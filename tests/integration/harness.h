@@ -14,10 +14,14 @@ struct npud_proc {
         char sock[128];
         char log[128];
         char tune[128]; /* its tuning cache, in dir (never the host's) */
+        char conf[128]; /* the --config file harness_start_config wrote ("" for none) */
 };
 
 /* Start npud with --sim-devices 2 and a tuning cache in its directory, plus extra (NULL-terminated, may be NULL). 0 or -1. */
 int harness_start(struct npud_proc *p, const char *const *extra);
+/* The same with config_text (may be NULL: none) written to a file given as --config before
+ * extra; harness_stop removes the file. 0 or -1. */
+int harness_start_config(struct npud_proc *p, const char *config_text, const char *const *extra);
 /* SIGTERM and wait; returns the exit status (0 = clean, including no leaks under ASan). */
 int harness_stop(struct npud_proc *p);
 /* Is the daemon process still running? */

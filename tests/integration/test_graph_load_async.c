@@ -17,6 +17,8 @@
 
 #define OK(x) ck_assert_int_eq((x), NPU_OK)
 
+#include "tests/onnx-build.h"
+
 /* A chain of Adds over one input of NELEM floats, each adding an initializer of its own:
  * NINIT * NELEM * 4 bytes of weights (192 MiB) that the import copies twice. */
 #define NELEM (1 << 20)
@@ -37,102 +39,17 @@ static void teardown(void)
 /* A sealed memfd holding the model with ninit initializers (at most NINIT). */
 static int model_fd(int ninit)
 {
-        static char names[NINIT][2][16];
-        Onnx__ModelProto m;
-        Onnx__GraphProto g;
-        Onnx__OperatorSetIdProto o, *ops[1] = { &o };
-        Onnx__ValueInfoProto vin, vout, *in[1] = { &vin }, *out[1] = { &vout };
-        Onnx__TypeProto tin, tout;
-        Onnx__TypeProto__Tensor ttin, ttout;
-        Onnx__TensorShapeProto shape;
-        Onnx__TensorShapeProto__Dimension dim, *dims[1] = { &dim };
-        Onnx__TensorProto inits[NINIT], *pinits[NINIT];
-        Onnx__NodeProto nodes[NINIT], *pnodes[NINIT];
-        char *node_in[NINIT][2], *node_out[NINIT][1];
-        int64_t tdim = NELEM;
-        float *w = calloc(NELEM, sizeof(float));
-        uint8_t *bytes;
         size_t len;
-        int fd;
+        uint8_t *model = add_chain_model(NELEM, ninit, 7, &len), *bytes;
+        int fd = memfd_create("model", MFD_ALLOW_SEALING);
 
-        ck_assert_ptr_nonnull(w);
-        for (int i = 0; i < NELEM; i++)
-                w[i] = (float)(i % 7);
-        onnx__model_proto__init(&m);
-        onnx__graph_proto__init(&g);
-        onnx__operator_set_id_proto__init(&o);
-        o.domain = (char *)"";
-        o.has_version = 1;
-        o.version = 13;
-        m.has_ir_version = 1;
-        m.ir_version = 8;
-        m.n_opset_import = 1;
-        m.opset_import = ops;
-        m.graph = &g;
-        g.name = (char *)"big";
-        onnx__tensor_shape_proto__init(&shape);
-        onnx__tensor_shape_proto__dimension__init(&dim);
-        dim.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
-        dim.dim_value = NELEM;
-        shape.n_dim = 1;
-        shape.dim = dims;
-        onnx__value_info_proto__init(&vin);
-        onnx__type_proto__init(&tin);
-        onnx__type_proto__tensor__init(&ttin);
-        vin.name = (char *)"X";
-        vin.type = &tin;
-        tin.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
-        tin.tensor_type = &ttin;
-        ttin.has_elem_type = 1;
-        ttin.elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
-        ttin.shape = &shape;
-        vout = vin;
-        tout = tin;
-        ttout = ttin;
-        vout.type = &tout;
-        tout.tensor_type = &ttout;
-        for (int i = 0; i < ninit; i++) {
-                snprintf(names[i][0], sizeof(names[i][0]), "W%d", i);
-                snprintf(names[i][1], sizeof(names[i][1]), i == ninit - 1 ? "Y" : "T%d", i);
-                onnx__tensor_proto__init(&inits[i]);
-                inits[i].name = names[i][0];
-                inits[i].has_data_type = 1;
-                inits[i].data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
-                inits[i].n_dims = 1;
-                inits[i].dims = &tdim;
-                inits[i].has_raw_data = 1;
-                inits[i].raw_data.len = NELEM * sizeof(float);
-                inits[i].raw_data.data = (uint8_t *)w;
-                pinits[i] = &inits[i];
-                onnx__node_proto__init(&nodes[i]);
-                nodes[i].op_type = (char *)"Add";
-                node_in[i][0] = i ? names[i - 1][1] : (char *)"X";
-                node_in[i][1] = names[i][0];
-                node_out[i][0] = names[i][1];
-                nodes[i].n_input = 2;
-                nodes[i].input = node_in[i];
-                nodes[i].n_output = 1;
-                nodes[i].output = node_out[i];
-                pnodes[i] = &nodes[i];
-        }
-        vout.name = (char *)"Y";
-        g.n_input = 1;
-        g.input = in;
-        g.n_output = 1;
-        g.output = out;
-        g.n_initializer = (size_t)ninit;
-        g.initializer = pinits;
-        g.n_node = (size_t)ninit;
-        g.node = pnodes;
-        len = onnx__model_proto__get_packed_size(&m);
-        fd = memfd_create("model", MFD_ALLOW_SEALING);
         ck_assert_int_ge(fd, 0);
         ck_assert_int_eq(ftruncate(fd, (off_t)len), 0);
         bytes = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         ck_assert_ptr_ne(bytes, MAP_FAILED);
-        ck_assert_uint_eq(onnx__model_proto__pack(&m, bytes), len);
+        memcpy(bytes, model, len);
         munmap(bytes, len);
-        free(w);
+        free(model);
         ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE), 0);
         return fd;
 }

@@ -22,191 +22,18 @@
 
 #define OK(expr) ck_assert_msg((expr) == NPU_OK, "%s: %s", #expr, npu_error_message())
 
+#include "tests/check-run.h"
 #include "tests/onnx-build.h"
 
+#include "graph-clients.h"
+
 static struct npud_proc proc;
-static char conf[128];
-
-static void start(const char *config_text, const char *const *args)
-{
-        const char *extra[16];
-        int n = 0;
-
-        if (config_text) {
-                snprintf(conf, sizeof(conf), "/tmp/npud-steps-%d.conf", (int)getpid());
-                FILE *f = fopen(conf, "w");
-                ck_assert_ptr_nonnull(f);
-                fputs(config_text, f);
-                fclose(f);
-                extra[n++] = "--config";
-                extra[n++] = conf;
-        }
-        for (int i = 0; args && args[i]; i++)
-                extra[n++] = args[i];
-        extra[n] = NULL;
-        ck_assert_int_eq(harness_start(&proc, extra), 0);
-}
-
-static void stop(void)
-{
-        if (conf[0])
-                unlink(conf);
-        conf[0] = 0;
-        ck_assert_int_eq(harness_stop(&proc), 0);
-}
-
-static npu_context_t *connect_as(const char *tenant)
-{
-        npu_connect_options_t o = { .size = sizeof(o), .socket = proc.sock, .tenant = tenant };
-        npu_context_t *c = NULL;
-        OK(npu_connect_with(&o, &c));
-        return c;
-}
 
 static double now_ms(void)
 {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-/* Pack a graph of nodes (inputs, outputs given) and load it on device 0. */
-static npu_status_t load(npu_context_t *c, Onnx__NodeProto **nodes, int nnode,
-                         Onnx__ValueInfoProto **in, int nin, Onnx__ValueInfoProto **out, int nout,
-                         npu_graph_t *ret)
-{
-        Onnx__ModelProto *m = K(sizeof(*m));
-        Onnx__OperatorSetIdProto *o = K(sizeof(*o));
-        Onnx__GraphProto *g = K(sizeof(*g));
-        npu_status_t st;
-        uint8_t *buf;
-        size_t len;
-
-        onnx__model_proto__init(m);
-        onnx__operator_set_id_proto__init(o);
-        onnx__graph_proto__init(g);
-        o->domain = (char *)"";
-        o->has_version = 1;
-        o->version = 17;
-        m->n_opset_import = 1;
-        m->opset_import = (Onnx__OperatorSetIdProto **)list(1, o);
-        g->name = (char *)"steps";
-        g->n_node = (size_t)nnode;
-        g->node = nodes;
-        g->n_input = (size_t)nin;
-        g->input = in;
-        g->n_output = (size_t)nout;
-        g->output = out;
-        m->graph = g;
-        len = onnx__model_proto__get_packed_size(m);
-        buf = malloc(len);
-        ck_assert_ptr_nonnull(buf);
-        onnx__model_proto__pack(m, buf);
-        keep_free();
-        st = npu_graph_load(c, 0, buf, len, ret);
-        free(buf);
-        return st;
-}
-
-/* Chains of MatMuls by W from X: nchains chains of len nodes each, outputs y0, y1, ...
- * (d x d, or open rows when d_rows < 0). */
-static npu_status_t load_chains(npu_context_t *c, int d, int nchains, int len, npu_graph_t *ret)
-{
-        Onnx__NodeProto **nodes = K(sizeof(*nodes) * (size_t)(nchains * len));
-        Onnx__ValueInfoProto **out = K(sizeof(*out) * (size_t)nchains);
-        const int64_t dims[2] = { d, d };
-        int n = 0;
-
-        for (int k = 0; k < nchains; k++)
-                for (int i = 0; i < len; i++) {
-                        char *in = K(32), *o = K(32), *name = K(32);
-                        snprintf(in, 32, i ? "c%d_%d" : "x", k, i - 1);
-                        if (i == len - 1)
-                                snprintf(o, 32, "y%d", k);
-                        else
-                                snprintf(o, 32, "c%d_%d", k, i);
-                        snprintf(name, 32, "mm%d_%d", k, i);
-                        nodes[n] = node("MatMul", 2, (const char *[]){ in, "w" }, 1, (const char *[]){ o });
-                        nodes[n++]->name = name;
-                        if (i == len - 1)
-                                out[k] = tvalue(o, NPU_FLOAT32, 2, dims);
-                }
-        return load(c, nodes, n, (Onnx__ValueInfoProto **)list(2, tvalue("x", NPU_FLOAT32, 2, dims),
-                                                               tvalue("w", NPU_FLOAT32, 2, dims)),
-                    2, out, nchains, ret);
-}
-
-static npu_tensor_t mat(npu_buffer_t b, int rows, int cols)
-{
-        return (npu_tensor_t){ .buf = b, .dtype = NPU_FLOAT32, .ndim = 2, .dims = { rows, cols } };
-}
-
-struct bulk {
-        npu_context_t *c;
-        npu_graph_t g;
-        npu_buffer_t x, w, y;
-        npu_stream_t s;
-        npu_event_t done;
-        uint64_t run;
-};
-
-/* A bulk client with a chain of 20 MatMuls by 2I over d x d: y = x * 2^20 exactly. */
-static void bulk_setup(struct bulk *b, const char *tenant, int d, const float *x)
-{
-        size_t bytes = (size_t)d * d * sizeof(float);
-        float *w = calloc((size_t)d * d, sizeof(float));
-
-        ck_assert_ptr_nonnull(w);
-        for (int i = 0; i < d; i++)
-                w[(size_t)i * d + i] = 2.0f;
-        b->c = connect_as(tenant);
-        OK(load_chains(b->c, d, 1, 20, &b->g));
-        OK(npu_malloc(b->c, 0, bytes, &b->x));
-        OK(npu_malloc(b->c, 0, bytes, &b->w));
-        OK(npu_malloc(b->c, 0, bytes, &b->y));
-        OK(npu_memcpy_to_device(b->c, b->x, 0, x, bytes));
-        OK(npu_memcpy_to_device(b->c, b->w, 0, w, bytes));
-        OK(npu_stream_create(b->c, 0, 0, &b->s));
-        OK(npu_event_create(b->c, &b->done));
-        free(w);
-}
-
-static void bulk_start(struct bulk *b, int d)
-{
-        npu_tensor_t in[2] = { mat(b->x, d, d), mat(b->w, d, d) }, out = mat(b->y, d, d);
-        OK(npu_graph_run(b->c, b->s, b->g, in, 2, &out, 1, &b->run));
-        OK(npu_event_record(b->c, b->done, b->s));
-        OK(npu_flush(b->c));
-}
-
-static const char *task_state(npu_context_t *c, npu_stream_t s, uint64_t task, char *buf, size_t len)
-{
-        char p[96], *text = NULL;
-        snprintf(p, sizeof(p), "{\"stream\": %u, \"task\": %" PRIu64 "}", s.id, task);
-        if (npu_admin_call(c, "task_info", p, &text) != NPU_OK) {
-                snprintf(buf, len, "gone");
-                return buf;
-        }
-        json_t *j = json_loads(text, 0, NULL);
-        free(text);
-        snprintf(buf, len, "%s", j ? json_string_value(json_object_get(j, "state")) : "?");
-        json_decref(j);
-        return buf;
-}
-
-static void bulk_check(struct bulk *b, int d, const float *x)
-{
-        size_t n = (size_t)d * d;
-        float *y = malloc(n * sizeof(float));
-
-        ck_assert_ptr_nonnull(y);
-        OK(npu_stream_synchronize(b->c, b->s));
-        OK(npu_memcpy_from_device(b->c, y, b->y, 0, n * sizeof(float)));
-        for (size_t i = 0; i < n; i++)
-                ck_assert_msg(y[i] == x[i] * 1048576.0f, "y[%zu] = %g, expected %g", i, y[i],
-                              x[i] * 1048576.0f);
-        free(y);
-        npu_disconnect(b->c);
 }
 
 /* Two bulk clients (tenants of class normal, each at its share of host workers: one graph
@@ -219,48 +46,22 @@ START_TEST(test_lc_launch_between_steps)
 {
         enum { D = 640 };
         static const char *args[] = { "--sim-mode", "compute", "--workers", "2", NULL };
-        struct bulk b[2];
-        float *x = malloc(sizeof(float) * D * D);
-        char s1[32], s2[32];
+        struct mm_client b[2];
+        struct lc_client lc;
+        float *x = mm_x(D);
+        char s1[32] = "", s2[32] = "";
 
-        ck_assert_ptr_nonnull(x);
-        for (int i = 0; i < D * D; i++)
-                x[i] = (float)(i % 7) - 3.0f;
-        start("{\"tenants\": ["
-              " {\"name\": \"lc\", \"class\": \"latency-critical\", \"gids\": [0]},"
-              " {\"name\": \"bulk1\", \"class\": \"normal\", \"gids\": [0]},"
-              " {\"name\": \"bulk2\", \"class\": \"normal\", \"gids\": [0]}]}", args);
-        npu_context_t *lc = connect_as("lc");
-        npu_buffer_t a, r;
-        npu_stream_t ls;
-        float ones[64], res[64];
-        for (int i = 0; i < 64; i++)
-                ones[i] = 1.0f;
-        OK(npu_malloc(lc, 0, sizeof(ones), &a));
-        OK(npu_malloc(lc, 0, sizeof(res), &r));
-        OK(npu_memcpy_to_device(lc, a, 0, ones, sizeof(ones)));
-        OK(npu_stream_create(lc, 0, 0, &ls));
-        npu_tensor_t ta = { .buf = a, .dtype = NPU_FLOAT32, .ndim = 1, .dims = { 64 } };
-        npu_tensor_t tr = { .buf = r, .dtype = NPU_FLOAT32, .ndim = 1, .dims = { 64 } };
-        OK(npu_launch(lc, ls, "Add", (npu_tensor_t[]){ ta, ta }, 2, &tr, 1, NULL, 0, NULL));
-        OK(npu_stream_synchronize(lc, ls)); /* warm: the operator id is resolved */
-
-        bulk_setup(&b[0], "bulk1", D, x);
-        bulk_setup(&b[1], "bulk2", D, x);
-        bulk_start(&b[0], D);
-        bulk_start(&b[1], D);
+        lc_beside_two_bulk(&proc, args, &lc, b, D, 20, x);
         /* until both graphs compute (their first steps went out) */
         int both = 0;
         for (int i = 0; i < 2000 && !both; i++) {
-                both = strcmp(task_state(b[0].c, b[0].s, b[0].run, s1, sizeof(s1)), "running") == 0 &&
-                       strcmp(task_state(b[1].c, b[1].s, b[1].run, s2, sizeof(s2)), "running") == 0;
+                both = mm_running(&b[0], s1, sizeof(s1)) && mm_running(&b[1], s2, sizeof(s2));
                 if (!both)
                         usleep(1000);
         }
         ck_assert_msg(both, "the bulk graphs never ran together: %s, %s", s1, s2);
         double t0 = now_ms();
-        OK(npu_launch(lc, ls, "Add", (npu_tensor_t[]){ ta, ta }, 2, &tr, 1, NULL, 0, NULL));
-        OK(npu_stream_synchronize(lc, ls));
+        lc_launch(&lc);
         double lc_ms = now_ms() - t0;
         npu_status_t q0 = npu_event_query(b[0].c, b[0].done), q1 = npu_event_query(b[1].c, b[1].done);
         t0 = now_ms();
@@ -271,14 +72,13 @@ START_TEST(test_lc_launch_between_steps)
         ck_assert_msg(q0 == NPU_ERR_NOT_READY && q1 == NPU_ERR_NOT_READY,
                       "the LC launch completed after a bulk graph finished (%d, %d): it waited for a "
                       "whole graph instead of a step", q0, q1);
-        OK(npu_memcpy_from_device(lc, res, r, 0, sizeof(res)));
-        for (int i = 0; i < 64; i++)
-                ck_assert_float_eq(res[i], 2.0f);
-        bulk_check(&b[0], D, x);
-        bulk_check(&b[1], D, x);
-        npu_disconnect(lc);
+        mm_check(&b[0], x);
+        mm_check(&b[1], x);
+        npu_disconnect(b[0].c);
+        npu_disconnect(b[1].c);
+        lc_check(&lc);
         free(x);
-        stop();
+        ck_assert_int_eq(harness_stop(&proc), 0);
 }
 END_TEST
 
@@ -289,8 +89,8 @@ START_TEST(test_parallel_steps_results_and_info)
         enum { N = 100000 };
         static const char *args[] = { "--sim-mode", "compute", NULL };
         const int64_t dims[1] = { N };
-        start(NULL, args);
-        npu_context_t *c = connect_as(NULL);
+        ck_assert_int_eq(harness_start_config(&proc, NULL, args), 0);
+        npu_context_t *c = connect_as(&proc, NULL);
         /* a = x*x, b = x+x (both read x), p = a*b and q = a-b (both read a and b), y = p/q' */
         Onnx__NodeProto *nodes[6] = {
                 node("Mul", 2, (const char *[]){ "x", "x" }, 1, (const char *[]){ "a" }),
@@ -336,7 +136,7 @@ START_TEST(test_parallel_steps_results_and_info)
         }
         OK(npu_graph_unload(c, g));
         npu_disconnect(c);
-        stop();
+        ck_assert_int_eq(harness_stop(&proc), 0);
 }
 END_TEST
 
@@ -346,8 +146,8 @@ START_TEST(test_failing_step_names_node)
 {
         static const char *args[] = { "--sim-mode", "compute", NULL };
         const int64_t open2[2] = { -1, -1 };
-        start(NULL, args);
-        npu_context_t *c = connect_as(NULL);
+        ck_assert_int_eq(harness_start_config(&proc, NULL, args), 0);
+        npu_context_t *c = connect_as(&proc, NULL);
         Onnx__NodeProto *nodes[3] = {
                 node("Relu", 1, (const char *[]){ "x" }, 1, (const char *[]){ "r" }),
                 node("MatMul", 2, (const char *[]){ "r", "w" }, 1, (const char *[]){ "m" }),
@@ -376,7 +176,7 @@ START_TEST(test_failing_step_names_node)
         OK(npu_stream_synchronize(c, s));
         OK(npu_graph_unload(c, g));
         npu_disconnect(c);
-        stop();
+        ck_assert_int_eq(harness_stop(&proc), 0);
 }
 END_TEST
 
@@ -392,29 +192,30 @@ START_TEST(test_cancel_and_close_mid_run)
         ck_assert_ptr_nonnull(x);
         for (int i = 0; i < D * D; i++)
                 x[i] = (float)(i % 5);
-        start(NULL, args);
-        struct bulk b;
-        bulk_setup(&b, NULL, D, x);
-        bulk_start(&b, D);
-        for (int i = 0; i < 2000 && strcmp(task_state(b.c, b.s, b.run, st, sizeof(st)), "running"); i++)
+        ck_assert_int_eq(harness_start_config(&proc, NULL, args), 0);
+        struct mm_client b;
+        mm_setup(&b, &proc, NULL, D, 20, x);
+        mm_start(&b);
+        for (int i = 0; i < 2000 && !mm_running(&b, st, sizeof(st)); i++)
                 usleep(500);
         OK(npu_task_cancel(b.c, b.s, b.run));
         ck_assert_int_eq(npu_stream_synchronize(b.c, b.s), NPU_ERR_CANCELLED);
         ck_assert_uint_eq(npu_error_task(), b.run);
         /* the stream works again; then runs in flight when the session closes */
-        bulk_start(&b, D);
-        bulk_check(&b, D, x);
-        bulk_setup(&b, NULL, D, x);
+        mm_start(&b);
+        mm_check(&b, x);
+        npu_disconnect(b.c);
+        mm_setup(&b, &proc, NULL, D, 20, x);
         for (int i = 0; i < 3; i++)
-                bulk_start(&b, D);
+                mm_start(&b);
         usleep(20000);
         npu_disconnect(b.c);
-        npu_context_t *c = connect_as(NULL);
+        npu_context_t *c = connect_as(&proc, NULL);
         npu_buffer_t m;
         OK(npu_malloc(c, 0, 4096, &m)); /* still serving */
         npu_disconnect(c);
         free(x);
-        stop();
+        ck_assert_int_eq(harness_stop(&proc), 0);
 }
 END_TEST
 
@@ -428,8 +229,8 @@ START_TEST(test_model_mode_from_steps)
         enum { D = 4096 };
         static const char *args[] = { "--sim-mode", "model", NULL };
         setenv("NPUD_GRAPH_COMPILE", "15", 1); /* every pass but the plan */
-        start(NULL, args);
-        npu_context_t *c = connect_as(NULL);
+        ck_assert_int_eq(harness_start_config(&proc, NULL, args), 0);
+        npu_context_t *c = connect_as(&proc, NULL);
         npu_graph_t chain, branches;
         OK(load_chains(c, D, 1, 20, &chain));
         OK(load_chains(c, D, 2, 10, &branches));
@@ -462,7 +263,7 @@ START_TEST(test_model_mode_from_steps)
         ck_assert_msg(t_branches < 0.8 * t_chain, "two chains of 10 %.1f ms, one of 20 %.1f ms",
                       t_branches, t_chain);
         npu_disconnect(c);
-        stop();
+        ck_assert_int_eq(harness_stop(&proc), 0);
 }
 END_TEST
 
@@ -477,9 +278,5 @@ int main(void)
         tcase_add_test(tc, test_cancel_and_close_mid_run);
         tcase_add_test(tc, test_model_mode_from_steps);
         suite_add_tcase(s, tc);
-        SRunner *sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? 1 : 0;
+        return check_run(s);
 }

@@ -44,21 +44,10 @@ static void teardown(void)
 static void *model(size_t *ret_len)
 {
         static const int64_t dn[] = { -1 };
-        Onnx__ModelProto *m = K(sizeof(*m));
-        Onnx__OperatorSetIdProto *o = K(sizeof(*o));
-        Onnx__GraphProto *g = K(sizeof(*g));
+        Onnx__GraphProto *g = graph_proto();
         Onnx__NodeProto *cast = node("Cast", 1, (const char *const[]){ "x" }, 1, (const char *const[]){ "f" });
         Onnx__NodeProto *id = node("Identity", 1, (const char *const[]){ "x" }, 1, (const char *const[]){ "s" });
-        void *buf;
 
-        onnx__model_proto__init(m);
-        onnx__operator_set_id_proto__init(o);
-        onnx__graph_proto__init(g);
-        o->domain = (char *)"";
-        o->has_version = 1;
-        o->version = 17;
-        m->n_opset_import = 1;
-        m->opset_import = (Onnx__OperatorSetIdProto **)list(1, o);
         attr_i(cast, "to", NPU_FLOAT32);
         g->n_node = 2;
         g->node = (Onnx__NodeProto **)list(2, cast, id);
@@ -67,34 +56,7 @@ static void *model(size_t *ret_len)
         g->n_output = 2;
         g->output = (Onnx__ValueInfoProto **)list(2, tvalue("f", NPU_FLOAT32, 1, dn),
                                                   tvalue("s", NPU_STRING, 1, dn));
-        m->graph = g;
-        *ret_len = onnx__model_proto__get_packed_size(m);
-        buf = malloc(*ret_len);
-        ck_assert_ptr_nonnull(buf);
-        onnx__model_proto__pack(m, buf);
-        keep_free();
-        return buf;
-}
-
-/* An initializer of n strings. */
-static Onnx__TensorProto *str_init(const char *name, int n, const char *const *v)
-{
-        Onnx__TensorProto *c = K(sizeof(*c));
-
-        onnx__tensor_proto__init(c);
-        c->name = (char *)name;
-        c->has_data_type = 1;
-        c->data_type = NPU_STRING;
-        c->n_dims = 1;
-        c->dims = K(sizeof(int64_t));
-        c->dims[0] = n;
-        c->n_string_data = (size_t)n;
-        c->string_data = K((size_t)n * sizeof(ProtobufCBinaryData));
-        for (int i = 0; i < n; i++) {
-                c->string_data[i].data = (uint8_t *)v[i];
-                c->string_data[i].len = strlen(v[i]);
-        }
-        return c;
+        return model_pack(g, 17, ret_len);
 }
 
 /* g = Gather(x, idx = [3, 0]); y = Concat(g, x) (string [n + 2]); eq = Equal(y, k = ["1e3"])
@@ -126,7 +88,7 @@ static void *model_ops(int bad_init, int swap, size_t *ret_len)
         g->input = (Onnx__ValueInfoProto **)list(1, tvalue("x", NPU_STRING, 1, dn));
         g->n_initializer = 2;
         g->initializer = (Onnx__TensorProto **)list(
-                2, idx, str_init("k", 1, (const char *const[]){ bad_init ? "1e\xc3" : "1e3" }));
+                2, idx, str_tensor("k", 1, (const char *const[]){ bad_init ? "1e\xc3" : "1e3" }));
         g->n_output = 2;
         g->output = (Onnx__ValueInfoProto **)list(2, tvalue("y", NPU_STRING, 1, dn),
                                                   tvalue("eq", NPU_BOOL, 1, dn));
@@ -143,36 +105,50 @@ static npu_tensor_t t1(npu_buffer_t b, int dtype, int64_t n)
         return t;
 }
 
-/* One run: x from bytes (len), outputs f (float [4]) and s (outcap bytes). The run's status
- * after a synchronize; got_f / got_s receive the outputs when it succeeded. */
-static npu_status_t run(npu_context_t *c, npu_graph_t g, const void *x, size_t len, size_t outcap,
-                        float *got_f, uint8_t *got_s)
+/* An output of run2: dtype [n] in a buffer of cap bytes, copied to got after a good run. */
+struct run_out {
+        int dtype;
+        int64_t n;
+        size_t cap;
+        void *got;
+};
+
+/* One run of g: x (string [4]) from bytes (len), two outputs. The run's status after a
+ * synchronize; the outputs' got receive them when it succeeded. */
+static npu_status_t run2(npu_context_t *c, npu_graph_t g, const void *x, size_t len, const struct run_out *o)
 {
-        npu_buffer_t bx, bf, bs;
+        npu_buffer_t bx, bo[2];
         npu_stream_t s;
         npu_tensor_t in, out[2];
         npu_status_t st;
 
         OK(npu_stream_create(c, 0, 0, &s));
         OK(npu_malloc(c, 0, len, &bx));
-        OK(npu_malloc(c, 0, 16, &bf));
-        OK(npu_malloc(c, 0, outcap, &bs));
+        for (int i = 0; i < 2; i++) {
+                OK(npu_malloc(c, 0, o[i].cap, &bo[i]));
+                out[i] = t1(bo[i], o[i].dtype, o[i].n);
+        }
         OK(npu_memcpy_to_device(c, bx, 0, x, len));
         in = t1(bx, NPU_STRING, 4);
-        out[0] = t1(bf, NPU_FLOAT32, 4);
-        out[1] = t1(bs, NPU_STRING, 4);
         st = npu_graph_run(c, s, g, &in, 1, out, 2, NULL);
         if (st == NPU_OK)
                 st = npu_stream_synchronize(c, s);
-        if (st == NPU_OK) {
-                OK(npu_memcpy_from_device(c, got_f, bf, 0, 16));
-                OK(npu_memcpy_from_device(c, got_s, bs, 0, outcap));
+        for (int i = 0; i < 2; i++) {
+                if (st == NPU_OK)
+                        OK(npu_memcpy_from_device(c, o[i].got, bo[i], 0, o[i].cap));
+                npu_free(c, bo[i]);
         }
         npu_free(c, bx);
-        npu_free(c, bf);
-        npu_free(c, bs);
         npu_stream_destroy(c, s);
         return st;
+}
+
+/* One run of model: outputs f (float [4]) and s (outcap bytes). */
+static npu_status_t run(npu_context_t *c, npu_graph_t g, const void *x, size_t len, size_t outcap,
+                        float *got_f, uint8_t *got_s)
+{
+        return run2(c, g, x, len,
+                    (const struct run_out[]){ { NPU_FLOAT32, 4, 16, got_f }, { NPU_STRING, 4, outcap, got_s } });
 }
 
 static void good_run(npu_context_t *c, npu_graph_t g)
@@ -198,35 +174,12 @@ START_TEST(test_string_graph)
 }
 END_TEST
 
-/* One run of model_ops: x from bytes (len); y (encoded, ycap bytes) and eq [6]. */
+/* One run of model_ops: y (encoded, ycap bytes) and eq [6]. */
 static npu_status_t run_ops(npu_context_t *c, npu_graph_t g, const void *x, size_t len, uint8_t *got_y,
                             size_t ycap, uint8_t *got_eq)
 {
-        npu_buffer_t bx, by, be;
-        npu_stream_t s;
-        npu_tensor_t in, out[2];
-        npu_status_t st;
-
-        OK(npu_stream_create(c, 0, 0, &s));
-        OK(npu_malloc(c, 0, len, &bx));
-        OK(npu_malloc(c, 0, ycap, &by));
-        OK(npu_malloc(c, 0, 6, &be));
-        OK(npu_memcpy_to_device(c, bx, 0, x, len));
-        in = t1(bx, NPU_STRING, 4);
-        out[0] = t1(by, NPU_STRING, 6);
-        out[1] = t1(be, NPU_BOOL, 6);
-        st = npu_graph_run(c, s, g, &in, 1, out, 2, NULL);
-        if (st == NPU_OK)
-                st = npu_stream_synchronize(c, s);
-        if (st == NPU_OK) {
-                OK(npu_memcpy_from_device(c, got_y, by, 0, ycap));
-                OK(npu_memcpy_from_device(c, got_eq, be, 0, 6));
-        }
-        npu_free(c, bx);
-        npu_free(c, by);
-        npu_free(c, be);
-        npu_stream_destroy(c, s);
-        return st;
+        return run2(c, g, x, len,
+                    (const struct run_out[]){ { NPU_STRING, 6, ycap, got_y }, { NPU_BOOL, 6, 6, got_eq } });
 }
 
 START_TEST(test_string_ops)
@@ -257,32 +210,14 @@ static void *model_tfidf(size_t *ret_len)
         Onnx__GraphProto *g = graph_proto();
         Onnx__NodeProto *n = node("TfIdfVectorizer", 1, (const char *const[]){ "x" }, 1,
                                   (const char *const[]){ "t" });
-        Onnx__AttributeProto *mode = K(sizeof(*mode)), *ps = K(sizeof(*ps));
 
         attr_i(n, "min_gram_length", 1);
         attr_i(n, "max_gram_length", 1);
         attr_i(n, "max_skip_count", 0);
         attr_ints(n, "ngram_counts", 1, counts);
         attr_ints(n, "ngram_indexes", 3, idx);
-        onnx__attribute_proto__init(mode);
-        mode->name = (char *)"mode";
-        mode->has_type = 1;
-        mode->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
-        mode->has_s = 1;
-        mode->s.data = (uint8_t *)"TF";
-        mode->s.len = 2;
-        node_attr(n, mode);
-        onnx__attribute_proto__init(ps);
-        ps->name = (char *)"pool_strings";
-        ps->has_type = 1;
-        ps->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS;
-        ps->n_strings = 3;
-        ps->strings = K(3 * sizeof(ProtobufCBinaryData));
-        for (int i = 0; i < 3; i++) {
-                ps->strings[i].data = (uint8_t *)pool[i];
-                ps->strings[i].len = strlen(pool[i]);
-        }
-        node_attr(n, ps);
+        attr_s(n, "mode", "TF");
+        attr_strings(n, "pool_strings", 3, pool);
         g->n_node = 1;
         g->node = (Onnx__NodeProto **)list(1, n);
         g->n_input = 1;

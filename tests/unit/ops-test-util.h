@@ -191,15 +191,15 @@ static __attribute__((unused)) const struct ops_def *def_at(const char *op, int 
         return d;
 }
 
-/* As a graph runs a node: infer (input data readable), allocate, run. The inferred call
- * must also pass check. Returns 0 or the first failure, with its message in err. */
-static __attribute__((unused)) int run_at(const char *op, int opset, struct ops_call *c, char *err, size_t errlen)
+/* As a graph runs a node of definition d (op names it): infer (input data readable),
+ * allocate, run. The inferred call must also pass check. Returns 0 or the first failure,
+ * with its message in err. */
+static __attribute__((unused)) int run_def(const struct ops_def *d, const char *op, struct ops_call *c, char *err,
+                                           size_t errlen)
 {
-        const struct ops_def *d = def_at(op, opset);
         int i, rc;
 
         err[0] = '\0';
-        c->opset = opset;
         for (i = 0; i < c->nout; i++)
                 memset(&c->out[i], 0, sizeof(c->out[i]));
         rc = ops_infer(d, c, err, errlen);
@@ -214,6 +214,15 @@ static __attribute__((unused)) int run_at(const char *op, int opset, struct ops_
         rc = ops_check(d, c, err, errlen);
         ck_assert_msg(rc == 0, "%s: check of an inferred call failed: %s", op, err);
         return ops_run(d, c, err, errlen);
+}
+
+/* run_def of op's definition at opset in the default domain, the call at that opset. */
+static __attribute__((unused)) int run_at(const char *op, int opset, struct ops_call *c, char *err, size_t errlen)
+{
+        const struct ops_def *d = def_at(op, opset);
+
+        c->opset = opset;
+        return run_def(d, op, c, err, errlen);
 }
 
 static __attribute__((unused)) void run_ok(const char *op, int opset, struct ops_call *c)

@@ -126,6 +126,20 @@ static void same(const float *a, const float *b, int64_t n, double tol)
                               "element %lld: %g vs %g", (long long)i, a[i], b[i]);
 }
 
+/* Runs plain and g (compiled from the same graph) on x, compares their n floats of output
+ * within tol, and frees both graphs. */
+static void same_runs(struct graph *plain, struct graph *g, const float *x, int xnd, const int64_t *xd, int ynd,
+                      const int64_t *yd, int64_t n, double tol)
+{
+        float *r0 = run(plain, x, xnd, xd, ynd, yd), *r1 = run(g, x, xnd, xd, ynd, yd);
+
+        same(r1, r0, n, tol);
+        free(r0);
+        free(r1);
+        graph_free(plain);
+        graph_free(g);
+}
+
 static void compile(struct graph *g, unsigned flags)
 {
         char err[256];
@@ -167,7 +181,6 @@ START_TEST(test_fuse_chain)
         struct graph *plain = chain(), *fused = chain();
         static float x[CHAIN_N];
         int64_t d[1] = { CHAIN_N };
-        float *r0, *r1;
 
         for (int i = 0; i < CHAIN_N; i++)
                 x[i] = (float)((i * 37) % 101) / 10.0f - 5.0f;
@@ -177,13 +190,7 @@ START_TEST(test_fuse_chain)
         ck_assert_int_eq(fused->stats->fused_groups, 1);
         ck_assert_int_eq(fused->stats->fused_nodes, 8);
         ck_assert_ptr_eq(fused->nodes[0].def, &graph_fused_def);
-        r0 = run(plain, x, 1, d, 1, d);
-        r1 = run(fused, x, 1, d, 1, d);
-        same(r1, r0, CHAIN_N, 1e-6);
-        free(r0);
-        free(r1);
-        graph_free(plain);
-        graph_free(fused);
+        same_runs(plain, fused, x, 1, d, 1, d, CHAIN_N, 1e-6);
 }
 END_TEST
 
@@ -211,20 +218,13 @@ START_TEST(test_fuse_casts)
 {
         struct graph *plain = casts(), *fused = casts();
         static float x[5000];
-        float *r0, *r1;
 
         for (int i = 0; i < 5000; i++)
                 x[i] = (float)(i - 2500) / 7.0f;
         compile(fused, GRAPH_COMPILE_ALL);
         ck_assert_int_eq(fused->nnodes, 1);
         ck_assert_int_eq(fused->stats->fused_nodes, 5);
-        r0 = run(plain, x, 1, (int64_t[]){ 5000 }, 1, (int64_t[]){ 5000 });
-        r1 = run(fused, x, 1, (int64_t[]){ 5000 }, 1, (int64_t[]){ 5000 });
-        same(r1, r0, 5000, 0);
-        free(r0);
-        free(r1);
-        graph_free(plain);
-        graph_free(fused);
+        same_runs(plain, fused, x, 1, (int64_t[]){ 5000 }, 1, (int64_t[]){ 5000 }, 5000, 0);
 }
 END_TEST
 
@@ -272,18 +272,11 @@ START_TEST(test_fuse_broadcast)
 {
         struct graph *plain = bcast(), *fused = bcast();
         float x[3] = { -1, 0.5f, 7 };
-        float *r0, *r1;
 
         compile(fused, GRAPH_COMPILE_ALL);
         ck_assert_int_eq(fused->stats->fused_groups, 1);
         ck_assert_int_eq(fused->nnodes, 1);
-        r0 = run(plain, x, 2, (int64_t[]){ 3, 1 }, 2, (int64_t[]){ 3, 4 });
-        r1 = run(fused, x, 2, (int64_t[]){ 3, 1 }, 2, (int64_t[]){ 3, 4 });
-        same(r1, r0, 12, 0);
-        free(r0);
-        free(r1);
-        graph_free(plain);
-        graph_free(fused);
+        same_runs(plain, fused, x, 2, (int64_t[]){ 3, 1 }, 2, (int64_t[]){ 3, 4 }, 12, 0);
 }
 END_TEST
 
@@ -307,7 +300,6 @@ START_TEST(test_fold_and_dead)
 {
         struct graph *plain = foldable(), *g = foldable();
         float x[4] = { 1, -1, 2, -2 };
-        float *r0, *r1;
 
         compile(g, GRAPH_COMPILE_FOLD | GRAPH_COMPILE_DEAD);
         ck_assert_int_eq(g->stats->folded, 1);
@@ -315,13 +307,7 @@ START_TEST(test_fold_and_dead)
         ck_assert_int_eq(g->nnodes, 1);
         ck_assert_str_eq(g->nodes[0].op_type, "Mul");
         ck_assert_int_eq(g->values[graph_find_value(g, "c")].kind, GRAPH_VALUE_INIT);
-        r0 = run(plain, x, 1, (int64_t[]){ 4 }, 1, (int64_t[]){ 4 });
-        r1 = run(g, x, 1, (int64_t[]){ 4 }, 1, (int64_t[]){ 4 });
-        same(r1, r0, 4, 0);
-        free(r0);
-        free(r1);
-        graph_free(plain);
-        graph_free(g);
+        same_runs(plain, g, x, 1, (int64_t[]){ 4 }, 1, (int64_t[]){ 4 }, 4, 0);
 }
 END_TEST
 
@@ -364,18 +350,11 @@ START_TEST(test_bn_into_conv)
                 x[i] = (float)((i * 7) % 11) / 5.0f - 1.0f;
         for (int bias = 0; bias < 2; bias++) {
                 struct graph *plain = conv_bn(bias), *g = conv_bn(bias);
-                float *r0, *r1;
                 compile(g, GRAPH_COMPILE_ALL);
                 ck_assert_int_eq(g->stats->bn_folded, 1);
                 ck_assert_int_eq(g->nnodes, 1);
                 ck_assert_str_eq(g->nodes[0].op_type, "Conv");
-                r0 = run(plain, x, 4, xd, 4, yd);
-                r1 = run(g, x, 4, xd, 4, yd);
-                same(r1, r0, 75, 1e-5);
-                free(r0);
-                free(r1);
-                graph_free(plain);
-                graph_free(g);
+                same_runs(plain, g, x, 4, xd, 4, yd, 75, 1e-5);
         }
 }
 END_TEST
@@ -515,18 +494,11 @@ START_TEST(test_fuse_gelu)
         fill(x, 3 * 700, 0);
         for (int form = 0; form < 3; form++) {
                 struct graph *plain = gelu_graph(form), *g = gelu_graph(form);
-                float *r0, *r1;
                 compile(g, GRAPH_COMPILE_ALL);
                 ck_assert_int_eq(g->stats->gelu_fused, 1);
                 ck_assert_int_eq(g->nnodes, 1);
                 ck_assert_str_eq(g->nodes[0].op_type, "Gelu");
-                r0 = run(plain, x, 2, d, 2, d);
-                r1 = run(g, x, 2, d, 2, d);
-                same(r1, r0, 3 * 700, 1e-6);
-                free(r0);
-                free(r1);
-                graph_free(plain);
-                graph_free(g);
+                same_runs(plain, g, x, 2, d, 2, d, 3 * 700, 1e-6);
         }
 }
 END_TEST
@@ -570,18 +542,11 @@ START_TEST(test_fuse_layernorm)
         fill(x, 2 * 5 * LN_C, 1);
         for (int form = 0; form < 2; form++) {
                 struct graph *plain = ln_graph(form), *g = ln_graph(form);
-                float *r0, *r1;
                 compile(g, GRAPH_COMPILE_ALL);
                 ck_assert_int_eq(g->stats->layernorm_fused, 1);
                 ck_assert_int_eq(g->nnodes, 1);
                 ck_assert_str_eq(g->nodes[0].op_type, "LayerNormalization");
-                r0 = run(plain, x, 3, d, 3, d);
-                r1 = run(g, x, 3, d, 3, d);
-                same(r1, r0, 2 * 5 * LN_C, 1e-5);
-                free(r0);
-                free(r1);
-                graph_free(plain);
-                graph_free(g);
+                same_runs(plain, g, x, 3, d, 3, d, 2 * 5 * LN_C, 1e-5);
         }
 }
 END_TEST
@@ -632,18 +597,11 @@ START_TEST(test_fuse_epilogue)
         fill(x, EP_R * EP_K, 2);
         for (int act = 0; act < 4; act++) {
                 struct graph *plain = epi_graph(act), *g = epi_graph(act);
-                float *r0, *r1;
                 compile(g, GRAPH_COMPILE_ALL);
                 ck_assert_int_eq(g->stats->epilogue_fused, 1);
                 ck_assert_int_eq(g->nnodes, 1);
                 ck_assert_ptr_eq(g->nodes[0].def, &graph_fused_gemm_def);
-                r0 = run(plain, x, 2, xd, 2, yd);
-                r1 = run(g, x, 2, xd, 2, yd);
-                same(r1, r0, EP_R * EP_N, 1e-5);
-                free(r0);
-                free(r1);
-                graph_free(plain);
-                graph_free(g);
+                same_runs(plain, g, x, 2, xd, 2, yd, EP_R * EP_N, 1e-5);
         }
 }
 END_TEST
@@ -680,18 +638,11 @@ START_TEST(test_fuse_conv_epilogue)
         fill(x, 2 * 2 * 6 * 6, 4);
         for (int bias = 0; bias < 2; bias++) {
                 struct graph *plain = conv_epi(bias), *g = conv_epi(bias);
-                float *r0, *r1;
                 compile(g, GRAPH_COMPILE_ALL);
                 ck_assert_int_eq(g->stats->epilogue_fused, 1);
                 ck_assert_int_eq(g->nnodes, 1);
                 ck_assert_ptr_eq(g->nodes[0].def, &graph_fused_gemm_def);
-                r0 = run(plain, x, 4, xd, 4, yd);
-                r1 = run(g, x, 4, xd, 4, yd);
-                same(r1, r0, 2 * 4 * 4 * 4, 1e-5);
-                free(r0);
-                free(r1);
-                graph_free(plain);
-                graph_free(g);
+                same_runs(plain, g, x, 4, xd, 4, yd, 2 * 4 * 4 * 4, 1e-5);
         }
 }
 END_TEST
@@ -737,18 +688,11 @@ START_TEST(test_fuse_softmax)
                 x[i] *= 8;
         for (int form = 0; form < 3; form++) {
                 struct graph *plain = sm_graph(form), *g = sm_graph(form);
-                float *r0, *r1;
                 compile(g, GRAPH_COMPILE_ALL);
                 ck_assert_int_eq(g->stats->softmax_fused, 1);
                 ck_assert_int_eq(g->nnodes, 1);
                 ck_assert_ptr_eq(g->nodes[0].def, &graph_fused_softmax_def);
-                r0 = run(plain, x, 4, d, 4, d);
-                r1 = run(g, x, 4, d, 4, d);
-                same(r1, r0, 2 * 3 * 5 * 40, 1e-6);
-                free(r0);
-                free(r1);
-                graph_free(plain);
-                graph_free(g);
+                same_runs(plain, g, x, 4, d, 4, d, 2 * 3 * 5 * 40, 1e-6);
         }
 }
 END_TEST

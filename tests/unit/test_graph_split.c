@@ -20,6 +20,7 @@
 #include "graph/steps.h"
 #include "proto/dtype.h"
 
+#include "tests/check-run.h"
 #include "tests/onnx-build.h"
 
 #define MAXIN 3
@@ -283,9 +284,5 @@ int main(void)
         tcase_add_test(tc, test_conv_channels_and_images);
         tcase_add_test(tc, test_fused_gemm_parts);
         suite_add_tcase(s, tc);
-        SRunner *sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? 1 : 0;
+        return check_run(s);
 }

@@ -149,20 +149,6 @@ END_TEST
 
 /* ---- old opsets ---- */
 
-static void attr_s(Onnx__NodeProto *n, const char *name, const char *v)
-{
-        Onnx__AttributeProto *a = K(sizeof(*a));
-
-        onnx__attribute_proto__init(a);
-        a->name = (char *)name;
-        a->has_type = 1;
-        a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
-        a->has_s = 1;
-        a->s.data = (uint8_t *)v;
-        a->s.len = strlen(v);
-        node_attr(n, a);
-}
-
 /* Runs g on float32 inputs into one float32 output of n elements and compares. */
 static void run_f32(struct graph *g, int nin, struct ops_tensor *in, struct ops_tensor out,
                     const float *want, int n)

@@ -74,18 +74,7 @@ static int import_one(const char *op, const char *dom, int train_version, int ni
                 attr_f(n, "alpha", 0.9f);
                 attr_f(n, "beta", 0.1f);
                 attr_f(n, "norm_coefficient", 0);
-                {
-                        Onnx__AttributeProto *a = K(sizeof(*a));
-
-                        onnx__attribute_proto__init(a);
-                        a->name = (char *)"mode";
-                        a->has_type = 1;
-                        a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
-                        a->has_s = 1;
-                        a->s.data = (uint8_t *)"nesterov";
-                        a->s.len = 8;
-                        node_attr(n, a);
-                }
+                attr_s(n, "mode", "nesterov");
         }
         for (i = 0; i < nin; i++)
                 vin[i] = i == 0   ? tvalue(in[i], F32, 0, NULL)

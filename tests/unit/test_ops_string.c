@@ -240,25 +240,14 @@ static int model_import(const char *op, int to, int ydtype, int with_init, struc
                         char *err, size_t errlen)
 {
         static const int64_t dn[] = { -1 };
-        Onnx__ModelProto *m = K(sizeof(*m));
-        Onnx__OperatorSetIdProto *o = K(sizeof(*o));
-        Onnx__GraphProto *g = K(sizeof(*g));
+        Onnx__GraphProto *g = graph_proto();
         int two = !strcmp(op, "Concat") || !strcmp(op, "Gather") || !strcmp(op, "Equal");
         Onnx__NodeProto *n = node(op, two ? 2 : 1,
                                   (const char *const[]){ "x", "x" }, 1, (const char *const[]){ "y" });
-        Onnx__TensorProto *c = K(sizeof(*c));
         uint8_t *buf;
         size_t len;
         int rc;
 
-        onnx__model_proto__init(m);
-        onnx__operator_set_id_proto__init(o);
-        onnx__graph_proto__init(g);
-        o->domain = (char *)"";
-        o->has_version = 1;
-        o->version = 17;
-        m->n_opset_import = 1;
-        m->opset_import = (Onnx__OperatorSetIdProto **)list(1, o);
         if (to)
                 attr_i(n, "to", to);
         if (!strcmp(op, "Concat"))
@@ -271,38 +260,18 @@ static int model_import(const char *op, int to, int ydtype, int with_init, struc
         g->output = (Onnx__ValueInfoProto **)list(2, tvalue("y", ydtype, 1, dn),
                                                   tvalue("c", STR, 1, (const int64_t[]){ 2 }));
         if (with_init || !strcmp(op, "Constant")) {
-                onnx__tensor_proto__init(c);
-                c->name = (char *)"c";
-                c->has_data_type = 1;
-                c->data_type = STR;
-                c->n_dims = 1;
-                c->dims = K(sizeof(int64_t));
-                c->dims[0] = 2;
-                c->n_string_data = 2;
-                c->string_data = K(2 * sizeof(ProtobufCBinaryData));
-                c->string_data[0].data = (uint8_t *)init_s0;
-                c->string_data[0].len = strlen(init_s0);
+                Onnx__TensorProto *c = str_tensor("c", 2, (const char *const[]){ init_s0, "" });
+
                 if (with_init) {
                         g->n_initializer = 1;
                         g->initializer = (Onnx__TensorProto **)list(1, c);
                 } else { /* Constant: y = the tensor, x unused */
-                        Onnx__AttributeProto *a = K(sizeof(*a));
-                        onnx__attribute_proto__init(a);
-                        a->name = (char *)"value";
-                        a->has_type = 1;
-                        a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR;
-                        a->t = c;
+                        attr_add(n, "value", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR)->t = c;
                         c->name = NULL;
                         n->n_input = 0;
-                        node_attr(n, a);
                 }
         }
-        m->graph = g;
-        len = onnx__model_proto__get_packed_size(m);
-        buf = malloc(len);
-        ck_assert_ptr_nonnull(buf);
-        onnx__model_proto__pack(m, buf);
-        keep_free();
+        buf = model_pack(g, 17, &len);
         rc = onnx_import(buf, len, NULL, ret, err, errlen);
         free(buf);
         return rc;

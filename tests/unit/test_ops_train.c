@@ -10,24 +10,9 @@ static int run_dom(const char *domain, const char *op, struct ops_call *c, char 
                    size_t errlen)
 {
         const struct ops_def *d = ops_lookup_onnx(domain, op, domain ? 1 : 18);
-        int i, rc;
 
         ck_assert_msg(d != NULL, "%s not registered in %s", op, domain ? domain : "ai.onnx");
-        err[0] = '\0';
-        for (i = 0; i < c->nout; i++)
-                memset(&c->out[i], 0, sizeof(c->out[i]));
-        rc = ops_infer(d, c, err, errlen);
-        if (rc)
-                return rc;
-        for (i = 0; i < c->nout; i++) {
-                int64_t n = numel(&c->out[i]);
-
-                ck_assert_int_ne(c->out[i].dtype, 0);
-                c->out[i].data = calloc((size_t)(n ? n : 1), 8);
-        }
-        rc = ops_check(d, c, err, errlen);
-        ck_assert_msg(rc == 0, "%s: check of an inferred call failed: %s", op, err);
-        return ops_run(d, c, err, errlen);
+        return run_def(d, op, c, err, errlen);
 }
 
 static void expect_err(const char *domain, const char *op, struct ops_call *c, const char *want)
