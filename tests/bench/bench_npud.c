@@ -13,10 +13,12 @@
  *      through npu_graph_run_host beside the explicit-stream way (<= 1.1x at p50), and four
  *      threads on one shared context beside four threads on four contexts (>= 0.95x)
  *   7. isolation, compute mode: a latency-critical client's MLP request every 2 ms, p99
- *      alone and while two best-effort clients keep 1024x1024 MatMuls queued on the same
- *      device (<= 1.5x) or on the other device (<= 1.2x); the best-effort clients'
- *      throughput beside what they get alone (>= 0.7). Starts npuds of its own with a
- *      tenants config (skipped with --socket).
+ *      alone and beside each of three best-effort loads of two clients (1024x1024 MatMuls
+ *      kept queued; bench_models' elementwise chain over 4 M float32, and its ResNet block
+ *      on 1x64x56x56, run back to back) on the same device (<= 1.5x) or on the other
+ *      device (<= 1.2x); the best-effort clients' throughput beside what they get alone
+ *      (>= 0.7), their graphs' outputs checked against a reference. Starts npuds of its
+ *      own with a tenants config (skipped with --socket).
  *   8. loadstall: a client loads a 256 MiB model (npu_graph_load) while another pings npud
  *      back to back: the load's time, and the longest and median ping during it (before
  *      graph_load ran off the loop thread, the longest ping was the whole load).
@@ -45,6 +47,7 @@
 #include "onnx.pb-c.h"
 #include "tests/integration/harness.h"
 #include "tests/integration/model-mlp.h"
+#include "tests/bench/bench-models.h"
 
 #define ONNX_BUILD_ASSERT(cond)                                                        \
         do {                                                                           \
@@ -612,32 +615,181 @@ static void serve_section(npu_context_t *ctx, const char *sock)
 
 /* ---- section 7, isolation ---- */
 
+/* The best-effort loads, each run by two clients of tenant be: two streams of 1024x1024
+ * MatMuls kept queued, or big graphs (bench_models' elementwise chain over 4 M float32, its
+ * ResNet basic block on 1x64x56x56) run back to back, one after another's completion. */
+enum iso_kind { ISO_MATMUL, ISO_CHAIN, ISO_RESNET, ISO_KINDS };
+
+static const char *const iso_load_name[ISO_KINDS] = {
+        "2 BE clients keep 1024x1024 MatMuls queued",
+        "2 BE clients run the elementwise chain (8 ops, 4 M float32) back to back",
+        "2 BE clients run the ResNet block (1x64x56x56) back to back",
+};
+static const char *const iso_unit[ISO_KINDS] = { "MatMul/s", "graph/s", "graph/s" };
+
+/* A best-effort graph: the model, its input and the output computed here from the model's
+ * own weights, against which every client checks its last run. */
+struct iso_graph {
+        struct bmodel m;
+        float *x, *want;
+};
+
+static struct iso_graph iso_graphs[ISO_KINDS];
+
+static float iso_sigmoid(float v)
+{
+        return 1.0f / (1.0f + expf(-v));
+}
+
+/* bench-models.h's chain(), element by element. */
+static void iso_chain_ref(const float *x, float *y, size_t n)
+{
+        for (size_t i = 0; i < n; i++) {
+                float t = (x[i] + 0.5f) * 1.5f - 0.25f;
+
+                y[i] = tanhf(iso_sigmoid((t > 0 ? t : 0) / 2.0f) * 3.0f);
+        }
+}
+
+static const float *iso_init(const Onnx__ModelProto *mp, const char *name)
+{
+        for (size_t i = 0; i < mp->graph->n_initializer; i++)
+                if (strcmp(mp->graph->initializer[i]->name, name) == 0)
+                        return (const float *)mp->graph->initializer[i]->raw_data.data;
+        fprintf(stderr, "npubench: no initializer %s in the ResNet block\n", name);
+        exit(1);
+}
+
+/* out = BatchNormalization(Conv3x3 pad 1 (in)) of layer l over C channels of HW x HW. */
+static void iso_conv_bn(const Onnx__ModelProto *mp, int l, const float *in, float *out, int C, int HW)
+{
+        char name[64];
+        const float *w, *sc, *bi, *mean, *var;
+
+        snprintf(name, sizeof(name), "conv%d.weight", l);
+        w = iso_init(mp, name);
+        snprintf(name, sizeof(name), "bn%d.weight", l);
+        sc = iso_init(mp, name);
+        snprintf(name, sizeof(name), "bn%d.bias", l);
+        bi = iso_init(mp, name);
+        snprintf(name, sizeof(name), "bn%d.running_mean", l);
+        mean = iso_init(mp, name);
+        snprintf(name, sizeof(name), "bn%d.running_var", l);
+        var = iso_init(mp, name);
+        memset(out, 0, sizeof(float) * (size_t)C * HW * HW);
+        for (int co = 0; co < C; co++) {
+                float *o = out + (size_t)co * HW * HW;
+
+                for (int ci = 0; ci < C; ci++)
+                        for (int kh = 0; kh < 3; kh++)
+                                for (int kw = 0; kw < 3; kw++) {
+                                        float k = w[((co * C + ci) * 3 + kh) * 3 + kw];
+                                        const float *src = in + (size_t)ci * HW * HW;
+
+                                        for (int oh = 0; oh < HW; oh++) {
+                                                int ih = oh + kh - 1;
+
+                                                if (ih < 0 || ih >= HW)
+                                                        continue;
+                                                for (int ow = 0; ow < HW; ow++) {
+                                                        int iw = ow + kw - 1;
+
+                                                        if (iw >= 0 && iw < HW)
+                                                                o[oh * HW + ow] += k * src[ih * HW + iw];
+                                                }
+                                        }
+                                }
+                float a = sc[co] / sqrtf(var[co] + 1e-5f), b = bi[co] - mean[co] * a;
+                for (int i = 0; i < HW * HW; i++)
+                        o[i] = o[i] * a + b;
+        }
+}
+
+/* bench-models.h's resnet_block(), from the weights in its packed model. */
+static void iso_resnet_ref(const struct bmodel *m, const float *x, float *y)
+{
+        const int C = (int)m->dims[1], HW = (int)m->dims[2];
+        Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, m->len, m->bytes);
+        float *t = malloc(sizeof(float) * m->n);
+
+        if (!mp || !t) {
+                fprintf(stderr, "npubench: cannot unpack the ResNet block\n");
+                exit(1);
+        }
+        iso_conv_bn(mp, 1, x, t, C, HW);
+        for (size_t i = 0; i < m->n; i++)
+                t[i] = t[i] > 0 ? t[i] : 0;
+        iso_conv_bn(mp, 2, t, y, C, HW);
+        for (size_t i = 0; i < m->n; i++) {
+                float v = y[i] + x[i];
+                y[i] = v > 0 ? v : 0;
+        }
+        free(t);
+        onnx__model_proto__free_unpacked(mp, NULL);
+}
+
+static void iso_graphs_build(void)
+{
+        for (int k = ISO_CHAIN; k < ISO_KINDS; k++) {
+                struct iso_graph *ig = &iso_graphs[k];
+
+                if (k == ISO_CHAIN)
+                        chain(&ig->m);
+                else
+                        resnet_block(&ig->m);
+                ig->x = xmalloc(sizeof(float) * ig->m.n);
+                ig->want = xmalloc(sizeof(float) * ig->m.yn);
+                fill(ig->x, ig->m.n, 7 + (unsigned)k, 1.0f);
+                if (k == ISO_CHAIN)
+                        iso_chain_ref(ig->x, ig->want, ig->m.n);
+                else
+                        iso_resnet_ref(&ig->m, ig->x, ig->want);
+        }
+}
+
+static void iso_graphs_free(void)
+{
+        for (int k = ISO_CHAIN; k < ISO_KINDS; k++) {
+                free(iso_graphs[k].m.bytes);
+                free(iso_graphs[k].x);
+                free(iso_graphs[k].want);
+        }
+}
+
+/* As bench_models: a difference above 1e-4 x (1 + |want|) is a wrong result (summation
+ * order and the transcendental functions' rounding differ from this reference). */
+static int iso_graph_right(const struct iso_graph *ig, const float *y)
+{
+        for (size_t i = 0; i < ig->m.yn; i++)
+                if (!(fabsf(y[i] - ig->want[i]) <= 1e-4f * (1.0f + fabsf(ig->want[i]))))
+                        return 0;
+        return 1;
+}
+
 struct iso_be {
         const char *sock;
         int device;
+        enum iso_kind kind;
         atomic_int *stop;
         pthread_barrier_t *ready;
-        long done; /* MatMuls completed between the barrier and stop */
+        double t0;   /* set by iso_load_start once every client is ready */
+        long done;   /* MatMuls or graph runs completed between the barrier and stop */
+        double last; /* when the last of them completed */
+        int wrong;   /* a graph's output differed from the reference */
 };
 
-/* A best-effort client: two streams of 1024x1024 MatMuls, each refilled as it drains, so
- * that work of this client is always queued. */
-static void *iso_be_main(void *arg)
+/* Two streams of 1024x1024 MatMuls, each refilled as it drains, so that work of this
+ * client is always queued. */
+static void iso_be_matmul(struct iso_be *b, npu_context_t *ctx)
 {
-        struct iso_be *b = arg;
         const int n = 1024, depth = 2;
         size_t bytes = (size_t)n * n * sizeof(float);
-        npu_connect_options_t o = { .size = sizeof(o), .socket = b->sock, .tenant = "be" };
-        npu_context_t *ctx;
         npu_buffer_t a, c[2];
         npu_stream_t s[2];
-        float *h = malloc(bytes);
+        float *h = xmalloc(bytes);
 
-        if (!h)
-                exit(1);
         for (int i = 0; i < n * n; i++)
                 h[i] = (float)(i % 11) * 0.01f;
-        CHECK(npu_connect_with(&o, &ctx));
         CHECK(npu_malloc(ctx, b->device, bytes, &a));
         CHECK(npu_memcpy_to_device(ctx, a, 0, h, bytes));
         npu_tensor_t in[2] = { { .buf = a, .dtype = NPU_FLOAT32, .ndim = 2, .dims = { n, n } },
@@ -656,6 +808,7 @@ static void *iso_be_main(void *arg)
         for (int k = 0; !atomic_load(b->stop); k ^= 1) {
                 CHECK(npu_stream_synchronize(ctx, s[k]));
                 done += depth;
+                b->last = now_s();
                 for (int i = 0; i < depth; i++)
                         CHECK(npu_launch(ctx, s[k], "MatMul", in, 2, &out[k], 1, NULL, 0, NULL));
                 CHECK(npu_flush(ctx));
@@ -667,8 +820,66 @@ static void *iso_be_main(void *arg)
                 CHECK(npu_free(ctx, c[k]));
         }
         CHECK(npu_free(ctx, a));
-        npu_disconnect(ctx);
         free(h);
+}
+
+/* One big graph run after another, each waited for; the first (before the barrier, a
+ * warm-up) and the last are checked against the reference. */
+static void iso_be_graph(struct iso_be *b, npu_context_t *ctx)
+{
+        const struct iso_graph *ig = &iso_graphs[b->kind];
+        const struct bmodel *m = &ig->m;
+        npu_graph_t g;
+        npu_buffer_t bx, by;
+        npu_stream_t s;
+        float *y = xmalloc(sizeof(float) * m->yn);
+
+        CHECK(npu_graph_load(ctx, b->device, m->bytes, m->len, &g));
+        CHECK(npu_malloc(ctx, b->device, sizeof(float) * m->n, &bx));
+        CHECK(npu_malloc(ctx, b->device, sizeof(float) * m->yn, &by));
+        CHECK(npu_memcpy_to_device(ctx, bx, 0, ig->x, sizeof(float) * m->n));
+        CHECK(npu_stream_create(ctx, b->device, 0, &s));
+        npu_tensor_t tx = { .buf = bx, .dtype = NPU_FLOAT32, .ndim = m->ndim };
+        npu_tensor_t ty = { .buf = by, .dtype = NPU_FLOAT32, .ndim = m->ydim };
+        memcpy(tx.dims, m->dims, sizeof(int64_t) * (size_t)m->ndim);
+        memcpy(ty.dims, m->ydims, sizeof(int64_t) * (size_t)m->ydim);
+        for (int pass = 0; pass < 2; pass++) {
+                long done = 0;
+
+                if (pass == 1)
+                        pthread_barrier_wait(b->ready);
+                do {
+                        CHECK(npu_graph_run(ctx, s, g, &tx, 1, &ty, 1, NULL));
+                        CHECK(npu_stream_synchronize(ctx, s));
+                        done++;
+                        b->last = now_s();
+                } while (pass == 1 && !atomic_load(b->stop));
+                CHECK(npu_memcpy_from_device(ctx, y, by, 0, sizeof(float) * m->yn));
+                b->wrong |= !iso_graph_right(ig, y);
+                memset(y, 0, sizeof(float) * m->yn);
+                CHECK(npu_memcpy_to_device(ctx, by, 0, y, sizeof(float) * m->yn));
+                if (pass == 1)
+                        b->done = done;
+        }
+        CHECK(npu_stream_destroy(ctx, s));
+        CHECK(npu_free(ctx, bx));
+        CHECK(npu_free(ctx, by));
+        CHECK(npu_graph_unload(ctx, g));
+        free(y);
+}
+
+static void *iso_be_main(void *arg)
+{
+        struct iso_be *b = arg;
+        npu_connect_options_t o = { .size = sizeof(o), .socket = b->sock, .tenant = "be" };
+        npu_context_t *ctx;
+
+        CHECK(npu_connect_with(&o, &ctx));
+        if (b->kind == ISO_MATMUL)
+                iso_be_matmul(b, ctx);
+        else
+                iso_be_graph(b, ctx);
+        npu_disconnect(ctx);
         return NULL;
 }
 
@@ -677,34 +888,40 @@ struct iso_load {
         pthread_t th[2];
         atomic_int stop;
         pthread_barrier_t ready;
-        double t0;
 };
 
-static void iso_load_start(struct iso_load *l, const char *sock, int device)
+static void iso_load_start(struct iso_load *l, const char *sock, int device, enum iso_kind kind)
 {
         atomic_init(&l->stop, 0);
         pthread_barrier_init(&l->ready, NULL, 3);
         for (int i = 0; i < 2; i++) {
-                l->be[i] = (struct iso_be){ .sock = sock, .device = device, .stop = &l->stop, .ready = &l->ready };
+                l->be[i] = (struct iso_be){ .sock = sock, .device = device, .kind = kind, .stop = &l->stop,
+                                            .ready = &l->ready };
                 if (pthread_create(&l->th[i], NULL, iso_be_main, &l->be[i]) != 0)
                         exit(1);
         }
         pthread_barrier_wait(&l->ready);
-        l->t0 = now_s();
+        double t0 = now_s();
+        for (int i = 0; i < 2; i++)
+                l->be[i].t0 = t0;
 }
 
-/* Stops the load; its MatMuls per second. */
-static double iso_load_stop(struct iso_load *l)
+/* Stops the load; its MatMuls or graph runs per second, each client's completions over the
+ * time to its last one (a graph run takes tens of milliseconds: the one cut off by stop
+ * would otherwise weigh on the figure). */
+static double iso_load_stop(struct iso_load *l, int *wrong)
 {
+        double rate = 0;
+
         atomic_store(&l->stop, 1);
-        double t = now_s() - l->t0;
-        long done = 0;
         for (int i = 0; i < 2; i++) {
                 pthread_join(l->th[i], NULL);
-                done += l->be[i].done;
+                if (l->be[i].done)
+                        rate += (double)l->be[i].done / (l->be[i].last - l->be[i].t0);
+                *wrong |= l->be[i].wrong;
         }
         pthread_barrier_destroy(&l->ready);
-        return (double)done / t;
+        return rate;
 }
 
 /* p99 of n MLP requests of the latency-critical client, one every 2 ms. */
@@ -730,14 +947,20 @@ static double iso_lc_p99_ms(struct explicit_path *e, int n, int *wrong)
         return p;
 }
 
+struct iso_result {
+        double lc_alone, lc_loaded; /* ms, p99 */
+        double be_alone, be_loaded; /* MatMuls or graph runs per second */
+        int lc_wrong, be_wrong;
+};
+
 /* One npud with ndev devices, compute mode, tenants lc and be (this user may join either);
- * the best-effort load runs on device be_dev, the latency-critical client on device 0. */
-static void iso_run(int ndev, int be_dev, double *lc_alone, double *lc_loaded, double *be_alone,
-                    double *be_loaded, int *wrong)
+ * the best-effort loads run on device be_dev, the latency-critical client on device 0. For
+ * each load: the LC p99 alone, the load alone for a while, then the LC p99 beside it. */
+static void iso_run(int ndev, int be_dev, struct iso_result *res)
 {
         char conf[64], ndevs[8];
         struct npud_proc proc = { 0 };
-        const int n = iters_or(500), be_s = 2;
+        const int n = iters_or(500), be_us = 1500 * 1000;
 
         snprintf(conf, sizeof(conf), "/tmp/npubench-iso-%d.conf", (int)getpid());
         snprintf(ndevs, sizeof(ndevs), "%d", ndev);
@@ -764,18 +987,19 @@ static void iso_run(int ndev, int be_dev, double *lc_alone, double *lc_loaded, d
         serve_req_init(&q, 3);
         for (int i = 0; i < 200; i++)
                 explicit_request(&e, &q);
-        *lc_alone = iso_lc_p99_ms(&e, n, wrong);
-        if (be_alone) {
-                iso_load_start(&l, proc.sock, be_dev);
-                usleep(be_s * 1000000);
-                *be_alone = iso_load_stop(&l);
+        for (int k = 0; k < ISO_KINDS; k++) {
+                struct iso_result *r = &res[k];
+
+                memset(r, 0, sizeof(*r));
+                r->lc_alone = iso_lc_p99_ms(&e, n, &r->lc_wrong);
+                iso_load_start(&l, proc.sock, be_dev, (enum iso_kind)k);
+                usleep(be_us);
+                r->be_alone = iso_load_stop(&l, &r->be_wrong);
+                iso_load_start(&l, proc.sock, be_dev, (enum iso_kind)k);
+                usleep(100 * 1000); /* the load settles */
+                r->lc_loaded = iso_lc_p99_ms(&e, n, &r->lc_wrong);
+                r->be_loaded = iso_load_stop(&l, &r->be_wrong);
         }
-        iso_load_start(&l, proc.sock, be_dev);
-        usleep(100 * 1000); /* the load settles */
-        *lc_loaded = iso_lc_p99_ms(&e, n, wrong);
-        double t = iso_load_stop(&l);
-        if (be_loaded)
-                *be_loaded = t;
         explicit_fini(&e);
         CHECK(npu_graph_unload(ctx, g));
         npu_disconnect(ctx);
@@ -788,23 +1012,30 @@ static void iso_run(int ndev, int be_dev, double *lc_alone, double *lc_loaded, d
 
 static void isolation_section(void)
 {
-        double a0, a1, t0, t1, b0, b1;
-        int wrong = 0;
+        struct iso_result same[ISO_KINDS], other[ISO_KINDS];
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 
+        iso_graphs_build();
         /* one device: the two tenants share its host workers (all of them) */
-        iso_run(1, 0, &a0, &a1, &t0, &t1, &wrong);
-        printf("isolation, same device (1 device, %ld host workers): LC MLP [%d,%d]x[%d,%d] request every 2 ms "
-               "p99 alone %.2f ms, while 2 BE clients keep 1024x1024 MatMuls queued %.2f ms, ratio %.2f "
-               "(target <= 1.5)%s; BE throughput alone %.1f MatMul/s, beside LC %.1f MatMul/s, ratio %.2f "
-               "(target >= 0.70)%s%s\n", cpus, SB, SK, SK, SM, a0, a1, a1 / a0, a1 / a0 <= 1.5 ? "" : " MISSED",
-               t0, t1, t1 / t0, t1 / t0 >= 0.7 ? "" : " MISSED", wrong ? " WRONG RESULT" : "");
+        iso_run(1, 0, same);
         /* two devices: each owns its share of the host workers */
-        wrong = 0;
-        iso_run(2, 1, &b0, &b1, NULL, NULL, &wrong);
-        printf("isolation, other device (2 devices, %ld host workers shared between them): LC p99 alone "
-               "%.2f ms, with the BE load on device 1 %.2f ms, ratio %.2f (target <= 1.2)%s%s\n", cpus, b0, b1,
-               b1 / b0, b1 / b0 <= 1.2 ? "" : " MISSED", wrong ? " WRONG RESULT" : "");
+        iso_run(2, 1, other);
+        for (int d = 0; d < 2; d++)
+                for (int k = 0; k < ISO_KINDS; k++) {
+                        const struct iso_result *r = d ? &other[k] : &same[k];
+                        double lim = d ? 1.2 : 1.5, lr = r->lc_loaded / r->lc_alone,
+                               br = r->be_alone > 0 ? r->be_loaded / r->be_alone : 0;
+
+                        printf("isolation, %s (%s, %ld host workers%s), BE load: %s: LC MLP [%d,%d]x[%d,%d] "
+                               "request every 2 ms p99 alone %.2f ms, loaded %.2f ms, ratio %.2f (target <= %.1f)%s; "
+                               "BE throughput alone %.1f %s, beside LC %.1f %s, ratio %.2f (target >= 0.70)%s%s\n",
+                               d ? "other device" : "same device", d ? "2 devices, BE on device 1" : "1 device",
+                               cpus, d ? " shared between them" : "", iso_load_name[k], SB, SK, SK, SM,
+                               r->lc_alone, r->lc_loaded, lr, lim, lr <= lim ? "" : " MISSED", r->be_alone,
+                               iso_unit[k], r->be_loaded, iso_unit[k], br, br >= 0.7 ? "" : " MISSED",
+                               r->lc_wrong || r->be_wrong ? " WRONG RESULT" : "");
+                }
+        iso_graphs_free();
 }
 
 /* ---- section 8: pings during a large graph_load ---- */
