@@ -144,6 +144,7 @@ static void fill_device(void *elem, json_t *o, void *arg)
         d->streams = get_int(o, "streams");
         d->tasks_completed = get_u64(o, "tasks_completed");
         d->tasks_failed = get_u64(o, "tasks_failed");
+        d->units = get_u64(o, "units");
 }
 
 NPU_EXPORT npu_status_t npu_admin_devices(npu_context_t *ctx, size_t elem_size,

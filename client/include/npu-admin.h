@@ -54,6 +54,8 @@ typedef struct npu_admin_device {
         int sessions;             /* sessions with a stream on the device */
         int streams;
         uint64_t tasks_completed, tasks_failed;
+        /* since 0.1.0's units: present when size covers it */
+        uint64_t units;           /* units of work sent to its workers (chained tasks share one) */
 } npu_admin_device_t;
 
 /* One tenant: its policy and what it uses now. */

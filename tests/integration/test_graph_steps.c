@@ -5,7 +5,7 @@
  * the stream goes on; cancelling a run and closing a session mid-run free everything (run
  * under ASan by make check-asan); and model mode times a run from its steps on their engines
  * (MatMuls on the cube cores, independent branches at the same time) instead of one AI CPU
- * core for the whole graph. */
+ * core for the whole graph. A request (copy in, small run, copy out) is one unit of work. */
 #include <check.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -18,6 +18,7 @@
 #include <onnx.pb-c.h>
 
 #include "harness.h"
+#include "npu-admin.h"
 #include "npu.h"
 
 #define OK(expr) ck_assert_msg((expr) == NPU_OK, "%s: %s", #expr, npu_error_message())
@@ -134,6 +135,92 @@ START_TEST(test_parallel_steps_results_and_info)
                 float a = x[i] * x[i], b = x[i] + x[i], e = (a * b + (a - b)) * a;
                 ck_assert_msg(y[i] == e, "y[%d] = %g, expected %g", i, y[i], e);
         }
+        OK(npu_graph_unload(c, g));
+        npu_disconnect(c);
+        ck_assert_int_eq(harness_stop(&proc), 0);
+}
+END_TEST
+
+static uint64_t device_units(npu_context_t *c)
+{
+        npu_admin_device_t *d = NULL;
+        size_t n = 0;
+        OK(npu_admin_devices(c, sizeof(*d), &d, &n));
+        ck_assert_uint_ge(n, 1);
+        uint64_t u = d[0].units;
+        free(d);
+        return u;
+}
+
+/* A request (its input copied in from a host region, a small graph run, its output copied
+ * back) is one unit of work: the copies ride with the run, whose steps all go in one unit,
+ * so the request costs one worker wake-up. The answers are right, a request whose run fails
+ * fails alone, and a run too long for one unit still goes step by step. */
+START_TEST(test_request_one_unit)
+{
+        enum { N = 256, REQS = 40 };
+        static const char *args[] = { "--sim-mode", "compute", NULL };
+        const int64_t dims[1] = { N };
+        ck_assert_int_eq(harness_start_config(&proc, NULL, args), 0);
+        npu_context_t *c = connect_as(&proc, NULL);
+        Onnx__NodeProto *nodes[2] = {
+                node("Add", 2, (const char *[]){ "x", "x" }, 1, (const char *[]){ "a" }),
+                node("Relu", 1, (const char *[]){ "a" }, 1, (const char *[]){ "y" }),
+        };
+        npu_graph_t g;
+        OK(load(c, nodes, 2, (Onnx__ValueInfoProto **)list(1, tvalue("x", NPU_FLOAT32, 1, dims)), 1,
+                (Onnx__ValueInfoProto **)list(1, tvalue("y", NPU_FLOAT32, 1, dims)), 1, &g));
+        npu_buffer_t bx, by;
+        npu_stream_t s;
+        npu_region_t r;
+        float *host;
+        const size_t bytes = N * sizeof(float);
+        OK(npu_malloc(c, 0, bytes, &bx));
+        OK(npu_malloc(c, 0, bytes, &by));
+        OK(npu_host_alloc(c, 2 * bytes, (void **)&host, &r));
+        OK(npu_stream_create(c, 0, 0, &s));
+        npu_tensor_t tx = { .buf = bx, .dtype = NPU_FLOAT32, .ndim = 1, .dims = { N } };
+        npu_tensor_t ty = { .buf = by, .dtype = NPU_FLOAT32, .ndim = 1, .dims = { N } };
+
+        uint64_t u0 = device_units(c);
+        for (int q = 0; q < REQS; q++) {
+                for (int i = 0; i < N; i++)
+                        host[i] = (float)((i + q) % 9) - 4.0f;
+                OK(npu_memcpy_h2d_async(c, s, bx, 0, r, 0, bytes, NULL));
+                OK(npu_graph_run(c, s, g, &tx, 1, &ty, 1, NULL));
+                OK(npu_memcpy_d2h_async(c, s, r, bytes, by, 0, bytes, NULL));
+                OK(npu_stream_synchronize(c, s));
+                for (int i = 0; i < N; i++) {
+                        float v = (float)((i + q) % 9) - 4.0f;
+                        ck_assert_msg(host[N + i] == (v > 0 ? 2 * v : 0), "request %d: y[%d] = %g", q, i,
+                                      host[N + i]);
+                }
+        }
+        uint64_t units = device_units(c) - u0;
+        printf("graph steps: %d requests (H2D + 2-node graph run + D2H) took %" PRIu64 " units\n", REQS, units);
+        ck_assert_msg(units == REQS, "%d requests took %" PRIu64 " units, not one each", REQS, units);
+
+        /* A failing request: its copy in fails (an injected fault), so the run and the copy
+         * out behind it in the unit never run; the stream reports the copy's failure, and
+         * the next request is right. */
+        OK(npu_admin_fault_inject(c, 0, NPU_FAULT_FAIL_NEXT, 1));
+        uint64_t copy_in;
+        memset(host + N, 0, bytes);
+        OK(npu_memcpy_h2d_async(c, s, bx, 0, r, 0, bytes, &copy_in));
+        OK(npu_graph_run(c, s, g, &tx, 1, &ty, 1, NULL));
+        OK(npu_memcpy_d2h_async(c, s, r, bytes, by, 0, bytes, NULL));
+        ck_assert_int_eq(npu_stream_synchronize(c, s), NPU_ERR_DEVICE);
+        ck_assert_uint_eq(npu_error_task(), copy_in);
+        for (int i = 0; i < N; i++)
+                ck_assert_msg(host[N + i] == 0, "the failed request's copy out ran: y[%d] = %g", i, host[N + i]);
+        for (int i = 0; i < N; i++)
+                host[i] = (float)i;
+        OK(npu_memcpy_h2d_async(c, s, bx, 0, r, 0, bytes, NULL));
+        OK(npu_graph_run(c, s, g, &tx, 1, &ty, 1, NULL));
+        OK(npu_memcpy_d2h_async(c, s, r, bytes, by, 0, bytes, NULL));
+        OK(npu_stream_synchronize(c, s));
+        for (int i = 0; i < N; i++)
+                ck_assert_msg(host[N + i] == 2.0f * (float)i, "after the failure: y[%d] = %g", i, host[N + i]);
         OK(npu_graph_unload(c, g));
         npu_disconnect(c);
         ck_assert_int_eq(harness_stop(&proc), 0);
@@ -277,6 +364,7 @@ int main(void)
         tcase_add_test(tc, test_failing_step_names_node);
         tcase_add_test(tc, test_cancel_and_close_mid_run);
         tcase_add_test(tc, test_model_mode_from_steps);
+        tcase_add_test(tc, test_request_one_unit);
         suite_add_tcase(s, tc);
         return check_run(s);
 }
