@@ -470,14 +470,29 @@ static uint64_t step_cost(struct stream *st, const struct task *t, int k, int e)
  * step's costs: each step is picked by the policy against every other ready queue, at every
  * step boundary, like a launch. Nothing when no step is ready (the ones that run will make
  * the next ready when they come back). */
+static int run_fits_unit(struct stream *st, struct task *t, int e, uint64_t budget, int room);
+
 static void steps_queue(struct stream *st, struct task *t)
 {
         struct run_steps *rs = t->steps;
+        int whole = 0;
 
         if (rs->ready_head == rs->ready_tail)
                 return;
         int k = rs->ready[rs->ready_head];
-        for (int e = 0; e < OPS_ENGINE_COUNT; e++) {
+        /* A run not started that fits one unit on some engines goes whole on one of them
+         * (its steps one after the other on one worker cost less than a dispatch each): an
+         * MLP of a MatMul on the cube and elementwise steps on the vector unit runs on the
+         * AI CPU when it is that short. */
+        for (int e = 0; !t->tiles_sent && e < OPS_ENGINE_COUNT; e++) {
+                uint64_t c = 0;
+                if (run_fits_unit(st, t, e, st->x->tile_ns, CHAIN_MAX_ITEMS))
+                        for (int j = 0; j < rs->nsteps; j++)
+                                c += step_cost(st, t, j, e);
+                st->q.cost[e] = c;
+                whole |= c != 0;
+        }
+        for (int e = 0; !whole && e < OPS_ENGINE_COUNT; e++) {
                 uint64_t c = step_cost(st, t, k, e);
                 st->q.cost[e] = c && rs->parts[k] > 1 ? c / rs->parts[k] + 1 : c; /* one part */
         }
