@@ -135,33 +135,38 @@ static void add_f32(float *y, const float *b, int one, int64_t n)
                 y[j] += b[one ? 0 : j];
 }
 
+/* The activation in place on t, with the node's further activation inputs (Clip's bounds)
+ * and attributes. */
+static int run_act(const struct graph_epilogue *ep, const struct ops_call *call,
+                   const struct ops_tensor *t, char *err, size_t errlen)
+{
+        struct ops_call *c = __builtin_alloca(sizeof(*c));
+
+        memset(c, 0, offsetof(struct ops_call, attr));
+        c->nin = ep->act_nin;
+        c->in[0] = *t;
+        for (int i = 1; i < ep->act_nin; i++)
+                c->in[i] = call->in[ep->nin_op + ep->bias + i - 1];
+        c->nout = 1;
+        c->out[0] = *t;
+        c->nattr = ep->act_nattr;
+        memcpy(c->attr, ep->act_attr, sizeof(c->attr[0]) * (size_t)ep->act_nattr);
+        c->opset = ep->opset;
+        return ops_run(ep->act, c, err, errlen);
+}
+
 /* Apply the activation in place to n float32 elements at p. */
 static int act_f32(const struct graph_epilogue *ep, const struct ops_call *call, float *p,
                    int64_t n, char *err, size_t errlen)
 {
-        struct ops_call *c;
-
         if (!ep->act || !n)
                 return 0;
         if (strcmp(ep->act->name, "Relu") == 0) {
                 relu_f32(p, n);
                 return 0;
         }
-        c = __builtin_alloca(sizeof(*c));
-        memset(c, 0, offsetof(struct ops_call, attr));
-        c->nin = ep->act_nin;
-        c->in[0].dtype = PROTO_DTYPE_FLOAT32;
-        c->in[0].ndim = 1;
-        c->in[0].dims[0] = n;
-        c->in[0].data = p;
-        for (int i = 1; i < ep->act_nin; i++)
-                c->in[i] = call->in[ep->nin_op + ep->bias + i - 1];
-        c->nout = 1;
-        c->out[0] = c->in[0];
-        c->nattr = ep->act_nattr;
-        memcpy(c->attr, ep->act_attr, sizeof(c->attr[0]) * (size_t)ep->act_nattr);
-        c->opset = ep->opset;
-        return ops_run(ep->act, c, err, errlen);
+        struct ops_tensor t = { .dtype = PROTO_DTYPE_FLOAT32, .ndim = 1, .dims = { n }, .data = p };
+        return run_act(ep, call, &t, err, errlen);
 }
 
 /* Bias along the last dim (n elements per row, the bias holding n or 1) and activation over
@@ -260,17 +265,7 @@ static int run_generic(const struct graph_epilogue *ep, const struct ops_call *c
 act:
         if (rc < 0 || !ep->act)
                 return rc;
-        memset(c, 0, offsetof(struct ops_call, attr));
-        c->nin = ep->act_nin;
-        c->in[0] = call->out[0];
-        for (int i = 1; i < ep->act_nin; i++)
-                c->in[i] = call->in[ep->nin_op + ep->bias + i - 1];
-        c->nout = 1;
-        c->out[0] = call->out[0];
-        c->nattr = ep->act_nattr;
-        memcpy(c->attr, ep->act_attr, sizeof(c->attr[0]) * (size_t)ep->act_nattr);
-        c->opset = ep->opset;
-        return ops_run(ep->act, c, err, errlen);
+        return run_act(ep, call, &call->out[0], err, errlen);
 }
 
 static int fg_run(const struct ops_def *def, const struct ops_call *call, char *err, size_t errlen)
