@@ -52,7 +52,18 @@ void graph_split_plan(const struct ops_def *def, const struct ops_call *call, st
         const struct graph_epilogue *ep = graph_fused_gemm_epilogue(call);
 
         memset(s, 0, sizeof(*s));
-        if (call->nout < 1 || !call->out[0].dtype || call->nin < 2)
+        if (call->nout < 1 || !call->out[0].dtype)
+                return;
+        if (def && (def->flags & OPS_FLAG_ELEMENTWISE) && call->nout == 1) {
+                int64_t n = numel(&call->out[0]);
+                for (int i = 0; i < call->nin; i++)
+                        if (has_in(call, i) && numel(&call->in[i]) != n && numel(&call->in[i]) != 1)
+                                return; /* it broadcasts for real */
+                if (n > 1)
+                        *s = (struct graph_split){ GRAPH_SPLIT_FLAT, n, GRAPH_SPLIT_MIN_ELEMS };
+                return;
+        }
+        if (call->nin < 2)
                 return;
         if (ep) { /* a FusedGemm splits as its operator does */
                 if (!epilogue_splits(ep, call))
@@ -102,6 +113,21 @@ static void advance(struct ops_tensor *t, int64_t count)
                 t->data = (char *)t->data + count * (int64_t)proto_dtype_size(t->dtype);
 }
 
+/* Tensor t seen flat, elements [lo, lo + len) of it, or its one element whole. */
+static void flat(struct ops_tensor *t, int64_t lo, int64_t len)
+{
+        if (!t->dtype)
+                return;
+        if (numel(t) == 1) {
+                t->ndim = 1;
+                t->dims[0] = 1;
+                return;
+        }
+        advance(t, lo);
+        t->ndim = 1;
+        t->dims[0] = len;
+}
+
 /* A FusedGemm's bias in a part covering [lo, lo + len) of extent columns or channels: one
  * value stays whole; one per column or channel (its one dim that is not 1) is narrowed. */
 static void slice_vec(struct ops_tensor *t, int64_t extent, int64_t lo, int64_t len)
@@ -126,6 +152,11 @@ void graph_split_part(const struct ops_call *whole, const struct graph_split *s,
         const struct ops_tensor *wa = &whole->in[0], *wb = &whole->in[1], *wy = &whole->out[0];
 
         switch (s->how) {
+        case GRAPH_SPLIT_FLAT:
+                for (int i = 0; i < c->nin; i++)
+                        flat(&c->in[i], *lo, len);
+                flat(y, *lo, len);
+                return;
         case GRAPH_SPLIT_ROWS: {
                 int64_t kdim = wa->dims[wa->ndim - 1], ndim = wy->dims[wy->ndim - 1];
                 a->ndim = 2;

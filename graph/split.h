@@ -8,7 +8,10 @@
  *    row blocks of B and slices of a row-vector bias; the part writes its columns into a
  *    buffer of its own that the caller scatters into the output's rows;
  *  - Conv: images of the batch, or with one image and one group, blocks of output channels
- *    (rows of the weights, the bias, and a contiguous slice of the output).
+ *    (rows of the weights, the bias, and a contiguous slice of the output);
+ *  - elementwise operators (OPS_FLAG_ELEMENTWISE, a fused chain among them) whose every
+ *    input has the output's element count or one element: ranges of elements, at least
+ *    GRAPH_SPLIT_MIN_ELEMS each, every tensor seen flat.
  * Parts stay at least a minimum size (rows as the scheduler's tiles of a MatMul launch, 256,
  * since each part repacks the other operand; 32 output channels of a Conv, since each part
  * lays the whole input out again), so a small GEMM stays one part. */
@@ -20,9 +23,10 @@
 #include "ops/ops.h"
 
 enum graph_split_how { GRAPH_SPLIT_NONE, GRAPH_SPLIT_ROWS, GRAPH_SPLIT_COLS, GRAPH_SPLIT_BATCH,
-                       GRAPH_SPLIT_CHANNELS };
+                       GRAPH_SPLIT_CHANNELS, GRAPH_SPLIT_FLAT };
 
 #define GRAPH_SPLIT_MIN_ROWS 256
+#define GRAPH_SPLIT_MIN_ELEMS (64 << 10)
 #define GRAPH_SPLIT_MIN_CHANNELS 32
 #define GRAPH_SPLIT_MAX_PARTS 64
 

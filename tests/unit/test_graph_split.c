@@ -234,6 +234,25 @@ START_TEST(test_conv_channels_and_images)
 }
 END_TEST
 
+/* Elementwise: ranges of elements, a one-element input whole; an input that broadcasts
+ * for real keeps the node whole. */
+START_TEST(test_elementwise_flat)
+{
+        struct model m = { .nin = 2, .names = { "a", "b" }, .ndim = { 2, 1 },
+                           .dims = { DIMS(3, 100000), DIMS(1) }, .ydim = 2, .ydims = { 3, 100000 } };
+        m.n = node("Sub", 2, (const char *[]){ "a", "b" }, 1, (const char *[]){ "y" });
+        ck_assert_uint_eq(check_parts(&m, 3), 300000 / GRAPH_SPLIT_MIN_ELEMS);
+        struct model u = { .nin = 1, .names = { "a" }, .ndim = { 1 }, .dims = { DIMS(200003) },
+                           .ydim = 1, .ydims = { 200003 } };
+        u.n = node("Sigmoid", 1, (const char *[]){ "a" }, 1, (const char *[]){ "y" });
+        check_parts(&u, 5);
+        struct model w = { .nin = 2, .names = { "a", "b" }, .ndim = { 2, 1 },
+                           .dims = { DIMS(300, 1000), DIMS(1000) }, .ydim = 2, .ydims = { 300, 1000 } };
+        w.n = node("Mul", 2, (const char *[]){ "a", "b" }, 1, (const char *[]){ "y" });
+        ck_assert_uint_eq(check_parts(&w, 1), 1);
+}
+END_TEST
+
 /* Each operator above with a bias Add and a Relu fused into it: the bias follows column and
  * channel splits, stays whole for row and image splits. */
 START_TEST(test_fused_gemm_parts)
@@ -283,6 +302,7 @@ int main(void)
         tcase_add_test(tc, test_gemm_rows_and_columns);
         tcase_add_test(tc, test_conv_channels_and_images);
         tcase_add_test(tc, test_fused_gemm_parts);
+        tcase_add_test(tc, test_elementwise_flat);
         suite_add_tcase(s, tc);
         return check_run(s);
 }
