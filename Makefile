@@ -255,7 +255,9 @@ check-layers:
 check-abi: $(LIBNPU)
 	tests/abi/check-abi.sh $(BUILD)
 
-unit: all $(UNIT_TESTS) check-layers check-abi
+# The benches are built (not run) with the unit tests, so that a change that breaks one
+# fails make check rather than the next make bench.
+unit: all $(UNIT_TESTS) $(BENCHES) $(NPUBENCH) check-layers check-abi
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
 
 integration: all $(INTEG_TESTS) $(BUILD)/tests/npuctl-hold $(BUILD)/tests/npuctl-crowd

@@ -47,7 +47,6 @@
 #include "onnx.pb-c.h"
 #include "tests/integration/harness.h"
 #include "tests/integration/model-mlp.h"
-#include "tests/bench/bench-models.h"
 
 #define ONNX_BUILD_ASSERT(cond)                                                        \
         do {                                                                           \
@@ -57,6 +56,7 @@
                 }                                                                      \
         } while (0)
 #include "tests/onnx-build.h"
+#include "tests/bench/bench-models.h"
 
 #define CHECK(call) \
         do { \
