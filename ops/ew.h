@@ -198,10 +198,18 @@ EW_FAMILY_DEFS(EW_DECLARE_DEF)
  * before it vectorizes (32 covers every vector width for every element size). */
 #define EW_VBLOCK ((size_t)31)
 
+/* The contiguous loops are built for AVX-512 and AVX2 too, the widest this CPU has picked
+ * at load (an ifunc): the baseline x86-64 build vectorizes them 4 floats wide only. */
+#if defined(__x86_64__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define EW_WIDE __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define EW_WIDE
+#endif
+
 /* Unary: o[i] = F(T, x) with x = a[i]; R is the output element type. F may read P (a
  * local copy of the params, so that stores through o cannot change them). */
 #define EW_UNARY(name, T, R, F)                                                                \
-        static void name##_c(R *restrict o, const T *restrict a, size_t n,                     \
+        EW_WIDE static void name##_c(R *restrict o, const T *restrict a, size_t n,             \
                              const struct ew_params *restrict p)                               \
         {                                                                                      \
                 const struct ew_params P = *p;                                                 \
@@ -239,7 +247,7 @@ EW_FAMILY_DEFS(EW_DECLARE_DEF)
 /* Binary: o[i] = F(T, x, y), x from input 0 and y from input 1, with fast paths for both
  * contiguous and for either one a broadcast scalar. */
 #define EW_BINARY(name, T, R, F)                                                               \
-        static void name##_vv(R *restrict o, const T *restrict a, const T *restrict b,         \
+        EW_WIDE static void name##_vv(R *restrict o, const T *restrict a, const T *restrict b, \
                               size_t n, const struct ew_params *restrict p)                    \
         {                                                                                      \
                 const struct ew_params P = *p;                                                 \
@@ -255,7 +263,7 @@ EW_FAMILY_DEFS(EW_DECLARE_DEF)
                         o[i] = (R)(F(T, x, y));                                                \
                 }                                                                              \
         }                                                                                      \
-        static void name##_vs(R *restrict o, const T *restrict a, T y, size_t n,               \
+        EW_WIDE static void name##_vs(R *restrict o, const T *restrict a, T y, size_t n,       \
                               const struct ew_params *restrict p)                              \
         {                                                                                      \
                 const struct ew_params P = *p;                                                 \
@@ -271,7 +279,7 @@ EW_FAMILY_DEFS(EW_DECLARE_DEF)
                         o[i] = (R)(F(T, x, y));                                                \
                 }                                                                              \
         }                                                                                      \
-        static void name##_sv(R *restrict o, T x, const T *restrict b, size_t n,               \
+        EW_WIDE static void name##_sv(R *restrict o, T x, const T *restrict b, size_t n,       \
                               const struct ew_params *restrict p)                              \
         {                                                                                      \
                 const struct ew_params P = *p;                                                 \
