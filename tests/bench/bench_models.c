@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "npu-admin.h"
 #include "npu.h"
 #include "tests/integration/harness.h"
 
@@ -115,6 +116,7 @@ struct npud_side {
         npu_stream_t st;
         npu_tensor_t tx, ty;
         int runs; /* per round */
+        uint64_t units; /* units of work the device ran for the timed runs */
         long long nodes_before, nodes_after, arena, inter;
         struct samples t;
         float *y;
@@ -165,8 +167,23 @@ static void npud_open(const char *sock, const struct bmodel *m, const float *x,
 }
 
 /* One round: runs runs one after another, each timed from submission to completion. */
+static uint64_t device_units(npu_context_t *ctx)
+{
+        npu_admin_device_t *d = NULL;
+        size_t n = 0;
+        uint64_t u = 0;
+
+        CHECK(npu_admin_devices(ctx, sizeof(*d), &d, &n));
+        if (n)
+                u = d[0].units;
+        free(d);
+        return u;
+}
+
 static void npud_round(struct npud_side *r)
 {
+        uint64_t u0 = device_units(r->ctx);
+
         for (int i = 0; i < r->runs; i++) {
                 double t0 = now_s();
 
@@ -174,6 +191,7 @@ static void npud_round(struct npud_side *r)
                 CHECK(npu_stream_synchronize(r->ctx, r->st));
                 push(&r->t, now_s() - t0);
         }
+        r->units += device_units(r->ctx) - u0;
 }
 
 static void npud_close(const struct bmodel *m, struct npud_side *r)
@@ -372,9 +390,14 @@ int main(void)
                "NPUD_BENCH_THREADS overrides)\n", threads, threads, threads);
         if (o.skip)
                 printf("ONNX Runtime column skipped: %s\n", o.skip);
+        /* NPUD_BENCH_MODELS=mlp,resnet,transformer,chain: only those (for profiling one) */
+        const char *only = getenv("NPUD_BENCH_MODELS");
+        static const char *const keys[4] = { "mlp", "resnet", "transformer", "chain" };
         for (int k = 0; k < 4; k++) {
                 struct bmodel *m = &models[k];
                 struct npud_side r;
+                if (only && *only && !strstr(only, keys[k]))
+                        continue;
                 struct samples ot = { 0 }, o1t = { 0 };
                 float *x = xmalloc(m->n * sizeof(float)), *ey = NULL;
                 double om, op90, o1m;
@@ -408,8 +431,10 @@ int main(void)
                 op90 = quant(&ot, 0.9) * 1e3;
                 o1m = quant(&o1t, 0.5) * 1e3;
                 double nm = quant(&r.t, 0.5) * 1e3, np90 = quant(&r.t, 0.9) * 1e3;
-                printf("%s:\n  npud       median %8.3f ms  p90 %8.3f ms  (%d runs, %lld -> %lld nodes)\n",
-                       m->name, nm, np90, r.t.n, r.nodes_before, r.nodes_after);
+                printf("%s:\n  npud       median %8.3f ms  p90 %8.3f ms  (%d runs, %lld -> %lld nodes, "
+                       "%.1f units of work per run)\n",
+                       m->name, nm, np90, r.t.n, r.nodes_before, r.nodes_after,
+                       r.t.n ? (double)r.units / r.t.n : 0.0);
                 if (have_ort) {
                         struct diff d;
 
