@@ -1,20 +1,30 @@
 /* Tuning pass (compile.h, GRAPH_COMPILE_TUNE): every float32 MatMul, Gemm, Conv and
- * ConvTranspose node of the root graph whose input shapes the model fixes is run once per GEMM
+ * ConvTranspose node of the root graph whose input shapes the model fixes (its graph inputs'
+ * or the shapes the nodes before it infer from them) is run once per GEMM
  * variant (ops/blas.h: OpenBLAS, oneDNN) on data of its real shapes, unless the tuning cache
  * (ops/tune.h) already knows the winner for this host, operator, shapes and attributes; the
  * node then runs with the winner. What one variant costs against the other depends on the
  * shapes, the CPU and how the libraries are configured on the host (OpenBLAS with or without
  * OPENBLAS_CORETYPE, for one), which a size threshold cannot know.
  *
+ * A MatMul or Gemm (or the FusedGemm made of one) whose B is a float32 2-D initializer has a
+ * third variant: oneDNN's matmul primitive on a copy of B reordered once, here, into the
+ * layout oneDNN prefers (ops/blas.h, onednn-packed). The node keeps the copy (graph_node.packed)
+ * when that variant wins; its signature says "packed-b", so that the cache never answers it
+ * with a choice measured without the packed variant (entries of older caches included).
+ * The copies of one graph stay under GRAPH_PACK_TOTAL bytes.
+ *
  * Measuring runs the kernel on the thread that compiles (not a worker), so it is bounded: a
  * node whose cost model says more than GRAPH_TUNE_FLOPS, or whose scratch would exceed
  * GRAPH_TUNE_BYTES, keeps the default. Failing to tune is never an error. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ops/blas.h"
+#include "ops/control.h"
 #include "ops/tune.h"
 #include "compile.h"
 
@@ -54,7 +64,7 @@ static void sig_add(char *sig, size_t cap, size_t *len, const char *fmt, ...)
 /* The shapes and scalar attributes that decide the kernel's work, as text: "1x64x56x56
  * 64x64x3x3 | group=1 pads=1,1,1,1 strides=1,1". Longer than the cache allows: a readable
  * head and a hash of the whole. */
-static void node_sig(const struct ops_call *call, char *out, size_t outlen)
+static void node_sig(const struct ops_call *call, int packable, char *out, size_t outlen)
 {
         char sig[1024];
         size_t len = 0;
@@ -72,7 +82,7 @@ static void node_sig(const struct ops_call *call, char *out, size_t outlen)
                 if (!t->ndim)
                         sig_add(sig, sizeof(sig), &len, "s");
         }
-        sig_add(sig, sizeof(sig), &len, " |");
+        sig_add(sig, sizeof(sig), &len, " |%s", packable ? " packed-b" : "");
         for (int a = 0; a < call->nattr; a++) {
                 const struct ops_attr *at = &call->attr[a];
                 if (at->type == OPS_ATTR_INT)
@@ -107,6 +117,7 @@ static void node_sig(const struct ops_call *call, char *out, size_t outlen)
 struct tune_run {
         const struct ops_def *def;
         struct ops_call *call;
+        const struct ops_packed_b *packed;
 };
 
 static int run_variant(void *arg, int variant)
@@ -115,19 +126,66 @@ static int run_variant(void *arg, int variant)
         char msg[128];
 
         ops_sgemm_force(variant);
+        ops_sgemm_packed(variant == OPS_SGEMM_ONEDNN_PACKED ? r->packed : NULL);
         int rc = ops_run(r->def, r->call, msg, sizeof(msg));
+        ops_sgemm_packed(NULL);
         ops_sgemm_force(OPS_SGEMM_AUTO);
         return rc < 0 ? -1 : 0;
 }
 
+/* B of the node's product as a packed B would take it: 0 and *k, *n, *transb when the node
+ * is a MatMul, or a Gemm without transA and with alpha 1 (or a FusedGemm of either), whose B
+ * is a float32 2-D initializer (call: the node's inputs and attributes, shapes known). */
+static int packable_b(const struct graph *g, const struct graph_node *gn, const struct ops_call *call,
+                      long *k, long *n, int *transb)
+{
+        const struct ops_def *op = gn->def;
+        const struct ops_tensor *b = &call->in[1];
+
+        if (gn->def == &graph_fused_gemm_def) {
+                const struct graph_epilogue *ep = graph_fused_gemm_epilogue(call);
+                op = ep ? ep->op : NULL;
+        } else if (*gn->domain) {
+                return -1;
+        }
+        if (!op || gn->nin < 2 || gn->in[1] < 0 ||
+            g->values[gn->in[1]].kind != GRAPH_VALUE_INIT || b->dtype != PROTO_DTYPE_FLOAT32 ||
+            b->ndim != 2 || !b->data || b->dims[0] < 1 || b->dims[1] < 1)
+                return -1;
+        *transb = 0;
+        if (strcmp(op->name, "Gemm") == 0) {
+                if (ops_attr_int(call, "transA", 0) || ops_attr_float(call, "alpha", 1.0) != 1.0)
+                        return -1;
+                *transb = ops_attr_int(call, "transB", 0) != 0;
+        } else if (strcmp(op->name, "MatMul") != 0) {
+                return -1;
+        }
+        *k = (long)b->dims[*transb ? 1 : 0];
+        *n = (long)b->dims[*transb ? 0 : 1];
+        return 0;
+}
+
+/* Rows of the node's product (a MatMul's leading dims flattened), the layout's hint. */
+static long product_rows(const struct ops_call *call)
+{
+        const struct ops_tensor *y = &call->out[0];
+        int64_t rows = 1;
+
+        for (int d = 0; d + 1 < y->ndim; d++)
+                rows *= y->dims[d];
+        return rows > 0 && rows < (1 << 30) ? (long)rows : 1;
+}
+
 /* Tune node n: its winner in gn->variant, and the counts in st. */
-static void tune_node(struct graph *g, struct graph_node *gn, struct graph_compile_stats *st)
+static void tune_node(struct graph *g, struct graph_node *gn, const struct ops_tensor *known,
+                      struct graph_compile_stats *st)
 {
         struct ops_call *call = calloc(1, sizeof(*call));
         void *scratch[OPS_MAX_INPUTS + OPS_MAX_OUTPUTS] = { 0 };
         int nscratch = 0;
         uint64_t bytes = 0;
         char msg[256], sig[TUNE_SIG_MAX];
+        struct ops_packed_b *packed = NULL;
 
         if (!call)
                 return;
@@ -138,24 +196,12 @@ static void tune_node(struct graph *g, struct graph_node *gn, struct graph_compi
                 memcpy(call->attr, gn->attr, sizeof(call->attr[0]) * (size_t)gn->nattr);
         call->opset = g->opset;
         for (int i = 0; i < gn->nin; i++) {
-                const struct graph_value *v;
                 if (gn->in[i] < 0)
                         continue;
-                v = &g->values[gn->in[i]];
-                if (v->kind == GRAPH_VALUE_INIT) {
-                        call->in[i] = *v->tensor;
-                        continue;
-                }
-                /* a value whose shape the model fixes: float32 scratch of that shape */
-                if (v->dtype != PROTO_DTYPE_FLOAT32 || v->ndim < 0)
+                /* an initializer, or a value whose shape is known: float32 scratch of it */
+                if (!known[gn->in[i]].dtype)
                         goto out;
-                call->in[i].dtype = v->dtype;
-                call->in[i].ndim = v->ndim;
-                for (int d = 0; d < v->ndim; d++) {
-                        if (v->dims[d] < 0)
-                                goto out;
-                        call->in[i].dims[d] = v->dims[d];
-                }
+                call->in[i] = known[gn->in[i]];
         }
         for (int i = 0; i < gn->nin; i++)
                 if (gn->in[i] >= 0 && call->in[i].dtype != PROTO_DTYPE_FLOAT32)
@@ -169,13 +215,26 @@ static void tune_node(struct graph *g, struct graph_node *gn, struct graph_compi
                 if (flops > GRAPH_TUNE_FLOPS)
                         goto out;
         }
-        node_sig(call, sig, sizeof(sig));
-        int known = tune_lookup(gn->def->name, sig);
-        if (known >= 0 && known < OPS_SGEMM_VARIANTS) {
-                gn->variant = known + 1;
+        long pk = 0, pn = 0;
+        int ptrans = 0, packable = packable_b(g, gn, call, &pk, &pn, &ptrans) == 0;
+        if (packable && st->packed_bytes + (uint64_t)pk * (uint64_t)pn * sizeof(float) > GRAPH_PACK_TOTAL)
+                packable = 0;
+        node_sig(call, packable, sig, sizeof(sig));
+        int cached = tune_lookup(gn->def->name, sig);
+        if (cached >= 0 && cached < OPS_SGEMM_VARIANTS) {
+                if (cached == OPS_SGEMM_ONEDNN_PACKED) {
+                        /* without its weights (not packable, oneDNN refused them) the node
+                         * runs oneDNN's plain path, which the packed variant falls back to */
+                        if (packable)
+                                packed = ops_packed_b_new(call->in[1].data, pk, pn, ptrans,
+                                                          product_rows(call), msg, sizeof(msg));
+                        if (!packed)
+                                cached = OPS_SGEMM_ONEDNN;
+                }
+                gn->variant = cached + 1;
                 st->tuned++;
                 st->tune_cached++;
-                goto out;
+                goto keep;
         }
         /* data for the inputs the model does not hold, and the outputs */
         for (int i = 0; i < gn->nin + gn->nout; i++) {
@@ -200,26 +259,110 @@ static void tune_node(struct graph *g, struct graph_node *gn, struct graph_compi
                         memset(p, 0, (size_t)numel * es);
                 t->data = p;
         }
-        struct tune_run r = { .def = gn->def, .call = call };
-        int v = tune_choose(gn->def->name, sig, OPS_SGEMM_VARIANTS, ops_sgemm_variant_names,
-                            run_variant, &r);
+        /* a packable node whose weights oneDNN refuses is measured as one that is not */
+        if (packable && !(packed = ops_packed_b_new(call->in[1].data, pk, pn, ptrans,
+                                                    product_rows(call), msg, sizeof(msg)))) {
+                node_sig(call, 0, sig, sizeof(sig));
+                packable = 0;
+        }
+        struct tune_run r = { .def = gn->def, .call = call, .packed = packed };
+        int v = tune_choose(gn->def->name, sig, packable ? OPS_SGEMM_VARIANTS : OPS_SGEMM_ONEDNN_PACKED,
+                            ops_sgemm_variant_names, run_variant, &r);
         if (v >= 0) {
                 gn->variant = v + 1;
                 st->tuned++;
                 st->tune_measured++;
         }
+keep:
+        if (packed && gn->variant == OPS_SGEMM_ONEDNN_PACKED + 1) {
+                gn->packed = packed;
+                st->packed++;
+                st->packed_bytes += ops_packed_b_bytes(packed);
+                packed = NULL;
+        }
 out:
+        ops_packed_b_free(packed);
         for (int i = 0; i < nscratch; i++)
                 free(scratch[i]);
         free(call);
 }
 
+static int no_subgraphs(void *graph_ctx, const void *graph, int nin, const struct ops_tensor *in,
+                        int *ret_nout, struct ops_tensor *out, int max_out, char *err,
+                        size_t errlen)
+{
+        *ret_nout = 0;
+        snprintf(err, errlen, "no subgraphs while tuning");
+        return -ENOTSUP;
+}
+
+/* The outputs' shapes of node gn into known[] when its inputs' are known (data: only the
+ * initializers'), as the memory plan infers them: a node inside the graph is tuned on the
+ * shapes the model's fixed inputs give it, not only one that reads a graph input. */
+static void infer_outputs(const struct graph *g, const struct graph_node *gn, struct ops_tensor *known,
+                          struct ops_call *call)
+{
+        char msg[256];
+
+        if (!gn->def || !gn->def->infer || gn->nin > OPS_MAX_INPUTS || gn->nout > OPS_MAX_OUTPUTS ||
+            gn->nattr > OPS_MAX_ATTRS)
+                return;
+        memset(call, 0, sizeof(*call));
+        call->nin = gn->nin;
+        for (int i = 0; i < gn->nin; i++) {
+                if (gn->in[i] < 0)
+                        continue;
+                if (!known[gn->in[i]].dtype)
+                        return;
+                call->in[i] = known[gn->in[i]];
+        }
+        call->nout = gn->nout;
+        call->nattr = gn->nattr;
+        if (gn->nattr)
+                memcpy(call->attr, gn->attr, sizeof(call->attr[0]) * (size_t)gn->nattr);
+        call->opset = g->opset;
+        call->graph_run = no_subgraphs;
+        int ok = ops_infer(gn->def, call, msg, sizeof(msg)) == 0;
+        ops_control_forget();
+        for (int j = 0; ok && j < gn->nout; j++) {
+                int v = gn->out[j];
+                if (v < 0 || !call->out[j].dtype || ops_tensor_numel(&call->out[j]) < 0)
+                        continue;
+                known[v] = call->out[j];
+                known[v].data = NULL;
+        }
+}
+
 int graph_compile_tune(struct graph *g, struct graph_compile_stats *st)
 {
+        struct ops_tensor *known = calloc((size_t)g->nvalues + 1, sizeof(*known));
+        struct ops_call *call = malloc(sizeof(*call));
+
+        if (!known || !call) {
+                free(known);
+                free(call);
+                return 0;
+        }
+        for (int v = 0; v < g->nvalues; v++) {
+                const struct graph_value *gv = &g->values[v];
+                int fixed = gv->kind == GRAPH_VALUE_INPUT && gv->dtype && gv->ndim >= 0;
+                for (int d = 0; fixed && d < gv->ndim; d++)
+                        fixed = gv->dims[d] >= 0;
+                if (gv->kind == GRAPH_VALUE_INIT) {
+                        known[v] = *gv->tensor;
+                } else if (fixed) {
+                        known[v].dtype = gv->dtype;
+                        known[v].ndim = gv->ndim;
+                        memcpy(known[v].dims, gv->dims, sizeof(gv->dims[0]) * (size_t)gv->ndim);
+                }
+        }
         for (int k = 0; k < g->nnodes; k++) {
                 struct graph_node *gn = &g->nodes[g->order[k]];
                 if (tunable(gn))
-                        tune_node(g, gn, st);
+                        tune_node(g, gn, known, st);
+                infer_outputs(g, gn, known, call);
         }
+        free(known);
+        free(call);
         return 0;
 }

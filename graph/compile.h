@@ -59,6 +59,8 @@ struct graph_compile_stats {
         uint64_t arena_bytes;     /* arena one run allocates */
         uint64_t intermediate_bytes; /* sum of the planned intermediates' sizes */
         uint64_t folded_bytes;    /* initializers made by folding */
+        int packed;               /* tuned nodes on prepacked weights (onednn-packed) */
+        uint64_t packed_bytes;    /* their reordered copies of the weights */
 };
 
 /* Arena offsets by value index (the root graph's values), -1 for a value not planned; a
@@ -85,6 +87,10 @@ struct graph_plan {
  * one whose scratch data would exceed GRAPH_TUNE_BYTES. */
 #define GRAPH_TUNE_FLOPS (4ull << 30)
 #define GRAPH_TUNE_BYTES (128ull << 20)
+/* Reordered weights for oneDNN's matmul (ops/blas.h, struct ops_packed_b) are host memory
+ * that the tenant's quota does not count: a graph makes at most this many bytes of them
+ * (nodes past it keep the plain variants). */
+#define GRAPH_PACK_TOTAL (64ull << 20)
 
 /* Run the passes in flags on a finalized graph g (the model's graph). 0, or -ENOMEM with a
  * message (the graph is then unusable and must be freed). Nodes that cannot be folded

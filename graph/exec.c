@@ -440,7 +440,11 @@ static int node_kernel(const struct graph_node *gn, const struct ops_call *call,
         /* the kernel variant tuning chose for this node (compile-tune.c) */
         if (gn->variant)
                 ops_sgemm_force(gn->variant - 1);
+        if (gn->packed)
+                ops_sgemm_packed(gn->packed);
         rc = ops_run(gn->def, call, msg, sizeof(msg));
+        if (gn->packed)
+                ops_sgemm_packed(NULL);
         if (gn->variant)
                 ops_sgemm_force(OPS_SGEMM_AUTO);
         if (rc < 0)

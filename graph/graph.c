@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/blas.h"
 #include "util/siphash.h"
 #include "graph.h"
 
@@ -28,6 +29,8 @@ void graph_free(struct graph *g)
                 for (int a = 0; a < g->nodes[n].nattr; a++)
                         if (g->nodes[n].attr[a].type == OPS_ATTR_GRAPH)
                                 graph_free((struct graph *)g->nodes[n].attr[a].graph);
+        for (int n = 0; n < g->nnodes; n++)
+                ops_packed_b_free(g->nodes[n].packed);
         for (int i = 0; i < g->nallocs; i++)
                 free(g->allocs[i]);
         if (g->storage_owned)

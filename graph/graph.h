@@ -44,6 +44,7 @@ struct graph_value {
 struct graph_plan;
 struct graph_compile_stats;
 struct graph_steps;
+struct ops_packed_b;
 
 struct graph_node {
         char *name;    /* the model's node name, "#N" (index in its graph) when it has none */
@@ -57,6 +58,9 @@ struct graph_node {
         int nimplicit;
         int *implicit; /* values of this graph that the node's subgraphs read */
         int variant;   /* kernel variant tuning chose (compile-tune.c) + 1; 0: the default */
+        /* its constant B reordered for oneDNN's matmul when variant is
+         * OPS_SGEMM_ONEDNN_PACKED + 1 (ops/blas.h), freed with the graph; NULL otherwise */
+        struct ops_packed_b *packed;
 };
 
 struct graph {

@@ -20,11 +20,53 @@ void ops_sgemm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANS
                const float *b, blasint ldb, float beta, float *c, blasint ldc);
 
 /* Kernel variants of ops_sgemm, for tuning (ops/tune.h): OPS_SGEMM_AUTO picks by size. */
-enum { OPS_SGEMM_AUTO = -1, OPS_SGEMM_OPENBLAS = 0, OPS_SGEMM_ONEDNN = 1, OPS_SGEMM_VARIANTS = 2 };
+enum {
+        OPS_SGEMM_AUTO = -1,
+        OPS_SGEMM_OPENBLAS = 0,
+        OPS_SGEMM_ONEDNN = 1,
+        /* oneDNN's matmul primitive on weights reordered once into its blocked layout
+         * (struct ops_packed_b); oneDNN's dnnl_sgemm for a call that does not match them */
+        OPS_SGEMM_ONEDNN_PACKED = 2,
+        OPS_SGEMM_VARIANTS = 3
+};
 extern const char *const ops_sgemm_variant_names[OPS_SGEMM_VARIANTS];
 /* The variant this thread's ops_sgemm calls use until changed (a tuned graph node sets it
  * around its kernel); NPUD_SGEMM=openblas still forces OpenBLAS. */
 void ops_sgemm_force(int variant);
+
+/* Constant weights (a graph initializer used as a GEMM's B) reordered once into the layout
+ * oneDNN's matmul primitive prefers: at 32..128 rows and 1024 columns the product then takes
+ * 0.4x the time of dnnl_sgemm on the plain layout, which repacks B on every call.
+ *
+ * A packed B is made for one B: the k x n operand of a row-major product, b pointing at its
+ * rows (k rows of n when !transb, n rows of k when transb). ops_sgemm uses it only for a call
+ * that matches it (row-major, A not transposed, alpha 1, beta 0 or 1, this b pointer with the
+ * same k, n, transposition and ldb, plain lda and ldc); any other call takes the plain path.
+ * The one exception: with transb, a call on a column block of B (b = rows lo..lo+n of the
+ * stored B, as a column part of a split Gemm runs) uses a packed copy of that block made on
+ * its first use, at most OPS_PACKED_MAX_BLOCKS of them holding no more bytes in all than the
+ * whole copy (ops_packed_b_bytes counts them). The reordered copies are made from b's
+ * contents: b must not change while the packed B lives.
+ *
+ * Thread-safe: parts of one node may run on several threads at once with different row
+ * counts; the matmul primitive of each row count is made once (under a mutex) and kept, at
+ * most OPS_PACKED_MAX_SHAPES of them (past that a new row count takes the plain path). */
+#define OPS_PACKED_MAX_SHAPES 16
+#define OPS_PACKED_MAX_BLOCKS 16
+struct ops_packed_b;
+
+/* NULL (with a message) when oneDNN is not wanted (NPUD_SGEMM=openblas) or refuses the
+ * shape; m_hint: a typical row count, for the layout choice. */
+struct ops_packed_b *ops_packed_b_new(const float *b, long k, long n, int transb, long m_hint,
+                                      char *err, size_t errlen);
+void ops_packed_b_free(struct ops_packed_b *p);
+/* Bytes of the reordered copy and of its column blocks made so far. */
+uint64_t ops_packed_b_bytes(const struct ops_packed_b *p);
+/* Products computed on the packed weights so far (tests: the packed path was taken). */
+uint64_t ops_packed_b_runs(const struct ops_packed_b *p);
+/* The packed B this thread's ops_sgemm calls may use (under OPS_SGEMM_ONEDNN_PACKED) until
+ * changed; NULL for none. */
+void ops_sgemm_packed(const struct ops_packed_b *p);
 
 /* "onednn" or "openblas": what ops_sgemm uses for an m x n x k product. */
 const char *ops_sgemm_backend(long m, long n, long k);
