@@ -4,7 +4,8 @@
  *      cblas_sgemm (OpenBLAS as the host configures it) for the products of MatMul, Gemm
  *      and Conv's im2col in the bench models: GFLOP/s of each, the ratio, the larger
  *      difference between the two results, and the thread count of the process before and
- *      after (oneDNN must not start an OpenMP team of its own);
+ *      after (oneDNN must not start an OpenMP team of its own); and ops_sgemm on B packed
+ *      once (the onednn-packed variant of a node with constant weights, ops_packed_b_new);
  *   2. vmath (ops/vmath.c: SLEEF at the CPU's widest vector width) against libm over 4 M
  *      floats for exp, tanh, erf and sigmoid.
  * Each figure is the best of 5 rounds; rounds of the two sides alternate. */
@@ -94,38 +95,57 @@ static void bench_gemm(void)
         printf("sgemm, one thread: ops_sgemm against OpenBLAS (cblas_sgemm) in the same run\n");
         for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
                 int m = shapes[s].m, n = shapes[s].n, k = shapes[s].k, tb = shapes[s].tb;
-                double flop = 2.0 * m * n * k, best[2] = { 1e9, 1e9 }, diff = 0;
+                double flop = 2.0 * m * n * k, best[3] = { 1e9, 1e9, 1e9 }, diff = 0;
                 float *a = rand_buf((size_t)m * k, 1), *b = rand_buf((size_t)k * n, 2);
-                float *c[2] = { malloc(sizeof(float) * (size_t)m * n),
+                float *c[3] = { malloc(sizeof(float) * (size_t)m * n),
+                                malloc(sizeof(float) * (size_t)m * n),
                                 malloc(sizeof(float) * (size_t)m * n) };
+                char err[128] = "";
+                struct ops_packed_b *pb = ops_packed_b_new(b, k, n, tb, m, err, sizeof(err));
                 int reps = (int)(2e8 / flop) + 1;
 
-                if (!c[0] || !c[1]) {
+                if (!c[0] || !c[1] || !c[2]) {
                         perror("malloc");
                         exit(1);
                 }
                 time_gemm(ops_sgemm, m, n, k, tb, a, b, c[0], 1); /* warm: oneDNN's JIT */
+                ops_sgemm_packed(pb);
+                ops_sgemm_force(OPS_SGEMM_ONEDNN_PACKED);
+                time_gemm(ops_sgemm, m, n, k, tb, a, b, c[2], 1); /* its primitive */
+                ops_sgemm_force(OPS_SGEMM_AUTO);
                 for (int round = 0; round < 5; round++)
-                        for (int side = 0; side < 2; side++) {
+                        for (int side = 0; side < (pb ? 3 : 2); side++) {
+                                ops_sgemm_force(side == 2 ? OPS_SGEMM_ONEDNN_PACKED : OPS_SGEMM_AUTO);
                                 double t = time_gemm(side ? ops_sgemm : cblas_sgemm, m, n, k,
                                                      tb, a, b, c[side], reps);
+                                ops_sgemm_force(OPS_SGEMM_AUTO);
                                 if (t < best[side])
                                         best[side] = t;
                         }
-                for (size_t i = 0; i < (size_t)m * n; i++) {
-                        double d = fabs((double)c[0][i] - c[1][i]) / (1 + fabs((double)c[0][i]));
-                        if (d > diff)
-                                diff = d;
-                }
+                ops_sgemm_packed(NULL);
+                for (size_t i = 0; i < (size_t)m * n; i++)
+                        for (int side = 1; side < (pb ? 3 : 2); side++) {
+                                double d = fabs((double)c[0][i] - c[side][i]) / (1 + fabs((double)c[0][i]));
+                                if (d > diff)
+                                        diff = d;
+                        }
                 printf("  %-30s %4dx%4dx%4d%s: OpenBLAS %8.1f us %6.1f GFLOP/s, ops_sgemm (%s) "
-                       "%8.1f us %6.1f GFLOP/s; OpenBLAS/ops_sgemm %.2fx; max rel diff %.1e\n",
+                       "%8.1f us %6.1f GFLOP/s; OpenBLAS/ops_sgemm %.2fx; ",
                        shapes[s].what, m, n, k, tb ? "^T" : "  ", best[0] * 1e6,
                        flop / best[0] * 1e-9, ops_sgemm_backend(m, n, k), best[1] * 1e6,
-                       flop / best[1] * 1e-9, best[0] / best[1], diff);
+                       flop / best[1] * 1e-9, best[0] / best[1]);
+                if (pb)
+                        printf("packed B %8.1f us %6.1f GFLOP/s, ops_sgemm/packed %.2fx; ", best[2] * 1e6,
+                               flop / best[2] * 1e-9, best[1] / best[2]);
+                else
+                        printf("packed B: %s; ", err);
+                printf("max rel diff %.1e\n", diff);
+                ops_packed_b_free(pb);
                 free(a);
                 free(b);
                 free(c[0]);
                 free(c[1]);
+                free(c[2]);
         }
         printf("  threads of this process: %d before the products, %d after (must not grow)\n",
                before, count_threads());
