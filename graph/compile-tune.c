@@ -266,8 +266,11 @@ static void tune_node(struct graph *g, struct graph_node *gn, const struct ops_t
                 packable = 0;
         }
         struct tune_run r = { .def = gn->def, .call = call, .packed = packed };
-        int v = tune_choose(gn->def->name, sig, packable ? OPS_SGEMM_VARIANTS : OPS_SGEMM_ONEDNN_PACKED,
-                            ops_sgemm_variant_names, run_variant, &r);
+        /* the packed copy costs memory: it has to be GRAPH_PACK_GAIN faster to be kept */
+        static const double weight[OPS_SGEMM_VARIANTS] = { 1.0, 1.0, GRAPH_PACK_GAIN };
+        int v = tune_choose_weighted(gn->def->name, sig,
+                                     packable ? OPS_SGEMM_VARIANTS : OPS_SGEMM_ONEDNN_PACKED,
+                                     ops_sgemm_variant_names, weight, run_variant, &r);
         if (v >= 0) {
                 gn->variant = v + 1;
                 st->tuned++;

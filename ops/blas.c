@@ -184,8 +184,14 @@ struct ops_packed_b *ops_packed_b_new(const float *b, long k, long n, int transb
         struct ops_packed_b *p;
         dnnl_dims_t bd = { k, n };
 
+        const char *env = getenv("NPUD_SGEMM_PACKED");
+
         if (!onednn_wanted() || k < 1 || n < 1) {
                 snprintf(err, errlen, "oneDNN not in use");
+                return NULL;
+        }
+        if (env && strcmp(env, "0") == 0) {
+                snprintf(err, errlen, "packing off (NPUD_SGEMM_PACKED=0)");
                 return NULL;
         }
         if (!packed_engine() || !(s = thread_stream())) {

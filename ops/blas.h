@@ -55,8 +55,9 @@ void ops_sgemm_force(int variant);
 #define OPS_PACKED_MAX_BLOCKS 16
 struct ops_packed_b;
 
-/* NULL (with a message) when oneDNN is not wanted (NPUD_SGEMM=openblas) or refuses the
- * shape; m_hint: a typical row count, for the layout choice. */
+/* NULL (with a message) when oneDNN is not wanted (NPUD_SGEMM=openblas), packing is off
+ * (NPUD_SGEMM_PACKED=0: the tuning pass then measures packable nodes without the packed
+ * variant, for before/after comparisons) or oneDNN refuses the shape; m_hint: a typical row count, for the layout choice. */
 struct ops_packed_b *ops_packed_b_new(const float *b, long k, long n, int transb, long m_hint,
                                       char *err, size_t errlen);
 void ops_packed_b_free(struct ops_packed_b *p);

@@ -284,6 +284,12 @@ void tune_set_clock(uint64_t (*clock)(void))
 int tune_choose(const char *op, const char *sig, int n, const char *const *names, tune_run_fn run,
                 void *arg)
 {
+        return tune_choose_weighted(op, sig, n, names, NULL, run, arg);
+}
+
+int tune_choose_weighted(const char *op, const char *sig, int n, const char *const *names,
+                         const double *weight, tune_run_fn run, void *arg)
+{
         struct tune_entry e = { 0 };
         int v = tune_lookup(op, sig);
 
@@ -312,7 +318,8 @@ int tune_choose(const char *op, const char *sig, int n, const char *const *names
                                 break;
                 }
                 e.ns[i] = best;
-                if (best && (e.variant < 0 || best < e.ns[e.variant]))
+                if (best && (e.variant < 0 || (double)best * (weight ? weight[i] : 1.0) <
+                                                      (double)e.ns[e.variant] * (weight ? weight[e.variant] : 1.0)))
                         e.variant = i;
         }
         if (e.variant < 0)

@@ -59,6 +59,12 @@ typedef int (*tune_run_fn)(void *arg, int variant);
 int tune_choose(const char *op, const char *sig, int n, const char *const *names, tune_run_fn run,
                 void *arg);
 
+/* tune_choose comparing variant i's time multiplied by weight[i] (NULL: all 1): a variant
+ * with a cost of its own (memory) wins only when it is that much faster. The cache keeps the
+ * measured times and the winner so chosen. */
+int tune_choose_weighted(const char *op, const char *sig, int n, const char *const *names,
+                         const double *weight, tune_run_fn run, void *arg);
+
 /* The clock tune_choose measures with (nanoseconds, monotonic); NULL restores the real one.
  * For tests: a fake clock makes the choice deterministic on a loaded host. */
 void tune_set_clock(uint64_t (*clock)(void));

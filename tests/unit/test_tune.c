@@ -83,6 +83,21 @@ START_TEST(test_fastest_wins_and_is_remembered)
 }
 END_TEST
 
+/* A weighted variant (the packed one: memory of its own) wins only by its margin. */
+START_TEST(test_weighted_margin)
+{
+        static const double w[3] = { 1.0, 1.0, 1.05 };
+        struct fake close = { .cost = { 100, 90, 88 } }, clear = { .cost = { 100, 90, 80 } };
+
+        ck_assert_int_eq(tune_choose_weighted("MatMul", "a | packed-b", 3, names3, w, fake_run, &close), 1);
+        ck_assert_int_eq(tune_choose_weighted("MatMul", "b | packed-b", 3, names3, w, fake_run, &clear), 2);
+        /* unweighted, the fastest */
+        struct fake again = { .cost = { 100, 90, 88 } };
+        ck_assert_int_eq(tune_choose("MatMul", "c | packed-b", 3, names3, fake_run, &again), 2);
+        ck_assert_int_eq(tune_lookup("MatMul", "a | packed-b"), 1);
+}
+END_TEST
+
 START_TEST(test_file_survives_reopen)
 {
         struct fake f = { .cost = { 100, 900 } };
@@ -184,6 +199,7 @@ int main(void)
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_set_timeout(tc, 30);
         tcase_add_test(tc, test_fastest_wins_and_is_remembered);
+        tcase_add_test(tc, test_weighted_margin);
         tcase_add_test(tc, test_file_survives_reopen);
         tcase_add_test(tc, test_malformed_and_foreign_lines);
         tcase_add_test(tc, test_clear);
