@@ -925,7 +925,7 @@ static double iso_load_stop(struct iso_load *l, int *wrong)
 }
 
 /* p99 of n MLP requests of the latency-critical client, one every 2 ms. */
-static double iso_lc_p99_ms(struct explicit_path *e, int n, int *wrong)
+static double iso_lc_p99_ms(struct explicit_path *e, int n, int *wrong, double *ret_p50)
 {
         double *lat = malloc(sizeof(double) * (size_t)n);
         struct serve_req q;
@@ -943,12 +943,14 @@ static double iso_lc_p99_ms(struct explicit_path *e, int n, int *wrong)
         }
         *wrong |= !serve_req_right(&q);
         double p = pct(lat, n, 0.99) * 1e3;
+        *ret_p50 = pct(lat, n, 0.5) * 1e3;
         free(lat);
         return p;
 }
 
 struct iso_result {
         double lc_alone, lc_loaded; /* ms, p99 */
+        double lc_alone50, lc_loaded50; /* ms, p50 */
         double be_alone, be_loaded; /* MatMuls or graph runs per second */
         int lc_wrong, be_wrong;
 };
@@ -991,13 +993,13 @@ static void iso_run(int ndev, int be_dev, struct iso_result *res)
                 struct iso_result *r = &res[k];
 
                 memset(r, 0, sizeof(*r));
-                r->lc_alone = iso_lc_p99_ms(&e, n, &r->lc_wrong);
+                r->lc_alone = iso_lc_p99_ms(&e, n, &r->lc_wrong, &r->lc_alone50);
                 iso_load_start(&l, proc.sock, be_dev, (enum iso_kind)k);
                 usleep(be_us);
                 r->be_alone = iso_load_stop(&l, &r->be_wrong);
                 iso_load_start(&l, proc.sock, be_dev, (enum iso_kind)k);
                 usleep(100 * 1000); /* the load settles */
-                r->lc_loaded = iso_lc_p99_ms(&e, n, &r->lc_wrong);
+                r->lc_loaded = iso_lc_p99_ms(&e, n, &r->lc_wrong, &r->lc_loaded50);
                 r->be_loaded = iso_load_stop(&l, &r->be_wrong);
         }
         explicit_fini(&e);
@@ -1027,11 +1029,13 @@ static void isolation_section(void)
                                br = r->be_alone > 0 ? r->be_loaded / r->be_alone : 0;
 
                         printf("isolation, %s (%s, %ld host workers%s), BE load: %s: LC MLP [%d,%d]x[%d,%d] "
-                               "request every 2 ms p99 alone %.2f ms, loaded %.2f ms, ratio %.2f (target <= %.1f)%s; "
+                               "request every 2 ms p99 alone %.2f ms, loaded %.2f ms, ratio %.2f (target <= %.1f)%s "
+                               "(p50 %.3f and %.3f ms); "
                                "BE throughput alone %.1f %s, beside LC %.1f %s, ratio %.2f (target >= 0.70)%s%s\n",
                                d ? "other device" : "same device", d ? "2 devices, BE on device 1" : "1 device",
                                cpus, d ? " shared between them" : "", iso_load_name[k], SB, SK, SK, SM,
-                               r->lc_alone, r->lc_loaded, lr, lim, lr <= lim ? "" : " MISSED", r->be_alone,
+                               r->lc_alone, r->lc_loaded, lr, lim, lr <= lim ? "" : " MISSED", r->lc_alone50,
+                               r->lc_loaded50, r->be_alone,
                                iso_unit[k], r->be_loaded, iso_unit[k], br, br >= 0.7 ? "" : " MISSED",
                                r->lc_wrong || r->be_wrong ? " WRONG RESULT" : "");
                 }
