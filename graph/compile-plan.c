@@ -33,6 +33,34 @@ static int no_subgraphs(void *graph_ctx, const void *graph, int nin, const struc
         return -ENOTSUP;
 }
 
+int graph_infer_static(const struct graph *g, const struct graph_node *gn, const struct ops_tensor *known,
+                       struct ops_call *call)
+{
+        char msg[256];
+        int ok;
+
+        if (!gn->def || gn->nin > OPS_MAX_INPUTS || gn->nout > OPS_MAX_OUTPUTS || gn->nattr > OPS_MAX_ATTRS)
+                return 0;
+        memset(call, 0, sizeof(*call));
+        call->nin = gn->nin;
+        for (int i = 0; i < gn->nin; i++) {
+                if (gn->in[i] < 0)
+                        continue;
+                if (!known[gn->in[i]].dtype)
+                        return 0;
+                call->in[i] = known[gn->in[i]];
+        }
+        call->nout = gn->nout;
+        call->nattr = gn->nattr;
+        if (gn->nattr)
+                memcpy(call->attr, gn->attr, sizeof(call->attr[0]) * (size_t)gn->nattr);
+        call->opset = g->opset;
+        call->graph_run = no_subgraphs;
+        ok = ops_infer(gn->def, call, msg, sizeof(msg)) == 0;
+        ops_control_forget();
+        return ok;
+}
+
 static int64_t align_up(int64_t x)
 {
         return (x + GRAPH_ALIGN - 1) / GRAPH_ALIGN * GRAPH_ALIGN;
@@ -42,7 +70,6 @@ static int64_t align_up(int64_t x)
 static void static_sizes(const struct graph *g, struct ops_tensor *known, int64_t *bytes)
 {
         struct ops_call *call = malloc(sizeof(*call));
-        char msg[256];
 
         for (int v = 0; v < g->nvalues; v++) {
                 const struct graph_value *gv = &g->values[v];
@@ -60,27 +87,7 @@ static void static_sizes(const struct graph *g, struct ops_tensor *known, int64_
         }
         for (int k = 0; call && k < g->nnodes; k++) {
                 const struct graph_node *gn = &g->nodes[g->order[k]];
-                int ok = gn->nin <= OPS_MAX_INPUTS && gn->nout <= OPS_MAX_OUTPUTS &&
-                         gn->nattr <= OPS_MAX_ATTRS;
-
-                memset(call, 0, sizeof(*call));
-                call->nin = gn->nin;
-                for (int i = 0; i < gn->nin && ok; i++) {
-                        if (gn->in[i] < 0)
-                                continue;
-                        call->in[i] = known[gn->in[i]];
-                        ok = call->in[i].dtype != 0;
-                }
-                if (!ok)
-                        continue;
-                call->nout = gn->nout;
-                call->nattr = gn->nattr;
-                if (gn->nattr)
-                        memcpy(call->attr, gn->attr, sizeof(call->attr[0]) * (size_t)gn->nattr);
-                call->opset = g->opset;
-                call->graph_run = no_subgraphs;
-                ok = ops_infer(gn->def, call, msg, sizeof(msg)) == 0;
-                ops_control_forget();
+                int ok = graph_infer_static(g, gn, known, call);
                 for (int j = 0; ok && j < gn->nout; j++) {
                         int v = gn->out[j];
                         int64_t n = ops_tensor_numel(&call->out[j]);

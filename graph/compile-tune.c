@@ -290,43 +290,15 @@ out:
         free(call);
 }
 
-static int no_subgraphs(void *graph_ctx, const void *graph, int nin, const struct ops_tensor *in,
-                        int *ret_nout, struct ops_tensor *out, int max_out, char *err,
-                        size_t errlen)
-{
-        *ret_nout = 0;
-        snprintf(err, errlen, "no subgraphs while tuning");
-        return -ENOTSUP;
-}
-
 /* The outputs' shapes of node gn into known[] when its inputs' are known (data: only the
  * initializers'), as the memory plan infers them: a node inside the graph is tuned on the
  * shapes the model's fixed inputs give it, not only one that reads a graph input. */
 static void infer_outputs(const struct graph *g, const struct graph_node *gn, struct ops_tensor *known,
                           struct ops_call *call)
 {
-        char msg[256];
-
-        if (!gn->def || !gn->def->infer || gn->nin > OPS_MAX_INPUTS || gn->nout > OPS_MAX_OUTPUTS ||
-            gn->nattr > OPS_MAX_ATTRS)
+        if (!gn->def || !gn->def->infer)
                 return;
-        memset(call, 0, sizeof(*call));
-        call->nin = gn->nin;
-        for (int i = 0; i < gn->nin; i++) {
-                if (gn->in[i] < 0)
-                        continue;
-                if (!known[gn->in[i]].dtype)
-                        return;
-                call->in[i] = known[gn->in[i]];
-        }
-        call->nout = gn->nout;
-        call->nattr = gn->nattr;
-        if (gn->nattr)
-                memcpy(call->attr, gn->attr, sizeof(call->attr[0]) * (size_t)gn->nattr);
-        call->opset = g->opset;
-        call->graph_run = no_subgraphs;
-        int ok = ops_infer(gn->def, call, msg, sizeof(msg)) == 0;
-        ops_control_forget();
+        int ok = graph_infer_static(g, gn, known, call);
         for (int j = 0; ok && j < gn->nout; j++) {
                 int v = gn->out[j];
                 if (v < 0 || !call->out[j].dtype || ops_tensor_numel(&call->out[j]) < 0)

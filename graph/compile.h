@@ -164,6 +164,12 @@ struct graph_epilogue {
         int opset;
 };
 
+/* Shape inference of node gn from the values known before it (known[v].dtype 0: unknown;
+ * data only for initializers), with no subgraph run: 1 and call->out[] inferred, 0 when an
+ * input is unknown or inference fails. call is scratch. */
+int graph_infer_static(const struct graph *g, const struct graph_node *gn, const struct ops_tensor *known,
+                       struct ops_call *call);
+
 extern const struct ops_def graph_fused_gemm_def;
 
 /* The epilogue of a FusedGemm call (its operator, bias and activation), NULL for a call of

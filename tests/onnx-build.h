@@ -199,6 +199,29 @@ static __attribute__((unused)) Onnx__TensorProto *str_tensor(const char *name, i
 }
 
 /* An empty graph to fill in (kept like everything else). */
+/* A float32 initializer of the given shape over n = prod(dims) values at v (kept, not copied:
+ * K-allocated by the caller). */
+static __attribute__((unused)) Onnx__TensorProto *finit_data(const char *name, int ndim, const int64_t *dims,
+                                                             float *v)
+{
+        Onnx__TensorProto *t = K(sizeof(*t));
+        int64_t n = 1;
+
+        for (int i = 0; i < ndim; i++)
+                n *= dims[i];
+        onnx__tensor_proto__init(t);
+        t->name = (char *)name;
+        t->has_data_type = 1;
+        t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+        t->n_dims = (size_t)ndim;
+        t->dims = K(sizeof(int64_t) * (size_t)(ndim ? ndim : 1));
+        if (ndim)
+                memcpy(t->dims, dims, sizeof(int64_t) * (size_t)ndim);
+        t->n_float_data = (size_t)n;
+        t->float_data = v;
+        return t;
+}
+
 static __attribute__((unused)) Onnx__GraphProto *graph_proto(void)
 {
         Onnx__GraphProto *g = K(sizeof(*g));

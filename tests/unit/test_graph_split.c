@@ -53,22 +53,12 @@ static int64_t count(int ndim, const int64_t *dims)
 /* A float32 initializer of the given shape holding varied values. */
 static Onnx__TensorProto *finit(const char *name, int ndim, const int64_t *dims)
 {
-        Onnx__TensorProto *t = K(sizeof(*t));
         int64_t n = count(ndim, dims);
         float *v = K(sizeof(float) * (size_t)n);
 
-        onnx__tensor_proto__init(t);
-        t->name = (char *)name;
-        t->has_data_type = 1;
-        t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
-        t->n_dims = (size_t)ndim;
-        t->dims = K(sizeof(int64_t) * (size_t)ndim);
-        memcpy(t->dims, dims, sizeof(int64_t) * (size_t)ndim);
         for (int64_t k = 0; k < n; k++)
                 v[k] = (float)((k * 7919) % 23) / 11.0f - 1.0f;
-        t->n_float_data = (size_t)n;
-        t->float_data = v;
-        return t;
+        return finit_data(name, ndim, dims, v);
 }
 
 static struct graph *import(const struct model *m)

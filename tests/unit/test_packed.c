@@ -155,23 +155,13 @@ END_TEST
 
 static Onnx__TensorProto *finit(const char *name, int ndim, const int64_t *dims, uint32_t seed)
 {
-        Onnx__TensorProto *t = K(sizeof(*t));
         int64_t n = 1;
 
         for (int i = 0; i < ndim; i++)
                 n *= dims[i];
         float *v = K(sizeof(float) * (size_t)n);
-        onnx__tensor_proto__init(t);
-        t->name = (char *)name;
-        t->has_data_type = 1;
-        t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
-        t->n_dims = (size_t)ndim;
-        t->dims = K(sizeof(int64_t) * (size_t)ndim);
-        memcpy(t->dims, dims, sizeof(int64_t) * (size_t)ndim);
         fill(v, (size_t)n, seed);
-        t->n_float_data = (size_t)n;
-        t->float_data = v;
-        return t;
+        return finit_data(name, ndim, dims, v);
 }
 
 enum { GK = 96, GN = 80 };
