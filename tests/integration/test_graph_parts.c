@@ -126,11 +126,13 @@ START_TEST(test_lc_launch_within_a_part)
         double ef[2] = { engine_seconds(lc.c, "bulk1"), engine_seconds(lc.c, "bulk2") };
         /* Engine time is charged as units come back: by the LC launch's completion, each
          * graph had a part or two of its MatMul back, not the whole step (which, run whole,
-         * is charged at once when it ends). */
+         * is charged at once when it ends). With four parts a step, both workers may finish
+         * parts of the same graph before the LC launch gets one: half of it back is a
+         * legitimate wait of one part, so the bound is 80 %, which a whole step exceeds. */
         for (int k = 0; k < 2; k++) {
                 printf("graph parts: bulk%d had %.1f of its %.1f ms of MatMul step back when the "
                        "LC launch completed\n", k + 1, (e1[k] - e0[k]) * 1e3, (ef[k] - e0[k]) * 1e3);
-                ck_assert_msg(e1[k] - e0[k] < 0.5 * (ef[k] - e0[k]),
+                ck_assert_msg(e1[k] - e0[k] < 0.8 * (ef[k] - e0[k]),
                               "the LC launch completed after bulk%d's MatMul step (%.1f of %.1f ms "
                               "back): it waited for a whole step instead of a part", k + 1,
                               (e1[k] - e0[k]) * 1e3, (ef[k] - e0[k]) * 1e3);
