@@ -33,6 +33,23 @@ static int no_subgraphs(void *graph_ctx, const void *graph, int nin, const struc
         return -ENOTSUP;
 }
 
+void graph_known_static(const struct graph *g, struct ops_tensor *known)
+{
+        for (int v = 0; v < g->nvalues; v++) {
+                const struct graph_value *gv = &g->values[v];
+                int fixed = gv->kind == GRAPH_VALUE_INPUT && gv->dtype && gv->ndim >= 0;
+                for (int d = 0; fixed && d < gv->ndim; d++)
+                        fixed = gv->dims[d] >= 0;
+                if (gv->kind == GRAPH_VALUE_INIT) {
+                        known[v] = *gv->tensor;
+                } else if (fixed) {
+                        known[v].dtype = (uint8_t)gv->dtype;
+                        known[v].ndim = gv->ndim;
+                        memcpy(known[v].dims, gv->dims, sizeof(gv->dims[0]) * (size_t)gv->ndim);
+                }
+        }
+}
+
 int graph_infer_static(const struct graph *g, const struct graph_node *gn, const struct ops_tensor *known,
                        struct ops_call *call)
 {
@@ -71,20 +88,9 @@ static void static_sizes(const struct graph *g, struct ops_tensor *known, int64_
 {
         struct ops_call *call = malloc(sizeof(*call));
 
-        for (int v = 0; v < g->nvalues; v++) {
-                const struct graph_value *gv = &g->values[v];
-                int fixed = gv->kind == GRAPH_VALUE_INPUT && gv->dtype && gv->ndim >= 0;
-                for (int d = 0; fixed && d < gv->ndim; d++)
-                        fixed = gv->dims[d] >= 0;
+        graph_known_static(g, known);
+        for (int v = 0; v < g->nvalues; v++)
                 bytes[v] = -1;
-                if (gv->kind == GRAPH_VALUE_INIT) {
-                        known[v] = *gv->tensor;
-                } else if (fixed) {
-                        known[v].dtype = gv->dtype;
-                        known[v].ndim = gv->ndim;
-                        memcpy(known[v].dims, gv->dims, sizeof(gv->dims[0]) * (size_t)gv->ndim);
-                }
-        }
         for (int k = 0; call && k < g->nnodes; k++) {
                 const struct graph_node *gn = &g->nodes[g->order[k]];
                 int ok = graph_infer_static(g, gn, known, call);

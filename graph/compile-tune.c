@@ -318,19 +318,7 @@ int graph_compile_tune(struct graph *g, struct graph_compile_stats *st)
                 free(call);
                 return 0;
         }
-        for (int v = 0; v < g->nvalues; v++) {
-                const struct graph_value *gv = &g->values[v];
-                int fixed = gv->kind == GRAPH_VALUE_INPUT && gv->dtype && gv->ndim >= 0;
-                for (int d = 0; fixed && d < gv->ndim; d++)
-                        fixed = gv->dims[d] >= 0;
-                if (gv->kind == GRAPH_VALUE_INIT) {
-                        known[v] = *gv->tensor;
-                } else if (fixed) {
-                        known[v].dtype = gv->dtype;
-                        known[v].ndim = gv->ndim;
-                        memcpy(known[v].dims, gv->dims, sizeof(gv->dims[0]) * (size_t)gv->ndim);
-                }
-        }
+        graph_known_static(g, known);
         for (int k = 0; k < g->nnodes; k++) {
                 struct graph_node *gn = &g->nodes[g->order[k]];
                 if (tunable(gn))

@@ -164,6 +164,10 @@ struct graph_epilogue {
         int opset;
 };
 
+/* known[v] (zeroed by the caller) for what the model fixes before any run: initializers
+ * with their data, graph inputs whose dtype and every extent are declared (no data). */
+void graph_known_static(const struct graph *g, struct ops_tensor *known);
+
 /* Shape inference of node gn from the values known before it (known[v].dtype 0: unknown;
  * data only for initializers), with no subgraph run: 1 and call->out[] inferred, 0 when an
  * input is unknown or inference fails. call is scratch. */

@@ -1161,19 +1161,7 @@ int graph_check_static(const struct graph *g, char *err, size_t errlen)
 
         if (!known)
                 return 0; /* the check is a convenience: the run checks everything again */
-        for (int v = 0; v < g->nvalues; v++) {
-                const struct graph_value *gv = &g->values[v];
-                int fixed = gv->kind == GRAPH_VALUE_INPUT && gv->dtype && gv->ndim >= 0;
-                for (int d = 0; fixed && d < gv->ndim; d++)
-                        fixed = gv->dims[d] >= 0;
-                if (gv->kind == GRAPH_VALUE_INIT)
-                        known[v] = *gv->tensor;
-                else if (fixed) {
-                        known[v].dtype = (uint8_t)gv->dtype;
-                        known[v].ndim = gv->ndim;
-                        memcpy(known[v].dims, gv->dims, sizeof(gv->dims[0]) * (size_t)gv->ndim);
-                }
-        }
+        graph_known_static(g, known);
         for (int k = 0; k < g->nnodes && !rc; k++) {
                 const struct graph_node *gn = &g->nodes[g->order[k]];
                 struct ops_call call;

@@ -849,13 +849,8 @@ static void stream_settle(struct exec *x, struct stream *st)
                                 steps_queue(st, rt);
                                 return;
                         }
-                        if (rt) {
-                                for (int e = 0; e < OPS_ENGINE_COUNT; e++)
-                                        st->q.cost[e] = head_cost(st, rt, e);
-                                st->q.deadline = sched_task_deadline(rt);
-                                pd_queue_ready(&st->dev->pd, &st->q, now_ns());
-                                return;
-                        }
+                        if (rt) /* its costs and deadline make the queue ready */
+                                t = rt;
                         for (int e = 0; e < OPS_ENGINE_COUNT; e++) /* a tiled task stays on its engine */
                                 st->q.cost[e] = t->tiles && e != t->tile_engine ? 0 : head_cost(st, t, e);
                         st->q.deadline = sched_task_deadline(t);
@@ -956,9 +951,10 @@ static void stream_dispatch(struct exec *x, struct stream *st, int e)
                        (su->u.nitems == 0 || su->items[0]->kind != EXEC_GRAPH)) {
                         uint64_t left = est < tile_ns ? tile_ns - est : 0;
                         if (t->steps) {
+                                /* at the head, `stepped` said it fits */
                                 if (su->run_task ||
-                                    !run_fits_unit(st, t, e, su->u.nitems ? left : tile_ns,
-                                                   CHAIN_MAX_ITEMS - su->u.nitems))
+                                    (su->u.nitems &&
+                                     !run_fits_unit(st, t, e, left, CHAIN_MAX_ITEMS - su->u.nitems)))
                                         break;
                                 stream_pop(st);
                                 t->started_ns = now_ns();
