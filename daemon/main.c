@@ -14,6 +14,7 @@
 #include "daemon/api/bus.h"
 #include "daemon/api/graph-load.h"
 #include "util/log.h"
+#include "util/prio.h"
 #include "daemon/api/manage.h"
 #include "daemon/api/metrics.h"
 #include "daemon/api/notify.h"
@@ -220,6 +221,11 @@ int main(int argc, char **argv)
                  d.ex.devices.count, d.config.sim_profile,
                  d.config.sim_mode == SIM_MODE_MODEL ? "model" : "compute");
         notify_ready(&d);
+        if (!d.config.no_realtime_loop) { /* after the workers started: they must not inherit it */
+                static const char *const got[] = { "unchanged (no privilege to raise it)", "nice -10",
+                                                   "SCHED_FIFO 1" };
+                log_info("loop thread priority: %s", got[prio_loop()]);
+        }
         event_base_dispatch(d.base);
         r = 0;
 out:

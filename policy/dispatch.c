@@ -43,6 +43,16 @@ void pd_host_give(struct pd_device *dev, int pool)
                 dev->host_busy[pool != 0]--;
 }
 
+int pd_host_waiting(const struct pd_device *dev, int pool)
+{
+        if (!dev->host_slots || dev->host_busy[pool != 0] < dev->host_slots)
+                return 0;
+        for (int i = 0; i < dev->nready; i++)
+                if (pd_host_pool(dev->ready[i]->tenant) == (pool != 0))
+                        return 1;
+        return 0;
+}
+
 static double min_active_vtime(struct pd_device *dev, enum policy_class k, const struct pd_tenant *skip)
 {
         double m = INFINITY;

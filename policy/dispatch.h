@@ -75,6 +75,8 @@ void pd_set_host_slots(struct pd_device *dev, int slots);
 int pd_host_pool(const struct pd_tenant *t);
 void pd_host_take(struct pd_device *dev, int pool);
 void pd_host_give(struct pd_device *dev, int pool);
+/* Does a ready queue of pool wait because the pool's host slots are all taken? */
+int pd_host_waiting(const struct pd_device *dev, int pool);
 
 /* A queue's head can run (costs filled in) or no longer can. 0 or -ENOMEM. */
 int pd_queue_ready(struct pd_device *dev, struct pd_queue *q, uint64_t now);

@@ -265,6 +265,17 @@ static int apply_dbus(struct npud_config *c, json_t *v, char *err, size_t errlen
         return 0;
 }
 
+/* "realtime_loop": true|false (default true) — raise the loop thread (config.h). */
+static int apply_realtime_loop(struct npud_config *c, json_t *v, char *err, size_t errlen)
+{
+        if (!json_is_boolean(v)) {
+                snprintf(err, errlen, "realtime_loop: must be true or false");
+                return -EINVAL;
+        }
+        c->no_realtime_loop = !json_is_true(v);
+        return 0;
+}
+
 /* "telemetry": true|false (default true) — sensor figures and the history (config.h). */
 static int apply_telemetry(struct npud_config *c, json_t *v, char *err, size_t errlen)
 {
@@ -299,7 +310,7 @@ int config_load_file(struct npud_config *c, const char *path, char *err, size_t 
 {
         static const char *const keys[] = { "socket", "log_level", "workers", "admin_group",
                                             "sim", "limits", "metrics", "tenants", "scheduler", "memory",
-                                            "dbus", "telemetry", "tuning_cache", NULL };
+                                            "dbus", "telemetry", "tuning_cache", "realtime_loop", NULL };
         json_error_t jerr;
         json_t *root, *v;
         int64_t workers = c->workers;
@@ -354,6 +365,9 @@ int config_load_file(struct npud_config *c, const char *path, char *err, size_t 
         if ((v = json_object_get(root, "dbus")) && (e = apply_dbus(c, v, err, errlen)))
                 goto out;
         if ((v = json_object_get(root, "telemetry")) && (e = apply_telemetry(c, v, err, errlen)))
+                goto out;
+        if ((v = json_object_get(root, "realtime_loop")) &&
+            (e = apply_realtime_loop(c, v, err, errlen)))
                 goto out;
         if ((v = json_object_get(root, "tuning_cache"))) {
                 if (!json_is_string(v) || json_string_length(v) >= sizeof(c->tuning_cache) ||

@@ -65,6 +65,10 @@ struct npud_config {
          * and keeps no history: for a driver whose management interface is slow or absent.
          * Status (health, memory, utilization, task counts) is reported either way. */
         int no_telemetry;
+        /* "realtime_loop": false keeps the loop thread at the priority of the other
+         * threads; by default it runs at SCHED_FIFO 1 where permitted, else nice -10
+         * (util/prio.h). */
+        int no_realtime_loop;
         /* The kernel tuning cache (ops/tune.h): "tuning_cache" or --tuning-cache; "" keeps it
          * in memory only. Default: $STATE_DIRECTORY/tuning.cache under systemd
          * (StateDirectory=npud), /var/lib/npud/tuning.cache for root, else

@@ -23,6 +23,7 @@
 #include "ops/runctx.h"
 #include "proto/errors.h"
 #include "util/log.h"
+#include "util/prio.h"
 #include "daemon/exec/mem.h"
 #include "graph-load.h"
 #include "npud.h"
@@ -133,6 +134,7 @@ static void helper_run(struct graph_load *j)
 static void *helper_main(void *arg)
 {
         (void)arg;
+        prio_normal(); /* started by the loop thread, whose priority is raised */
         pthread_mutex_lock(&pool.mu);
         for (;;) {
                 struct graph_load *j;

@@ -147,10 +147,17 @@ struct exec_item {
         /* EXEC_GRAPH_STEP of a node split into parts (graph/split.h): part `part` of nparts
          * (nparts 0 or 1: the whole step) */
         int part, nparts;
+        /* EXEC_GRAPH_STEP of a unit that runs its run's steps in order (exec_unit.gang): the
+         * backend frees what the step read for the last time (graph_run_step_done) once it
+         * is done, instead of the daemon when the unit is back. */
+        uint8_t step_done_here;
         uint64_t model_ns; /* duration in model mode */
         /* filled by the backend */
         int status; /* 0, or a PROTO_E_* code */
         char err[256];
+        /* backend scratch of a gang unit: parts claimed, parts finished, failure recorded,
+         * parts that make the item done (fewer when the gang yields within it), done */
+        atomic_int g_claim, g_done, g_failed, g_limit, g_end;
 };
 
 /* A chain of items of one stream run back to back on one engine; the first failure stops the
@@ -162,6 +169,18 @@ struct exec_unit {
         /* Best-effort work: runs on the backend's background workers, which give their core
          * up to any other work of the host (see sim.c). */
         int background;
+        /* Workers that may run the unit at the same time (0 or 1: one). Its items still run
+         * one after the other; the parts of a split graph step (nparts) are spread over the
+         * workers present, which wait for each other at item boundaries. */
+        int gang;
+        /* The daemon may ask a running unit that it marked yieldable to stop at its next
+         * item boundary, or between two parts of a split graph step (yield); nrun then says
+         * how many items ran (or failed, or were cancelled): the items from nrun on did not
+         * finish and keep status 0, except that parts 0 .. partial-1 of item nrun ran (a
+         * split step the unit left within; partial 0: it did not start). */
+        int yieldable;
+        atomic_int yield;
+        int nrun, partial;
         int nitems;
         struct exec_item **items;
         void *owner; /* the daemon's bookkeeping */
@@ -174,6 +193,11 @@ struct exec_unit {
         atomic_int cancel;
         uint64_t start_ns, end_ns;
         void *backend_priv; /* the backend's own state while the unit is in flight */
+        /* backend scratch of a gang unit: the item being run, workers in it, workers that
+         * may still join, workers asleep waiting for the next item, slow-fault delay */
+        atomic_int g_cur, g_waiters;
+        int g_members, g_tickets, g_over;
+        _Atomic uint64_t g_delay;
         struct exec_unit *next; /* completion queue link */
 };
 

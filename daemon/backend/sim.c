@@ -34,13 +34,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "util/log.h"
+#include "util/prio.h"
 
 #include "proto/errors.h"
 #include "graph/exec.h"
@@ -118,6 +122,7 @@ struct sim {
         pthread_mutex_t lock;
         pthread_cond_t cond[2];                          /* per pool: 1 = background */
         struct exec_unit *queue_head[2], *queue_tail[2];
+        atomic_int queued[2]; /* units in each queue, for workers looking without the lock */
         struct sim_pool {
                 struct sim *s;
                 int bg;
@@ -227,6 +232,36 @@ static double slow_factor(struct sim *s, int device)
         return m ? (double)m / 1000.0 : 1.0;
 }
 
+/* Run item it (or a part of it: it is then the part's own item) of u under rc. A graph
+ * run's steps share the run's time limit, which the daemon gives the unit (what is left of
+ * the tenant's max_run_ms): they stop at the unit's start plus that limit; any other item
+ * gets the whole limit from its own start. Returns the time a slowed device would have
+ * added. */
+static uint64_t item_exec(struct sim *s, struct exec_unit *u, struct exec_item *it,
+                          struct ops_runctx *rc)
+{
+        uint64_t t0 = now_ns();
+
+        rc->deadline_ns = !u->max_run_ns ? 0
+                          : it->kind == EXEC_GRAPH_STEP ? u->start_ns + u->max_run_ns
+                                                        : t0 + u->max_run_ns;
+        rc->code = 0;
+        ops_runctx_set(rc);
+        item_run(&s->devices[u->device], it);
+        /* a kernel that stopped because it was told to fails with the reason's code; copy
+         * loops, fills and reductions stop quietly, and their partial output must never
+         * count as a success */
+        if (rc->code && (it->status == 0 || it->status == PROTO_E_EXEC)) {
+                if (!it->status || !it->err[0])
+                        snprintf(it->err, sizeof(it->err), "%s", ops_runctx_reason(rc->code));
+                it->status = rc->code;
+        }
+        ops_runctx_set(NULL);
+        /* A slowed device: the unit ends as late as the slow device would finish it. */
+        double f = slow_factor(s, u->device);
+        return f > 1.0 ? (uint64_t)((double)(now_ns() - t0) * (f - 1.0)) : 0;
+}
+
 /* Run the items of u with its limits in force. A slowed device's extra time goes into
  * u->end_ns, in the future. */
 static void unit_run(struct sim *s, struct exec_unit *u)
@@ -250,28 +285,204 @@ static void unit_run(struct sim *s, struct exec_unit *u)
                         failed = 1;
                         continue;
                 }
-                uint64_t t0 = now_ns();
-                rc.deadline_ns = u->max_run_ns ? t0 + u->max_run_ns : 0;
-                rc.code = 0;
-                ops_runctx_set(&rc);
-                item_run(&s->devices[u->device], it);
-                /* a kernel that stopped because it was told to fails with the reason's code;
-                 * copy loops, fills and reductions stop quietly, and their partial output
-                 * must never count as a success */
-                if (rc.code && (it->status == 0 || it->status == PROTO_E_EXEC)) {
-                        if (!it->status || !it->err[0])
-                                snprintf(it->err, sizeof(it->err), "%s",
-                                         ops_runctx_reason(rc.code));
-                        it->status = rc.code;
-                }
-                ops_runctx_set(NULL);
-                /* A slowed device: the unit ends as late as the slow device would finish it. */
-                double f = slow_factor(s, u->device);
-                if (f > 1.0)
-                        delay_ns += (uint64_t)((double)(now_ns() - t0) * (f - 1.0));
+                delay_ns += item_exec(s, u, it, &rc);
                 failed = it->status != 0;
         }
+        u->nrun = u->nitems;
         u->end_ns = now_ns() + delay_ns; /* later than now: on_done holds the unit back */
+}
+
+/* ---- gang units: one unit run by several workers at once ----
+ *
+ * The workers of a gang go through its items in order together: each claims parts of the
+ * current item (an atomic counter) until none is left, and the one that finishes its last
+ * part moves the gang on to the next item. A worker with nothing left to claim spins for
+ * GANG_SPIN_NS, then sleeps on a futex until the item is done: a graph run's steps follow
+ * each other within microseconds instead of a round trip through the loop thread per step,
+ * and no vCPU of a virtual machine halts between them (waking one costs tens of
+ * microseconds). A worker that waits leaves the gang when other work is queued in its
+ * pool, unless it is the last one in it. A gang unit is queued once; the workers that take
+ * it while it has tickets left (exec_unit.gang in all) join it. */
+#define GANG_SPIN_NS 300000
+#define GANG_NAP_NS 200000 /* a sleeping worker looks again for work of its pool this often */
+
+/* One turn of a worker's spin that has lasted waited_ns: a pause at first; after
+ * SPIN_PAUSE_NS a sched_yield, so that a thread woken on this CPU (a client receiving its
+ * reply, another process) runs at once instead of after the spinner's time slice. */
+#define SPIN_PAUSE_NS 20000
+
+static void spin_turn(uint64_t waited_ns)
+{
+        if (waited_ns < SPIN_PAUSE_NS) {
+                for (int k = 0; k < 64; k++)
+                        __builtin_ia32_pause();
+        } else {
+                sched_yield();
+        }
+}
+
+static long futex_op(atomic_int *addr, int op, int val, const struct timespec *ts)
+{
+        return syscall(SYS_futex, addr, op, val, ts, NULL, 0);
+}
+
+/* The first failure of an item whose parts run on several workers is the item's. */
+static void item_fail_once(struct exec_item *it, int code, const char *msg)
+{
+        int zero = 0;
+
+        if (atomic_compare_exchange_strong(&it->g_failed, &zero, 1)) {
+                snprintf(it->err, sizeof(it->err), "%s", msg);
+                it->status = code;
+        }
+}
+
+/* Run part p of np of item it of gang unit u (np 1: the item itself, claimed by one
+ * worker only). */
+static void gang_part(struct sim *s, struct exec_unit *u, struct exec_item *it, int p, int np,
+                      struct ops_runctx *rc)
+{
+        struct exec_item part;
+
+        if (atomic_load(&u->cancel)) {
+                item_fail_once(it, PROTO_E_CANCELLED, "cancelled before it ran");
+                return;
+        }
+        if (np == 1) {
+                if (!item_fault(s, u->device, it))
+                        atomic_fetch_add(&u->g_delay, item_exec(s, u, it, rc));
+                return;
+        }
+        memset(&part, 0, offsetof(struct exec_item, err) + 1);
+        if (p == 0 && item_fault(s, u->device, &part)) {
+                item_fail_once(it, part.status, part.err);
+                return;
+        }
+        part.kind = it->kind;
+        part.graph = it->graph;
+        part.step = it->step;
+        part.part = p;
+        part.nparts = np;
+        atomic_fetch_add(&u->g_delay, item_exec(s, u, &part, rc));
+        if (part.status)
+                item_fail_once(it, part.status, part.err);
+}
+
+/* Item i of u is done (every part it takes back; fewer than its parts when the gang
+ * yields within it): free what a graph step read for the last time, and move the gang to
+ * the next item, or end it after a failure, a cancel, or when the daemon asked it to yield.
+ * Exactly one worker gets here per item (g_end). */
+static void gang_next(struct exec_unit *u, int i)
+{
+        struct exec_item *it = u->items[i];
+        int np = it->nparts > 1 ? it->nparts : 1, done = atomic_load(&it->g_limit), next = i + 1;
+
+        if (done < np && !it->status) { /* yielded within the item: parts 0 .. done-1 ran */
+                u->nrun = i;
+                u->partial = done;
+                next = u->nitems;
+        } else {
+                if (!it->status && it->step_done_here)
+                        graph_run_step_done(it->graph, it->step);
+                u->nrun = i + 1;
+        }
+        if (next < u->nitems && (it->status || atomic_load(&u->cancel))) {
+                for (int j = next; j < u->nitems; j++) { /* as unit_run: the rest is cancelled */
+                        u->items[j]->status = PROTO_E_CANCELLED;
+                        if (!it->status && j == next)
+                                snprintf(u->items[j]->err, sizeof(u->items[j]->err),
+                                         "cancelled before it ran");
+                }
+                u->nrun = u->nitems;
+                next = u->nitems;
+        } else if (next < u->nitems && u->yieldable && atomic_load(&u->yield)) {
+                next = u->nitems; /* the items from nrun on did not start */
+        }
+        atomic_store(&u->g_cur, next);
+        if (atomic_load(&u->g_waiters))
+                futex_op(&u->g_cur, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
+}
+
+/* The item is done once g_done reaches g_limit; whoever sees that first moves the gang on. */
+static void gang_try_next(struct exec_unit *u, int i)
+{
+        struct exec_item *it = u->items[i];
+
+        if (atomic_load(&it->g_done) == atomic_load(&it->g_limit) && !atomic_exchange(&it->g_end, 1))
+                gang_next(u, i);
+}
+
+/* Other work waits in pool bg while this worker waits in gang u: leave it, unless the
+ * worker is the last one in it. */
+static int gang_leave(struct sim *s, struct exec_unit *u, int bg)
+{
+        int left = 0;
+
+        if (atomic_load_explicit(&s->queued[bg], memory_order_relaxed) <= (u->g_tickets > 0))
+                return 0; /* a hint; the lock decides */
+        pthread_mutex_lock(&s->lock);
+        struct exec_unit *h = s->queue_head[bg];
+        if (h && (h != u || h->next) && u->g_members > 1) {
+                u->g_members--;
+                left = 1;
+        }
+        pthread_mutex_unlock(&s->lock);
+        return left;
+}
+
+/* Wait until item i of u is done (or leave the gang for other work: 1). */
+static int gang_wait(struct sim *s, struct exec_unit *u, int i, int bg)
+{
+        uint64_t t0 = now_ns();
+        const struct timespec nap = { 0, GANG_NAP_NS };
+
+        while (atomic_load(&u->g_cur) == i) {
+                if (gang_leave(s, u, bg))
+                        return 1;
+                uint64_t waited = now_ns() - t0;
+                if (waited < GANG_SPIN_NS) {
+                        spin_turn(waited);
+                        continue;
+                }
+                atomic_fetch_add(&u->g_waiters, 1);
+                futex_op(&u->g_cur, FUTEX_WAIT_PRIVATE, i, &nap);
+                atomic_fetch_sub(&u->g_waiters, 1);
+        }
+        return 0;
+}
+
+/* Claims at or past this close a split item: no part is claimed any more. */
+#define GANG_CLOSED (1 << 24)
+
+/* A worker in gang unit u until the unit is over (0) or it left for other work (1). */
+static int gang_work(struct sim *s, struct exec_unit *u, int bg)
+{
+        struct ops_runctx rc = { .cancel = &u->cancel, .max_loop_trips = u->max_loop_trips,
+                                 .mem = u->mem };
+
+        for (;;) {
+                int i = atomic_load(&u->g_cur);
+                if (i >= u->nitems)
+                        return 0;
+                struct exec_item *it = u->items[i];
+                int np = it->nparts > 1 ? it->nparts : 1, p;
+                if (np > 1 && u->yieldable && atomic_load(&u->yield)) {
+                        /* asked to yield within a split step: the parts claimed so far finish,
+                         * the others are left to the daemon */
+                        p = atomic_fetch_add(&it->g_claim, GANG_CLOSED);
+                        if (p < np) {
+                                atomic_store(&it->g_limit, p);
+                                gang_try_next(u, i);
+                        }
+                } else if ((p = atomic_fetch_add(&it->g_claim, 1)) < np) {
+                        gang_part(s, u, it, p, np, &rc);
+                        atomic_fetch_add(&it->g_done, 1);
+                        gang_try_next(u, i);
+                        continue;
+                }
+                if (gang_wait(s, u, i, bg))
+                        return 1;
+        }
 }
 
 static void done_push(struct sim *s, struct exec_unit *u)
@@ -302,28 +513,76 @@ static void background_thread(void)
                 log_warn("background worker: cannot lower its priority: %s", strerror(errno));
 }
 
+/* A worker whose queue is empty looks again for this long before it sleeps: the next unit
+ * of a run or a request usually comes within it, and waking a sleeping worker (a halted
+ * vCPU) costs tens of microseconds. */
+#define IDLE_SPIN_NS 300000
+
+static void queue_remove_head(struct sim *s, int bg)
+{
+        struct exec_unit *u = s->queue_head[bg];
+
+        s->queue_head[bg] = u->next;
+        if (!s->queue_head[bg])
+                s->queue_tail[bg] = NULL;
+        atomic_fetch_sub(&s->queued[bg], 1);
+}
+
 static void *worker_main(void *arg)
 {
         struct sim_pool *pool = arg;
         struct sim *s = pool->s;
         const int bg = pool->bg;
 
+        prio_normal(); /* whoever started the worker */
         if (bg)
                 background_thread();
         pthread_mutex_lock(&s->lock);
         for (;;) {
+                if (!s->queue_head[bg] && !s->stopping) {
+                        uint64_t t0 = now_ns();
+                        pthread_mutex_unlock(&s->lock);
+                        uint64_t waited;
+                        while (!atomic_load_explicit(&s->queued[bg], memory_order_relaxed) &&
+                               (waited = now_ns() - t0) < IDLE_SPIN_NS)
+                                spin_turn(waited);
+                        pthread_mutex_lock(&s->lock);
+                }
                 while (!s->queue_head[bg] && !s->stopping)
                         pthread_cond_wait(&s->cond[bg], &s->lock);
                 if (!s->queue_head[bg])
                         break;
                 struct exec_unit *u = s->queue_head[bg];
-                s->queue_head[bg] = u->next;
-                if (!s->queue_head[bg])
-                        s->queue_tail[bg] = NULL;
+                if (u->gang <= 1) {
+                        queue_remove_head(s, bg);
+                        pthread_mutex_unlock(&s->lock);
+                        unit_run(s, u);
+                        done_push(s, u);
+                        pthread_mutex_lock(&s->lock);
+                        continue;
+                }
+                /* a gang: the unit stays at the head while other workers may join it */
+                if (--u->g_tickets > 0)
+                        pthread_cond_signal(&s->cond[bg]);
+                else
+                        queue_remove_head(s, bg);
+                if (u->g_members++ == 0)
+                        u->start_ns = now_ns();
                 pthread_mutex_unlock(&s->lock);
-                unit_run(s, u);
-                done_push(s, u);
+                int left = gang_work(s, u, bg);
                 pthread_mutex_lock(&s->lock);
+                if (left)
+                        continue;
+                if (u->g_tickets > 0) { /* over before every worker came: no more joins */
+                        u->g_tickets = 0;
+                        queue_remove_head(s, bg); /* it is still the head */
+                }
+                if (--u->g_members == 0) {
+                        pthread_mutex_unlock(&s->lock);
+                        u->end_ns = now_ns() + atomic_load(&u->g_delay);
+                        done_push(s, u);
+                        pthread_mutex_lock(&s->lock);
+                }
         }
         pthread_mutex_unlock(&s->lock);
         return NULL;
@@ -453,6 +712,8 @@ static int sim_submit(struct backend *b, struct exec_unit *u)
 
         u->next = NULL;
         u->backend_priv = NULL;
+        u->nrun = u->nitems;
+        u->partial = 0;
         if (s->mode == 1) {
                 uint64_t ns = 0;
                 int over = 0;
@@ -467,7 +728,23 @@ static int sim_submit(struct backend *b, struct exec_unit *u)
                 return hold_unit(s, u, ns, 1, over);
         }
         int bg = u->background != 0;
+        if (u->gang > 1) {
+                atomic_store(&u->g_cur, 0);
+                atomic_store(&u->g_waiters, 0);
+                atomic_store(&u->g_delay, 0);
+                u->g_members = 0;
+                u->g_tickets = u->gang;
+                for (int i = 0; i < u->nitems; i++) {
+                        struct exec_item *it = u->items[i];
+                        atomic_store(&it->g_claim, 0);
+                        atomic_store(&it->g_done, 0);
+                        atomic_store(&it->g_failed, 0);
+                        atomic_store(&it->g_limit, it->nparts > 1 ? it->nparts : 1);
+                        atomic_store(&it->g_end, 0);
+                }
+        }
         pthread_mutex_lock(&s->lock);
+        atomic_fetch_add(&s->queued[bg], 1);
         if (s->queue_tail[bg])
                 s->queue_tail[bg]->next = u;
         else

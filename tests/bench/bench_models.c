@@ -140,6 +140,8 @@ static void npud_open(const char *sock, const struct bmodel *m, const float *x,
         CHECK(npu_connect(sock, &r->ctx));
         CHECK(npu_graph_load(r->ctx, 0, m->bytes, m->len, &r->g));
         CHECK(npu_graph_info(r->ctx, r->g, &info));
+        if (getenv("NPUD_BENCH_INFO")) /* the plan: steps, engines, tuned variants */
+                printf("  graph_info: %s\n", info);
         j = json_loads(info, 0, NULL);
         free(info);
         c = j ? json_object_get(j, "compile") : NULL;
