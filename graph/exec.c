@@ -1042,7 +1042,7 @@ static int estimate_walk(const struct graph *g, int nin, const struct ops_tensor
                 ok_out[k] = (uint8_t)ok;
                 flops_out[k] = bytes_out[k] = 0;
                 if (parts_out)
-                        parts_out[k] = ok ? graph_split_max_parts(gn->def, &call) : 1;
+                        parts_out[k] = ok ? graph_split_max_parts_packed(gn->def, &call, gn->packed != NULL) : 1;
                 if (!ok)
                         continue;
                 for (int j = 0; j < gn->nout; j++)

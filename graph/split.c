@@ -97,9 +97,17 @@ void graph_split_plan(const struct ops_def *def, const struct ops_call *call, st
 
 uint32_t graph_split_max_parts(const struct ops_def *def, const struct ops_call *call)
 {
+        return graph_split_max_parts_packed(def, call, 0);
+}
+
+uint32_t graph_split_max_parts_packed(const struct ops_def *def, const struct ops_call *call,
+                                      int b_packed)
+{
         struct graph_split s;
 
         graph_split_plan(def, call, &s);
+        if (b_packed && s.how == GRAPH_SPLIT_ROWS)
+                s.min = GRAPH_SPLIT_MIN_ROWS_PACKED;
         if (s.how == GRAPH_SPLIT_NONE || s.min <= 0 || s.extent < 2 * s.min)
                 return 1;
         int64_t n = s.extent / s.min;

@@ -42,6 +42,12 @@ void graph_split_plan(const struct ops_def *def, const struct ops_call *call, st
 
 /* At most how many parts it may take (1: it stays whole). */
 uint32_t graph_split_max_parts(const struct ops_def *def, const struct ops_call *call);
+/* The same for a node whose B is packed at load (graph_node.packed, ops/blas.h): a row part
+ * multiplies its rows by the packed copy and repacks nothing, so row parts may be as small
+ * as GRAPH_SPLIT_MIN_ROWS_PACKED. */
+#define GRAPH_SPLIT_MIN_ROWS_PACKED 32
+uint32_t graph_split_max_parts_packed(const struct ops_def *def, const struct ops_call *call,
+                                      int b_packed);
 
 /* Narrow *c (a copy of the whole call, data pointers set) to part k of n of plan s; for
  * GRAPH_SPLIT_COLS the output keeps the whole one's pointer and the caller writes the part

@@ -34,6 +34,9 @@ grep -q -- "--tuning-cache: must be an absolute path" "$dir/err" || fail "--tuni
 printf '{"tuning_cache": 7}' >"$dir/badtune.conf"
 expect_exit 2 "tuning_cache not a path" "$npud" --config "$dir/badtune.conf"
 grep -q "tuning_cache: must be an absolute path" "$dir/err" || fail "tuning_cache named: $(cat "$dir/err")"
+printf '{"realtime_loop": "yes"}' >"$dir/badrt.conf"
+expect_exit 2 "realtime_loop not a boolean" "$npud" --config "$dir/badrt.conf"
+grep -q "realtime_loop: must be true or false" "$dir/err" || fail "realtime_loop named: $(cat "$dir/err")"
 printf '{"limits": {"max_bufers": 3}}' >"$dir/bad.conf"
 expect_exit 2 "unknown config key" "$npud" --config "$dir/bad.conf"
 grep -q "limits.max_bufers" "$dir/err" && pass "config key named" || fail "config key not named: $(cat "$dir/err")"
@@ -60,7 +63,7 @@ expect_exit 0 "the shipped example configuration is valid" "$npud" --check-confi
 python3 -c "import json,sys
 keys = set(json.load(open(sys.argv[1])))
 want = {'socket', 'log_level', 'workers', 'admin_group', 'sim', 'limits', 'metrics', 'tenants',
-        'scheduler', 'memory', 'dbus', 'telemetry', 'tuning_cache'}
+        'scheduler', 'memory', 'dbus', 'telemetry', 'tuning_cache', 'realtime_loop'}
 assert keys == want, want ^ keys" docs/npud.conf.example 2>"$dir/err" \
         && pass "the example configuration sets every section" || fail "example: $(cat "$dir/err")"
 
@@ -74,6 +77,17 @@ i=0; while ! "$npuctl" --socket "$sock" version >/dev/null 2>&1 && [ $i -lt 200 
 "$npuctl" --socket "$sock" version >/dev/null 2>&1 && pass "stale socket replaced" || fail "npud did not replace a stale socket"
 mode=$(stat -c %a "$sock")
 [ "$mode" = 660 ] && pass "socket mode 0660" || fail "socket mode $mode"
+# The loop thread (the main thread) runs at SCHED_FIFO 1 as root, nice -10 or unchanged
+# otherwise; the host workers (normal and SCHED_IDLE) never inherit it.
+cls=$(ps -L -o tid=,cls=,rtprio= -p $pid | awk -v p=$pid '$1 == p {print $2 "/" $3}')
+others=$(ps -L -o tid=,cls= -p $pid | awk -v p=$pid '$1 != p {print $2}' | sort -u | tr '\n' ' ')
+if [ "$(id -u)" = 0 ]; then
+        [ "$cls" = FF/1 ] && pass "loop thread at SCHED_FIFO 1" || fail "loop thread class $cls"
+fi
+case "$others" in
+*FF*|*RR*) fail "a worker inherited the loop thread's policy: $others" ;;
+*) pass "workers at normal or idle policy ($others)" ;;
+esac
 # A live socket is not taken over.
 expect_exit 1 "second npud on a live socket" "$npud" --socket "$sock" --sim-devices 1
 grep -q "another npud" "$dir/err" || fail "live socket message: $(cat "$dir/err")"

@@ -1,10 +1,14 @@
 /* Unit tests of fault injection: the fault names (daemon/api/manage.c) and the simulated
  * backend's faults (daemon/backend/sim.c) — fail-next fails exactly N items even with
  * concurrent workers and cancels the rest of a chain, fail-device fails every item until
- * cleared, slow stretches model-mode durations, bad arguments are refused. */
+ * cleared, slow stretches model-mode durations, bad arguments are refused. Also the
+ * backend's gang units (several workers on one unit): items still run in order, a failure
+ * or a cancel ends the unit as a chain's, a yield leaves the items after the boundary
+ * unstarted, and gangs beside plain units on a small pool all come back. */
 #include <check.h>
 #include <errno.h>
 #include <event2/event.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -281,6 +285,175 @@ START_TEST(test_slow_compute)
 }
 END_TEST
 
+/* ---- gang units ---- */
+
+#define GANG_BYTES 65536
+
+static void gang_item(struct exec_item *it, enum exec_kind kind, uint64_t dst, uint64_t src, int value)
+{
+        memset(it, 0, sizeof(*it));
+        it->kind = kind;
+        it->dst = dst;
+        it->src = src;
+        it->len = GANG_BYTES;
+        it->value = value;
+        it->model_ns = 1000;
+}
+
+/* Four items whose result depends on their order: A = v, B = A, A = v + 1, C = A. */
+static void gang_fill(struct harness *h, struct exec_item *items, struct exec_item **p, int slot, int v)
+{
+        uint64_t base = h->desc.mem_addr + (uint64_t)slot * 4 * GANG_BYTES;
+        uint64_t a = base, b = base + GANG_BYTES, c = base + 2 * GANG_BYTES;
+
+        gang_item(&items[0], EXEC_MEMSET, a, 0, v);
+        gang_item(&items[1], EXEC_COPY, b, a, 0);
+        gang_item(&items[2], EXEC_MEMSET, a, 0, v + 1);
+        gang_item(&items[3], EXEC_COPY, c, a, 0);
+        for (int i = 0; i < 4; i++)
+                p[i] = &items[i];
+}
+
+static void gang_unit(struct exec_unit *u, struct exec_item **p, int n, int gang)
+{
+        memset(u, 0, sizeof(*u));
+        u->cores = gang;
+        u->gang = gang;
+        u->nitems = n;
+        u->items = p;
+}
+
+static int all_bytes(struct harness *h, uint64_t addr, int v)
+{
+        const unsigned char *m = host_of(h, addr);
+
+        for (int i = 0; i < GANG_BYTES; i++)
+                if (m[i] != (unsigned char)v)
+                        return 0;
+        return 1;
+}
+
+START_TEST(test_gang_order)
+{
+        struct harness h;
+        struct exec_item items[4], *p[4];
+        struct exec_unit u;
+
+        harness_init(&h, 0, 2);
+        for (int r = 0; r < 50; r++) {
+                int v = 1 + r % 100, before = h.done;
+                gang_fill(&h, items, p, 0, v);
+                gang_unit(&u, p, 4, 2);
+                ck_assert_int_eq(h.b->ops->submit(h.b, &u), 0);
+                wait_done(&h, before + 1);
+                ck_assert_int_eq(u.nrun, 4);
+                for (int i = 0; i < 4; i++)
+                        ck_assert_int_eq(items[i].status, 0);
+                ck_assert(all_bytes(&h, items[1].dst, v));
+                ck_assert(all_bytes(&h, items[3].dst, v + 1));
+                ck_assert_uint_ge(u.end_ns, u.start_ns);
+        }
+        harness_fini(&h);
+}
+END_TEST
+
+START_TEST(test_gang_fail_cancel)
+{
+        struct harness h;
+        struct exec_item items[4], *p[4];
+        struct exec_unit u;
+        int before;
+
+        harness_init(&h, 0, 2);
+        /* a failure cancels the rest, as in a chain */
+        ck_assert_int_eq(h.b->faults->inject(h.b, 0, FAULT_FAIL_NEXT, 1), 0);
+        gang_fill(&h, items, p, 0, 7);
+        gang_unit(&u, p, 4, 2);
+        before = h.done;
+        ck_assert_int_eq(h.b->ops->submit(h.b, &u), 0);
+        wait_done(&h, before + 1);
+        ck_assert_int_eq(items[0].status, PROTO_E_DEVICE);
+        for (int i = 1; i < 4; i++)
+                ck_assert_int_eq(items[i].status, PROTO_E_CANCELLED);
+        ck_assert_int_eq(u.nrun, 4);
+        ck_assert(all_bytes(&h, items[1].dst, 0)); /* never ran */
+        /* cancelled before it starts: nothing runs, every item says so */
+        gang_fill(&h, items, p, 1, 9);
+        gang_unit(&u, p, 4, 2);
+        atomic_store(&u.cancel, 1);
+        before = h.done;
+        ck_assert_int_eq(h.b->ops->submit(h.b, &u), 0);
+        wait_done(&h, before + 1);
+        ck_assert_int_eq(items[0].status, PROTO_E_CANCELLED);
+        ck_assert_str_eq(items[0].err, "cancelled before it ran");
+        for (int i = 1; i < 4; i++)
+                ck_assert_int_eq(items[i].status, PROTO_E_CANCELLED);
+        ck_assert_int_eq(u.nrun, 4);
+        ck_assert(all_bytes(&h, items[0].dst, 0));
+        harness_fini(&h);
+}
+END_TEST
+
+START_TEST(test_gang_yield)
+{
+        struct harness h;
+        struct exec_item items[4], *p[4];
+        struct exec_unit u;
+
+        harness_init(&h, 0, 2);
+        /* asked to yield before it starts: the first item runs, the gang stops at the next
+         * boundary, the others keep status 0 and did not run */
+        gang_fill(&h, items, p, 0, 3);
+        gang_unit(&u, p, 4, 2);
+        u.yieldable = 1;
+        atomic_store(&u.yield, 1);
+        ck_assert_int_eq(h.b->ops->submit(h.b, &u), 0);
+        wait_done(&h, 1);
+        ck_assert_int_eq(u.nrun, 1);
+        ck_assert_int_eq(u.partial, 0);
+        for (int i = 0; i < 4; i++)
+                ck_assert_int_eq(items[i].status, 0);
+        ck_assert(all_bytes(&h, items[0].dst, 3));
+        ck_assert(all_bytes(&h, items[1].dst, 0));
+        /* not yieldable: the flag is ignored */
+        gang_fill(&h, items, p, 1, 5);
+        gang_unit(&u, p, 4, 2);
+        atomic_store(&u.yield, 1);
+        ck_assert_int_eq(h.b->ops->submit(h.b, &u), 0);
+        wait_done(&h, 2);
+        ck_assert_int_eq(u.nrun, 4);
+        ck_assert(all_bytes(&h, items[3].dst, 6));
+        harness_fini(&h);
+}
+END_TEST
+
+/* Gangs wider than the pool and plain units together: every unit comes back once, each
+ * gang's items in order. */
+START_TEST(test_gang_crowd)
+{
+        enum { N = 24 };
+        struct harness h;
+        static struct exec_item items[N][4];
+        static struct exec_item *p[N][4];
+        static struct exec_unit u[N];
+
+        harness_init(&h, 0, 2);
+        for (int i = 0; i < N; i++) {
+                gang_fill(&h, items[i], p[i], i, 10 + i);
+                gang_unit(&u[i], p[i], 4, i % 3 == 2 ? 1 : 2 + i % 3);
+                ck_assert_int_eq(h.b->ops->submit(h.b, &u[i]), 0);
+        }
+        wait_done(&h, N);
+        for (int i = 0; i < N; i++) {
+                ck_assert_int_eq(u[i].nrun, 4);
+                ck_assert(all_bytes(&h, items[i][1].dst, 10 + i));
+                ck_assert(all_bytes(&h, items[i][3].dst, 11 + i));
+        }
+        ck_assert_int_eq(h.done, N);
+        harness_fini(&h);
+}
+END_TEST
+
 static Suite *fault_suite(void)
 {
         Suite *s = suite_create("fault");
@@ -295,6 +468,10 @@ static Suite *fault_suite(void)
         tcase_add_test(tc, test_fail_device);
         tcase_add_test(tc, test_slow_model);
         tcase_add_test(tc, test_slow_compute);
+        tcase_add_test(tc, test_gang_order);
+        tcase_add_test(tc, test_gang_fail_cancel);
+        tcase_add_test(tc, test_gang_yield);
+        tcase_add_test(tc, test_gang_crowd);
         suite_add_tcase(s, tc);
         return s;
 }
