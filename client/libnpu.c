@@ -111,6 +111,43 @@ int npu_send_frame_locked(npu_context_t *ctx, int kind, uint64_t id, const void 
         return e;
 }
 
+/* The batch and the request a call sends right after it, in one send when both are small:
+ * npud reads them in one wake-up (a graph run and the synchronize after it took two sends,
+ * and on a virtual machine each may wake npud's loop thread on another CPU). 1 when sent
+ * so, 0 when the caller sends them apart, -errno. */
+#define CALL_WITH_BATCH_MAX 4096
+
+static int send_batch_and_request_locked(npu_context_t *ctx, uint64_t id, const void *body,
+                                         size_t len)
+{
+        uint8_t buf[CALL_WITH_BATCH_MAX];
+        size_t total = 2 * PROTO_HEADER_SIZE + ctx->batch_len + len, done = 0;
+
+        if (!ctx->batch_len || total > sizeof(buf))
+                return 0;
+        struct proto_header b = { .magic = PROTO_MAGIC, .version = PROTO_VERSION,
+                                  .kind = PROTO_KIND_SUBMIT, .body_len = (uint32_t)ctx->batch_len },
+                            r = { .magic = PROTO_MAGIC, .version = PROTO_VERSION,
+                                  .kind = PROTO_KIND_REQUEST, .body_len = (uint32_t)len, .request_id = id };
+        proto_header_encode(&b, buf);
+        memcpy(buf + PROTO_HEADER_SIZE, ctx->batch, ctx->batch_len);
+        proto_header_encode(&r, buf + PROTO_HEADER_SIZE + ctx->batch_len);
+        if (len)
+                memcpy(buf + 2 * PROTO_HEADER_SIZE + ctx->batch_len, body, len);
+        ctx->batch_len = 0;
+        while (done < total) {
+                ssize_t n = send(ctx->fd, buf + done, total - done, MSG_NOSIGNAL);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0) {
+                        ctx->broken = 1;
+                        return -errno;
+                }
+                done += (size_t)n;
+        }
+        return 1;
+}
+
 int npu_flush_locked(npu_context_t *ctx)
 {
         if (ctx->batch_len == 0)
@@ -268,16 +305,18 @@ npu_status_t npu_call_fds(npu_context_t *ctx, const char *method, json_t *params
                         return fail(NPU_ERR_SYSTEM, "%s: out of memory", method);
         }
         pthread_mutex_lock(&ctx->mu);
-        if (ctx->broken || npu_flush_locked(ctx) < 0) {
+        p.id = ctx->next_id + 1;
+        int sent = ctx->broken ? -EPIPE : nfds ? 0 : send_batch_and_request_locked(ctx, p.id, text, len);
+        if (sent < 0 || (!sent && npu_flush_locked(ctx) < 0)) {
                 pthread_mutex_unlock(&ctx->mu);
                 if (text != bare)
                         free(text);
                 return npu_fail_lost(ctx, method);
         }
-        p.id = ++ctx->next_id;
+        ctx->next_id++;
         p.next = ctx->pending;
         ctx->pending = &p;
-        if (npu_send_frame_locked(ctx, PROTO_KIND_REQUEST, p.id, text, len, fds, nfds) == 0)
+        if (sent || npu_send_frame_locked(ctx, PROTO_KIND_REQUEST, p.id, text, len, fds, nfds) == 0)
                 wait_reply_locked(ctx, &p);
         for (struct pending **pp = &ctx->pending; *pp; pp = &(*pp)->next)
                 if (*pp == &p) {

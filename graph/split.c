@@ -75,13 +75,13 @@ void graph_split_plan(const struct ops_def *def, const struct ops_call *call, st
                 if (a->ndim < 2 || b->ndim != 2 || y->ndim != a->ndim || !a->dims[a->ndim - 1])
                         return;
                 *s = (struct graph_split){ GRAPH_SPLIT_ROWS, numel(a) / a->dims[a->ndim - 1],
-                                           GRAPH_SPLIT_MIN_ROWS };
+                                           GRAPH_SPLIT_MIN_GEMM_ROWS };
         } else if (named(def, "Gemm")) {
                 if (a->ndim != 2 || b->ndim != 2 || y->ndim != 2)
                         return;
                 int64_t m = y->dims[0], n = y->dims[1];
                 if (!ops_attr_int(call, "transA", 0) && m / GRAPH_SPLIT_MIN_ROWS >= 2)
-                        *s = (struct graph_split){ GRAPH_SPLIT_ROWS, m, GRAPH_SPLIT_MIN_ROWS };
+                        *s = (struct graph_split){ GRAPH_SPLIT_ROWS, m, GRAPH_SPLIT_MIN_GEMM_ROWS };
                 else if (ops_attr_int(call, "transB", 0) && gemm_c_cols_ok(call, m))
                         *s = (struct graph_split){ GRAPH_SPLIT_COLS, n, GRAPH_SPLIT_MIN_ROWS };
         } else if (named(def, "Conv")) {

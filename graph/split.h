@@ -12,9 +12,10 @@
  *  - elementwise operators (OPS_FLAG_ELEMENTWISE, a fused chain among them) whose every
  *    input has the output's element count or one element: ranges of elements, at least
  *    GRAPH_SPLIT_MIN_ELEMS each, every tensor seen flat.
- * Parts stay at least a minimum size (rows as the scheduler's tiles of a MatMul launch, 256,
- * since each part repacks the other operand; 32 output channels of a Conv, since each part
- * lays the whole input out again), so a small GEMM stays one part. */
+ * Parts stay at least a minimum size (64 rows, since each part repacks the other operand,
+ * 32 with a B packed at load; columns 256, since each column block is packed apart and
+ * scattered; 32 output channels of a Conv, since each part lays the whole input out
+ * again), so a small GEMM stays one part. */
 #ifndef NPUD_GRAPH_SPLIT_H
 #define NPUD_GRAPH_SPLIT_H
 
@@ -26,6 +27,9 @@ enum graph_split_how { GRAPH_SPLIT_NONE, GRAPH_SPLIT_ROWS, GRAPH_SPLIT_COLS, GRA
                        GRAPH_SPLIT_CHANNELS, GRAPH_SPLIT_FLAT };
 
 #define GRAPH_SPLIT_MIN_ROWS 256
+/* Row parts of a MatMul or Gemm in a graph run repack B each (when it is not packed at
+ * load): 64 rows at least keep that a few percent of the part's products. */
+#define GRAPH_SPLIT_MIN_GEMM_ROWS 64
 #define GRAPH_SPLIT_MIN_ELEMS (64 << 10)
 #define GRAPH_SPLIT_MIN_CHANNELS 32
 #define GRAPH_SPLIT_MAX_PARTS 64

@@ -817,10 +817,14 @@ static uint64_t gang_fill(struct stream *st, struct task *t, struct sched_unit *
         for (int i = 0; i < su->u.nitems; i++) {
                 struct exec_item *it = su->items[i];
                 uint64_t c = gang_step_cost(st, t, it->step, e);
-                if (gang == 1)
+                if (gang == 1) {
                         it->nparts = 0; /* one worker: its parts would run one after the other */
-                else if (it->nparts > 1)
+                } else if (it->nparts > 1) {
+                        /* a multiple of the workers, so that none waits for a last part */
+                        int np = (it->nparts + gang - 1) / gang * gang;
+                        it->nparts = np < (int)rs->max_parts[it->step] ? np : (int)rs->max_parts[it->step];
                         c = c * (uint64_t)((it->nparts + gang - 1) / gang) / (uint64_t)it->nparts;
+                }
                 est += c;
         }
         su->u.gang = gang;

@@ -169,7 +169,7 @@ START_TEST(test_matmul_rows)
         struct model m = { .nin = 2, .names = { "a", "b" }, .ndim = { 3, 2 },
                            .dims = { DIMS(3, 200, 64), DIMS(64, 48) }, .ydim = 3, .ydims = { 3, 200, 48 } };
         m.n = node("MatMul", 2, (const char *[]){ "a", "b" }, 1, (const char *[]){ "y" });
-        ck_assert_uint_eq(check_parts(&m, 2), 600 / GRAPH_SPLIT_MIN_ROWS);
+        ck_assert_uint_eq(check_parts(&m, 2), 600 / GRAPH_SPLIT_MIN_GEMM_ROWS);
         m.n = node("MatMul", 2, (const char *[]){ "a", "b" }, 1, (const char *[]){ "y" });
         check_parts(&m, 7);
         /* small: one part */
@@ -188,7 +188,7 @@ START_TEST(test_gemm_rows_and_columns)
         r.n = node("Gemm", 3, (const char *[]){ "a", "b", "c" }, 1, (const char *[]){ "y" });
         attr_f(r.n, "alpha", 0.5f);
         attr_f(r.n, "beta", 2.0f);
-        ck_assert_uint_eq(check_parts(&r, 3), 2);
+        ck_assert_uint_eq(check_parts(&r, 3), 600 / GRAPH_SPLIT_MIN_GEMM_ROWS);
         /* columns: an MLP layer (transB, row-vector bias) on a small batch */
         struct model c = { .nin = 3, .names = { "a", "b", "c" }, .ndim = { 2, 2, 1 },
                            .dims = { DIMS(8, 64), DIMS(1100, 64), DIMS(1100) }, .ydim = 2, .ydims = { 8, 1100 } };
@@ -251,7 +251,7 @@ START_TEST(test_fused_gemm_parts)
                             .dims = { DIMS(600, 64), DIMS(64, 48) }, .ydim = 2, .ydims = { 600, 48 },
                             .bias_ndim = 1, .bias_dims = { 48 } };
         mm.n = node("MatMul", 2, (const char *[]){ "a", "b" }, 1, (const char *[]){ "y" });
-        ck_assert_uint_eq(check_parts(&mm, 2), 600 / GRAPH_SPLIT_MIN_ROWS);
+        ck_assert_uint_eq(check_parts(&mm, 2), 600 / GRAPH_SPLIT_MIN_GEMM_ROWS);
         /* an MLP layer: Gemm with transB and C, then the bias Add: columns */
         struct model c = { .nin = 3, .names = { "a", "b", "c" }, .ndim = { 2, 2, 1 },
                            .dims = { DIMS(8, 64), DIMS(1100, 64), DIMS(1100) }, .ydim = 2, .ydims = { 8, 1100 },
