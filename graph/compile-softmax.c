@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ops/rows.h"
 #include "ops/runctx.h"
 #include "ops/vmath.h"
 #include "proto/dtype.h"
@@ -163,28 +164,37 @@ static int fs_run(const struct ops_def *def, const struct ops_call *call, char *
                 int64_t sxl = sx[o->ndim - 1], sml = smk[o->ndim - 1];
                 double sum = 0;
                 /* the row's scores, as the unfused Mul / Div and Add compute them */
-                for (int64_t j = 0; j < n; j++) {
-                        float v = xr[j * sxl];
-                        if (sm->scale)
-                                v = sm->div ? v / scale : v * scale;
+                if (sxl == 1 && (!mp || sml == 1)) { /* contiguous: the row kernels */
+                        if (!sm->scale)
+                                memmove(y, xr, (size_t)n * sizeof(float));
+                        else if (sm->div)
+                                ops_row_div(y, xr, n, scale);
+                        else
+                                ops_row_mul(y, xr, n, scale);
                         if (mp)
-                                v += mp[om + j * sml];
-                        y[j] = v;
-                        mx = v > mx ? v : mx;
+                                ops_row_add(y, mp + om, n);
+                        mx = ops_row_max(y, n);
+                } else {
+                        for (int64_t j = 0; j < n; j++) {
+                                float v = xr[j * sxl];
+                                if (sm->scale)
+                                        v = sm->div ? v / scale : v * scale;
+                                if (mp)
+                                        v += mp[om + j * sml];
+                                y[j] = v;
+                                mx = v > mx ? v : mx;
+                        }
                 }
                 /* a row masked everywhere with -inf gives NaN, as the registry's Softmax */
-                for (int64_t j = 0; j < n; j++)
-                        y[j] -= mx;
+                ops_row_sub(y, y, n, mx);
                 if (vexp)
                         vexp(y, y, (size_t)n);
                 else
                         for (int64_t j = 0; j < n; j++)
                                 y[j] = expf(y[j]);
-                for (int64_t j = 0; j < n; j++)
-                        sum += y[j];
+                sum = ops_row_sum(y, n);
                 float inv = (float)(1.0 / sum);
-                for (int64_t j = 0; j < n; j++)
-                        y[j] *= inv;
+                ops_row_mul(y, y, n, inv);
                 /* next row: the leading index, and both inputs' offsets */
                 for (int d = o->ndim - 2; d >= 0; d--) {
                         ox += sx[d];

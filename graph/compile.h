@@ -93,7 +93,7 @@ struct graph_plan {
 #define GRAPH_PACK_TOTAL (64ull << 20)
 /* ... and a node keeps them only when they make it this much faster (time x 1.05 still
  * below the plain variants'): at the transformer's 128x256x256 they are about even. */
-#define GRAPH_PACK_GAIN 1.05
+#define GRAPH_PACK_GAIN 0.95
 
 /* Run the passes in flags on a finalized graph g (the model's graph). 0, or -ENOMEM with a
  * message (the graph is then unusable and must be freed). Nodes that cannot be folded

@@ -26,6 +26,7 @@
 
 #include "ops-internal.h"
 #include "vmath.h"
+#include "wide.h"
 
 /* gcc 12's -O2 vectorizer cost model ("very cheap") leaves loops over 64-bit elements and
  * most predicate and conversion loops scalar; the "cheap" model (the -O3 default minus
@@ -198,13 +199,8 @@ EW_FAMILY_DEFS(EW_DECLARE_DEF)
  * before it vectorizes (32 covers every vector width for every element size). */
 #define EW_VBLOCK ((size_t)31)
 
-/* The contiguous loops are built for AVX-512 and AVX2 too, the widest this CPU has picked
- * at load (an ifunc): the baseline x86-64 build vectorizes them 4 floats wide only. */
-#if defined(__x86_64__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define EW_WIDE __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define EW_WIDE
-#endif
+/* The contiguous loops are built for AVX-512 and AVX2 too (wide.h). */
+#define EW_WIDE OPS_WIDE
 
 /* Unary: o[i] = F(T, x) with x = a[i]; R is the output element type. F may read P (a
  * local copy of the params, so that stores through o cannot change them). */

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rows.h"
 #include "nn-common.h"
 
 /* Loads several inputs as float32 views; on failure every view is released. */
@@ -294,21 +295,26 @@ static int ln_run(const struct ops_def *def, const struct ops_call *call, char *
         ln_param_map(x, axis, &call->in[1], map, inner);
         if (v[2].p)
                 ln_param_map(x, axis, &call->in[2], map + inner, inner);
+        /* scale and bias of one value per element of a row (the usual [inner] parameters):
+         * the row kernels (ops/rows.h) read them directly */
+        int direct = 1;
+        for (j = 0; j < inner && direct; j++)
+                direct = map[j] == j && (!v[2].p || map[inner + j] == j);
         for (i = 0; i < outer; i++) {
                 const float *xr = v[0].p + i * inner;
                 float *yr = y.p + i * inner;
-                double s = 0, s2 = 0, mean, inv;
+                double mean, inv;
 
-                for (j = 0; j < inner; j++)
-                        s += xr[j];
-                mean = inner ? s / (double)inner : 0;
-                for (j = 0; j < inner; j++)
-                        s2 += (xr[j] - mean) * (xr[j] - mean);
-                inv = 1.0 / sqrt((inner ? s2 / (double)inner : 0) + eps);
-                for (j = 0; j < inner; j++) {
-                        double t = (xr[j] - mean) * inv * v[1].p[map[j]];
+                mean = inner ? ops_row_sum(xr, inner) / (double)inner : 0;
+                inv = 1.0 / sqrt((inner ? ops_row_sqdev(xr, inner, mean) / (double)inner : 0) + eps);
+                if (direct) {
+                        ops_row_norm(yr, xr, inner, mean, inv, v[1].p, v[2].p);
+                } else {
+                        for (j = 0; j < inner; j++) {
+                                double t = (xr[j] - mean) * inv * v[1].p[map[j]];
 
-                        yr[j] = (float)(v[2].p ? t + v[2].p[map[inner + j]] : t);
+                                yr[j] = (float)(v[2].p ? t + v[2].p[map[inner + j]] : t);
+                        }
                 }
                 if (nn_want_out(call, 1))
                         nn_put(&call->out[1], i, mean);

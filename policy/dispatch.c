@@ -45,12 +45,15 @@ void pd_host_give(struct pd_device *dev, int pool)
 
 int pd_host_waiting(const struct pd_device *dev, int pool)
 {
+        int best = -1;
+
         if (!dev->host_slots || dev->host_busy[pool != 0] < dev->host_slots)
-                return 0;
+                return -1;
         for (int i = 0; i < dev->nready; i++)
-                if (pd_host_pool(dev->ready[i]->tenant) == (pool != 0))
-                        return 1;
-        return 0;
+                if (pd_host_pool(dev->ready[i]->tenant) == (pool != 0) &&
+                    (best < 0 || (int)dev->ready[i]->tenant->klass < best))
+                        best = (int)dev->ready[i]->tenant->klass;
+        return best;
 }
 
 static double min_active_vtime(struct pd_device *dev, enum policy_class k, const struct pd_tenant *skip)

@@ -75,7 +75,8 @@ void pd_set_host_slots(struct pd_device *dev, int slots);
 int pd_host_pool(const struct pd_tenant *t);
 void pd_host_take(struct pd_device *dev, int pool);
 void pd_host_give(struct pd_device *dev, int pool);
-/* Does a ready queue of pool wait because the pool's host slots are all taken? */
+/* The most urgent class (enum policy_class) of the ready queues of pool that wait because
+ * the pool's host slots are all taken; -1 when none waits. */
 int pd_host_waiting(const struct pd_device *dev, int pool);
 
 /* A queue's head can run (costs filled in) or no longer can. 0 or -ENOMEM. */

@@ -174,12 +174,13 @@ struct exec_unit {
          * workers present, which wait for each other at item boundaries. */
         int gang;
         /* The daemon may ask a running unit that it marked yieldable to stop at its next
-         * item boundary, or between two parts of a split graph step (yield); nrun then says
-         * how many items ran (or failed, or were cancelled): the items from nrun on did not
-         * finish and keep status 0, except that parts 0 .. partial-1 of item nrun ran (a
-         * split step the unit left within; partial 0: it did not start). */
+         * item boundary, or between two parts of a split graph step, from a time on
+         * (yield_ns, CLOCK_MONOTONIC; 0: not asked); nrun then says how many items ran (or
+         * failed, or were cancelled): the items from nrun on did not finish and keep status
+         * 0, except that parts 0 .. partial-1 of item nrun ran (a split step the unit left
+         * within; partial 0: it did not start). */
         int yieldable;
-        atomic_int yield;
+        _Atomic uint64_t yield_ns;
         int nrun, partial;
         int nitems;
         struct exec_item **items;

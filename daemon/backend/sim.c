@@ -368,6 +368,14 @@ static void gang_part(struct sim *s, struct exec_unit *u, struct exec_item *it, 
                 item_fail_once(it, part.status, part.err);
 }
 
+/* Has the daemon asked u to yield, and is it time? */
+static int gang_yield_now(struct exec_unit *u)
+{
+        uint64_t y = u->yieldable ? atomic_load(&u->yield_ns) : 0;
+
+        return y && now_ns() >= y;
+}
+
 /* Item i of u is done (every part it takes back; fewer than its parts when the gang
  * yields within it): free what a graph step read for the last time, and move the gang to
  * the next item, or end it after a failure, a cancel, or when the daemon asked it to yield.
@@ -395,7 +403,7 @@ static void gang_next(struct exec_unit *u, int i)
                 }
                 u->nrun = u->nitems;
                 next = u->nitems;
-        } else if (next < u->nitems && u->yieldable && atomic_load(&u->yield)) {
+        } else if (next < u->nitems && gang_yield_now(u)) {
                 next = u->nitems; /* the items from nrun on did not start */
         }
         atomic_store(&u->g_cur, next);
@@ -466,7 +474,7 @@ static int gang_work(struct sim *s, struct exec_unit *u, int bg)
                         return 0;
                 struct exec_item *it = u->items[i];
                 int np = it->nparts > 1 ? it->nparts : 1, p;
-                if (np > 1 && u->yieldable && atomic_load(&u->yield)) {
+                if (np > 1 && gang_yield_now(u)) {
                         /* asked to yield within a split step: the parts claimed so far finish,
                          * the others are left to the daemon */
                         p = atomic_fetch_add(&it->g_claim, GANG_CLOSED);
@@ -475,7 +483,11 @@ static int gang_work(struct sim *s, struct exec_unit *u, int bg)
                                 gang_try_next(u, i);
                         }
                 } else if ((p = atomic_fetch_add(&it->g_claim, 1)) < np) {
+                        uint64_t dt0 = now_ns();
                         gang_part(s, u, it, p, np, &rc);
+                        static FILE *dbgf;
+                        if (!dbgf && getenv("DBG_PARTS")) dbgf = fopen(getenv("DBG_PARTS"), "a");
+                        if (dbgf && (u->start_ns / 1000) % 23 == 0) fprintf(dbgf, "P %d tid %d item %d step %d part %d/%d at %llu dur %llu\n", (int)(u->start_ns % 100000007), (int)gettid(), i, it->step, p, np, (unsigned long long)(dt0 - u->start_ns), (unsigned long long)(now_ns() - dt0));
                         atomic_fetch_add(&it->g_done, 1);
                         gang_try_next(u, i);
                         continue;

@@ -790,14 +790,16 @@ static void steps_complete(struct task *t, struct sched_unit *su, int first, int
 
 /* Fill su with the steps of run t from j on (run_gang_from), in order, as a gang of e's
  * estimates: each split step keeps its parts (step_nparts), the unit takes as many
- * workers as the widest has parts, at most the device's host slots. The ready steps are
+ * workers as the widest has parts, at most the device's host slots free now. The ready steps are
  * taken (the ring is emptied; gang_back rebuilds it). Returns the estimate: each step's
  * over the workers its parts can use. */
 static uint64_t gang_fill(struct stream *st, struct task *t, struct sched_unit *su, int e, int j,
                           uint64_t *ret_raw)
 {
         struct run_steps *rs = t->steps;
-        int slots = st->dev->pd.host_slots, gang = 1;
+        const struct pd_device *pd = &st->dev->pd;
+        /* the workers free now: another run's gang or a launch keeps the ones it holds */
+        int slots = pd->host_slots - pd->host_busy[pd_host_pool(st->q.tenant)], gang = 1;
         uint64_t est = 0, raw = 0;
 
         rs->ready_head = rs->ready_tail = 0;
@@ -1218,15 +1220,24 @@ static void device_run(struct exec *x, struct device *dev)
                 }
                 stream_dispatch(x, st, e);
         }
-        /* work of a pool waits for a worker: the gangs holding them yield at their next
-         * step or part boundary, and the policy picks again */
+        /* Work of a pool waits for a worker: the gangs holding its workers yield at their
+         * next step or part boundary and the policy picks again; at once for work of a more
+         * urgent class, after a tile duration from their dispatch for work of the same or a
+         * lower class (then each gets its share a tile at a time, as tiled launches do,
+         * instead of a round trip through the policy per step). */
         for (int pool = 0; pool < 2; pool++) {
                 struct sched_unit *su;
-                if (!pd_host_waiting(&dev->pd, pool))
+                int waiting = pd_host_waiting(&dev->pd, pool);
+                if (waiting < 0)
                         continue;
-                TAILQ_FOREACH(su, &inflight, inflight_link)
-                        if (su->u.yieldable && su->st->dev == dev && (su->u.background != 0) == pool)
-                                atomic_store(&su->u.yield, 1);
+                TAILQ_FOREACH(su, &inflight, inflight_link) {
+                        if (!su->u.yieldable || su->st->dev != dev || (su->u.background != 0) != pool)
+                                continue;
+                        uint64_t at = waiting < (int)su->st->q.tenant->klass ? 1 : su->dispatch_ns + x->tile_ns;
+                        uint64_t cur = atomic_load(&su->u.yield_ns);
+                        if (!cur || at < cur)
+                                atomic_store(&su->u.yield_ns, at);
+                }
         }
 }
 

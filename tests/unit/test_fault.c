@@ -406,7 +406,7 @@ START_TEST(test_gang_yield)
         gang_fill(&h, items, p, 0, 3);
         gang_unit(&u, p, 4, 2);
         u.yieldable = 1;
-        atomic_store(&u.yield, 1);
+        atomic_store(&u.yield_ns, 1);
         ck_assert_int_eq(h.b->ops->submit(h.b, &u), 0);
         wait_done(&h, 1);
         ck_assert_int_eq(u.nrun, 1);
@@ -415,10 +415,10 @@ START_TEST(test_gang_yield)
                 ck_assert_int_eq(items[i].status, 0);
         ck_assert(all_bytes(&h, items[0].dst, 3));
         ck_assert(all_bytes(&h, items[1].dst, 0));
-        /* not yieldable: the flag is ignored */
+        /* not yieldable: the request is ignored */
         gang_fill(&h, items, p, 1, 5);
         gang_unit(&u, p, 4, 2);
-        atomic_store(&u.yield, 1);
+        atomic_store(&u.yield_ns, 1);
         ck_assert_int_eq(h.b->ops->submit(h.b, &u), 0);
         wait_done(&h, 2);
         ck_assert_int_eq(u.nrun, 4);
