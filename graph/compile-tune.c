@@ -266,7 +266,7 @@ static void tune_node(struct graph *g, struct graph_node *gn, const struct ops_t
                 packable = 0;
         }
         struct tune_run r = { .def = gn->def, .call = call, .packed = packed };
-        /* the packed copy costs memory: it has to be GRAPH_PACK_GAIN faster to be kept */
+        /* the packed copy costs memory, and saves repacking in row parts (GRAPH_PACK_GAIN) */
         static const double weight[OPS_SGEMM_VARIANTS] = { 1.0, 1.0, GRAPH_PACK_GAIN };
         int v = tune_choose_weighted(gn->def->name, sig,
                                      packable ? OPS_SGEMM_VARIANTS : OPS_SGEMM_ONEDNN_PACKED,

@@ -483,11 +483,7 @@ static int gang_work(struct sim *s, struct exec_unit *u, int bg)
                                 gang_try_next(u, i);
                         }
                 } else if ((p = atomic_fetch_add(&it->g_claim, 1)) < np) {
-                        uint64_t dt0 = now_ns();
                         gang_part(s, u, it, p, np, &rc);
-                        static FILE *dbgf;
-                        if (!dbgf && getenv("DBG_PARTS")) dbgf = fopen(getenv("DBG_PARTS"), "a");
-                        if (dbgf && (u->start_ns / 1000) % 23 == 0) fprintf(dbgf, "P %d tid %d item %d step %d part %d/%d at %llu dur %llu\n", (int)(u->start_ns % 100000007), (int)gettid(), i, it->step, p, np, (unsigned long long)(dt0 - u->start_ns), (unsigned long long)(now_ns() - dt0));
                         atomic_fetch_add(&it->g_done, 1);
                         gang_try_next(u, i);
                         continue;
