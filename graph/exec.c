@@ -751,6 +751,52 @@ int graph_exec_bound(struct graph_bind *b, char *err, size_t errlen)
 }
 
 /* Part k of nparts of node step `step` (see struct node_prep). */
+/* Output rows [lo, hi) of a 2-D Conv node (GRAPH_SPLIT_SPATIAL): the input rows they read,
+ * copied out of every channel, convolved with the pads of the part (graph_split_conv_rows)
+ * into a buffer of the part's rows of every output channel, then scattered into the
+ * output. Each part lays out only its share of the input (im2col). */
+static int run_conv_rows(const struct graph_node *gn, const struct node_prep *p, struct ops_call *c,
+                         int64_t lo, int64_t hi, const char *label, char *err, size_t errlen)
+{
+        const struct ops_tensor *x = &p->call.in[0], *y = &p->call.out[0];
+        struct graph_split_rows r;
+        int64_t pads[OPS_MAX_DIMS * 2];
+        char msg[256] = "";
+        size_t es = proto_dtype_size(x->dtype);
+        int64_t ch = x->dims[1], w = x->dims[3], m = y->dims[1], oh = y->dims[2], ow = y->dims[3];
+        int rc;
+
+        graph_split_conv_rows(&p->call, lo, hi, &r);
+        char *in = ops_buf_alloc((uint64_t)(ch * (r.b - r.a) * w) * es, msg, sizeof(msg));
+        char *out = in ? ops_buf_alloc((uint64_t)(m * (hi - lo) * ow) * es, msg, sizeof(msg)) : NULL;
+        if (!out) {
+                ops_buf_free(in);
+                return err_set(err, errlen, node_code(PROTO_E_EXEC), "%s: %s", label, msg);
+        }
+        for (int64_t k = 0; k < ch; k++)
+                memcpy(in + (size_t)(k * (r.b - r.a) * w) * es,
+                       (const char *)x->data + (size_t)((k * x->dims[2] + r.a) * w) * es,
+                       (size_t)((r.b - r.a) * w) * es);
+        c->in[0].data = in;
+        c->in[0].dims[2] = r.b - r.a;
+        c->out[0].data = out;
+        c->out[0].dims[2] = hi - lo;
+        for (int j = 0; j < c->nattr; j++) /* the part's own pads at the top and the bottom */
+                if (!strcmp(c->attr[j].name, "pads") && c->attr[j].ints && c->attr[j].n == 4) {
+                        memcpy(pads, c->attr[j].ints, sizeof(int64_t) * 4);
+                        pads[0] = r.top;
+                        pads[2] = r.bottom;
+                        c->attr[j].ints = pads;
+                }
+        rc = node_kernel(gn, c, label, err, errlen);
+        for (int64_t k = 0; !rc && k < m; k++)
+                memcpy((char *)y->data + (size_t)((k * oh + lo) * ow) * es,
+                       out + (size_t)(k * (hi - lo) * ow) * es, (size_t)((hi - lo) * ow) * es);
+        ops_buf_free(in);
+        ops_buf_free(out);
+        return rc;
+}
+
 static int run_node_part(struct graph_run *r, int step, int k, int nparts, char *err, size_t errlen)
 {
         struct frame *f = &r->f;
@@ -791,7 +837,9 @@ static int run_node_part(struct graph_run *r, int step, int k, int nparts, char 
         graph_split_part(&p->call, &p->split, k, nparts, &c, &lo, &hi);
         if (lo >= hi)
                 return 0;
-        if (p->split.how == GRAPH_SPLIT_COLS) { /* its columns are not contiguous in the output */
+        if (p->split.how == GRAPH_SPLIT_SPATIAL) {
+                rc = run_conv_rows(gn, p, &c, lo, hi, label, err, errlen);
+        } else if (p->split.how == GRAPH_SPLIT_COLS) { /* its columns are not contiguous in the output */
                 char msg[256] = "";
                 size_t es = proto_dtype_size(c.out[0].dtype);
                 int64_t rows = c.out[0].dims[0], cols = p->call.out[0].dims[1];

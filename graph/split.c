@@ -11,6 +11,14 @@ static int named(const struct ops_def *def, const char *name)
                                                                 !strcmp(def->domain, "ai.onnx"));
 }
 
+static const struct ops_attr *find_attr(const struct ops_call *c, const char *name)
+{
+        for (int j = 0; j < c->nattr; j++)
+                if (!strcmp(c->attr[j].name, name))
+                        return &c->attr[j];
+        return NULL;
+}
+
 static int has_in(const struct ops_call *c, int i)
 {
         return i < c->nin && c->in[i].dtype;
@@ -87,8 +95,13 @@ void graph_split_plan(const struct ops_def *def, const struct ops_call *call, st
         } else if (named(def, "Conv")) {
                 if (a->ndim < 3 || b->ndim != a->ndim || y->ndim != a->ndim)
                         return;
+                const struct ops_attr *ap = find_attr(call, "auto_pad"), *pads = find_attr(call, "pads");
                 if (a->dims[0] >= 2)
                         *s = (struct graph_split){ GRAPH_SPLIT_BATCH, a->dims[0], 1 };
+                else if (a->ndim == 4 && y->dims[2] >= 2 * GRAPH_SPLIT_MIN_SPATIAL &&
+                         (!ap || (ap->type == OPS_ATTR_STRING && ap->s && !strcmp(ap->s, "NOTSET"))) &&
+                         (!pads || (pads->ints && pads->n == 4)))
+                        *s = (struct graph_split){ GRAPH_SPLIT_SPATIAL, y->dims[2], GRAPH_SPLIT_MIN_SPATIAL };
                 else if (ops_attr_int(call, "group", 1) == 1)
                         *s = (struct graph_split){ GRAPH_SPLIT_CHANNELS, b->dims[0],
                                                    GRAPH_SPLIT_MIN_CHANNELS };
@@ -150,6 +163,28 @@ static void slice_vec(struct ops_tensor *t, int64_t extent, int64_t lo, int64_t 
                 }
 }
 
+/* Element i of an ints attribute, or def when it is absent or shorter. */
+static int64_t attr_at(const struct ops_call *c, const char *name, int i, int64_t def)
+{
+        const struct ops_attr *a = find_attr(c, name);
+
+        return a && a->ints && i < a->n ? a->ints[i] : def;
+}
+
+void graph_split_conv_rows(const struct ops_call *whole, int64_t lo, int64_t hi,
+                           struct graph_split_rows *r)
+{
+        int64_t h = whole->in[0].dims[2], k = whole->in[1].dims[2];
+        int64_t st = attr_at(whole, "strides", 0, 1), dil = attr_at(whole, "dilations", 0, 1);
+        int64_t pt = attr_at(whole, "pads", 0, 0);
+        int64_t r0 = lo * st - pt, r1 = (hi - 1) * st - pt + (k - 1) * dil + 1;
+
+        r->a = r0 > 0 ? r0 : 0;
+        r->b = r1 < h ? r1 : h;
+        r->top = r->a - r0;
+        r->bottom = r1 - r->b;
+}
+
 void graph_split_part(const struct ops_call *whole, const struct graph_split *s, int k, int n,
                       struct ops_call *c, int64_t *lo, int64_t *hi)
 {
@@ -160,6 +195,8 @@ void graph_split_part(const struct ops_call *whole, const struct graph_split *s,
         const struct ops_tensor *wa = &whole->in[0], *wb = &whole->in[1], *wy = &whole->out[0];
 
         switch (s->how) {
+        case GRAPH_SPLIT_SPATIAL: /* the caller makes the part's input, pads and output */
+                return;
         case GRAPH_SPLIT_FLAT:
                 for (int i = 0; i < c->nin; i++)
                         flat(&c->in[i], *lo, len);

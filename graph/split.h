@@ -1,14 +1,22 @@
 /* Splitting one long node of a graph run into parts that run at the same time on several
  * workers, each the same kernel on a slice of the work (issue 11: "long steps are tiled").
  * A part is exact: it computes its slice of the output with the same arithmetic per
- * element as the whole node does.
+ * element as the whole node does; but for a Conv's row blocks, whose GEMM over fewer
+ * columns may sum in another order (within 1e-5 relative). The scheduler takes the same
+ * parts for a step whatever the load (gang_fill), so a run's results stay the same from
+ * one run to the next on a given daemon.
  *  - MatMul with a 2-D right-hand side, Gemm without transA: row blocks of the left-hand
  *    side and the output (a MatMul's leading dimensions are flattened into rows);
  *  - Gemm with transB and few rows (an MLP layer on a small batch): column blocks, that is
  *    row blocks of B and slices of a row-vector bias; the part writes its columns into a
  *    buffer of its own that the caller scatters into the output's rows;
- *  - Conv: images of the batch, or with one image and one group, blocks of output channels
- *    (rows of the weights, the bias, and a contiguous slice of the output);
+ *  - Conv: images of the batch; with one 2-D image of at least 2 x GRAPH_SPLIT_MIN_SPATIAL
+ *    output rows (and explicit pads), blocks of output rows: a part convolves the input
+ *    rows they read (copied out, its own pads at the top and bottom: graph_split_conv_rows)
+ *    into a buffer of its own that the caller scatters into the output's rows, so no part
+ *    lays out more than its share of the input (a ResNet block's 3x3 convolutions); with
+ *    fewer rows and one group, blocks of output channels (rows of the weights, the bias,
+ *    and a contiguous slice of the output);
  *  - elementwise operators (OPS_FLAG_ELEMENTWISE, a fused chain among them) whose every
  *    input has the output's element count or one element: ranges of elements, at least
  *    GRAPH_SPLIT_MIN_ELEMS each, every tensor seen flat.
@@ -24,7 +32,7 @@
 #include "ops/ops.h"
 
 enum graph_split_how { GRAPH_SPLIT_NONE, GRAPH_SPLIT_ROWS, GRAPH_SPLIT_COLS, GRAPH_SPLIT_BATCH,
-                       GRAPH_SPLIT_CHANNELS, GRAPH_SPLIT_FLAT };
+                       GRAPH_SPLIT_CHANNELS, GRAPH_SPLIT_FLAT, GRAPH_SPLIT_SPATIAL };
 
 #define GRAPH_SPLIT_MIN_ROWS 256
 /* Row parts of a MatMul or Gemm in a graph run repack B each (when it is not packed at
@@ -32,6 +40,7 @@ enum graph_split_how { GRAPH_SPLIT_NONE, GRAPH_SPLIT_ROWS, GRAPH_SPLIT_COLS, GRA
 #define GRAPH_SPLIT_MIN_GEMM_ROWS 64
 #define GRAPH_SPLIT_MIN_ELEMS (64 << 10)
 #define GRAPH_SPLIT_MIN_CHANNELS 32
+#define GRAPH_SPLIT_MIN_SPATIAL 8
 #define GRAPH_SPLIT_MAX_PARTS 64
 
 struct graph_split {
@@ -43,6 +52,15 @@ struct graph_split {
 /* How a call of def (shapes inferred, data pointers may be NULL) splits; how =
  * GRAPH_SPLIT_NONE when it does not. */
 void graph_split_plan(const struct ops_def *def, const struct ops_call *call, struct graph_split *s);
+
+/* GRAPH_SPLIT_SPATIAL: output rows [lo, hi) of a 2-D Conv read input rows [a, b), which a
+ * sub-convolution with these pads at the top and the bottom (the whole one's elsewhere)
+ * turns into exactly those output rows. */
+struct graph_split_rows {
+        int64_t a, b, top, bottom;
+};
+void graph_split_conv_rows(const struct ops_call *whole, int64_t lo, int64_t hi,
+                           struct graph_split_rows *r);
 
 /* At most how many parts it may take (1: it stays whole). */
 uint32_t graph_split_max_parts(const struct ops_def *def, const struct ops_call *call);

@@ -169,9 +169,11 @@ struct exec_unit {
         /* Best-effort work: runs on the backend's background workers, which give their core
          * up to any other work of the host (see sim.c). */
         int background;
-        /* Workers that may run the unit at the same time (0 or 1: one). Its items still run
-         * one after the other; the parts of a split graph step (nparts) are spread over the
-         * workers present, which wait for each other at item boundaries. */
+        /* 0: an ordinary unit, its items run one after the other by one worker (each item
+         * as it is: one part of a split step). 1 or more: a gang, run by up to that many
+         * workers at the same time: its items still run one after the other, every part of
+         * a split graph step (nparts) each, spread over the workers present, which wait for
+         * each other at item boundaries. */
         int gang;
         /* The daemon may ask a running unit that it marked yieldable to stop at its next
          * item boundary, or between two parts of a split graph step, from a time on

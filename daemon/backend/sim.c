@@ -561,7 +561,7 @@ static void *worker_main(void *arg)
                 if (!s->queue_head[bg])
                         break;
                 struct exec_unit *u = s->queue_head[bg];
-                if (u->gang <= 1) {
+                if (u->gang < 1) {
                         queue_remove_head(s, bg);
                         pthread_mutex_unlock(&s->lock);
                         unit_run(s, u);
@@ -736,7 +736,7 @@ static int sim_submit(struct backend *b, struct exec_unit *u)
                 return hold_unit(s, u, ns, 1, over);
         }
         int bg = u->background != 0;
-        if (u->gang > 1) {
+        if (u->gang >= 1) {
                 atomic_store(&u->g_cur, 0);
                 atomic_store(&u->g_waiters, 0);
                 atomic_store(&u->g_delay, 0);

@@ -798,35 +798,43 @@ static uint64_t gang_fill(struct stream *st, struct task *t, struct sched_unit *
 {
         struct run_steps *rs = t->steps;
         const struct pd_device *pd = &st->dev->pd;
-        /* the workers free now: another run's gang or a launch keeps the ones it holds */
-        int slots = pd->host_slots - pd->host_busy[pd_host_pool(st->q.tenant)], gang = 1;
+        /* Parts follow the device's host slots, whatever is free now, so that a run's
+         * results do not depend on the load (a Conv in row blocks may round a last bit
+         * differently from the whole, graph/split.h); the workers it takes are the ones free
+         * now (another run's gang or a launch keeps those it holds). */
+        int slots = pd->host_slots, free = slots - pd->host_busy[pd_host_pool(st->q.tenant)], gang = 1;
         uint64_t est = 0, raw = 0;
 
         rs->ready_head = rs->ready_tail = 0;
         for (int k = j; k < rs->nsteps && su->u.nitems < CHAIN_MAX_ITEMS; k++) {
-                uint32_t np = step_nparts(st, t, k, e);
+                /* a step that splits at all takes a part per slot at least: in a gang a part
+                 * costs a claim, not a dispatch (the residual Add of a ResNet block) */
+                int np = (int)step_nparts(st, t, k, e), max = (int)rs->max_parts[k];
+                if (np < max && np < slots)
+                        np = max < slots ? max : slots;
+                /* a multiple of the slots, so that no worker waits for a last part: up, or
+                 * down where the node allows fewer */
+                if (np > 1 && slots > 1) {
+                        np = (np + slots - 1) / slots * slots;
+                        if (np > max)
+                                np = max >= slots ? max / slots * slots : max;
+                }
                 struct exec_item *it = &rs->items[k];
                 *it = (struct exec_item){ .kind = EXEC_GRAPH_STEP, .graph = t->item.graph, .step = k,
-                                          .nparts = np > 1 ? (int)np : 0, .step_done_here = 1,
+                                          .nparts = np > 1 ? np : 0, .step_done_here = 1,
                                           .model_ns = rs->cost[(size_t)k * OPS_ENGINE_COUNT + (size_t)e] };
-                if ((int)np > gang)
-                        gang = (int)np < slots ? (int)np : slots;
+                if (np > gang)
+                        gang = np < free ? np : free;
                 rs->state[k] = STEP_SENT;
                 rs->parts[k] = 1; /* one tile of the run, whatever its parts */
                 su->items[su->u.nitems++] = it;
                 raw += it->model_ns;
         }
         for (int i = 0; i < su->u.nitems; i++) {
-                struct exec_item *it = su->items[i];
+                const struct exec_item *it = su->items[i];
                 uint64_t c = gang_step_cost(st, t, it->step, e);
-                if (gang == 1) {
-                        it->nparts = 0; /* one worker: its parts would run one after the other */
-                } else if (it->nparts > 1) {
-                        /* a multiple of the workers, so that none waits for a last part */
-                        int np = (it->nparts + gang - 1) / gang * gang;
-                        it->nparts = np < (int)rs->max_parts[it->step] ? np : (int)rs->max_parts[it->step];
+                if (it->nparts > 1)
                         c = c * (uint64_t)((it->nparts + gang - 1) / gang) / (uint64_t)it->nparts;
-                }
                 est += c;
         }
         su->u.gang = gang;
@@ -1154,7 +1162,7 @@ static void stream_dispatch(struct exec *x, struct stream *st, int e)
                 o->parts_sent++;
                 if ((uint32_t)st->nrunning > o->parts_parallel)
                         o->parts_parallel = (uint32_t)st->nrunning;
-        } else if (su->u.gang > 1) { /* split steps of a gang: up to gang parts at once */
+        } else if (su->u.gang >= 1) { /* split steps of a gang: up to gang parts at once */
                 struct graph_obj *o = su->tile_task->item.graph->owner;
                 for (int i = 0; i < su->u.nitems; i++)
                         o->parts_sent += su->items[i]->nparts > 1 ? (uint32_t)su->items[i]->nparts : 0;

@@ -73,7 +73,9 @@ START_TEST(test_big_matmul_step_on_two_workers)
         ck_assert_str_eq(json_string_value(json_array_get(json_object_get(st, "nodes"), 0)), "mm0_0");
         ck_assert_str_eq(json_string_value(json_object_get(st, "engine")), "cube");
         ck_assert_msg(json_real_value(json_object_get(st, "est_us")) > 0, "no estimate");
-        ck_assert_int_eq((int)json_integer_value(json_object_get(st, "parts_max")), D / 256);
+        /* row parts of 64 rows at least, 32 where tuning packed B (graph/split.h) */
+        int pmax = (int)json_integer_value(json_object_get(st, "parts_max"));
+        ck_assert_msg(pmax == D / 64 || pmax == D / 32, "parts_max %d", pmax);
         ck_assert_int_eq((int)json_integer_value(json_object_get(json_array_get(plan, 0), "parts_max")), 1);
         json_decref(j);
 

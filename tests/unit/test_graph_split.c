@@ -6,6 +6,7 @@
  * stays whole). The same for the FusedGemm the compiler makes of each of them with a bias Add
  * and a Relu behind it (the bias sliced with the columns or channels). */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +106,17 @@ static struct graph *import(const struct model *m)
         return gr;
 }
 
+/* Parts are exact, but for a Conv's row blocks: their GEMM over fewer columns may sum in
+ * another order (graph/split.h), which the spatial test allows within 1e-5 relative. */
+static int approx_ok;
+
+static int same(float a, float b)
+{
+        if (!approx_ok)
+                return memcmp(&a, &b, sizeof(a)) == 0;
+        return fabsf(a - b) <= 1e-5f * fmaxf(fabsf(a), fabsf(b)) + 1e-7f;
+}
+
 /* Whole against parts (nparts of them, run last first); returns the most parts the
  * estimate allows for the node step. */
 static uint32_t check_parts(const struct model *m, int nparts)
@@ -142,7 +154,7 @@ static uint32_t check_parts(const struct model *m, int nparts)
         ck_assert_msg(graph_run_step(&b, 2, t, err, sizeof(err)) == 0, "outputs: %s", err);
         graph_run_free(b.run);
         for (int64_t k = 0; k < yn; k++)
-                ck_assert_msg(memcmp(&y0[k], &y1[k], sizeof(float)) == 0,
+                ck_assert_msg(same(y0[k], y1[k]),
                               "%s in %d parts: y[%lld] = %.9g, whole %.9g", m->n->op_type, nparts,
                               (long long)k, y1[k], y0[k]);
 
@@ -201,6 +213,43 @@ START_TEST(test_gemm_rows_and_columns)
         w.n = node("Gemm", 3, (const char *[]){ "a", "b", "c" }, 1, (const char *[]){ "y" });
         attr_i(w.n, "transB", 1);
         ck_assert_uint_eq(check_parts(&w, 2), 1);
+}
+END_TEST
+
+/* One image of many rows: blocks of output rows, each with its own pads at the top and the
+ * bottom; strides, dilations and asymmetric pads too; a padded-to-SAME (auto_pad) one
+ * stays by channels. */
+START_TEST(test_conv_spatial)
+{
+        approx_ok = 1;
+        struct model sp = { .nin = 3, .names = { "x", "w", "b" }, .ndim = { 4, 4, 1 },
+                            .dims = { DIMS(1, 5, 40, 23), DIMS(7, 5, 3, 3), DIMS(7) },
+                            .ydim = 4, .ydims = { 1, 7, 40, 23 } };
+        for (int n = 2; n <= 5; n++) {
+                sp.n = node("Conv", 3, (const char *[]){ "x", "w", "b" }, 1, (const char *[]){ "y" });
+                attr_ints(sp.n, "pads", 4, (const int64_t[]){ 1, 1, 1, 1 });
+                uint32_t max = check_parts(&sp, n);
+                ck_assert_uint_eq(max, 40 / GRAPH_SPLIT_MIN_SPATIAL);
+        }
+        /* stride 2, dilation 2, pads 3 at the top and 0 at the bottom: (41 + 3 - 5) / 2 + 1 */
+        struct model st = { .nin = 2, .names = { "x", "w" }, .ndim = { 4, 4 },
+                            .dims = { DIMS(1, 4, 41, 16), DIMS(6, 2, 3, 3) },
+                            .ydim = 4, .ydims = { 1, 6, 20, 8 } };
+        for (int n = 2; n <= 3; n++) {
+                st.n = node("Conv", 2, (const char *[]){ "x", "w" }, 1, (const char *[]){ "y" });
+                attr_ints(st.n, "pads", 4, (const int64_t[]){ 3, 1, 0, 0 });
+                attr_ints(st.n, "strides", 2, (const int64_t[]){ 2, 2 });
+                attr_ints(st.n, "dilations", 2, (const int64_t[]){ 2, 1 });
+                attr_i(st.n, "group", 2);
+                ck_assert_uint_eq(check_parts(&st, n), 20 / GRAPH_SPLIT_MIN_SPATIAL);
+        }
+        struct model au = { .nin = 2, .names = { "x", "w" }, .ndim = { 4, 4 },
+                            .dims = { DIMS(1, 4, 40, 8), DIMS(64, 4, 3, 3) },
+                            .ydim = 4, .ydims = { 1, 64, 40, 8 } };
+        au.n = node("Conv", 2, (const char *[]){ "x", "w" }, 1, (const char *[]){ "y" });
+        attr_s(au.n, "auto_pad", "SAME_UPPER");
+        ck_assert_uint_eq(check_parts(&au, 2), 64 / GRAPH_SPLIT_MIN_CHANNELS);
+        approx_ok = 0;
 }
 END_TEST
 
@@ -291,6 +340,7 @@ int main(void)
         tcase_add_test(tc, test_matmul_rows);
         tcase_add_test(tc, test_gemm_rows_and_columns);
         tcase_add_test(tc, test_conv_channels_and_images);
+        tcase_add_test(tc, test_conv_spatial);
         tcase_add_test(tc, test_fused_gemm_parts);
         tcase_add_test(tc, test_elementwise_flat);
         suite_add_tcase(s, tc);
