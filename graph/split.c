@@ -55,6 +55,43 @@ static int epilogue_splits(const struct graph_epilogue *ep, const struct ops_cal
         return 1;
 }
 
+/* GRAPH_SPLIT_LEADING: the first output dim larger than 1, if it comes before `below`;
+ * every tensor of the call has it (aligned from the right) as the extent, as 1, or not at
+ * all, and only dims of 1 before it, so that a range of it is contiguous. Parts keep about
+ * GRAPH_SPLIT_MIN_ELEMS / 4 elements of the output at least. */
+static void plan_leading(const struct ops_call *c, int below, struct graph_split *s)
+{
+        const struct ops_tensor *y = &c->out[0];
+        int d = 0;
+
+        while (d < y->ndim && y->dims[d] == 1)
+                d++;
+        if (d >= below || d >= y->ndim)
+                return;
+        int64_t ext = y->dims[d];
+        for (int i = 0; i < c->nin + c->nout; i++) {
+                const struct ops_tensor *t = i < c->nin ? &c->in[i] : &c->out[i - c->nin];
+                int k = d - (y->ndim - t->ndim);
+                if (!t->dtype || k < 0)
+                        continue;
+                for (int j = 0; j < k; j++)
+                        if (t->dims[j] != 1)
+                                return;
+                if (t->dims[k] != ext && (t->dims[k] != 1 || i >= c->nin))
+                        return;
+        }
+        int64_t inner = ext ? numel(y) / ext : 0, min = inner ? (GRAPH_SPLIT_MIN_ELEMS / 4 + inner - 1) / inner : 1;
+        *s = (struct graph_split){ GRAPH_SPLIT_LEADING, ext, min > 0 ? min : 1, d };
+}
+
+/* The axis attribute of a Softmax-like call, normalized against rank r. */
+static int axis_of(const struct ops_call *call, int r, int64_t def)
+{
+        int64_t a = ops_attr_int(call, "axis", def);
+
+        return (int)(a < 0 ? a + r : a);
+}
+
 void graph_split_plan(const struct ops_def *def, const struct ops_call *call, struct graph_split *s)
 {
         const struct graph_epilogue *ep = graph_fused_gemm_epilogue(call);
@@ -68,7 +105,20 @@ void graph_split_plan(const struct ops_def *def, const struct ops_call *call, st
                         if (has_in(call, i) && numel(&call->in[i]) != n && numel(&call->in[i]) != 1)
                                 return; /* it broadcasts for real */
                 if (n > 1)
-                        *s = (struct graph_split){ GRAPH_SPLIT_FLAT, n, GRAPH_SPLIT_MIN_ELEMS };
+                        *s = (struct graph_split){ GRAPH_SPLIT_FLAT, n, GRAPH_SPLIT_MIN_ELEMS, 0 };
+                return;
+        }
+        const struct ops_tensor *y0 = &call->out[0];
+        if (def == &graph_fused_softmax_def) {
+                plan_leading(call, y0->ndim - 1, s);
+                return;
+        }
+        if (named(def, "Softmax") || named(def, "LogSoftmax")) {
+                plan_leading(call, axis_of(call, y0->ndim, call->opset && call->opset < 13 ? 1 : -1), s);
+                return;
+        }
+        if (named(def, "LayerNormalization")) {
+                plan_leading(call, axis_of(call, y0->ndim, -1), s);
                 return;
         }
         if (call->nin < 2)
@@ -80,31 +130,35 @@ void graph_split_plan(const struct ops_def *def, const struct ops_call *call, st
         }
         const struct ops_tensor *a = &call->in[0], *b = &call->in[1], *y = &call->out[0];
         if (named(def, "MatMul")) {
+                if (a->ndim >= 3 && b->ndim >= 3) { /* batched: over the batch dims */
+                        plan_leading(call, y->ndim - 2, s);
+                        return;
+                }
                 if (a->ndim < 2 || b->ndim != 2 || y->ndim != a->ndim || !a->dims[a->ndim - 1])
                         return;
                 *s = (struct graph_split){ GRAPH_SPLIT_ROWS, numel(a) / a->dims[a->ndim - 1],
-                                           GRAPH_SPLIT_MIN_GEMM_ROWS };
+                                           GRAPH_SPLIT_MIN_GEMM_ROWS, 0 };
         } else if (named(def, "Gemm")) {
                 if (a->ndim != 2 || b->ndim != 2 || y->ndim != 2)
                         return;
                 int64_t m = y->dims[0], n = y->dims[1];
                 if (!ops_attr_int(call, "transA", 0) && m / GRAPH_SPLIT_MIN_ROWS >= 2)
-                        *s = (struct graph_split){ GRAPH_SPLIT_ROWS, m, GRAPH_SPLIT_MIN_GEMM_ROWS };
+                        *s = (struct graph_split){ GRAPH_SPLIT_ROWS, m, GRAPH_SPLIT_MIN_GEMM_ROWS, 0 };
                 else if (ops_attr_int(call, "transB", 0) && gemm_c_cols_ok(call, m))
-                        *s = (struct graph_split){ GRAPH_SPLIT_COLS, n, GRAPH_SPLIT_MIN_ROWS };
+                        *s = (struct graph_split){ GRAPH_SPLIT_COLS, n, GRAPH_SPLIT_MIN_ROWS, 0 };
         } else if (named(def, "Conv")) {
                 if (a->ndim < 3 || b->ndim != a->ndim || y->ndim != a->ndim)
                         return;
                 const struct ops_attr *ap = find_attr(call, "auto_pad"), *pads = find_attr(call, "pads");
                 if (a->dims[0] >= 2)
-                        *s = (struct graph_split){ GRAPH_SPLIT_BATCH, a->dims[0], 1 };
+                        *s = (struct graph_split){ GRAPH_SPLIT_BATCH, a->dims[0], 1, 0 };
                 else if (a->ndim == 4 && y->dims[2] >= 2 * GRAPH_SPLIT_MIN_SPATIAL &&
                          (!ap || (ap->type == OPS_ATTR_STRING && ap->s && !strcmp(ap->s, "NOTSET"))) &&
                          (!pads || (pads->ints && pads->n == 4)))
-                        *s = (struct graph_split){ GRAPH_SPLIT_SPATIAL, y->dims[2], GRAPH_SPLIT_MIN_SPATIAL };
+                        *s = (struct graph_split){ GRAPH_SPLIT_SPATIAL, y->dims[2], GRAPH_SPLIT_MIN_SPATIAL, 0 };
                 else if (ops_attr_int(call, "group", 1) == 1)
                         *s = (struct graph_split){ GRAPH_SPLIT_CHANNELS, b->dims[0],
-                                                   GRAPH_SPLIT_MIN_CHANNELS };
+                                                   GRAPH_SPLIT_MIN_CHANNELS, 0 };
         }
 }
 
@@ -196,6 +250,16 @@ void graph_split_part(const struct ops_call *whole, const struct graph_split *s,
 
         switch (s->how) {
         case GRAPH_SPLIT_SPATIAL: /* the caller makes the part's input, pads and output */
+                return;
+        case GRAPH_SPLIT_LEADING:
+                for (int i = 0; i < c->nin + c->nout; i++) {
+                        struct ops_tensor *t = i < c->nin ? &c->in[i] : &c->out[i - c->nin];
+                        int at = s->dim - (wy->ndim - t->ndim);
+                        if (!t->dtype || at < 0 || t->dims[at] != s->extent || s->extent <= 1)
+                                continue;
+                        advance(t, *lo * (numel(t) / s->extent));
+                        t->dims[at] = len;
+                }
                 return;
         case GRAPH_SPLIT_FLAT:
                 for (int i = 0; i < c->nin; i++)

@@ -17,6 +17,10 @@
  *    lays out more than its share of the input (a ResNet block's 3x3 convolutions); with
  *    fewer rows and one group, blocks of output channels (rows of the weights, the bias,
  *    and a contiguous slice of the output);
+ *  - Softmax, LogSoftmax, LayerNormalization and the fused softmax over the dims before
+ *    their axis, a MatMul over its batch dims (both operands 3-D or more): ranges of the
+ *    first output dim larger than 1 (the dims before it all 1), sliced in every tensor that
+ *    has it, whole in those that broadcast over it (a mask over the heads, a scale);
  *  - elementwise operators (OPS_FLAG_ELEMENTWISE, a fused chain among them) whose every
  *    input has the output's element count or one element: ranges of elements, at least
  *    GRAPH_SPLIT_MIN_ELEMS each, every tensor seen flat.
@@ -32,7 +36,8 @@
 #include "ops/ops.h"
 
 enum graph_split_how { GRAPH_SPLIT_NONE, GRAPH_SPLIT_ROWS, GRAPH_SPLIT_COLS, GRAPH_SPLIT_BATCH,
-                       GRAPH_SPLIT_CHANNELS, GRAPH_SPLIT_FLAT, GRAPH_SPLIT_SPATIAL };
+                       GRAPH_SPLIT_CHANNELS, GRAPH_SPLIT_FLAT, GRAPH_SPLIT_SPATIAL,
+                       GRAPH_SPLIT_LEADING };
 
 #define GRAPH_SPLIT_MIN_ROWS 256
 /* Row parts of a MatMul or Gemm in a graph run repack B each (when it is not packed at
@@ -47,6 +52,7 @@ struct graph_split {
         int how;        /* enum graph_split_how */
         int64_t extent; /* rows, columns, images or channels to share out */
         int64_t min;    /* the least a part takes */
+        int dim;        /* GRAPH_SPLIT_LEADING: the output dim shared out */
 };
 
 /* How a call of def (shapes inferred, data pointers may be NULL) splits; how =

@@ -253,6 +253,41 @@ START_TEST(test_conv_spatial)
 }
 END_TEST
 
+/* Row-wise operators over the dims before their axis, a batched MatMul over its batch
+ * dims: ranges of the first dim larger than 1, a broadcast operand whole. */
+START_TEST(test_leading)
+{
+        struct model ln = { .nin = 3, .names = { "x", "s", "b" }, .ndim = { 3, 1, 1 },
+                            .dims = { DIMS(1, 96, 200), DIMS(200), DIMS(200) },
+                            .ydim = 3, .ydims = { 1, 96, 200 } };
+        for (int n = 2; n <= 3; n++) {
+                ln.n = node("LayerNormalization", 3, (const char *[]){ "x", "s", "b" }, 1, (const char *[]){ "y" });
+                attr_i(ln.n, "axis", -1);
+                ck_assert_uint_eq(check_parts(&ln, n), 96 / ((GRAPH_SPLIT_MIN_ELEMS / 4 + 199) / 200));
+        }
+        struct model sm = { .nin = 1, .names = { "x" }, .ndim = { 4 }, .dims = { DIMS(1, 12, 50, 64) },
+                            .ydim = 4, .ydims = { 1, 12, 50, 64 } };
+        sm.n = node("Softmax", 1, (const char *[]){ "x" }, 1, (const char *[]){ "y" });
+        ck_assert_uint_eq(check_parts(&sm, 3), 2); /* heads of 3200 elements: 6 (16 K) a part */
+        struct model mm = { .nin = 2, .names = { "a", "b" }, .ndim = { 4, 4 },
+                            .dims = { DIMS(1, 8, 64, 32), DIMS(1, 8, 32, 48) }, .ydim = 4,
+                            .ydims = { 1, 8, 64, 48 } };
+        mm.n = node("MatMul", 2, (const char *[]){ "a", "b" }, 1, (const char *[]){ "y" });
+        ck_assert_uint_eq(check_parts(&mm, 4), 8 / ((GRAPH_SPLIT_MIN_ELEMS / 4 + 64 * 48 - 1) / (64 * 48)));
+        struct model bc = { .nin = 2, .names = { "a", "b" }, .ndim = { 4, 4 },
+                            .dims = { DIMS(1, 8, 64, 32), DIMS(1, 1, 32, 48) }, .ydim = 4,
+                            .ydims = { 1, 8, 64, 48 } };
+        bc.n = node("MatMul", 2, (const char *[]){ "a", "b" }, 1, (const char *[]){ "y" });
+        check_parts(&bc, 2);
+        /* the axis first: nothing before it to share out */
+        struct model a0 = { .nin = 1, .names = { "x" }, .ndim = { 2 }, .dims = { DIMS(300, 400) },
+                            .ydim = 2, .ydims = { 300, 400 } };
+        a0.n = node("Softmax", 1, (const char *[]){ "x" }, 1, (const char *[]){ "y" });
+        attr_i(a0.n, "axis", 0);
+        ck_assert_uint_eq(check_parts(&a0, 1), 1);
+}
+END_TEST
+
 START_TEST(test_conv_channels_and_images)
 {
         struct model ch = { .nin = 3, .names = { "x", "w", "b" }, .ndim = { 4, 4, 1 },
@@ -341,6 +376,7 @@ int main(void)
         tcase_add_test(tc, test_gemm_rows_and_columns);
         tcase_add_test(tc, test_conv_channels_and_images);
         tcase_add_test(tc, test_conv_spatial);
+        tcase_add_test(tc, test_leading);
         tcase_add_test(tc, test_fused_gemm_parts);
         tcase_add_test(tc, test_elementwise_flat);
         suite_add_tcase(s, tc);
