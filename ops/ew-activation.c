@@ -15,6 +15,7 @@
 #include <string.h>
 #include <tgmath.h>
 
+#include "rows.h"
 #include "ew.h"
 
 /* ------------------------------------------------------------------ parameterless */
@@ -204,6 +205,10 @@ static void gelu_vf32(void *o, const void *const *in, const int64_t *st, int64_t
 
         if (st[0] != 1 || !(p->fast || o == in[0]) || !f) {
                 gelu_f32(o, in, st, n, p);
+                return;
+        }
+        if (!p->i) { /* the erf form: the polynomial kernel (ops/rows.h) */
+                ops_gelu_erf(y, x, n);
                 return;
         }
         for (int64_t off = 0; off < n; off += 256) {

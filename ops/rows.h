@@ -28,4 +28,12 @@ void ops_row_add(float *y, const float *m, int64_t n);
 void ops_row_norm(float *y, const float *x, int64_t n, double mean, double inv,
                   const float *scale, const float *bias);
 
+/* y[j] = GELU(x[j]) = 0.5 x (1 + erf(x / sqrt 2)), y may be x. erf by polynomials: x P(x^2)
+ * for |u| = |x / sqrt 2| up to 0.921875 (1.3e-7 relative), and 1 + erf(u) = 2 - erfc(|u|)
+ * or erfc(|u|) beyond, erfc as exp of a polynomial in |u| up to 4 and in 1/|u| (less u^2)
+ * up to 10.5 (3.5e-6 relative in erfc up to 4, 1.1e-5 beyond, where GELU is under 1e-8):
+ * about 1 ns an element instead of SLEEF's erf (2.4 ns at AVX-512), and for u < 0 more
+ * accurate than 1 + erf(u), whose sum cancels. */
+void ops_gelu_erf(float *y, const float *x, int64_t n);
+
 #endif

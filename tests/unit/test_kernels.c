@@ -2,8 +2,9 @@
  * against libm in double for every function, with special values, every tail length and an
  * output that is the input; ops_sgemm (oneDNN or OpenBLAS, ops/blas.c) against a naive
  * product in double for both back ends' sizes, transposes, alpha and beta, beta 0 over a C
- * full of NaN, and column-major order; and that oneDNN never starts threads of its own in
- * the threads that call it (the scheduler's workers). */
+ * full of NaN, and column-major order; that oneDNN never starts threads of its own in
+ * the threads that call it (the scheduler's workers); the row kernels' GELU (ops/rows.h)
+ * against the erf form in double, in place too. */
 #include <check.h>
 #include <dirent.h>
 #include <math.h>
@@ -14,6 +15,7 @@
 
 #include "ops/blas.h"
 #include "ops/ops.h"
+#include "ops/rows.h"
 #include "ops/vmath.h"
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
@@ -144,6 +146,38 @@ START_TEST(test_vmath_tails)
                 }
         }
         ck_assert_str_ne(ops_vmath_isa(), "");
+}
+END_TEST
+
+/* GELU of the erf form over [-12, 12] and special values: within 4e-6 relative of the
+ * value in double down to x = -4 sqrt 2, 2e-5 below (where it is under 1e-8; 1e-30
+ * absolute where it underflows), in place the same. */
+START_TEST(test_gelu_erf)
+{
+        enum { N = 24001 };
+        static float x[N + 4], y[N + 4];
+
+        for (int i = 0; i < N; i++)
+                x[i] = -12.0f + 24.0f * (float)i / (float)(N - 1);
+        x[N] = 0.0f;
+        x[N + 1] = -0.0f;
+        x[N + 2] = INFINITY;
+        x[N + 3] = NAN;
+        ops_gelu_erf(y, x, N + 4);
+        for (int i = 0; i < N + 2; i++) {
+                double ref = 0.5 * (double)x[i] * erfc(-(double)x[i] / sqrt(2.0));
+                double err = fabs((double)y[i] - ref);
+                double rel = x[i] >= -4.0f * 1.41421356f ? 4e-6 : 2e-5;
+                ck_assert_msg(err <= rel * fabs(ref) + 1e-30, "gelu(%.9g) = %.9g, want %.9g (rel %.3g)",
+                              (double)x[i], (double)y[i], ref, err / fabs(ref));
+        }
+        ck_assert(isinf(y[N + 2]) && y[N + 2] > 0);
+        ck_assert(isnan(y[N + 3]));
+        memcpy(y, x, sizeof(x));
+        ops_gelu_erf(y, y, 1000);
+        float z[1000];
+        ops_gelu_erf(z, x, 1000);
+        ck_assert(memcmp(y, z, sizeof(z)) == 0);
 }
 END_TEST
 
@@ -304,6 +338,7 @@ static Suite *kernels_suite(void)
         tcase_add_test(tc, test_vmath_values);
         tcase_add_test(tc, test_vmath_tails);
         tcase_add_test(tc, test_vmath_bad_id);
+        tcase_add_test(tc, test_gelu_erf);
         suite_add_tcase(s, tc);
         tc = tcase_create("sgemm");
         tcase_set_timeout(tc, 60);
