@@ -223,29 +223,29 @@ START_TEST(test_conv_spatial)
 {
         approx_ok = 1;
         struct model sp = { .nin = 3, .names = { "x", "w", "b" }, .ndim = { 4, 4, 1 },
-                            .dims = { DIMS(1, 5, 40, 23), DIMS(7, 5, 3, 3), DIMS(7) },
-                            .ydim = 4, .ydims = { 1, 7, 40, 23 } };
+                            .dims = { DIMS(1, 5, 90, 23), DIMS(7, 5, 3, 3), DIMS(7) },
+                            .ydim = 4, .ydims = { 1, 7, 90, 23 } };
         for (int n = 2; n <= 5; n++) {
                 sp.n = node("Conv", 3, (const char *[]){ "x", "w", "b" }, 1, (const char *[]){ "y" });
                 attr_ints(sp.n, "pads", 4, (const int64_t[]){ 1, 1, 1, 1 });
                 uint32_t max = check_parts(&sp, n);
-                ck_assert_uint_eq(max, 40 / GRAPH_SPLIT_MIN_SPATIAL);
+                ck_assert_uint_eq(max, 90 / GRAPH_SPLIT_MIN_SPATIAL);
         }
-        /* stride 2, dilation 2, pads 3 at the top and 0 at the bottom: (41 + 3 - 5) / 2 + 1 */
+        /* stride 2, dilation 2, pads 3 at the top and 0 at the bottom: (121 + 3 - 5) / 2 + 1 */
         struct model st = { .nin = 2, .names = { "x", "w" }, .ndim = { 4, 4 },
-                            .dims = { DIMS(1, 4, 41, 16), DIMS(6, 2, 3, 3) },
-                            .ydim = 4, .ydims = { 1, 6, 20, 8 } };
+                            .dims = { DIMS(1, 4, 121, 16), DIMS(6, 2, 3, 3) },
+                            .ydim = 4, .ydims = { 1, 6, 60, 8 } };
         for (int n = 2; n <= 3; n++) {
                 st.n = node("Conv", 2, (const char *[]){ "x", "w" }, 1, (const char *[]){ "y" });
                 attr_ints(st.n, "pads", 4, (const int64_t[]){ 3, 1, 0, 0 });
                 attr_ints(st.n, "strides", 2, (const int64_t[]){ 2, 2 });
                 attr_ints(st.n, "dilations", 2, (const int64_t[]){ 2, 1 });
                 attr_i(st.n, "group", 2);
-                ck_assert_uint_eq(check_parts(&st, n), 20 / GRAPH_SPLIT_MIN_SPATIAL);
+                ck_assert_uint_eq(check_parts(&st, n), 60 / GRAPH_SPLIT_MIN_SPATIAL);
         }
         struct model au = { .nin = 2, .names = { "x", "w" }, .ndim = { 4, 4 },
-                            .dims = { DIMS(1, 4, 40, 8), DIMS(64, 4, 3, 3) },
-                            .ydim = 4, .ydims = { 1, 64, 40, 8 } };
+                            .dims = { DIMS(1, 4, 60, 8), DIMS(64, 4, 3, 3) },
+                            .ydim = 4, .ydims = { 1, 64, 60, 8 } };
         au.n = node("Conv", 2, (const char *[]){ "x", "w" }, 1, (const char *[]){ "y" });
         attr_s(au.n, "auto_pad", "SAME_UPPER");
         ck_assert_uint_eq(check_parts(&au, 2), 64 / GRAPH_SPLIT_MIN_CHANNELS);
