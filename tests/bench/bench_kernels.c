@@ -7,7 +7,9 @@
  *      after (oneDNN must not start an OpenMP team of its own); and ops_sgemm on B packed
  *      once (the onednn-packed variant of a node with constant weights, ops_packed_b_new);
  *   2. vmath (ops/vmath.c: SLEEF at the CPU's widest vector width) against libm over 4 M
- *      floats for exp, tanh, erf and sigmoid.
+ *      floats for exp, tanh, erf and sigmoid;
+ *   3. GELU of the erf form (ops_gelu_erf, ops/rows.c: polynomials for erf and erfc)
+ *      against the same through SLEEF's erf, 0.5 x (1 + erf(x / sqrt 2)), over 4 M floats.
  * Each figure is the best of 5 rounds; rounds of the two sides alternate. */
 #include <cblas.h>
 #include <dirent.h>
@@ -19,6 +21,7 @@
 
 #include "ops/blas.h"
 #include "ops/ops.h"
+#include "ops/rows.h"
 #include "ops/vmath.h"
 
 static double now_s(void)
@@ -216,10 +219,62 @@ static void bench_vmath(void)
         free(y[1]);
 }
 
+static void bench_gelu(void)
+{
+        enum { N = 4 << 20 };
+        float *x = rand_buf(N, 5), *y[2] = { malloc(N * sizeof(float)), malloc(N * sizeof(float)) };
+        ops_vm_fn verf = ops_vmath_get(OPS_VM_ERF);
+        double best[2] = { 1e9, 1e9 }, diff = 0;
+
+        if (!y[0] || !y[1]) {
+                perror("malloc");
+                exit(1);
+        }
+        if (!verf) {
+                printf("GELU: no vector erf on this CPU (or NPUD_VMATH=0)\n");
+                goto out;
+        }
+        for (size_t i = 0; i < N; i++)
+                x[i] *= 6;
+        for (int round = 0; round < 5; round++) {
+                double t = now_s();
+                for (size_t off = 0; off < N; off += 256) { /* as the Gelu kernel did */
+                        float u[256];
+                        for (int k = 0; k < 256; k++)
+                                u[k] = x[off + k] * 0.70710678f;
+                        verf(u, u, 256);
+                        for (int k = 0; k < 256; k++)
+                                y[0][off + k] = 0.5f * x[off + k] * (1.0f + u[k]);
+                }
+                t = now_s() - t;
+                if (t < best[0])
+                        best[0] = t;
+                t = now_s();
+                ops_gelu_erf(y[1], x, N);
+                t = now_s() - t;
+                if (t < best[1])
+                        best[1] = t;
+        }
+        for (size_t i = 0; i < N; i++) {
+                double ref = 0.5 * (double)x[i] * erfc(-(double)x[i] / sqrt(2.0));
+                double d = fabs((double)y[1][i] - ref) / (1e-30 + fabs(ref));
+                if (fabs(x[i]) < 5.6 && d > diff)
+                        diff = d;
+        }
+        printf("GELU (erf form) over 4 M floats, one thread: SLEEF erf %.2f ms, polynomials %.2f ms; "
+               "ratio %.2fx; max rel error %.1e (|x| < 5.6, against erfc in double)\n",
+               best[0] * 1e3, best[1] * 1e3, best[0] / best[1], diff);
+out:
+        free(x);
+        free(y[0]);
+        free(y[1]);
+}
+
 int main(void)
 {
         ops_set_threads(1);
         bench_gemm();
         bench_vmath();
+        bench_gelu();
         return 0;
 }

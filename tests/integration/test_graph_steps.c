@@ -5,7 +5,9 @@
  * the stream goes on; cancelling a run and closing a session mid-run free everything (run
  * under ASan by make check-asan); and model mode times a run from its steps on their engines
  * (MatMuls on the cube cores, independent branches at the same time) instead of one AI CPU
- * core for the whole graph. A request (copy in, small run, copy out) is one unit of work. */
+ * core for the whole graph. A request (copy in, small run, copy out) is one unit of work.
+ * A tenant's max_run_ms bounds a whole run, not each of its steps or parts: a run of many
+ * steps each far shorter than the limit fails when the run passes it. */
 #include <check.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -354,6 +356,42 @@ START_TEST(test_model_mode_from_steps)
 }
 END_TEST
 
+/* 24 MatMul steps of 768^3 (a few ms each, in parts of well under a millisecond on two
+ * workers) against a 40 ms limit: the whole run takes far longer, so it fails with the limit
+ * named, though no step or part comes near it (a gang runs them all in one unit, where each
+ * item once got the whole limit from its own start). The stream goes on. */
+START_TEST(test_run_limit_covers_whole_run)
+{
+        enum { D = 768, LEN = 24 };
+        static const char *args[] = { "--sim-mode", "compute", "--workers", "2", NULL };
+        char conf[160];
+        struct mm_client m;
+        float *x = mm_x(D);
+
+        snprintf(conf, sizeof(conf), "{\"tenants\": [{\"name\": \"quick\", \"uids\": [%u],"
+                 " \"max_run_ms\": 40}]}", (unsigned)getuid());
+        ck_assert_int_eq(harness_start_config(&proc, conf, args), 0);
+        mm_setup(&m, &proc, "quick", D, LEN, x);
+        double t0 = now_ms();
+        mm_start(&m);
+        npu_status_t st = npu_stream_synchronize(m.c, m.s);
+        double t1 = now_ms();
+        printf("run limit: %d MatMul steps of %d^3 with max_run_ms 40: %s after %.1f ms (%s)\n", LEN, D,
+               npu_strerror(st), t1 - t0, npu_error_message());
+        ck_assert_int_eq(st, NPU_ERR_LIMIT);
+        ck_assert_ptr_nonnull(strstr(npu_error_message(), "time limit"));
+        /* the stream runs on: a one-step run within the limit */
+        struct mm_client one;
+        mm_setup(&one, &proc, "quick", 64, 1, x);
+        mm_start(&one);
+        mm_check(&one, x);
+        npu_disconnect(one.c);
+        npu_disconnect(m.c);
+        free(x);
+        ck_assert_int_eq(harness_stop(&proc), 0);
+}
+END_TEST
+
 int main(void)
 {
         Suite *s = suite_create("integration-graph-steps");
@@ -365,6 +403,7 @@ int main(void)
         tcase_add_test(tc, test_cancel_and_close_mid_run);
         tcase_add_test(tc, test_model_mode_from_steps);
         tcase_add_test(tc, test_request_one_unit);
+        tcase_add_test(tc, test_run_limit_covers_whole_run);
         suite_add_tcase(s, tc);
         return check_run(s);
 }
