@@ -27,6 +27,7 @@
 #include "ops/control.h"
 #include "ops/tune.h"
 #include "compile.h"
+#include "split.h"
 
 static const char *const tunable_ops[] = { "MatMul", "Gemm", "Conv", "ConvTranspose" };
 
@@ -266,8 +267,11 @@ static void tune_node(struct graph *g, struct graph_node *gn, const struct ops_t
                 packable = 0;
         }
         struct tune_run r = { .def = gn->def, .call = call, .packed = packed };
-        /* the packed copy costs memory, and saves repacking in row parts (GRAPH_PACK_GAIN) */
-        static const double weight[OPS_SGEMM_VARIANTS] = { 1.0, 1.0, GRAPH_PACK_GAIN };
+        /* the packed copy costs memory, and saves repacking in row parts (GRAPH_PACK_GAIN);
+         * a node that runs in row parts at all gains that much more from it */
+        double weight[OPS_SGEMM_VARIANTS] = { 1.0, 1.0, GRAPH_PACK_GAIN };
+        if (packable && graph_split_max_parts_packed(gn->def, call, 1) > 1)
+                weight[OPS_SGEMM_ONEDNN_PACKED] = GRAPH_PACK_GAIN_PARTS;
         int v = tune_choose_weighted(gn->def->name, sig,
                                      packable ? OPS_SGEMM_VARIANTS : OPS_SGEMM_ONEDNN_PACKED,
                                      ops_sgemm_variant_names, weight, run_variant, &r);

@@ -96,6 +96,8 @@ struct graph_plan {
  * part of a packed B repacks nothing while a plain one repacks all of B (the transformer's
  * FFN: 2 x 64 rows of 1024x256 took 230-260 us each plain, 110-180 us in 4 packed parts). */
 #define GRAPH_PACK_GAIN 0.95
+/* ... 15 % for a node that splits into row parts (a row part of a plain B repacks all of it) */
+#define GRAPH_PACK_GAIN_PARTS 0.85
 
 /* Run the passes in flags on a finalized graph g (the model's graph). 0, or -ENOMEM with a
  * message (the graph is then unusable and must be freed). Nodes that cannot be folded
