@@ -635,7 +635,10 @@ static int attacker_waiters(void *arg)
         char req[128];
 
         REQUIRE(fd >= 0);
-        REQUIRE(submit_matmuls(fd, stream, bufs, 200) == 0);
+        /* enough modelled work (tens of ms) that the stream is still busy when npud has read
+         * all 100 synchronizes, even under ASan on a loaded host: 200 MatMuls (about 4 ms)
+         * once drained first, and the late synchronizes were answered at once */
+        REQUIRE(submit_matmuls(fd, stream, bufs, 2000) == 0);
         snprintf(req, sizeof(req), "{\"method\":\"stream_synchronize\",\"params\":{\"stream\":%u}}", stream);
         for (int i = 0; i < 100; i++)
                 REQUIRE(harness_raw_send(fd, PROTO_KIND_REQUEST, 100 + (uint64_t)i, req, strlen(req), NULL, 0) == 0);
