@@ -194,8 +194,9 @@ EW_DEFINE(ops_shrink_def, "Shrink", shrink_op, 1, 1, OPS_ENGINE_VECTOR, 9)
 
 EW_FOR_FLOATS(EW_UNARY_SAME, gelu, F_GELU)
 
-/* float32 through vmath's erf or tanh, a chunk at a time through a stack buffer (the
- * argument of erf/tanh is not x itself). */
+/* float32: the erf form by the polynomial kernel (ops/rows.h), the tanh form through
+ * vmath's tanh a chunk at a time through a stack buffer (its argument is not x itself).
+ * Without vmath (NPUD_VMATH=0) both take the scalar path. */
 static void gelu_vf32(void *o, const void *const *in, const int64_t *st, int64_t n,
                       const struct ew_params *p)
 {
@@ -207,20 +208,16 @@ static void gelu_vf32(void *o, const void *const *in, const int64_t *st, int64_t
                 gelu_f32(o, in, st, n, p);
                 return;
         }
-        if (!p->i) { /* the erf form: the polynomial kernel (ops/rows.h) */
+        if (!p->i) {
                 ops_gelu_erf(y, x, n);
                 return;
         }
         for (int64_t off = 0; off < n; off += 256) {
                 int64_t m = n - off < 256 ? n - off : 256;
-                if (p->i)
-                        for (int64_t k = 0; k < m; k++) {
-                                float v = x[off + k];
-                                t[k] = 0.7978845608028654f * (v + 0.044715f * v * v * v);
-                        }
-                else
-                        for (int64_t k = 0; k < m; k++)
-                                t[k] = x[off + k] * 0.7071067811865476f;
+                for (int64_t k = 0; k < m; k++) {
+                        float v = x[off + k];
+                        t[k] = 0.7978845608028654f * (v + 0.044715f * v * v * v);
+                }
                 f(t, t, (size_t)m);
                 for (int64_t k = 0; k < m; k++)
                         y[off + k] = 0.5f * x[off + k] * (1.0f + t[k]);
