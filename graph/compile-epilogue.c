@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ops/blas.h"
 #include "proto/dtype.h"
 #include "compile.h"
 
@@ -346,3 +347,33 @@ const struct ops_def graph_fused_gemm_def = {
         .engine = OPS_ENGINE_CUBE, .run = fg_run, .cost = fg_cost, .infer = fg_infer,
         .domain = "npud",
 };
+
+int graph_conv_direct_rows(const struct ops_packed_conv *p, const struct ops_call *call, int64_t lo, int64_t hi,
+                           char *err, size_t errlen)
+{
+        const struct graph_epilogue *ep = ep_of(call);
+        int act = OPS_CONV_ACT_NONE;
+        float alpha = 0.0f;
+
+        if (!ep)
+                return ops_conv_rows(p, call, act, alpha, lo, hi, err, errlen);
+        if (ep->bias || ep->nin_op > call->nin || call->nout < 1 || strcmp(ep->op->name, "Conv") != 0)
+                return 1;
+        if (ep->act) {
+                if (strcmp(ep->act->name, "Relu") == 0) {
+                        act = OPS_CONV_ACT_RELU;
+                } else if (strcmp(ep->act->name, "LeakyRelu") == 0 && ep->act_nin == 1) {
+                        act = OPS_CONV_ACT_RELU;
+                        alpha = 0.01f;
+                        for (int a = 0; a < ep->act_nattr; a++)
+                                if (strcmp(ep->act_attr[a].name, "alpha") == 0 && ep->act_attr[a].type == OPS_ATTR_FLOAT)
+                                        alpha = (float)ep->act_attr[a].f;
+                } else {
+                        return 1;
+                }
+        }
+        struct ops_call *c = __builtin_alloca(sizeof(*c));
+        op_call(ep, call, c);
+        c->out[0] = call->out[0];
+        return ops_conv_rows(p, c, act, alpha, lo, hi, err, errlen);
+}

@@ -65,7 +65,8 @@ static void sig_add(char *sig, size_t cap, size_t *len, const char *fmt, ...)
 /* The shapes and scalar attributes that decide the kernel's work, as text: "1x64x56x56
  * 64x64x3x3 | group=1 pads=1,1,1,1 strides=1,1". Longer than the cache allows: a readable
  * head and a hash of the whole. */
-static void node_sig(const struct ops_call *call, int packable, char *out, size_t outlen)
+/* extra: " packed-b" or " direct" when the node has that variant, else "" */
+static void node_sig(const struct ops_call *call, const char *extra, char *out, size_t outlen)
 {
         char sig[1024];
         size_t len = 0;
@@ -83,7 +84,7 @@ static void node_sig(const struct ops_call *call, int packable, char *out, size_
                 if (!t->ndim)
                         sig_add(sig, sizeof(sig), &len, "s");
         }
-        sig_add(sig, sizeof(sig), &len, " |%s", packable ? " packed-b" : "");
+        sig_add(sig, sizeof(sig), &len, " |%s", extra);
         for (int a = 0; a < call->nattr; a++) {
                 const struct ops_attr *at = &call->attr[a];
                 if (at->type == OPS_ATTR_INT)
@@ -119,6 +120,7 @@ struct tune_run {
         const struct ops_def *def;
         struct ops_call *call;
         const struct ops_packed_b *packed;
+        const struct ops_packed_conv *pconv;
 };
 
 static int run_variant(void *arg, int variant)
@@ -126,9 +128,14 @@ static int run_variant(void *arg, int variant)
         struct tune_run *r = arg;
         char msg[128];
 
+        /* a variant the node does not have is not measured */
+        if ((variant == OPS_SGEMM_ONEDNN_PACKED && !r->packed) || (variant == OPS_SGEMM_ONEDNN_DIRECT && !r->pconv))
+                return -1;
         ops_sgemm_force(variant);
         ops_sgemm_packed(variant == OPS_SGEMM_ONEDNN_PACKED ? r->packed : NULL);
+        ops_conv_packed(variant == OPS_SGEMM_ONEDNN_DIRECT ? r->pconv : NULL);
         int rc = ops_run(r->def, r->call, msg, sizeof(msg));
+        ops_conv_packed(NULL);
         ops_sgemm_packed(NULL);
         ops_sgemm_force(OPS_SGEMM_AUTO);
         return rc < 0 ? -1 : 0;
@@ -166,6 +173,23 @@ static int packable_b(const struct graph *g, const struct graph_node *gn, const 
         return 0;
 }
 
+/* Whether the node is a Conv (or a FusedGemm of one) whose filters are a float32 4-D
+ * initializer: the direct variant may pack them. */
+static int direct_conv(const struct graph *g, const struct graph_node *gn, const struct ops_call *call)
+{
+        const struct ops_def *op = gn->def;
+
+        if (gn->def == &graph_fused_gemm_def) {
+                const struct graph_epilogue *ep = graph_fused_gemm_epilogue(call);
+                op = ep ? ep->op : NULL;
+        } else if (*gn->domain) {
+                return 0;
+        }
+        return op && strcmp(op->name, "Conv") == 0 && gn->nin >= 2 && gn->in[1] >= 0 &&
+               g->values[gn->in[1]].kind == GRAPH_VALUE_INIT && call->in[1].dtype == PROTO_DTYPE_FLOAT32 &&
+               call->in[1].ndim == 4 && call->in[1].data;
+}
+
 /* Rows of the node's product (a MatMul's leading dims flattened), the layout's hint. */
 static long product_rows(const struct ops_call *call)
 {
@@ -187,6 +211,7 @@ static void tune_node(struct graph *g, struct graph_node *gn, const struct ops_t
         uint64_t bytes = 0;
         char msg[256], sig[TUNE_SIG_MAX];
         struct ops_packed_b *packed = NULL;
+        struct ops_packed_conv *pconv = NULL;
 
         if (!call)
                 return;
@@ -220,7 +245,10 @@ static void tune_node(struct graph *g, struct graph_node *gn, const struct ops_t
         int ptrans = 0, packable = packable_b(g, gn, call, &pk, &pn, &ptrans) == 0;
         if (packable && st->packed_bytes + (uint64_t)pk * (uint64_t)pn * sizeof(float) > GRAPH_PACK_TOTAL)
                 packable = 0;
-        node_sig(call, packable, sig, sizeof(sig));
+        int convable = !packable && direct_conv(g, gn, call);
+        if (convable && st->packed_bytes + ops_bytes(ops_tensor_numel(&call->in[1]), sizeof(float)) > GRAPH_PACK_TOTAL)
+                convable = 0;
+        node_sig(call, packable ? " packed-b" : convable ? " direct" : "", sig, sizeof(sig));
         int cached = tune_lookup(gn->def->name, sig);
         if (cached >= 0 && cached < OPS_SGEMM_VARIANTS) {
                 if (cached == OPS_SGEMM_ONEDNN_PACKED) {
@@ -230,6 +258,12 @@ static void tune_node(struct graph *g, struct graph_node *gn, const struct ops_t
                                 packed = ops_packed_b_new(call->in[1].data, pk, pn, ptrans,
                                                           product_rows(call), msg, sizeof(msg));
                         if (!packed)
+                                cached = OPS_SGEMM_ONEDNN;
+                }
+                if (cached == OPS_SGEMM_ONEDNN_DIRECT) {
+                        if (convable)
+                                pconv = ops_conv_pack(call, msg, sizeof(msg));
+                        if (!pconv)
                                 cached = OPS_SGEMM_ONEDNN;
                 }
                 gn->variant = cached + 1;
@@ -263,17 +297,22 @@ static void tune_node(struct graph *g, struct graph_node *gn, const struct ops_t
         /* a packable node whose weights oneDNN refuses is measured as one that is not */
         if (packable && !(packed = ops_packed_b_new(call->in[1].data, pk, pn, ptrans,
                                                     product_rows(call), msg, sizeof(msg)))) {
-                node_sig(call, 0, sig, sizeof(sig));
+                node_sig(call, "", sig, sizeof(sig));
                 packable = 0;
         }
-        struct tune_run r = { .def = gn->def, .call = call, .packed = packed };
+        if (convable && !(pconv = ops_conv_pack(call, msg, sizeof(msg)))) {
+                node_sig(call, "", sig, sizeof(sig));
+                convable = 0;
+        }
+        struct tune_run r = { .def = gn->def, .call = call, .packed = packed, .pconv = pconv };
         /* the packed copy costs memory, and saves repacking in row parts (GRAPH_PACK_GAIN);
          * a node that runs in row parts at all gains that much more from it */
-        double weight[OPS_SGEMM_VARIANTS] = { 1.0, 1.0, GRAPH_PACK_GAIN };
+        double weight[OPS_SGEMM_VARIANTS] = { 1.0, 1.0, GRAPH_PACK_GAIN, GRAPH_PACK_GAIN };
         if (packable && graph_split_max_parts_packed(gn->def, call, 1) > 1)
                 weight[OPS_SGEMM_ONEDNN_PACKED] = GRAPH_PACK_GAIN_PARTS;
         int v = tune_choose_weighted(gn->def->name, sig,
-                                     packable ? OPS_SGEMM_VARIANTS : OPS_SGEMM_ONEDNN_PACKED,
+                                     packable ? OPS_SGEMM_ONEDNN_PACKED + 1
+                                     : convable ? OPS_SGEMM_ONEDNN_DIRECT + 1 : OPS_SGEMM_ONEDNN_PACKED,
                                      ops_sgemm_variant_names, weight, run_variant, &r);
         if (v >= 0) {
                 gn->variant = v + 1;
@@ -287,7 +326,14 @@ keep:
                 st->packed_bytes += ops_packed_b_bytes(packed);
                 packed = NULL;
         }
+        if (pconv && gn->variant == OPS_SGEMM_ONEDNN_DIRECT + 1) {
+                gn->pconv = pconv;
+                st->packed++;
+                st->packed_bytes += ops_packed_conv_bytes(pconv);
+                pconv = NULL;
+        }
 out:
+        ops_packed_conv_free(pconv);
         ops_packed_b_free(packed);
         for (int i = 0; i < nscratch; i++)
                 free(scratch[i]);

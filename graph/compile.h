@@ -192,4 +192,13 @@ int64_t graph_fused_gemm_nrows(const struct ops_call *call);
 int graph_fused_gemm_rows(const struct ops_call *call, int64_t r0, int64_t r1, char *err,
                           size_t errlen);
 
+/* Output rows [lo, hi) of every image of a Conv node, or of a FusedGemm on a Conv whose
+ * epilogue the direct convolution applies itself (no extra bias; Relu, LeakyRelu or no
+ * activation), computed by oneDNN's direct convolution on the node's packed filters p
+ * (ops/blas.h) straight from the node's input into its output: 0, 1 when that does not
+ * apply (the caller runs the kernel), -ECANCELED. */
+struct ops_packed_conv;
+int graph_conv_direct_rows(const struct ops_packed_conv *p, const struct ops_call *call, int64_t lo, int64_t hi,
+                           char *err, size_t errlen);
+
 #endif

@@ -437,16 +437,24 @@ static int node_kernel(const struct graph_node *gn, const struct ops_call *call,
         int rc;
 
         msg[0] = 0;
-        /* the kernel variant tuning chose for this node (compile-tune.c) */
-        if (gn->variant)
-                ops_sgemm_force(gn->variant - 1);
-        if (gn->packed)
-                ops_sgemm_packed(gn->packed);
-        rc = ops_run(gn->def, call, msg, sizeof(msg));
-        if (gn->packed)
-                ops_sgemm_packed(NULL);
-        if (gn->variant)
-                ops_sgemm_force(OPS_SGEMM_AUTO);
+        /* a convolution on filters packed at load: straight from input to output, its
+         * epilogue included, where the direct path takes it */
+        if (!gn->pconv || (rc = graph_conv_direct_rows(gn->pconv, call, 0, 0, msg, sizeof(msg))) > 0) {
+                /* the kernel variant tuning chose for this node (compile-tune.c) */
+                if (gn->variant)
+                        ops_sgemm_force(gn->variant - 1);
+                if (gn->packed)
+                        ops_sgemm_packed(gn->packed);
+                if (gn->pconv)
+                        ops_conv_packed(gn->pconv);
+                rc = ops_run(gn->def, call, msg, sizeof(msg));
+                if (gn->pconv)
+                        ops_conv_packed(NULL);
+                if (gn->packed)
+                        ops_sgemm_packed(NULL);
+                if (gn->variant)
+                        ops_sgemm_force(OPS_SGEMM_AUTO);
+        }
         if (rc < 0)
                 return err_set(err, errlen, node_code(PROTO_E_EXEC), "%s: %s", label,
                                msg[0] ? msg : "kernel failed");
@@ -766,6 +774,19 @@ static int run_conv_rows(const struct graph_node *gn, const struct node_prep *p,
         int64_t ch = x->dims[1], w = x->dims[3], m = y->dims[1], oh = y->dims[2], ow = y->dims[3];
         int rc;
 
+        /* packed filters: the direct convolution reads the part's input rows where they are
+         * and writes its output rows in place */
+        if (gn->pconv) {
+                msg[0] = 0;
+                rc = graph_conv_direct_rows(gn->pconv, &p->call, lo, hi, msg, sizeof(msg));
+                if (rc < 0) {
+                        int code = ops_runctx_code();
+                        return err_set(err, errlen, code ? code : node_code(PROTO_E_EXEC), "%s: %s", label,
+                                       msg[0] ? msg : "kernel failed");
+                }
+                if (rc == 0)
+                        return 0;
+        }
         graph_split_conv_rows(&p->call, lo, hi, &r);
         char *in = ops_buf_alloc((uint64_t)(ch * (r.b - r.a) * w) * es, msg, sizeof(msg));
         char *out = in ? ops_buf_alloc((uint64_t)(m * (hi - lo) * ow) * es, msg, sizeof(msg)) : NULL;

@@ -30,7 +30,10 @@ void graph_free(struct graph *g)
                         if (g->nodes[n].attr[a].type == OPS_ATTR_GRAPH)
                                 graph_free((struct graph *)g->nodes[n].attr[a].graph);
         for (int n = 0; n < g->nnodes; n++)
+        {
                 ops_packed_b_free(g->nodes[n].packed);
+                ops_packed_conv_free(g->nodes[n].pconv);
+        }
         for (int i = 0; i < g->nallocs; i++)
                 free(g->allocs[i]);
         if (g->storage_owned)

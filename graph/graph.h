@@ -45,6 +45,7 @@ struct graph_plan;
 struct graph_compile_stats;
 struct graph_steps;
 struct ops_packed_b;
+struct ops_packed_conv;
 
 struct graph_node {
         char *name;    /* the model's node name, "#N" (index in its graph) when it has none */
@@ -61,6 +62,9 @@ struct graph_node {
         /* its constant B reordered for oneDNN's matmul when variant is
          * OPS_SGEMM_ONEDNN_PACKED + 1 (ops/blas.h), freed with the graph; NULL otherwise */
         struct ops_packed_b *packed;
+        /* its constant filters reordered for oneDNN's direct convolution when variant is
+         * OPS_SGEMM_ONEDNN_DIRECT + 1, freed with the graph; NULL otherwise */
+        struct ops_packed_conv *pconv;
 };
 
 struct graph {

@@ -8,11 +8,12 @@
 #include <dnnl.h>
 
 #include "blas.h"
+#include "dnnl-common.h"
 
 /* Below this many multiply-adds OpenBLAS's lower call overhead wins. */
 #define ONEDNN_MIN_MACS 4096.0
 
-static int onednn_wanted(void)
+int ops_dnnl_wanted(void)
 {
         static int wanted = -1;
         int w = __atomic_load_n(&wanted, __ATOMIC_RELAXED);
@@ -25,7 +26,8 @@ static int onednn_wanted(void)
         return w;
 }
 
-const char *const ops_sgemm_variant_names[OPS_SGEMM_VARIANTS] = { "openblas", "onednn", "onednn-packed" };
+const char *const ops_sgemm_variant_names[OPS_SGEMM_VARIANTS] = { "openblas", "onednn", "onednn-packed",
+                                                                      "onednn-direct" };
 
 static __thread int forced = OPS_SGEMM_AUTO;
 
@@ -34,12 +36,17 @@ void ops_sgemm_force(int variant)
         forced = variant >= OPS_SGEMM_OPENBLAS && variant < OPS_SGEMM_VARIANTS ? variant : OPS_SGEMM_AUTO;
 }
 
+int ops_sgemm_forced(void)
+{
+        return forced;
+}
+
 static int use_onednn(long m, long n, long k)
 {
-        if (!onednn_wanted())
+        if (!ops_dnnl_wanted())
                 return 0;
         if (forced != OPS_SGEMM_AUTO)
-                return forced == OPS_SGEMM_ONEDNN || forced == OPS_SGEMM_ONEDNN_PACKED;
+                return forced != OPS_SGEMM_OPENBLAS;
         return (double)m * (double)n * (double)k >= ONEDNN_MIN_MACS;
 }
 
@@ -50,7 +57,7 @@ const char *ops_sgemm_backend(long m, long n, long k)
 
 /* oneDNN's Debian build threads with OpenMP, whose team size is a per-thread setting
  * inherited from the initial thread: set it to one in each thread before its first call. */
-static void onednn_one_thread(void)
+void ops_dnnl_one_thread(void)
 {
         static __thread int done;
 
@@ -107,14 +114,14 @@ static void engine_init(void)
         engine_status = dnnl_engine_create(&engine, dnnl_cpu, 0);
 }
 
-static dnnl_engine_t packed_engine(void)
+dnnl_engine_t ops_dnnl_engine(void)
 {
         pthread_once(&engine_once, engine_init);
         return engine_status == dnnl_success ? engine : NULL;
 }
 
 /* This thread's stream (destroyed when the thread exits). */
-static dnnl_stream_t thread_stream(void)
+dnnl_stream_t ops_dnnl_stream(void)
 {
         dnnl_stream_t s = pthread_getspecific(stream_key);
 
@@ -186,7 +193,7 @@ struct ops_packed_b *ops_packed_b_new(const float *b, long k, long n, int transb
 
         const char *env = getenv("NPUD_SGEMM_PACKED");
 
-        if (!onednn_wanted() || k < 1 || n < 1) {
+        if (!ops_dnnl_wanted() || k < 1 || n < 1) {
                 snprintf(err, errlen, "oneDNN not in use");
                 return NULL;
         }
@@ -194,7 +201,7 @@ struct ops_packed_b *ops_packed_b_new(const float *b, long k, long n, int transb
                 snprintf(err, errlen, "packing off (NPUD_SGEMM_PACKED=0)");
                 return NULL;
         }
-        if (!packed_engine() || !(s = thread_stream())) {
+        if (!ops_dnnl_engine() || !(s = ops_dnnl_stream())) {
                 snprintf(err, errlen, "no oneDNN engine");
                 return NULL;
         }
@@ -208,7 +215,7 @@ struct ops_packed_b *ops_packed_b_new(const float *b, long k, long n, int transb
         p->n = n;
         p->transb = transb;
         pthread_mutex_init(&p->mu, NULL);
-        onednn_one_thread();
+        ops_dnnl_one_thread();
         /* the layout oneDNN picks for weights of any format at this row count */
         dnnl_memory_desc_init_by_tag(&any_md, 2, bd, dnnl_f32, dnnl_format_tag_any);
         st = packed_pd(&pd, m_hint > 0 ? m_hint : 1, k, n, 0, &any_md, &a_md, &c_md);
@@ -373,9 +380,9 @@ static int sgemm_packed(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CB
                 return -1;
         if ((b != p->src || n != p->n) && !(p = packed_block(p, b, n, m)))
                 return -1;
-        if (!(sh = packed_shape(p, m, beta != 0.0f)) || !(s = thread_stream()))
+        if (!(sh = packed_shape(p, m, beta != 0.0f)) || !(s = ops_dnnl_stream()))
                 return -1;
-        onednn_one_thread();
+        ops_dnnl_one_thread();
         if (sh->scratch && !(scratch = aligned_alloc(64, (sh->scratch + 63) & ~(size_t)63)))
                 return -1;
         st = dnnl_memory_create(&am, &sh->a_md, engine, (void *)a);
@@ -408,12 +415,12 @@ void ops_sgemm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANS
                blasint m, blasint n, blasint k, float alpha, const float *a, blasint lda,
                const float *b, blasint ldb, float beta, float *c, blasint ldc)
 {
-        if (forced == OPS_SGEMM_ONEDNN_PACKED && cur_packed && onednn_wanted() &&
+        if (forced == OPS_SGEMM_ONEDNN_PACKED && cur_packed && ops_dnnl_wanted() &&
             sgemm_packed(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) == 0)
                 return;
         if (use_onednn(m, n, k)) {
                 dnnl_status_t st;
-                onednn_one_thread();
+                ops_dnnl_one_thread();
                 /* dnnl_sgemm is row-major; a column-major product is the transposed
                  * row-major one with A and B swapped. */
                 if (order == CblasRowMajor)

@@ -12,6 +12,8 @@
 #ifndef NPUD_OPS_BLAS_H
 #define NPUD_OPS_BLAS_H
 
+#include <stdint.h>
+
 #include <cblas.h>
 
 /* cblas_sgemm's contract, row-major or column-major. */
@@ -27,7 +29,11 @@ enum {
         /* oneDNN's matmul primitive on weights reordered once into its blocked layout
          * (struct ops_packed_b); oneDNN's dnnl_sgemm for a call that does not match them */
         OPS_SGEMM_ONEDNN_PACKED = 2,
-        OPS_SGEMM_VARIANTS = 3
+        /* Conv: oneDNN's direct convolution on channel-blocked copies of the input and
+         * output, with the filters reordered once (struct ops_packed_conv); any other call
+         * runs as under OPS_SGEMM_ONEDNN */
+        OPS_SGEMM_ONEDNN_DIRECT = 3,
+        OPS_SGEMM_VARIANTS = 4
 };
 extern const char *const ops_sgemm_variant_names[OPS_SGEMM_VARIANTS];
 /* The variant this thread's ops_sgemm calls use until changed (a tuned graph node sets it
@@ -68,6 +74,68 @@ uint64_t ops_packed_b_runs(const struct ops_packed_b *p);
 /* The packed B this thread's ops_sgemm calls may use (under OPS_SGEMM_ONEDNN_PACKED) until
  * changed; NULL for none. */
 void ops_sgemm_packed(const struct ops_packed_b *p);
+
+/* The variant set by ops_sgemm_force on this thread (OPS_SGEMM_AUTO when none). */
+int ops_sgemm_forced(void);
+
+/* Filters of a 2-D float32 Conv (a graph initializer [M, C, KH, KW], one group) reordered
+ * once into the layout oneDNN's direct convolution prefers. A call that matches them (this
+ * w pointer, the same filter shape, strides and dilations) then runs as that convolution:
+ * the input is reordered into oneDNN's channel-blocked layout, convolved, and the result
+ * reordered back into the NCHW output, a band of output rows at a time (at most about
+ * OPS_POLL_MACS multiply-adds each, with a check of the run context between bands). The
+ * 3x3 convolutions of a ResNet block run there at about 170 GFLOP/s a core against 100-150
+ * for im2col + sgemm (tests/bench/bench_kernels prints both), and lay out no im2col matrix.
+ *
+ * The primitives of each input geometry (extents and pads of a band) are made on first use
+ * and kept, at most OPS_PACKED_MAX_SHAPES of them; past that a call takes the im2col path.
+ * Thread-safe like struct ops_packed_b. w must not change while the packed filters live.
+ * NULL (with a message) when oneDNN is not wanted, NPUD_CONV_DIRECT=0, or oneDNN refuses
+ * the shape; (n, ih, iw, pads) is a typical input, for the layout choice. */
+struct ops_packed_conv;
+struct ops_call;
+struct ops_packed_conv *ops_packed_conv_new(const float *w, const int64_t wdims[4], const int64_t strides[2],
+                                            const int64_t dilations[2], const int64_t in_hw[2],
+                                            const int64_t pads[4], char *err, size_t errlen);
+/* The packed filters of a Conv call (its attributes and the shapes of its inputs; the
+ * filters' data, float32) when it is 2-D, of one group and the filters 4-D: NULL (with a
+ * message) otherwise or when ops_packed_conv_new refuses. */
+struct ops_packed_conv *ops_conv_pack(const struct ops_call *call, char *err, size_t errlen);
+void ops_packed_conv_free(struct ops_packed_conv *p);
+uint64_t ops_packed_conv_bytes(const struct ops_packed_conv *p);
+/* Bands convolved on the packed filters so far, one or more an image (tests: the direct
+ * path was taken). */
+uint64_t ops_packed_conv_runs(const struct ops_packed_conv *p);
+/* The packed filters this thread's Conv calls may use (under OPS_SGEMM_ONEDNN_DIRECT) until
+ * changed; NULL for none. */
+void ops_conv_packed(const struct ops_packed_conv *p);
+/* The activation a direct convolution applies to its output (oneDNN post-ops); others stay
+ * with the caller. */
+enum ops_conv_act {
+        OPS_CONV_ACT_NONE = 0,
+        OPS_CONV_ACT_RELU = 1, /* alpha: the slope below zero (LeakyRelu), 0 for Relu */
+};
+struct ops_conv_direct_args {
+        const struct ops_packed_conv *packed; /* NULL: this thread's (ops_conv_packed), under
+                                               * OPS_SGEMM_ONEDNN_DIRECT only */
+        const float *x, *w, *bias;            /* bias [m] or NULL */
+        float *y;
+        int64_t n, c, ih, iw, oh, ow;
+        int64_t wdims[4], strides[2], dilations[2], pads[4]; /* pads: top, left, bottom, right */
+        int act;                              /* enum ops_conv_act */
+        float alpha;
+        int64_t lo, hi;                       /* output rows [lo, hi) of each image; hi 0: all */
+};
+/* y[n, m, lo..hi, ow] = act(the convolution of x[n, c, ih, iw] + bias) on the packed filters
+ * when the call matches them: 0, 1 when it does not (y may be partly written: the caller
+ * computes all of it another way), or -ECANCELED when the run stopped between bands (err
+ * says so). */
+int ops_conv_direct(const struct ops_conv_direct_args *a, char *err, size_t errlen);
+/* Output rows [lo, hi) of every image of a Conv call (its inputs, attributes and output, the
+ * whole node's) through ops_conv_direct on p, with its bias input and act: the same results
+ * as the kernel's on those rows. 0, 1 when p does not apply, -ECANCELED. */
+int ops_conv_rows(const struct ops_packed_conv *p, const struct ops_call *call, int act, float alpha,
+                  int64_t lo, int64_t hi, char *err, size_t errlen);
 
 /* "onednn" or "openblas": what ops_sgemm uses for an m x n x k product. */
 const char *ops_sgemm_backend(long m, long n, long k);

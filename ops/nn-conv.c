@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -306,6 +307,75 @@ static int conv_run_f64(const struct ops_call *call, const struct conv_shape *cs
         return rc;
 }
 
+/* The direct convolution's arguments for output rows [lo, hi) of a Conv of shape cs. */
+static void direct_args(const struct conv_shape *cs, const float *x, const float *w, const float *b, float *y,
+                        int64_t lo, int64_t hi, struct ops_conv_direct_args *a)
+{
+        const struct nn_geom *g = &cs->g;
+
+        *a = (struct ops_conv_direct_args){
+                .x = x, .w = w, .bias = b, .y = y, .n = cs->n, .c = cs->c, .ih = g->in[1], .iw = g->in[2],
+                .oh = g->out[1], .ow = g->out[2], .wdims = { cs->m, cs->c, g->k[1], g->k[2] },
+                .strides = { g->stride[1], g->stride[2] }, .dilations = { g->dil[1], g->dil[2] },
+                .pads = { g->pb[1], g->pb[2], g->pe[1], g->pe[2] }, .lo = lo, .hi = hi,
+        };
+}
+
+/* A 2-D convolution of one group (bias included) on the packed filters of the tuned variant
+ * OPS_SGEMM_ONEDNN_DIRECT (blas.h): 0 done, 1 when it does not apply, -ECANCELED. */
+static int conv_direct(const struct conv_shape *cs, const float *x, const float *w, const float *b, float *y,
+                       char *err, size_t errlen)
+{
+        struct ops_conv_direct_args a;
+
+        if (cs->ndim != 4 || cs->group != 1 || ops_sgemm_forced() != OPS_SGEMM_ONEDNN_DIRECT)
+                return 1;
+        direct_args(cs, x, w, b, y, 0, 0, &a);
+        return ops_conv_direct(&a, err, errlen);
+}
+
+int ops_conv_rows(const struct ops_packed_conv *p, const struct ops_call *call, int act, float alpha,
+                  int64_t lo, int64_t hi, char *err, size_t errlen)
+{
+        struct ops_conv_direct_args a;
+        struct conv_shape cs;
+
+        if (!p || call->nin < 2 || call->nout < 1 || call->in[0].dtype != PROTO_DTYPE_FLOAT32 ||
+            call->in[1].dtype != PROTO_DTYPE_FLOAT32 || call->out[0].dtype != PROTO_DTYPE_FLOAT32 ||
+            (nn_has_in(call, 2) && call->in[2].dtype != PROTO_DTYPE_FLOAT32) ||
+            conv_shape_of(call, "Conv", 0, 1, 0, &cs, NULL, 0) || cs.ndim != 4 || cs.group != 1 ||
+            call->out[0].ndim != 4 || call->out[0].dims[2] != cs.g.out[1] || call->out[0].dims[3] != cs.g.out[2])
+                return 1;
+        direct_args(&cs, call->in[0].data, call->in[1].data, nn_has_in(call, 2) ? call->in[2].data : NULL,
+                    call->out[0].data, lo, hi, &a);
+        a.packed = p;
+        a.act = act;
+        a.alpha = alpha;
+        return ops_conv_direct(&a, err, errlen);
+}
+
+struct ops_packed_conv *ops_conv_pack(const struct ops_call *call, char *err, size_t errlen)
+{
+        struct conv_shape cs;
+
+        if (call->nin < 2 || call->in[0].dtype != PROTO_DTYPE_FLOAT32 ||
+            call->in[1].dtype != PROTO_DTYPE_FLOAT32 || !call->in[1].data) {
+                snprintf(err, errlen, "not a float32 Conv on known filters");
+                return NULL;
+        }
+        if (conv_shape_of(call, "Conv", 0, 1, 0, &cs, err, errlen))
+                return NULL;
+        if (cs.ndim != 4 || cs.group != 1) {
+                snprintf(err, errlen, "not a 2-D Conv of one group");
+                return NULL;
+        }
+        const struct nn_geom *g = &cs.g;
+        int64_t wd[4] = { cs.m, cs.c, g->k[1], g->k[2] }, strides[2] = { g->stride[1], g->stride[2] };
+        int64_t dil[2] = { g->dil[1], g->dil[2] }, pads[4] = { g->pb[1], g->pb[2], g->pe[1], g->pe[2] };
+        int64_t in_hw[2] = { g->in[1], g->in[2] };
+        return ops_packed_conv_new(call->in[1].data, wd, strides, dil, in_hw, pads, err, errlen);
+}
+
 static int conv_run(const struct ops_def *def, const struct ops_call *call, char *err,
                     size_t errlen)
 {
@@ -327,6 +397,13 @@ static int conv_run(const struct ops_def *def, const struct ops_call *call, char
         if (nn_has_in(call, 2))
                 rc |= nn_f32_in(&call->in[2], &b);
         rc |= nn_f32_out(&call->out[0], &y);
+        int direct = rc ? 1 : conv_direct(&cs, x.p, w.p, b.p, y.p, err, errlen);
+        if (direct <= 0) {
+                rc = direct;
+                if (!rc)
+                        nn_f32_commit(&call->out[0], &y);
+                goto done;
+        }
         col = rc ? NULL : conv_col_alloc(&cs, sizeof(float), msg, sizeof(msg));
         if (rc || !col) {
                 rc = ops_fail(err, errlen, -ENOMEM, "Conv: %s", msg[0] ? msg : "out of memory");
@@ -338,6 +415,7 @@ static int conv_run(const struct ops_def *def, const struct ops_call *call, char
                         nn_f32_commit(&call->out[0], &y);
         }
         ops_buf_free(col);
+done:
         nn_f32_done(&x);
         nn_f32_done(&w);
         nn_f32_done(&b);

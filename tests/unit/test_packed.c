@@ -212,7 +212,7 @@ static char dir[64], path[128];
 
 static int measured_packed(void *arg, const struct tune_entry *e)
 {
-        *(int *)arg = e->nvariants == OPS_SGEMM_VARIANTS && strstr(e->sig, "packed-b") &&
+        *(int *)arg = e->nvariants == OPS_SGEMM_ONEDNN_PACKED + 1 && strstr(e->sig, "packed-b") &&
                       strcmp(e->names[OPS_SGEMM_ONEDNN_PACKED], "onednn-packed") == 0;
         return 0;
 }
