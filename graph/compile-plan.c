@@ -3,7 +3,8 @@
  * not a graph output is an intermediate to place. Its lifetime runs from the step of its
  * producer to the step of its last reader (subgraph readers included). A fused elementwise
  * node whose input of the same size dies at that node writes over it: the two share one
- * block (a group) whose lifetime is the union. Groups are placed largest first at the lowest
+ * block (a group) whose lifetime is the union; so does a Reshape (Flatten, Squeeze,
+ * Unsqueeze, Identity) with its input, whose copy then has nothing to do. Groups are placed largest first at the lowest
  * offset that no group alive at the same time covers (first fit over the placed groups
  * sorted by offset). */
 #include <errno.h>
@@ -23,6 +24,19 @@ struct group {
         int64_t size, off;
         int start, end;
 };
+
+/* Operators whose output is their first input's bytes unchanged (a new shape at most). */
+static int same_bytes_op(const struct graph_node *gn)
+{
+        static const char *const ops[] = { "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity" };
+
+        if (*gn->domain || !gn->def)
+                return 0;
+        for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+                if (strcmp(gn->def->name, ops[i]) == 0)
+                        return 1;
+        return 0;
+}
 
 static int no_subgraphs(void *graph_ctx, const void *graph, int nin, const struct ops_tensor *in,
                         int *ret_nout, struct ops_tensor *out, int max_out, char *err,
@@ -179,8 +193,11 @@ int graph_compile_plan(struct graph *g, struct graph_compile_stats *st, char *er
                         /* Only fused chains: a registry kernel whose output overlaps an
                          * input takes its scalar strided path (several times slower), while
                          * the fused kernel writes such a block through its stack buffers. */
-                        if (gn->def == &graph_fused_def && gn->nout == 1)
-                                for (int i = 0; i < gn->nin && share < 0; i++) {
+                        /* Reshape and its kin copy their input unchanged: over itself, that
+                         * copy is skipped (ops/shape.c) */
+                        int ni = gn->def == &graph_fused_def ? gn->nin : same_bytes_op(gn) ? 1 : 0;
+                        if (gn->nout == 1)
+                                for (int i = 0; i < ni && share < 0; i++) {
                                         int u = gn->in[i];
                                         if (u >= 0 && grp[u] >= 0 && end[u] == k &&
                                             bytes[u] == bytes[v] && gr[grp[u]].end == k &&

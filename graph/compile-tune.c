@@ -235,8 +235,9 @@ static void tune_node(struct graph *g, struct graph_node *gn, const struct ops_t
         msg[0] = 0;
         if (ops_infer(gn->def, call, msg, sizeof(msg)) < 0)
                 goto out;
+        uint64_t flops = 0;
         if (gn->def->cost) {
-                uint64_t flops = 0, b = 0;
+                uint64_t b = 0;
                 ops_cost(gn->def, call, &flops, &b);
                 if (flops > GRAPH_TUNE_FLOPS)
                         goto out;
@@ -320,6 +321,9 @@ static void tune_node(struct graph *g, struct graph_node *gn, const struct ops_t
                 st->tune_measured++;
         }
 keep:
+        /* what the chosen variant took on one thread, for the scheduler's part count */
+        gn->tuned_ns = flops ? tune_lookup_ns(gn->def->name, sig, gn->variant - 1) : 0;
+        gn->tuned_flops = gn->tuned_ns ? flops : 0;
         if (packed && gn->variant == OPS_SGEMM_ONEDNN_PACKED + 1) {
                 gn->packed = packed;
                 st->packed++;

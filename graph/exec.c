@@ -1171,12 +1171,12 @@ out:
 int graph_estimate_steps(const struct graph *g, int nin, const struct ops_tensor *in,
                          const double *ops_per_s, const int *cores, double mem_bw, uint64_t *cost)
 {
-        return graph_estimate_steps_parts(g, nin, in, ops_per_s, cores, mem_bw, cost, NULL);
+        return graph_estimate_steps_parts(g, nin, in, ops_per_s, cores, mem_bw, cost, NULL, NULL);
 }
 
 int graph_estimate_steps_parts(const struct graph *g, int nin, const struct ops_tensor *in,
                                const double *ops_per_s, const int *cores, double mem_bw,
-                               uint64_t *cost, uint32_t *parts)
+                               uint64_t *cost, uint32_t *parts, uint64_t *host)
 {
         const struct graph_steps *gs = g->steps;
         size_t n = (size_t)(g->nnodes ? g->nnodes : 1);
@@ -1190,11 +1190,17 @@ int graph_estimate_steps_parts(const struct graph *g, int nin, const struct ops_
         if (parts) /* binding and handing over stay whole */
                 parts[0] = parts[gs->nsteps - 1] = 1;
         memset(cost, 0, sizeof(*cost) * (size_t)gs->nsteps * OPS_ENGINE_COUNT);
+        if (host)
+                memset(host, 0, sizeof(*host) * (size_t)gs->nsteps);
         for (int s = 0; s < gs->nsteps; s++) {
                 uint64_t *c = &cost[(size_t)s * OPS_ENGINE_COUNT];
                 if (s == 0 || s == gs->nsteps - 1)
                         continue; /* below */
                 const struct graph_node *gn = &g->nodes[graph_step_node(g, s)];
+                if (host && ok[s - 1] && gn->tuned_ns && gn->tuned_flops) {
+                        double h = (double)gn->tuned_ns * ((double)flops[s - 1] / (double)gn->tuned_flops);
+                        host[s] = h < 1 ? 1 : h > 1e15 ? (uint64_t)1e15 : (uint64_t)h;
+                }
                 for (int e = 0; e < OPS_ENGINE_COUNT; e++) {
                         if ((e != (int)gn->def->engine && e != OPS_ENGINE_AICPU) || cores[e] <= 0)
                                 continue;

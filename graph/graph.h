@@ -65,6 +65,10 @@ struct graph_node {
         /* its constant filters reordered for oneDNN's direct convolution when variant is
          * OPS_SGEMM_ONEDNN_DIRECT + 1, freed with the graph; NULL otherwise */
         struct ops_packed_conv *pconv;
+        /* the tuned variant's time on one thread of this host (tuning measured it now or
+         * before, ops/tune.h) for tuned_flops of work: the scheduler sizes the node's
+         * parts from it (graph_estimate_steps_parts); 0 when not tuned */
+        uint64_t tuned_ns, tuned_flops;
 };
 
 struct graph {

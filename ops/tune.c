@@ -267,6 +267,19 @@ int tune_lookup(const char *op, const char *sig)
         return v;
 }
 
+uint64_t tune_lookup_ns(const char *op, const char *sig, int v)
+{
+        const char *prof = tune_profile();
+        uint64_t ns = 0;
+
+        pthread_mutex_lock(&mu);
+        int k = nentries ? find_locked(prof, op, sig) : -1;
+        if (k >= 0 && v >= 0 && v < entries[k].nvariants)
+                ns = entries[k].ns[v];
+        pthread_mutex_unlock(&mu);
+        return ns;
+}
+
 static uint64_t real_ns(void)
 {
         struct timespec ts;

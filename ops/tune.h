@@ -51,6 +51,10 @@ int tune_open(const char *path, int *ret_skipped, char *err, size_t errlen);
 /* The winning variant of (op, sig) for this host's profile, or -1 when never tuned. */
 int tune_lookup(const char *op, const char *sig);
 
+/* The fastest time the cache holds for variant v of (op, sig) on this host's profile, in
+ * nanoseconds; 0 when never measured. */
+uint64_t tune_lookup_ns(const char *op, const char *sig, int v);
+
 /* Runs variant v once on prepared data: 0, or -1 when this variant cannot do the job. */
 typedef int (*tune_run_fn)(void *arg, int variant);
 

@@ -292,7 +292,8 @@ static const char *const plan_engine_names[OPS_ENGINE_COUNT] = { "cube", "vector
 
 /* The estimate per step from the last run's input shapes, else from the declared ones when
  * they are fixed; *cost and *parts are NULL when there is none. *own: they were made here. */
-static void plan_estimate(const struct graph_obj *o, uint64_t **cost, uint32_t **parts, int *own)
+static void plan_estimate(const struct graph_obj *o, uint64_t **cost, uint32_t **parts, uint64_t **host,
+                          int *own)
 {
         const struct graph *g = o->g;
         const struct backend_device_desc *d = &o->dev->desc;
@@ -302,10 +303,12 @@ static void plan_estimate(const struct graph_obj *o, uint64_t **cost, uint32_t *
         *own = 0;
         *cost = o->est_valid ? o->est_steps : NULL;
         *parts = o->est_valid ? o->est_parts : NULL;
-        if (*cost && *parts)
+        *host = o->est_valid ? o->est_host : NULL;
+        if (*cost && *parts && *host)
                 return;
         *cost = NULL;
         *parts = NULL;
+        *host = NULL;
         if (!(in = calloc((size_t)g->ninputs + 1, sizeof(*in))))
                 return;
         for (int i = 0; i < g->ninputs && fixed; i++) {
@@ -321,13 +324,16 @@ static void plan_estimate(const struct graph_obj *o, uint64_t **cost, uint32_t *
         size_t n = (size_t)g->steps->nsteps;
         *cost = fixed ? malloc(n * OPS_ENGINE_COUNT * sizeof(**cost)) : NULL;
         *parts = fixed ? malloc(n * sizeof(**parts)) : NULL;
-        if (!*cost || !*parts ||
+        *host = fixed ? malloc(n * sizeof(**host)) : NULL;
+        if (!*cost || !*parts || !*host ||
             graph_estimate_steps_parts(g, g->ninputs, in, d->flops_per_core, d->cores,
-                                       d->mem_bandwidth, *cost, *parts) < 0) {
+                                       d->mem_bandwidth, *cost, *parts, *host) < 0) {
                 free(*cost);
                 free(*parts);
+                free(*host);
                 *cost = NULL;
                 *parts = NULL;
+                *host = NULL;
         } else {
                 *own = 1;
         }
@@ -335,7 +341,9 @@ static void plan_estimate(const struct graph_obj *o, uint64_t **cost, uint32_t *
 }
 
 /* graph_info's "plan": per step its node(s), the engine kind of earliest estimated finish
- * and that estimate (the cost model, uncalibrated), and the most parts it splits into. */
+ * and that estimate (the cost model, uncalibrated), the most parts it splits into, and,
+ * for a tuned node, its time on one host thread as tuning measured it (what sizes its
+ * parts in compute mode). */
 static json_t *plan_json(const struct graph_obj *o)
 {
         const struct graph *g = o->g;
@@ -343,11 +351,12 @@ static json_t *plan_json(const struct graph_obj *o)
         json_t *arr = json_array();
         uint64_t *cost;
         uint32_t *parts;
+        uint64_t *host;
         int own;
 
         if (!gs)
                 return arr;
-        plan_estimate(o, &cost, &parts, &own);
+        plan_estimate(o, &cost, &parts, &host, &own);
         for (int s = 0; s < gs->nsteps; s++) {
                 json_t *nodes = json_array(), *st;
                 const char *op;
@@ -378,11 +387,14 @@ static json_t *plan_json(const struct graph_obj *o)
                                "engine", best >= 0 ? plan_engine_names[best] : "",
                                "est_us", best >= 0 ? (double)cost[(size_t)s * OPS_ENGINE_COUNT + (size_t)best] / 1e3 : 0.0,
                                "parts_max", parts ? (int)parts[s] : 1);
+                if (host && host[s])
+                        json_object_set_new(st, "host_us", json_real((double)host[s] / 1e3));
                 json_array_append_new(arr, st);
         }
         if (own) {
                 free(cost);
                 free(parts);
+                free(host);
         }
         return arr;
 }

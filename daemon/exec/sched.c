@@ -590,6 +590,11 @@ static uint32_t step_nparts(struct stream *st, const struct task *t, int k, int 
          * engine, as the chip's kernel: parts are for the host workers of compute mode. */
         if (rs->max_parts[k] <= 1 || !slots || !enabled)
                 return 1;
+        /* the step's time on one host thread as tuning measured it at load, where it did:
+         * the parts are tiles of the host's work, which the chip's cost model (or one AI CPU
+         * core's) says little about */
+        if (rs->host_ns[k])
+                c = rs->host_ns[k];
         uint64_t n = (c + tile_ns - 1) / tile_ns;
         if (slots > 1 && c >= STEP_SPLIT_MIN_NS && n < (uint64_t)slots)
                 n = (uint64_t)slots;

@@ -40,6 +40,7 @@ struct run_steps {
         int nsteps;
         struct exec_item *items; /* per step */
         uint64_t *cost;          /* [step * OPS_ENGINE_COUNT + engine], ns (model estimate) */
+        uint64_t *host_ns;       /* per step: measured on one host thread at load, 0 unknown */
         /* A long node step split into parts (graph/split.h) that run at the same time on
          * free workers, like the tiles of a launch: the most it may take (from the
          * estimate), how many it takes (0 until first sent), and of those sent and back. */

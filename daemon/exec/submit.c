@@ -410,19 +410,24 @@ static uint64_t run_estimate(struct graph_obj *o, const struct graph_bind *b)
                                       d->mem_bandwidth, NULL);
         free(o->est_steps);
         free(o->est_parts);
+        free(o->est_host);
         o->est_steps = NULL;
         o->est_parts = NULL;
+        o->est_host = NULL;
         if (o->g->steps) {
                 size_t n = (size_t)o->g->steps->nsteps * OPS_ENGINE_COUNT;
                 o->est_steps = malloc(n * sizeof(*o->est_steps));
                 o->est_parts = malloc((size_t)o->g->steps->nsteps * sizeof(*o->est_parts));
-                if (!o->est_steps || !o->est_parts ||
+                o->est_host = malloc((size_t)o->g->steps->nsteps * sizeof(*o->est_host));
+                if (!o->est_steps || !o->est_parts || !o->est_host ||
                     graph_estimate_steps_parts(o->g, b->nin, b->t, d->flops_per_core, d->cores,
-                                               d->mem_bandwidth, o->est_steps, o->est_parts) < 0) {
+                                               d->mem_bandwidth, o->est_steps, o->est_parts, o->est_host) < 0) {
                         free(o->est_steps);
                         free(o->est_parts);
+                        free(o->est_host);
                         o->est_steps = NULL;
                         o->est_parts = NULL;
+                        o->est_host = NULL;
                 }
         }
         free(o->est_shapes);
@@ -441,12 +446,12 @@ static struct run_steps *run_steps_new(const struct graph_obj *o)
         size_t n, costs;
         char *p;
 
-        if (!gs || !o->est_steps || !o->est_parts)
+        if (!gs || !o->est_steps || !o->est_parts || !o->est_host)
                 return NULL;
         n = (size_t)gs->nsteps;
         costs = n * OPS_ENGINE_COUNT * sizeof(uint64_t);
-        rs = malloc(sizeof(*rs) + n * sizeof(struct exec_item) + costs + 4 * n * sizeof(uint32_t) +
-                    3 * n * sizeof(int) + n);
+        rs = malloc(sizeof(*rs) + n * sizeof(struct exec_item) + costs + n * sizeof(uint64_t) +
+                    4 * n * sizeof(uint32_t) + 3 * n * sizeof(int) + n);
         if (!rs)
                 return NULL;
         p = (char *)(rs + 1);
@@ -457,6 +462,9 @@ static struct run_steps *run_steps_new(const struct graph_obj *o)
         rs->cost = (uint64_t *)p;
         memcpy(rs->cost, o->est_steps, costs);
         p += costs;
+        rs->host_ns = (uint64_t *)p;
+        memcpy(rs->host_ns, o->est_host, n * sizeof(uint64_t));
+        p += n * sizeof(uint64_t);
         rs->max_parts = (uint32_t *)p;
         memcpy(rs->max_parts, o->est_parts, n * sizeof(uint32_t));
         p += n * sizeof(uint32_t);

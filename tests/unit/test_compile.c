@@ -425,6 +425,42 @@ START_TEST(test_memory_plan)
 }
 END_TEST
 
+/* Identity and Flatten copy their input unchanged: planned, each writes over its input that
+ * dies there (a block shared, the copy skipped), and the results are the plain graph's. */
+START_TEST(test_plan_copy_in_place)
+{
+        static float x[8 * H];
+        int64_t d[2] = { 8, H };
+
+        for (int i = 0; i < 8 * H; i++)
+                x[i] = (float)((i * 7) % 11) / 11.0f - 0.5f;
+        struct graph *g[2];
+        float *r[2];
+        for (int k = 0; k < 2; k++) {
+                begin();
+                value("x", GRAPH_VALUE_INPUT, 2, (int64_t[]){ 8, H });
+                N1("Neg", "a", "x");
+                N1("Identity", "b", "a");
+                N1("Flatten", "c", "b");
+                N1("Relu", "y", "c");
+                io("x", "y");
+                g[k] = G;
+                if (k)
+                        compile(g[k], GRAPH_COMPILE_PLAN);
+                r[k] = run(g[k], x, 2, d, 2, d);
+        }
+        ck_assert_ptr_nonnull(g[1]->plan);
+        ck_assert_int_eq(g[1]->stats->planned, 3);
+        ck_assert_int_eq(g[1]->stats->inplace, 2);
+        ck_assert_int_eq(g[1]->stats->arena_bytes, 8 * H * 4);
+        same(r[1], r[0], 8 * H, 0);
+        for (int k = 0; k < 2; k++) {
+                free(r[k]);
+                graph_free(g[k]);
+        }
+}
+END_TEST
+
 /* A planned graph bound with a shape the model leaves open runs without the plan's sizes. */
 START_TEST(test_plan_open_shapes)
 {
@@ -761,6 +797,7 @@ int main(void)
         tcase_add_test(tc, test_fuse_conv_epilogue);
         tcase_add_test(tc, test_fuse_softmax);
         tcase_add_test(tc, test_plan_open_shapes);
+        tcase_add_test(tc, test_plan_copy_in_place);
         tcase_add_test(tc, test_sigmoid_tanh_f32_accuracy);
         suite_add_tcase(s, tc);
         sr = srunner_create(s);

@@ -340,6 +340,24 @@ START_TEST(test_graph_direct)
         ck_assert_ptr_null(gn->packed);
         ck_assert_int_eq(g->stats->packed, 1);
         ck_assert_uint_ge(g->stats->packed_bytes, (uint64_t)GM * GC * 9 * sizeof(float));
+        /* the time tuning measured (cached here) sizes the step's parts: the estimate of
+         * the step on one host thread is that time for the same shapes, and nothing for
+         * the binding and handing over */
+        ck_assert_uint_gt(gn->tuned_ns, 0);
+        ck_assert_uint_ge(gn->tuned_flops, 2ull * GM * GC * 9 * GH * GW); /* and the epilogue's */
+        double rate[OPS_ENGINE_COUNT];
+        int cores[OPS_ENGINE_COUNT];
+        for (int e = 0; e < OPS_ENGINE_COUNT; e++) {
+                rate[e] = 1e12;
+                cores[e] = 1;
+        }
+        uint64_t cost[3 * OPS_ENGINE_COUNT], host[3];
+        uint32_t parts[3];
+        ck_assert_int_eq(g->steps->nsteps, 3);
+        ck_assert_int_eq(graph_estimate_steps_parts(g, 1, t, rate, cores, 1e10, cost, parts, host), 0);
+        ck_assert_uint_eq(host[1], gn->tuned_ns);
+        ck_assert_uint_eq(host[0], 0);
+        ck_assert_uint_eq(host[2], 0);
 
         t[1].data = y1;
         ck_assert_msg(graph_exec(g, 1, t, 1, &t[1], err, sizeof(err)) == 0, "direct: %s", err);

@@ -163,7 +163,7 @@ static uint32_t check_parts(const struct model *m, int nparts)
         double rate[OPS_ENGINE_COUNT] = { 1e12, 1e11, 1e10, 1e10 };
         int cores[OPS_ENGINE_COUNT] = { 1, 1, 1, 1 };
         t[m->nin].data = NULL;
-        ck_assert_int_eq(graph_estimate_steps_parts(g, m->nin, t, rate, cores, 1e10, cost, parts), 0);
+        ck_assert_int_eq(graph_estimate_steps_parts(g, m->nin, t, rate, cores, 1e10, cost, parts, NULL), 0);
         ck_assert_uint_eq(parts[0], 1);
         ck_assert_uint_eq(parts[2], 1);
         for (int i = 0; i < m->nin; i++)
