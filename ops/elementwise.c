@@ -232,6 +232,11 @@ int ew_infer(const struct ew_op *op, struct ops_call *call, char *err, size_t er
                 if (call->in[i].ndim < 0 || call->in[i].ndim > OPS_MAX_DIMS)
                         return ops_fail(err, errlen, -EINVAL, "%s: input %d has invalid rank %d",
                                         op->name, i, call->in[i].ndim);
+        /* a variadic operator's inputs (Max, Min, Sum, Mean) are all required: none is
+         * optional after the first (the model named it "") */
+        for (i = 0; op->max_in == OPS_MAX_INPUTS && i < call->nin; i++)
+                if (!call->in[i].dtype)
+                        return ops_fail(err, errlen, -EINVAL, "%s: input %d is missing", op->name, i);
         key = &call->in[op->key];
         t = ew_type_of(key->dtype);
         if (t < 0 || !(op->types & EW_M(t)))

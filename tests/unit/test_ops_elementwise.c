@@ -791,6 +791,12 @@ START_TEST(test_variadic)
         expect_infer_fail("Max", 13, &c, "input 2 dtype int64 does not match input 0 dtype int32");
         c.in[2] = tensor(I32, i2, SHP(3));
         expect_infer_fail("Max", 13, &c, "cannot broadcast shapes [4] and [3]");
+        /* an input left out (named "" in a model): every input of Max is required (the
+         * fuzzer found the kernel reading through its null data) */
+        c.in[2] = tensor(I32, i2, SHP(1, 4));
+        memset(&c.in[1], 0, sizeof(c.in[1]));
+        expect_infer_fail("Max", 13, &c, "Max: input 1 is missing");
+        expect_infer_fail("Mean", 13, &c, "Mean: input 1 is missing");
 }
 END_TEST
 
