@@ -86,6 +86,16 @@ static int fg_infer(const struct ops_def *def, struct ops_call *call, char *err,
                         if (b->dims[b->ndim - d] != 1 && b->dims[b->ndim - d] != o->dims[o->ndim - d])
                                 goto bad;
         }
+        if (ep->resid) {
+                /* the residual Add was fused for equal shapes only (no broadcast) */
+                const struct ops_tensor *r = &call->in[ep->nin_op + ep->bias];
+                if (r->dtype != o->dtype || r->ndim != o->ndim ||
+                    memcmp(r->dims, o->dims, sizeof(r->dims[0]) * (size_t)o->ndim) != 0) {
+                        snprintf(err, errlen, "FusedGemm: the residual is not of the %s output's shape and dtype",
+                                 ep->op->name);
+                        return -EINVAL;
+                }
+        }
         call->nout = 1;
         call->out[0] = *o;
         return 0;
@@ -147,7 +157,7 @@ static int run_act(const struct graph_epilogue *ep, const struct ops_call *call,
         c->nin = ep->act_nin;
         c->in[0] = *t;
         for (int i = 1; i < ep->act_nin; i++)
-                c->in[i] = call->in[ep->nin_op + ep->bias + i - 1];
+                c->in[i] = call->in[ep->nin_op + ep->bias + ep->resid + i - 1];
         c->nout = 1;
         c->out[0] = *t;
         c->nattr = ep->act_nattr;
@@ -170,18 +180,26 @@ static int act_f32(const struct graph_epilogue *ep, const struct ops_call *call,
         return run_act(ep, call, &t, err, errlen);
 }
 
-/* Bias along the last dim (n elements per row, the bias holding n or 1) and activation over
- * rows x n float32 elements at y. */
+/* The residual's elements from element `at` of the output on (NULL without a residual). */
+static const float *resid_at(const struct graph_epilogue *ep, const struct ops_call *call, int64_t at)
+{
+        return ep->resid ? (const float *)call->in[ep->nin_op + ep->bias].data + at : NULL;
+}
+
+/* Bias along the last dim (n elements per row, the bias holding n or 1), the residual (rows
+ * x n elements at r, NULL: none) and activation over rows x n float32 elements at y. */
 static int epilogue_rows(const struct graph_epilogue *ep, const struct ops_call *call, float *y,
-                         int64_t rows, int64_t n, char *err, size_t errlen)
+                         const float *r, int64_t rows, int64_t n, char *err, size_t errlen)
 {
         if (ep->bias) {
                 const struct ops_tensor *bt = &call->in[ep->nin_op];
                 const float *b = bt->data;
                 int one = ops_tensor_numel(bt) == 1;
-                for (int64_t r = 0; r < rows; r++)
-                        add_f32(y + r * n, b, one, n);
+                for (int64_t k = 0; k < rows; k++)
+                        add_f32(y + k * n, b, one, n);
         }
+        if (r)
+                add_f32(y, r, 0, rows * n);
         return act_f32(ep, call, y, rows * n, err, errlen);
 }
 
@@ -196,7 +214,8 @@ int64_t graph_fused_gemm_nrows(const struct ops_call *call)
         const struct ops_tensor *a = &call->in[0], *o = &call->out[0];
 
         if (!ep || o->dtype != PROTO_DTYPE_FLOAT32 || a->dtype != PROTO_DTYPE_FLOAT32 || o->ndim < 1 ||
-            (ep->bias && call->in[ep->nin_op].dtype != PROTO_DTYPE_FLOAT32))
+            (ep->bias && call->in[ep->nin_op].dtype != PROTO_DTYPE_FLOAT32) ||
+            (ep->resid && call->in[ep->nin_op + ep->bias].dtype != PROTO_DTYPE_FLOAT32))
                 return 0;
         if (is_op(ep, "MatMul")) {
                 if (a->ndim < 2 || call->in[1].ndim != 2)
@@ -239,7 +258,7 @@ int graph_fused_gemm_rows(const struct ops_call *call, int64_t r0, int64_t r1, c
         rc = ops_run(ep->op, c, err, errlen);
         if (rc < 0)
                 return rc;
-        return epilogue_rows(ep, call, c->out[0].data, r1 - r0, n, err, errlen);
+        return epilogue_rows(ep, call, c->out[0].data, resid_at(ep, call, r0 * n), r1 - r0, n, err, errlen);
 }
 
 /* Any dtype: the operator, then the registry's Add and activation over the whole output. */
@@ -263,7 +282,19 @@ static int run_generic(const struct graph_epilogue *ep, const struct ops_call *c
         c->out[0] = call->out[0];
         c->opset = ep->opset;
         rc = add ? ops_run(add, c, err, errlen) : -ENOSYS;
+        if (rc < 0)
+                return rc;
 act:
+        if (rc >= 0 && ep->resid) {
+                memset(c, 0, offsetof(struct ops_call, attr));
+                c->nin = 2;
+                c->in[0] = call->out[0];
+                c->in[1] = call->in[ep->nin_op + ep->bias];
+                c->nout = 1;
+                c->out[0] = call->out[0];
+                c->opset = ep->opset;
+                rc = add ? ops_run(add, c, err, errlen) : -ENOSYS;
+        }
         if (rc < 0 || !ep->act)
                 return rc;
         return run_act(ep, call, &call->out[0], err, errlen);
@@ -292,7 +323,8 @@ static int fg_run(const struct ops_def *def, const struct ops_call *call, char *
                 return 0;
         }
         if (o->dtype != PROTO_DTYPE_FLOAT32 ||
-            (ep->bias && call->in[ep->nin_op].dtype != PROTO_DTYPE_FLOAT32) || o->ndim < 1)
+            (ep->bias && call->in[ep->nin_op].dtype != PROTO_DTYPE_FLOAT32) ||
+            (ep->resid && call->in[ep->nin_op + ep->bias].dtype != PROTO_DTYPE_FLOAT32) || o->ndim < 1)
                 return run_generic(ep, call, err, errlen);
         /* whole product, then the epilogue per row (MatMul, Gemm) or per channel plane */
         struct ops_call *c = __builtin_alloca(sizeof(*c));
@@ -303,8 +335,13 @@ static int fg_run(const struct ops_def *def, const struct ops_call *call, char *
                 return rc;
         if (!is_op(ep, "Conv") || !ep->bias) {
                 n = o->dims[o->ndim - 1];
-                if (!is_op(ep, "Conv") || !n)
-                        return n ? epilogue_rows(ep, call, o->data, ops_tensor_numel(o) / n, n, err, errlen) : 0;
+                if (!n)
+                        return 0;
+                if (!is_op(ep, "Conv"))
+                        return epilogue_rows(ep, call, o->data, resid_at(ep, call, 0), ops_tensor_numel(o) / n, n,
+                                             err, errlen);
+                if (ep->resid)
+                        add_f32(o->data, resid_at(ep, call, 0), 0, ops_tensor_numel(o));
                 return act_f32(ep, call, o->data, ops_tensor_numel(o), err, errlen);
         }
         /* Conv: the bias per channel (dim 1), over planes of the spatial dims */
@@ -318,6 +355,8 @@ static int fg_run(const struct ops_def *def, const struct ops_call *call, char *
         for (int64_t p = 0; plane && p < total / plane; p++) {
                 float *yp = y + p * plane;
                 add_f32(yp, b + (one ? 0 : p % ch), 1, plane);
+                if (ep->resid)
+                        add_f32(yp, resid_at(ep, call, p * plane), 0, plane);
                 rc = act_f32(ep, call, yp, plane, err, errlen);
                 if (rc < 0)
                         return rc;
@@ -339,7 +378,7 @@ static void fg_cost(const struct ops_def *def, const struct ops_call *call, uint
         c->out[0] = call->out[0];
         if (ep->op->cost)
                 ops_cost(ep->op, c, ret_flops, ret_bytes);
-        *ret_flops += n * (uint64_t)(ep->bias + (ep->act ? 8 : 0));
+        *ret_flops += n * (uint64_t)(ep->bias + ep->resid + (ep->act ? 8 : 0));
 }
 
 const struct ops_def graph_fused_gemm_def = {
@@ -375,5 +414,24 @@ int graph_conv_direct_rows(const struct ops_packed_conv *p, const struct ops_cal
         struct ops_call *c = __builtin_alloca(sizeof(*c));
         op_call(ep, call, c);
         c->out[0] = call->out[0];
-        return ops_conv_rows(p, c, act, alpha, lo, hi, err, errlen);
+        if (!ep->resid)
+                return ops_conv_rows(p, c, act, alpha, lo, hi, err, errlen);
+        /* the residual comes before the activation: the band's rows of every channel plane
+         * get it, then the activation, while they are still in cache */
+        const struct ops_tensor *o = &call->out[0];
+        int rc = ops_conv_rows(p, c, OPS_CONV_ACT_NONE, 0.0f, lo, hi, err, errlen);
+        if (rc || o->ndim != 4 || o->dtype != PROTO_DTYPE_FLOAT32)
+                return rc;
+        int64_t oh = o->dims[2], ow = o->dims[3], planes = o->dims[0] * o->dims[1];
+        if (hi <= 0)
+                hi = oh;
+        for (int64_t k = 0; k < planes; k++) {
+                int64_t at = (k * oh + lo) * ow;
+                float *y = (float *)o->data + at;
+                add_f32(y, resid_at(ep, call, at), 0, (hi - lo) * ow);
+                rc = act_f32(ep, call, y, (hi - lo) * ow, err, errlen);
+                if (rc < 0)
+                        return rc;
+        }
+        return 0;
 }

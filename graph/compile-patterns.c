@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "proto/dtype.h"
@@ -459,10 +460,47 @@ static int conv_take_bias(struct graph *g, int c, int b)
         return 0;
 }
 
-static int match_epilogue(struct graph *g, char *removed, int c, struct graph_compile_stats *st)
+/* The shapes the model fixes, per value (graph_known_static, then every node not removed in
+ * order, graph_infer_static); dtype 0 where unknown. NULL when memory is short. */
+static struct ops_tensor *static_shapes(const struct graph *g, const char *removed)
+{
+        struct ops_tensor *known = calloc((size_t)g->nvalues + 1, sizeof(*known));
+        struct ops_call *call = malloc(sizeof(*call));
+
+        if (known && call) {
+                graph_known_static(g, known);
+                for (int k = 0; k < g->nnodes; k++) {
+                        const struct graph_node *gn = &g->nodes[g->order[k]];
+                        if (removed[g->order[k]] || !graph_infer_static(g, gn, known, call))
+                                continue;
+                        for (int j = 0; j < gn->nout; j++)
+                                if (gn->out[j] >= 0 && call->out[j].dtype) {
+                                        known[gn->out[j]] = call->out[j];
+                                        known[gn->out[j]].data = NULL;
+                                }
+                }
+        }
+        free(call);
+        return known;
+}
+
+/* Value r is a float32 residual for output v: both of the same shape, fixed by the model. */
+static int resid_ok(const struct ops_tensor *known, int r, int v)
+{
+        if (!known || r < 0 || v < 0 || r == v)
+                return 0;
+        const struct ops_tensor *a = &known[r], *b = &known[v];
+
+        return a->dtype == PROTO_DTYPE_FLOAT32 &&
+               b->dtype == PROTO_DTYPE_FLOAT32 && a->ndim == b->ndim && a->ndim >= 1 &&
+               memcmp(a->dims, b->dims, sizeof(a->dims[0]) * (size_t)a->ndim) == 0;
+}
+
+static int match_epilogue(struct graph *g, char *removed, int c, const struct ops_tensor *known,
+                          struct graph_compile_stats *st)
 {
         struct graph_node *cn = &g->nodes[c];
-        int ad, act = -1, bias = -1, last = c, nk = 0, kill[2];
+        int ad, act = -1, bias = -1, resid = -1, last = c, nk = 0, kill[3];
         int in[OPS_MAX_INPUTS];
         struct graph_epilogue *ep;
         struct ops_attr attr[OPS_MAX_ATTRS];
@@ -477,6 +515,13 @@ static int match_epilogue(struct graph *g, char *removed, int c, struct graph_co
                 bias = other(g, ad, out0(g, c));
                 kill[nk++] = last;
                 last = ad;
+        }
+        /* a residual Add: a tensor of the output's shape (no broadcast) */
+        int ra = reader(g, removed, out0(g, last));
+        if (known && ra >= 0 && is(g, ra, "Add") && resid_ok(known, other(g, ra, out0(g, last)), out0(g, c))) {
+                resid = other(g, ra, out0(g, last));
+                kill[nk++] = last;
+                last = ra;
         }
         act = reader(g, removed, out0(g, last));
         if (act >= 0 && is_act(g, act) && g->nodes[act].nin <= 3 &&
@@ -494,7 +539,7 @@ static int match_epilogue(struct graph *g, char *removed, int c, struct graph_co
                         return -ENOMEM;
                 cn = &g->nodes[c];
                 bias = -1;
-                if (act < 0) {
+                if (act < 0 && resid < 0) {
                         cn->out[0] = out0(g, ad);
                         g->values[cn->out[0]].producer = c;
                         removed[ad] = 1;
@@ -508,6 +553,7 @@ static int match_epilogue(struct graph *g, char *removed, int c, struct graph_co
         ep->op = cn->def;
         ep->nin_op = cn->nin;
         ep->bias = bias >= 0;
+        ep->resid = resid >= 0;
         ep->act = act >= 0 ? g->nodes[act].def : NULL;
         ep->act_nin = act >= 0 ? g->nodes[act].nin : 0;
         ep->act_nattr = act >= 0 ? g->nodes[act].nattr : 0;
@@ -519,6 +565,8 @@ static int match_epilogue(struct graph *g, char *removed, int c, struct graph_co
                 in[nin++] = cn->in[i];
         if (bias >= 0)
                 in[nin++] = bias;
+        if (resid >= 0)
+                in[nin++] = resid;
         for (int i = 1; i < ep->act_nin; i++)
                 in[nin++] = g->nodes[act].in[i];
         if (cn->nattr)
@@ -541,17 +589,22 @@ static int match_epilogue(struct graph *g, char *removed, int c, struct graph_co
 
 int graph_pass_epilogue(struct graph *g, struct graph_compile_stats *st, char *removed)
 {
+        /* a residual is fused only where the model fixes both shapes: NULL fuses none */
+        struct ops_tensor *known = static_shapes(g, removed);
         int made = 0;
 
         for (int k = 0; k < g->nnodes; k++) {
                 int n = g->order[k], rc;
                 if (removed[n] || !(is(g, n, "MatMul") || is(g, n, "Gemm") || is(g, n, "Conv")))
                         continue;
-                rc = match_epilogue(g, removed, n, st);
-                if (rc < 0)
+                rc = match_epilogue(g, removed, n, known, st);
+                if (rc < 0) {
+                        free(known);
                         return rc;
+                }
                 made += rc;
         }
+        free(known);
         return made;
 }
 

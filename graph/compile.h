@@ -151,9 +151,11 @@ struct graph_softmax {
 
 extern const struct ops_def graph_fused_softmax_def;
 
-/* FusedGemm (compile-epilogue.c): a MatMul, Gemm or Conv followed by a bias Add and / or an
- * activation, applied to the product block by block right after it is computed. The node's
- * inputs are the operator's (nin_op of them), then the bias when there is one, then the
+/* FusedGemm (compile-epilogue.c): a MatMul, Gemm or Conv followed by a bias Add, a residual
+ * Add (of a tensor of the output's shape: a ResNet block's shortcut, a transformer's skip
+ * connection) and / or an activation, applied to the product block by block right after it
+ * is computed: y = act(op + bias + residual). The node's inputs are the operator's (nin_op
+ * of them), then the bias when there is one, then the residual when there is one, then the
  * activation's inputs past its first (Clip's bounds); its attributes the operator's plus an
  * OPS_ATTR_OPAQUE "epilogue" pointing to this. */
 #define GRAPH_EPILOGUE_ATTRS 4
@@ -161,6 +163,7 @@ struct graph_epilogue {
         const struct ops_def *op;   /* MatMul, Gemm or Conv */
         int nin_op;
         int bias;                   /* 1: input nin_op is the bias ([N]; Conv: per channel) */
+        int resid;                  /* 1: input nin_op + bias is the residual (the output's shape) */
         const struct ops_def *act;  /* NULL: bias only */
         int act_nin;
         int act_nattr;

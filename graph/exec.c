@@ -788,11 +788,24 @@ static int run_conv_rows(const struct graph_node *gn, const struct node_prep *p,
                         return 0;
         }
         graph_split_conv_rows(&p->call, lo, hi, &r);
+        /* a FusedGemm's residual: the part's rows of it, like the output's */
+        const struct graph_epilogue *ep = graph_fused_gemm_epilogue(&p->call);
+        int ri = ep && ep->resid ? ep->nin_op + ep->bias : -1;
         char *in = ops_buf_alloc((uint64_t)(ch * (r.b - r.a) * w) * es, msg, sizeof(msg));
         char *out = in ? ops_buf_alloc((uint64_t)(m * (hi - lo) * ow) * es, msg, sizeof(msg)) : NULL;
-        if (!out) {
+        char *res = out && ri >= 0 ? ops_buf_alloc((uint64_t)(m * (hi - lo) * ow) * es, msg, sizeof(msg)) : NULL;
+        if (!out || (ri >= 0 && !res)) {
                 ops_buf_free(in);
+                ops_buf_free(out);
                 return err_set(err, errlen, node_code(PROTO_E_EXEC), "%s: %s", label, msg);
+        }
+        if (ri >= 0) {
+                for (int64_t k = 0; k < m; k++)
+                        memcpy(res + (size_t)(k * (hi - lo) * ow) * es,
+                               (const char *)p->call.in[ri].data + (size_t)((k * oh + lo) * ow) * es,
+                               (size_t)((hi - lo) * ow) * es);
+                c->in[ri].data = res;
+                c->in[ri].dims[2] = hi - lo;
         }
         for (int64_t k = 0; k < ch; k++)
                 memcpy(in + (size_t)(k * (r.b - r.a) * w) * es,
@@ -815,6 +828,7 @@ static int run_conv_rows(const struct graph_node *gn, const struct node_prep *p,
                        out + (size_t)(k * (hi - lo) * ow) * es, (size_t)((hi - lo) * ow) * es);
         ops_buf_free(in);
         ops_buf_free(out);
+        ops_buf_free(res);
         return rc;
 }
 

@@ -48,7 +48,7 @@ static int gemm_c_cols_ok(const struct ops_call *c, int64_t m)
 static int epilogue_splits(const struct graph_epilogue *ep, const struct ops_call *call)
 {
         for (int i = 1; i < ep->act_nin; i++) {
-                int k = ep->nin_op + ep->bias + i - 1;
+                int k = ep->nin_op + ep->bias + ep->resid + i - 1;
                 if (k < call->nin && call->in[k].dtype && numel(&call->in[k]) != 1)
                         return 0;
         }
@@ -144,7 +144,8 @@ void graph_split_plan(const struct ops_def *def, const struct ops_call *call, st
                 int64_t m = y->dims[0], n = y->dims[1];
                 if (!ops_attr_int(call, "transA", 0) && m / GRAPH_SPLIT_MIN_ROWS >= 2)
                         *s = (struct graph_split){ GRAPH_SPLIT_ROWS, m, GRAPH_SPLIT_MIN_GEMM_ROWS, 0 };
-                else if (ops_attr_int(call, "transB", 0) && gemm_c_cols_ok(call, m))
+                else if (ops_attr_int(call, "transB", 0) && gemm_c_cols_ok(call, m) && !(ep && ep->resid))
+                        /* (a residual's column block is not contiguous) */
                         *s = (struct graph_split){ GRAPH_SPLIT_COLS, n, GRAPH_SPLIT_MIN_ROWS, 0 };
         } else if (named(def, "Conv")) {
                 if (a->ndim < 3 || b->ndim != a->ndim || y->ndim != a->ndim)
@@ -309,9 +310,32 @@ void graph_split_part(const struct ops_call *whole, const struct graph_split *s,
                 advance(y, *lo * (numel(wy) / s->extent));
                 break;
         }
+        /* a FusedGemm's residual has the output's shape: it goes with the output's slice */
+        const struct graph_epilogue *ep = graph_fused_gemm_epilogue(whole);
+        if (ep && ep->resid && ep->nin_op + ep->bias < c->nin) {
+                struct ops_tensor *r = &c->in[ep->nin_op + ep->bias];
+                const struct ops_tensor *wr = &whole->in[ep->nin_op + ep->bias];
+                switch (s->how) {
+                case GRAPH_SPLIT_ROWS:
+                        r->ndim = 2;
+                        r->dims[0] = len;
+                        r->dims[1] = wy->dims[wy->ndim - 1];
+                        advance(r, *lo * r->dims[1]);
+                        break;
+                case GRAPH_SPLIT_BATCH:
+                        r->dims[0] = len;
+                        advance(r, *lo * (numel(wr) / s->extent));
+                        break;
+                case GRAPH_SPLIT_CHANNELS:
+                        r->dims[1] = len;
+                        advance(r, *lo * (numel(wr) / s->extent));
+                        break;
+                default: /* LEADING sliced it above with the others; no COLS split */
+                        break;
+                }
+        }
         /* a FusedGemm's bias after the operator's own (Gemm's C, Conv's B): per column or
          * channel, it follows a split of those */
-        const struct graph_epilogue *ep = graph_fused_gemm_epilogue(whole);
         if (ep && ep->bias && ep->nin_op > 2 && ep->nin_op < c->nin &&
             (s->how == GRAPH_SPLIT_COLS || s->how == GRAPH_SPLIT_CHANNELS))
                 slice_vec(&c->in[ep->nin_op], s->extent, *lo, len);

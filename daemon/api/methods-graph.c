@@ -261,8 +261,9 @@ static json_t *compile_json(const struct graph *g)
                         if (gn->attr[a].type == OPS_ATTR_OPAQUE)
                                 ep = gn->attr[a].graph;
                 if (ep)
-                        json_array_append_new(epis, json_pack("{s:s, s:s, s:b, s:s*}", "node", gn->name,
+                        json_array_append_new(epis, json_pack("{s:s, s:s, s:b, s:b, s:s*}", "node", gn->name,
                                                               "op", ep->op->name, "bias", ep->bias,
+                                                              "residual", ep->resid,
                                                               "act", ep->act ? ep->act->name : NULL));
         }
         /* the kernel variant tuning chose per node (compile-tune.c) */

@@ -642,6 +642,89 @@ START_TEST(test_fuse_epilogue)
 }
 END_TEST
 
+/* Residual Adds (a tensor of the output's shape) join the epilogue, after the bias and
+ * before the activation: MatMul + bias + x + Relu (form 0), MatMul + Sigmoid(x) (form 1:
+ * the residual an intermediate, no bias or activation), a ResNet block's Conv + x + Relu
+ * (form 2, the Conv's bias taken from the Add); an Add that broadcasts ([R, 1], form 3) is
+ * no residual and stays a node of its own. */
+static struct graph *res_graph(int form)
+{
+        static float w[EP_K * EP_K], b[EP_K], cw[4 * 4 * 3 * 3], cb[4], r1[EP_R];
+        static const int64_t pads[4] = { 1, 1, 1, 1 };
+
+        fill(w, EP_K * EP_K, 5);
+        fill(b, EP_K, 6);
+        fill(cw, 4 * 4 * 3 * 3, 7);
+        fill(cb, 4, 8);
+        fill(r1, EP_R, 9);
+        begin();
+        if (form == 2) {
+                value("x", GRAPH_VALUE_INPUT, 4, (int64_t[]){ 1, 4, 6, 6 });
+                init("w", 4, (int64_t[]){ 4, 4, 3, 3 }, cw);
+                init("b", 3, (int64_t[]){ 4, 1, 1 }, cb);
+                node("Conv", "c", 2, (const char *const[]){ "x", "w" }, 1,
+                     (const struct ops_attr[]){ { .name = "pads", .type = OPS_ATTR_INTS, .n = 4,
+                                                  .ints = pads } });
+                N2("Add", "a", "c", "b");
+                N2("Add", "s", "a", "x");
+                N1("Relu", "y", "s");
+                io("x", "y");
+                return G;
+        }
+        value("x", GRAPH_VALUE_INPUT, 2, (int64_t[]){ EP_R, EP_K });
+        init("w", 2, (int64_t[]){ EP_K, EP_K }, w);
+        init("b", 1, (int64_t[]){ EP_K }, b);
+        init("r1", 2, (int64_t[]){ EP_R, 1 }, r1);
+        N2("MatMul", "m", "x", "w");
+        if (form == 0) {
+                N2("Add", "a", "m", "b");
+                N2("Add", "s", "x", "a");
+                N1("Relu", "y", "s");
+        } else if (form == 1) {
+                N1("Sigmoid", "g", "x");
+                N2("Add", "y", "m", "g");
+        } else {
+                N2("Add", "y", "m", "r1");
+        }
+        io("x", "y");
+        return G;
+}
+
+START_TEST(test_fuse_residual)
+{
+        static float x[EP_R * EP_K];
+        int64_t xd[2] = { EP_R, EP_K }, cd[4] = { 1, 4, 6, 6 };
+
+        fill(x, EP_R * EP_K, 3);
+        for (int form = 0; form < 4; form++) {
+                struct graph *plain = res_graph(form), *g = res_graph(form);
+                compile(g, GRAPH_COMPILE_ALL);
+                const struct graph_node *fg = NULL;
+                for (int n = 0; n < g->nnodes; n++)
+                        if (g->nodes[n].def == &graph_fused_gemm_def)
+                                fg = &g->nodes[n];
+                const struct graph_epilogue *ep = NULL;
+                for (int a = 0; fg && a < fg->nattr; a++)
+                        if (fg->attr[a].type == OPS_ATTR_OPAQUE)
+                                ep = fg->attr[a].graph;
+                if (form == 3) {
+                        ck_assert_int_eq(g->stats->epilogue_fused, 0);
+                        ck_assert_ptr_null(fg);
+                } else {
+                        ck_assert_int_eq(g->stats->epilogue_fused, 1);
+                        ck_assert_ptr_nonnull(ep);
+                        ck_assert_int_eq(ep->resid, 1);
+                        ck_assert_int_eq(ep->bias, form == 0);
+                        ck_assert_int_eq(g->nnodes, form == 1 ? 2 : 1);
+                }
+                if (form == 2)
+                        same_runs(plain, g, x, 4, cd, 4, cd, 4 * 6 * 6, 1e-5);
+                else
+                        same_runs(plain, g, x, 2, xd, 2, xd, EP_R * EP_K, 1e-5);
+        }
+}
+END_TEST
+
 /* Conv + per-channel Add [C, 1, 1] + Sigmoid: a Conv without bias takes the Add as its bias,
  * the Sigmoid becomes the epilogue; with a bias already, the Add is the epilogue's. */
 static struct graph *conv_epi(int with_bias)
@@ -794,6 +877,7 @@ int main(void)
         tcase_add_test(tc, test_fuse_gelu);
         tcase_add_test(tc, test_fuse_layernorm);
         tcase_add_test(tc, test_fuse_epilogue);
+        tcase_add_test(tc, test_fuse_residual);
         tcase_add_test(tc, test_fuse_conv_epilogue);
         tcase_add_test(tc, test_fuse_softmax);
         tcase_add_test(tc, test_plan_open_shapes);

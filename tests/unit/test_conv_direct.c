@@ -10,8 +10,10 @@
  *   - through the graph compiler: the variant is measured for a Conv on constant filters, a
  *     cached onednn-direct choice makes the node keep packed filters, and whole runs and
  *     row-block parts (GRAPH_SPLIT_SPATIAL) on them agree with the plain graph, with the
- *     activation applied by oneDNN (Relu, LeakyRelu), by the epilogue after it (Sigmoid) or
- *     none; graph_free releases them (the ASan build checks). */
+ *     activation applied by oneDNN (Relu, LeakyRelu), by the epilogue after it (Sigmoid),
+ *     none, or after a residual Add of the input (a ResNet block's); without packed filters
+ *     the parts copy their rows out and agree too; graph_free releases them (the ASan build
+ *     checks). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -218,11 +220,11 @@ END_TEST
 
 /* ---- through the graph compiler ---- */
 
-enum { GC = 24, GH = 60, GW = 30, GM = 32 };
+enum { GC = 24, GH = 60, GW = 30, GM = 24 };
 
 /* The activation after the Conv: the direct path applies Relu and LeakyRelu itself, and
  * leaves Sigmoid to the FusedGemm's epilogue; none leaves a plain Conv node. */
-static const char *const acts[] = { "Relu", "LeakyRelu", "Sigmoid", NULL };
+static const char *const acts[] = { "Relu", "LeakyRelu", "Sigmoid", NULL, "Residual" };
 static int act_i;
 
 /* y = act(Conv(x, W, bias, pads 1)): a FusedGemm on a Conv once compiled. */
@@ -239,7 +241,11 @@ static struct graph *model(unsigned flags)
         fill(bias, GM, 12);
         Onnx__NodeProto *conv = node("Conv", 3, (const char *[]){ "x", "w", "bias" }, 1, (const char *[]){ "p" });
         attr_ints(conv, "pads", 4, (const int64_t[]){ 1, 1, 1, 1 });
-        if (acts[act_i]) {
+        if (acts[act_i] && !strcmp(acts[act_i], "Residual")) { /* a ResNet block's: Relu(conv + x) */
+                g->n_node = 3;
+                g->node = (Onnx__NodeProto **)list(3, conv, node("Add", 2, (const char *[]){ "p", "x" }, 1, (const char *[]){ "s" }),
+                                                   node("Relu", 1, (const char *[]){ "s" }, 1, (const char *[]){ "y" }));
+        } else if (acts[act_i]) {
                 Onnx__NodeProto *a = node(acts[act_i], 1, (const char *[]){ "p" }, 1, (const char *[]){ "y" });
                 if (strcmp(acts[act_i], "LeakyRelu") == 0)
                         attr_f(a, "alpha", 0.2f);
@@ -311,6 +317,18 @@ START_TEST(test_graph_direct)
         struct graph *g = model(GRAPH_COMPILE_ALL & ~GRAPH_COMPILE_TUNE);
         t[1].data = y0;
         ck_assert_msg(graph_exec(g, 1, t, 1, &t[1], err, sizeof(err)) == 0, "plain: %s", err);
+        /* and in row-block parts without packed filters: each part copies its rows of the
+         * input (and of the residual) out */
+        struct graph_bind pb = { .g = g, .nin = 1, .nout = 1 };
+        t[1].data = y2;
+        ck_assert_msg(graph_run_step(&pb, 0, t, err, sizeof(err)) == 0, "bind: %s", err);
+        for (int k = 1; k >= 0; k--)
+                ck_assert_msg(graph_run_step_part(&pb, 1, k, 2, t, err, sizeof(err)) == 0, "part %d: %s", k, err);
+        graph_run_step_done(&pb, 1);
+        ck_assert_msg(graph_run_step(&pb, 2, t, err, sizeof(err)) == 0, "outputs: %s", err);
+        graph_run_free(pb.run);
+        same(y2, y0, ny, GC * 9, "plain graph in parts");
+        memset(y2, 0, ny * 4);
         graph_free(g);
 
         /* tuned: the direct variant is measured (and the packed-B one is not) */
