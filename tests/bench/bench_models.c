@@ -12,7 +12,8 @@
  * The models are built with tests/onnx-build.h (tests/bench/bench-models.h, shared with
  * npubench) and written to a temporary directory at bench time (no binary model in the
  * repository). npud (passes on, one device, --workers T) loads each once and runs it N
- * times: median and p90 per run (npu_graph_run + synchronize).
+ * times: median and p90 per run (npu_graph_run + synchronize). npud and ONNX Runtime take
+ * turns, 3 rounds each (NPUD_BENCH_ROUNDS: more on a host whose neighbours are busy).
  * ONNX Runtime runs the same .onnx file and input through tests/bench/ort-time.js under node
  * when ORT_NODE_MODULES names a node_modules folder holding onnxruntime-node (see
  * docs/benchmarks.md); otherwise that column is skipped with a message and the npud figures
@@ -59,7 +60,16 @@
 #define RTOL 1e-3 /* ONNX_TEST_RTOL, ONNX_TEST_ATOL (client/onnx-tensor.h) */
 #define ATOL 1e-7
 #define SECONDS_PER_SIDE 2.0 /* time npud runs a model for, about; ORT runs as many */
-#define ROUNDS 3             /* npud and ORT take turns, ROUNDS times */
+#define ROUNDS 3             /* npud and ORT take turns, ROUNDS times (NPUD_BENCH_ROUNDS) */
+
+/* Rounds of turns: more of them spread a busy neighbour's bursts over both sides. */
+static int rounds(void)
+{
+        const char *env = getenv("NPUD_BENCH_ROUNDS");
+        int n = env ? atoi(env) : ROUNDS;
+
+        return n >= 1 && n <= 100 ? n : ROUNDS;
+}
 
 static double now_s(void)
 {
@@ -164,7 +174,7 @@ static void npud_open(const char *sock, const struct bmodel *m, const float *x,
                 CHECK(npu_graph_run(r->ctx, r->st, r->g, &r->tx, 1, &r->ty, 1, NULL));
                 CHECK(npu_stream_synchronize(r->ctx, r->st));
         }
-        r->runs = (int)(SECONDS_PER_SIDE / ROUNDS / (now_s() - t0));
+        r->runs = (int)(SECONDS_PER_SIDE / rounds() / (now_s() - t0));
         r->runs = r->runs < 4 ? 4 : r->runs > 100 ? 100 : r->runs;
 }
 
@@ -419,7 +429,7 @@ int main(void)
                         ey = xmalloc(m->yn * sizeof(float));
                 }
                 /* the sides take turns, so that a busy host slows all alike */
-                for (int round = 0; round < ROUNDS; round++) {
+                for (int round = 0; round < rounds(); round++) {
                         npud_round(&r);
                         if (have_ort)
                                 have_ort = ort_round(&o, m, threads, r.runs, &ot, ey, version,
