@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ops/blas.h"
 #include "ops/control.h"
@@ -201,20 +202,47 @@ static long product_rows(const struct ops_call *call)
         return rows > 0 && rows < (1 << 30) ? (long)rows : 1;
 }
 
-/* Tune node n: its winner in gn->variant, and the counts in st. */
-static void tune_node(struct graph *g, struct graph_node *gn, const struct ops_tensor *known,
-                      struct graph_compile_stats *st)
+/* Data for the inputs of call the model does not hold, and for its outputs: scratch memory
+ * (in scratch[], *nscratch of them), float32 filled with small values. 0, or -1 when it would
+ * pass GRAPH_TUNE_BYTES or memory is short. */
+static int fill_data(const struct graph_node *gn, struct ops_call *call, void **scratch, int *nscratch)
+{
+        uint64_t bytes = 0;
+
+        for (int i = 0; i < gn->nin + gn->nout; i++) {
+                struct ops_tensor *t = i < gn->nin ? &call->in[i] : &call->out[i - gn->nin];
+                if (!t->dtype || t->data)
+                        continue;
+                int64_t numel = ops_tensor_numel(t);
+                size_t es = proto_dtype_size(t->dtype);
+                if (numel < 0 || !es)
+                        return -1;
+                bytes += (uint64_t)numel * es;
+                if (bytes > GRAPH_TUNE_BYTES)
+                        return -1;
+                float *p = malloc((size_t)numel * es + 1);
+                if (!p)
+                        return -1;
+                scratch[(*nscratch)++] = p;
+                if (t->dtype == PROTO_DTYPE_FLOAT32)
+                        for (int64_t k = 0; k < numel; k++)
+                                p[k] = (float)((k * 7919) % 17 - 8) * 0.0625f;
+                else
+                        memset(p, 0, (size_t)numel * es);
+                t->data = p;
+        }
+        return 0;
+}
+
+/* The call of node gn on the shapes known[] holds (its inputs' data: the initializers'),
+ * outputs inferred; NULL when an input is unknown or inference fails. */
+static struct ops_call *node_call(const struct graph *g, const struct graph_node *gn, const struct ops_tensor *known)
 {
         struct ops_call *call = calloc(1, sizeof(*call));
-        void *scratch[OPS_MAX_INPUTS + OPS_MAX_OUTPUTS] = { 0 };
-        int nscratch = 0;
-        uint64_t bytes = 0;
-        char msg[256], sig[TUNE_SIG_MAX];
-        struct ops_packed_b *packed = NULL;
-        struct ops_packed_conv *pconv = NULL;
+        char msg[256] = "";
 
         if (!call)
-                return;
+                return NULL;
         call->nin = gn->nin;
         call->nout = gn->nout;
         call->nattr = gn->nattr;
@@ -224,17 +252,85 @@ static void tune_node(struct graph *g, struct graph_node *gn, const struct ops_t
         for (int i = 0; i < gn->nin; i++) {
                 if (gn->in[i] < 0)
                         continue;
-                /* an initializer, or a value whose shape is known: float32 scratch of it */
-                if (!known[gn->in[i]].dtype)
-                        goto out;
+                /* an initializer, or a value whose shape is known */
+                if (!known[gn->in[i]].dtype) {
+                        free(call);
+                        return NULL;
+                }
                 call->in[i] = known[gn->in[i]];
         }
+        if (ops_infer(gn->def, call, msg, sizeof(msg)) < 0) {
+                free(call);
+                return NULL;
+        }
+        return call;
+}
+
+/* A node no variant is tuned for whose step splits into parts (an elementwise chain, a
+ * softmax, a LayerNormalization): its time on one thread, measured now (the better of two
+ * runs on data of its shapes), sizes its parts as a tuned node's does. The AI CPU model the
+ * scheduler falls back on says half of what the elementwise chain takes here, and its parts
+ * then hold both workers for 2 ms at a time. Not cached: a fused group has no signature of
+ * its own, and one run of a bounded node costs what loading it does. */
+static void time_node(struct graph *g, struct graph_node *gn, const struct ops_tensor *known)
+{
+        void *scratch[OPS_MAX_INPUTS + OPS_MAX_OUTPUTS] = { 0 };
+        int nscratch = 0;
+        uint64_t flops = 0, b = 0, best = 0;
+        char msg[256];
+        struct ops_call *call;
+
+        if (!gn->def || !gn->def->run || !gn->def->infer || !gn->def->cost || gn->nimplicit ||
+            gn->nin > OPS_MAX_INPUTS || gn->nout > OPS_MAX_OUTPUTS || gn->nattr > OPS_MAX_ATTRS)
+                return;
+        for (int a = 0; a < gn->nattr; a++)
+                if (gn->attr[a].type == OPS_ATTR_GRAPH)
+                        return;
+        if (!(call = node_call(g, gn, known)))
+                return;
+        ops_cost(gn->def, call, &flops, &b);
+        if (flops && flops <= GRAPH_TUNE_FLOPS && graph_split_max_parts(gn->def, call) > 1 &&
+            fill_data(gn, call, scratch, &nscratch) == 0) {
+                for (int rep = 0; rep < 2; rep++) {
+                        struct timespec t0, t1;
+                        clock_gettime(CLOCK_MONOTONIC, &t0);
+                        int rc = ops_run(gn->def, call, msg, sizeof(msg));
+                        clock_gettime(CLOCK_MONOTONIC, &t1);
+                        ops_control_forget();
+                        if (rc < 0) {
+                                best = 0;
+                                break;
+                        }
+                        uint64_t ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t1.tv_nsec -
+                                      (uint64_t)t0.tv_nsec;
+                        if (!best || ns < best)
+                                best = ns ? ns : 1;
+                }
+                gn->tuned_ns = best;
+                gn->tuned_flops = best ? flops : 0;
+        }
+        for (int i = 0; i < nscratch; i++)
+                free(scratch[i]);
+        free(call);
+}
+
+/* Tune node n: its winner in gn->variant, and the counts in st. */
+static void tune_node(struct graph *g, struct graph_node *gn, const struct ops_tensor *known,
+                      struct graph_compile_stats *st)
+{
+        struct ops_call *call = node_call(g, gn, known);
+        void *scratch[OPS_MAX_INPUTS + OPS_MAX_OUTPUTS] = { 0 };
+        int nscratch = 0;
+        char msg[256], sig[TUNE_SIG_MAX];
+        struct ops_packed_b *packed = NULL;
+        struct ops_packed_conv *pconv = NULL;
+
+        if (!call)
+                return;
         for (int i = 0; i < gn->nin; i++)
                 if (gn->in[i] >= 0 && call->in[i].dtype != PROTO_DTYPE_FLOAT32)
                         goto out; /* float32 only: the variants are of ops_sgemm */
         msg[0] = 0;
-        if (ops_infer(gn->def, call, msg, sizeof(msg)) < 0)
-                goto out;
         uint64_t flops = 0;
         if (gn->def->cost) {
                 uint64_t b = 0;
@@ -273,28 +369,8 @@ static void tune_node(struct graph *g, struct graph_node *gn, const struct ops_t
                 goto keep;
         }
         /* data for the inputs the model does not hold, and the outputs */
-        for (int i = 0; i < gn->nin + gn->nout; i++) {
-                struct ops_tensor *t = i < gn->nin ? &call->in[i] : &call->out[i - gn->nin];
-                if (!t->dtype || t->data)
-                        continue;
-                int64_t numel = ops_tensor_numel(t);
-                size_t es = proto_dtype_size(t->dtype);
-                if (numel < 0 || !es)
-                        goto out;
-                bytes += (uint64_t)numel * es;
-                if (bytes > GRAPH_TUNE_BYTES)
-                        goto out;
-                float *p = malloc((size_t)numel * es + 1);
-                if (!p)
-                        goto out;
-                scratch[nscratch++] = p;
-                if (t->dtype == PROTO_DTYPE_FLOAT32)
-                        for (int64_t k = 0; k < numel; k++)
-                                p[k] = (float)((k * 7919) % 17 - 8) * 0.0625f;
-                else
-                        memset(p, 0, (size_t)numel * es);
-                t->data = p;
-        }
+        if (fill_data(gn, call, scratch, &nscratch) < 0)
+                goto out;
         /* a packable node whose weights oneDNN refuses is measured as one that is not */
         if (packable && !(packed = ops_packed_b_new(call->in[1].data, pk, pn, ptrans,
                                                     product_rows(call), msg, sizeof(msg)))) {
@@ -377,6 +453,8 @@ int graph_compile_tune(struct graph *g, struct graph_compile_stats *st)
                 struct graph_node *gn = &g->nodes[g->order[k]];
                 if (tunable(gn))
                         tune_node(g, gn, known, st);
+                else
+                        time_node(g, gn, known);
                 infer_outputs(g, gn, known, call);
         }
         free(known);

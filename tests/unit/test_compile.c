@@ -461,6 +461,35 @@ START_TEST(test_plan_copy_in_place)
 }
 END_TEST
 
+/* Tuning times a node no variant is tuned for when its step splits into parts (a fused
+ * elementwise chain of 256 K elements): its time on one thread sizes the step's parts. A
+ * chain too small to split is not run. */
+START_TEST(test_time_untuned)
+{
+        for (int big = 0; big < 2; big++) {
+                int64_t n = big ? 256 << 10 : 1024;
+                begin();
+                value("x", GRAPH_VALUE_INPUT, 1, (int64_t[]){ n });
+                N1("Neg", "a", "x");
+                N1("Sigmoid", "b", "a");
+                N1("Relu", "y", "b");
+                io("x", "y");
+                struct graph *g = G;
+                compile(g, GRAPH_COMPILE_ALL);
+                ck_assert_int_eq(g->nnodes, 1);
+                const struct graph_node *gn = &g->nodes[0];
+                ck_assert_int_eq(gn->variant, 0);
+                if (big) {
+                        ck_assert_uint_gt(gn->tuned_ns, 0);
+                        ck_assert_uint_gt(gn->tuned_flops, 0);
+                } else {
+                        ck_assert_uint_eq(gn->tuned_ns, 0);
+                }
+                graph_free(g);
+        }
+}
+END_TEST
+
 /* A planned graph bound with a shape the model leaves open runs without the plan's sizes. */
 START_TEST(test_plan_open_shapes)
 {
@@ -882,6 +911,7 @@ int main(void)
         tcase_add_test(tc, test_fuse_softmax);
         tcase_add_test(tc, test_plan_open_shapes);
         tcase_add_test(tc, test_plan_copy_in_place);
+        tcase_add_test(tc, test_time_untuned);
         tcase_add_test(tc, test_sigmoid_tanh_f32_accuracy);
         suite_add_tcase(s, tc);
         sr = srunner_create(s);
