@@ -179,13 +179,46 @@ static dnnl_status_t packed_pd(dnnl_primitive_desc_t *pd, long m, long k, long n
         return st;
 }
 
+dnnl_status_t ops_dnnl_pack(const dnnl_memory_desc_t *plain_md, const void *src, const dnnl_memory_desc_t *to_md,
+                            dnnl_memory_t *ret)
+{
+        dnnl_primitive_desc_t rpd = NULL;
+        dnnl_primitive_t reorder = NULL;
+        dnnl_memory_t from = NULL, to = NULL;
+        dnnl_stream_t s = ops_dnnl_engine() ? ops_dnnl_stream() : NULL;
+        dnnl_status_t st = s ? dnnl_success : dnnl_runtime_error;
+
+        if (st == dnnl_success)
+                st = dnnl_memory_create(&to, to_md, engine, DNNL_MEMORY_ALLOCATE);
+        if (st == dnnl_success)
+                st = dnnl_memory_create(&from, plain_md, engine, (void *)src);
+        if (st == dnnl_success)
+                st = dnnl_reorder_primitive_desc_create(&rpd, plain_md, engine, to_md, engine, NULL);
+        if (st == dnnl_success)
+                st = dnnl_primitive_create(&reorder, rpd);
+        if (st == dnnl_success) {
+                dnnl_exec_arg_t args[2] = { { DNNL_ARG_FROM, from }, { DNNL_ARG_TO, to } };
+                st = dnnl_primitive_execute(reorder, s, 2, args);
+        }
+        if (st == dnnl_success)
+                st = dnnl_stream_wait(s);
+        if (reorder)
+                dnnl_primitive_destroy(reorder);
+        if (rpd)
+                dnnl_primitive_desc_destroy(rpd);
+        if (from)
+                dnnl_memory_destroy(from);
+        if (st != dnnl_success && to)
+                dnnl_memory_destroy(to);
+        *ret = st == dnnl_success ? to : NULL;
+        return st;
+}
+
 struct ops_packed_b *ops_packed_b_new(const float *b, long k, long n, int transb, long m_hint,
                                       char *err, size_t errlen)
 {
-        dnnl_primitive_desc_t pd = NULL, rpd = NULL;
-        dnnl_primitive_t reorder = NULL;
+        dnnl_primitive_desc_t pd = NULL;
         dnnl_memory_desc_t any_md, plain_md, a_md, c_md;
-        dnnl_memory_t from = NULL;
         dnnl_stream_t s;
         dnnl_status_t st;
         struct ops_packed_b *p;
@@ -221,28 +254,10 @@ struct ops_packed_b *ops_packed_b_new(const float *b, long k, long n, int transb
         st = packed_pd(&pd, m_hint > 0 ? m_hint : 1, k, n, 0, &any_md, &a_md, &c_md);
         if (st == dnnl_success)
                 p->w_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-        if (st == dnnl_success)
-                st = dnnl_memory_create(&p->w, &p->w_md, engine, DNNL_MEMORY_ALLOCATE);
         b_plain_md(&plain_md, k, n, transb);
         if (st == dnnl_success)
-                st = dnnl_memory_create(&from, &plain_md, engine, (void *)b);
-        if (st == dnnl_success)
-                st = dnnl_reorder_primitive_desc_create(&rpd, &plain_md, engine, &p->w_md, engine, NULL);
-        if (st == dnnl_success)
-                st = dnnl_primitive_create(&reorder, rpd);
-        if (st == dnnl_success) {
-                dnnl_exec_arg_t args[2] = { { DNNL_ARG_FROM, from }, { DNNL_ARG_TO, p->w } };
-                st = dnnl_primitive_execute(reorder, s, 2, args);
-        }
-        if (st == dnnl_success)
-                st = dnnl_stream_wait(s);
+                st = ops_dnnl_pack(&plain_md, b, &p->w_md, &p->w);
         p->bytes = dnnl_memory_desc_get_size(&p->w_md);
-        if (reorder)
-                dnnl_primitive_destroy(reorder);
-        if (rpd)
-                dnnl_primitive_desc_destroy(rpd);
-        if (from)
-                dnnl_memory_destroy(from);
         if (pd)
                 dnnl_primitive_desc_destroy(pd);
         if (st != dnnl_success) {

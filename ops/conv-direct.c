@@ -212,10 +212,8 @@ struct ops_packed_conv *ops_packed_conv_new(const float *w, const int64_t wdims[
                                             const int64_t pads[4], char *err, size_t errlen)
 {
         const char *env = getenv("NPUD_CONV_DIRECT");
-        dnnl_primitive_desc_t pd = NULL, rpd = NULL;
-        dnnl_primitive_t reorder = NULL;
+        dnnl_primitive_desc_t pd = NULL;
         dnnl_memory_desc_t any_md, plain_md;
-        dnnl_memory_t from = NULL;
         dnnl_stream_t s;
         dnnl_status_t st;
         struct ops_packed_conv *p;
@@ -273,30 +271,11 @@ struct ops_packed_conv *ops_packed_conv_new(const float *w, const int64_t wdims[
         st = conv_pd(&pd, p, &k, &any_md);
         if (st == dnnl_success)
                 p->w_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-        if (st == dnnl_success)
-                st = dnnl_memory_create(&p->w, &p->w_md, ops_dnnl_engine(), DNNL_MEMORY_ALLOCATE);
         dnnl_memory_desc_init_by_tag(&plain_md, 4, wd, dnnl_f32, dnnl_oihw);
         if (st == dnnl_success)
-                st = dnnl_memory_create(&from, &plain_md, ops_dnnl_engine(), (void *)w);
-        if (st == dnnl_success)
-                st = dnnl_reorder_primitive_desc_create(&rpd, &plain_md, ops_dnnl_engine(), &p->w_md,
-                                                        ops_dnnl_engine(), NULL);
-        if (st == dnnl_success)
-                st = dnnl_primitive_create(&reorder, rpd);
-        if (st == dnnl_success) {
-                dnnl_exec_arg_t args[2] = { { DNNL_ARG_FROM, from }, { DNNL_ARG_TO, p->w } };
-                st = dnnl_primitive_execute(reorder, s, 2, args);
-        }
-        if (st == dnnl_success)
-                st = dnnl_stream_wait(s);
+                st = ops_dnnl_pack(&plain_md, w, &p->w_md, &p->w);
         if (st == dnnl_success)
                 p->bytes = dnnl_memory_desc_get_size(&p->w_md);
-        if (reorder)
-                dnnl_primitive_destroy(reorder);
-        if (rpd)
-                dnnl_primitive_desc_destroy(rpd);
-        if (from)
-                dnnl_memory_destroy(from);
         if (pd)
                 dnnl_primitive_desc_destroy(pd);
         if (st != dnnl_success) {

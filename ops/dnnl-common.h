@@ -14,5 +14,9 @@ dnnl_engine_t ops_dnnl_engine(void);
 dnnl_stream_t ops_dnnl_stream(void);
 /* oneDNN's OpenMP team of this thread set to one thread (once per thread). */
 void ops_dnnl_one_thread(void);
+/* A new memory object of layout to_md (oneDNN-allocated) holding src, whose layout is
+ * plain_md, reordered on this thread: dnnl_success and *ret, or the failing status. */
+dnnl_status_t ops_dnnl_pack(const dnnl_memory_desc_t *plain_md, const void *src, const dnnl_memory_desc_t *to_md,
+                            dnnl_memory_t *ret);
 
 #endif
