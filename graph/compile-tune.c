@@ -272,7 +272,11 @@ static struct ops_call *node_call(const struct graph *g, const struct graph_node
  * scheduler falls back on says half of what the elementwise chain takes here, and its parts
  * then hold both workers for 2 ms at a time. Not cached: a fused group has no signature of
  * its own, and one run of a bounded node costs what loading it does. */
-static void time_node(struct graph *g, struct graph_node *gn, const struct ops_tensor *known)
+/* What time_node may spend on one graph's load, in all: a model of many big elementwise
+ * nodes does not make its load run for long (the nodes past it keep the cost model). */
+#define GRAPH_TIME_BUDGET_NS 500000000ull
+
+static void time_node(struct graph *g, struct graph_node *gn, const struct ops_tensor *known, uint64_t *spent)
 {
         void *scratch[OPS_MAX_INPUTS + OPS_MAX_OUTPUTS] = { 0 };
         int nscratch = 0;
@@ -280,7 +284,8 @@ static void time_node(struct graph *g, struct graph_node *gn, const struct ops_t
         char msg[256];
         struct ops_call *call;
 
-        if (!gn->def || !gn->def->run || !gn->def->infer || !gn->def->cost || gn->nimplicit ||
+        if (*spent >= GRAPH_TIME_BUDGET_NS || !gn->def || !gn->def->run || !gn->def->infer || !gn->def->cost ||
+            gn->nimplicit ||
             gn->nin > OPS_MAX_INPUTS || gn->nout > OPS_MAX_OUTPUTS || gn->nattr > OPS_MAX_ATTRS)
                 return;
         for (int a = 0; a < gn->nattr; a++)
@@ -303,6 +308,7 @@ static void time_node(struct graph *g, struct graph_node *gn, const struct ops_t
                         }
                         uint64_t ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t1.tv_nsec -
                                       (uint64_t)t0.tv_nsec;
+                        *spent += ns;
                         if (!best || ns < best)
                                 best = ns ? ns : 1;
                 }
@@ -448,13 +454,14 @@ int graph_compile_tune(struct graph *g, struct graph_compile_stats *st)
                 free(call);
                 return 0;
         }
+        uint64_t spent = 0;
         graph_known_static(g, known);
         for (int k = 0; k < g->nnodes; k++) {
                 struct graph_node *gn = &g->nodes[g->order[k]];
                 if (tunable(gn))
                         tune_node(g, gn, known, st);
                 else
-                        time_node(g, gn, known);
+                        time_node(g, gn, known, &spent);
                 infer_outputs(g, gn, known, call);
         }
         free(known);
