@@ -359,34 +359,69 @@ END_TEST
 /* 24 MatMul steps of 768^3 (a few ms each, in parts of well under a millisecond on two
  * workers) against a 40 ms limit: the whole run takes far longer, so it fails with the limit
  * named, though no step or part comes near it (a gang runs them all in one unit, where each
- * item once got the whole limit from its own start). The stream goes on. */
-START_TEST(test_run_limit_covers_whole_run)
-{
-        enum { D = 768, LEN = 24 };
-        static const char *args[] = { "--sim-mode", "compute", "--workers", "2", NULL };
-        char conf[160];
-        struct mm_client m;
-        float *x = mm_x(D);
+ * item once got the whole limit from its own start). The stream goes on. The tenant is an
+ * unprivileged user (the attacker this limit is for); the admin's runs are unaffected. */
+enum { RL_D = 768, RL_LEN = 24 };
 
-        snprintf(conf, sizeof(conf), "{\"tenants\": [{\"name\": \"quick\", \"uids\": [%u],"
-                 " \"max_run_ms\": 40}]}", (unsigned)getuid());
-        ck_assert_int_eq(harness_start_config(&proc, conf, args), 0);
-        mm_setup(&m, &proc, "quick", D, LEN, x);
+struct rl_arg {
+        const struct npud_proc *p;
+        const float *x;
+};
+
+static int run_limit_attack(void *arg)
+{
+        const struct rl_arg *a = arg;
+        struct mm_client m;
+
+        mm_setup(&m, a->p, "quick", RL_D, RL_LEN, a->x);
         double t0 = now_ms();
         mm_start(&m);
         npu_status_t st = npu_stream_synchronize(m.c, m.s);
         double t1 = now_ms();
-        printf("run limit: %d MatMul steps of %d^3 with max_run_ms 40: %s after %.1f ms (%s)\n", LEN, D,
-               npu_strerror(st), t1 - t0, npu_error_message());
-        ck_assert_int_eq(st, NPU_ERR_LIMIT);
-        ck_assert_ptr_nonnull(strstr(npu_error_message(), "time limit"));
+        printf("run limit (uid %u): %d MatMul steps of %d^3 with max_run_ms 40: %s after %.1f ms (%s)\n",
+               (unsigned)getuid(), RL_LEN, RL_D, npu_strerror(st), t1 - t0, npu_error_message());
+        fflush(stdout);
+        if (st != NPU_ERR_LIMIT || !strstr(npu_error_message(), "time limit"))
+                return 1;
         /* the stream runs on: a one-step run within the limit */
         struct mm_client one;
-        mm_setup(&one, &proc, "quick", 64, 1, x);
+        mm_setup(&one, a->p, "quick", 64, 1, a->x);
         mm_start(&one);
-        mm_check(&one, x);
+        mm_check(&one, a->x);
         npu_disconnect(one.c);
         npu_disconnect(m.c);
+        return 0;
+}
+
+START_TEST(test_run_limit_covers_whole_run)
+{
+        static const char *args[] = { "--sim-mode", "compute", "--workers", "2", NULL };
+        char conf[160];
+        float *x = mm_x(RL_D);
+        uid_t uid = getuid();
+        gid_t gid = getgid();
+
+        if (harness_attacker(&uid, &gid) < 0) { /* no unprivileged user to be: as ourselves */
+                uid = getuid();
+                gid = getgid();
+        }
+        snprintf(conf, sizeof(conf), "{\"tenants\": [{\"name\": \"quick\", \"uids\": [%u],"
+                 " \"max_run_ms\": 40}]}", (unsigned)uid);
+        ck_assert_int_eq(harness_start_config(&proc, conf, args), 0);
+        ck_assert_int_eq(harness_share_socket(&proc), 0);
+        struct rl_arg a = { &proc, x };
+        if (uid == getuid())
+                ck_assert_int_eq(run_limit_attack(&a), 0);
+        else
+                ck_assert_int_eq(harness_run_as(uid, gid, run_limit_attack, &a), 0);
+        /* the admin (another tenant, no limit) is unaffected */
+        if (uid != getuid()) {
+                struct mm_client adm;
+                mm_setup(&adm, &proc, NULL, 64, 3, x);
+                mm_start(&adm);
+                mm_check(&adm, x);
+                npu_disconnect(adm.c);
+        }
         free(x);
         ck_assert_int_eq(harness_stop(&proc), 0);
 }
