@@ -460,26 +460,15 @@ static int conv_take_bias(struct graph *g, int c, int b)
         return 0;
 }
 
-/* The shapes the model fixes, per value (graph_known_static, then every node not removed in
- * order, graph_infer_static); dtype 0 where unknown. NULL when memory is short. */
+/* The shapes the model fixes, per value (graph_known_propagate over the nodes not removed);
+ * dtype 0 where unknown. NULL when memory is short. */
 static struct ops_tensor *static_shapes(const struct graph *g, const char *removed)
 {
         struct ops_tensor *known = calloc((size_t)g->nvalues + 1, sizeof(*known));
         struct ops_call *call = malloc(sizeof(*call));
 
-        if (known && call) {
-                graph_known_static(g, known);
-                for (int k = 0; k < g->nnodes; k++) {
-                        const struct graph_node *gn = &g->nodes[g->order[k]];
-                        if (removed[g->order[k]] || !graph_infer_static(g, gn, known, call))
-                                continue;
-                        for (int j = 0; j < gn->nout; j++)
-                                if (gn->out[j] >= 0 && call->out[j].dtype) {
-                                        known[gn->out[j]] = call->out[j];
-                                        known[gn->out[j]].data = NULL;
-                                }
-                }
-        }
+        if (known && call)
+                graph_known_propagate(g, removed, known, call);
         free(call);
         return known;
 }

@@ -92,6 +92,24 @@ int graph_infer_static(const struct graph *g, const struct graph_node *gn, const
         return ok;
 }
 
+void graph_known_propagate(const struct graph *g, const char *removed, struct ops_tensor *known,
+                           struct ops_call *call)
+{
+        graph_known_static(g, known);
+        for (int k = 0; k < g->nnodes; k++) {
+                const struct graph_node *gn = &g->nodes[g->order[k]];
+                if ((removed && removed[g->order[k]]) || !graph_infer_static(g, gn, known, call))
+                        continue;
+                for (int j = 0; j < gn->nout; j++) {
+                        int v = gn->out[j];
+                        if (v < 0 || !call->out[j].dtype || ops_tensor_numel(&call->out[j]) < 0)
+                                continue;
+                        known[v] = call->out[j];
+                        known[v].data = NULL;
+                }
+        }
+}
+
 static int64_t align_up(int64_t x)
 {
         return (x + GRAPH_ALIGN - 1) / GRAPH_ALIGN * GRAPH_ALIGN;

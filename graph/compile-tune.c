@@ -145,18 +145,23 @@ static int run_variant(void *arg, int variant)
 /* B of the node's product as a packed B would take it: 0 and *k, *n, *transb when the node
  * is a MatMul, or a Gemm without transA and with alpha 1 (or a FusedGemm of either), whose B
  * is a float32 2-D initializer (call: the node's inputs and attributes, shapes known). */
+/* The operator whose product the node computes: its own, or a FusedGemm's; NULL for a node
+ * of another domain. */
+static const struct ops_def *product_op(const struct graph_node *gn, const struct ops_call *call)
+{
+        if (gn->def == &graph_fused_gemm_def) {
+                const struct graph_epilogue *ep = graph_fused_gemm_epilogue(call);
+                return ep ? ep->op : NULL;
+        }
+        return *gn->domain ? NULL : gn->def;
+}
+
 static int packable_b(const struct graph *g, const struct graph_node *gn, const struct ops_call *call,
                       long *k, long *n, int *transb)
 {
-        const struct ops_def *op = gn->def;
+        const struct ops_def *op = product_op(gn, call);
         const struct ops_tensor *b = &call->in[1];
 
-        if (gn->def == &graph_fused_gemm_def) {
-                const struct graph_epilogue *ep = graph_fused_gemm_epilogue(call);
-                op = ep ? ep->op : NULL;
-        } else if (*gn->domain) {
-                return -1;
-        }
         if (!op || gn->nin < 2 || gn->in[1] < 0 ||
             g->values[gn->in[1]].kind != GRAPH_VALUE_INIT || b->dtype != PROTO_DTYPE_FLOAT32 ||
             b->ndim != 2 || !b->data || b->dims[0] < 1 || b->dims[1] < 1)
@@ -178,14 +183,8 @@ static int packable_b(const struct graph *g, const struct graph_node *gn, const 
  * initializer: the direct variant may pack them. */
 static int direct_conv(const struct graph *g, const struct graph_node *gn, const struct ops_call *call)
 {
-        const struct ops_def *op = gn->def;
+        const struct ops_def *op = product_op(gn, call);
 
-        if (gn->def == &graph_fused_gemm_def) {
-                const struct graph_epilogue *ep = graph_fused_gemm_epilogue(call);
-                op = ep ? ep->op : NULL;
-        } else if (*gn->domain) {
-                return 0;
-        }
         return op && strcmp(op->name, "Conv") == 0 && gn->nin >= 2 && gn->in[1] >= 0 &&
                g->values[gn->in[1]].kind == GRAPH_VALUE_INIT && call->in[1].dtype == PROTO_DTYPE_FLOAT32 &&
                call->in[1].ndim == 4 && call->in[1].data;
@@ -238,33 +237,18 @@ static int fill_data(const struct graph_node *gn, struct ops_call *call, void **
  * outputs inferred; NULL when an input is unknown or inference fails. */
 static struct ops_call *node_call(const struct graph *g, const struct graph_node *gn, const struct ops_tensor *known)
 {
-        struct ops_call *call = calloc(1, sizeof(*call));
-        char msg[256] = "";
+        struct ops_call *call = malloc(sizeof(*call));
 
-        if (!call)
-                return NULL;
-        call->nin = gn->nin;
-        call->nout = gn->nout;
-        call->nattr = gn->nattr;
-        if (gn->nattr)
-                memcpy(call->attr, gn->attr, sizeof(call->attr[0]) * (size_t)gn->nattr);
-        call->opset = g->opset;
-        for (int i = 0; i < gn->nin; i++) {
-                if (gn->in[i] < 0)
-                        continue;
-                /* an initializer, or a value whose shape is known */
-                if (!known[gn->in[i]].dtype) {
-                        free(call);
-                        return NULL;
-                }
-                call->in[i] = known[gn->in[i]];
-        }
-        if (ops_infer(gn->def, call, msg, sizeof(msg)) < 0) {
+        if (call && !graph_infer_static(g, gn, known, call)) {
                 free(call);
                 return NULL;
         }
         return call;
 }
+
+/* What time_node may spend on one graph's load, in all: a model of many big elementwise
+ * nodes does not make its load run for long (the nodes past it keep the cost model). */
+#define GRAPH_TIME_BUDGET_NS 500000000ull
 
 /* A node no variant is tuned for whose step splits into parts (an elementwise chain, a
  * softmax, a LayerNormalization): its time on one thread, measured now (the better of two
@@ -272,9 +256,6 @@ static struct ops_call *node_call(const struct graph *g, const struct graph_node
  * scheduler falls back on says half of what the elementwise chain takes here, and its parts
  * then hold both workers for 2 ms at a time. Not cached: a fused group has no signature of
  * its own, and one run of a bounded node costs what loading it does. */
-/* What time_node may spend on one graph's load, in all: a model of many big elementwise
- * nodes does not make its load run for long (the nodes past it keep the cost model). */
-#define GRAPH_TIME_BUDGET_NS 500000000ull
 
 static void time_node(struct graph *g, struct graph_node *gn, const struct ops_tensor *known, uint64_t *spent)
 {
@@ -426,24 +407,6 @@ out:
         free(call);
 }
 
-/* The outputs' shapes of node gn into known[] when its inputs' are known (data: only the
- * initializers'), as the memory plan infers them: a node inside the graph is tuned on the
- * shapes the model's fixed inputs give it, not only one that reads a graph input. */
-static void infer_outputs(const struct graph *g, const struct graph_node *gn, struct ops_tensor *known,
-                          struct ops_call *call)
-{
-        if (!gn->def || !gn->def->infer)
-                return;
-        int ok = graph_infer_static(g, gn, known, call);
-        for (int j = 0; ok && j < gn->nout; j++) {
-                int v = gn->out[j];
-                if (v < 0 || !call->out[j].dtype || ops_tensor_numel(&call->out[j]) < 0)
-                        continue;
-                known[v] = call->out[j];
-                known[v].data = NULL;
-        }
-}
-
 int graph_compile_tune(struct graph *g, struct graph_compile_stats *st)
 {
         struct ops_tensor *known = calloc((size_t)g->nvalues + 1, sizeof(*known));
@@ -454,15 +417,16 @@ int graph_compile_tune(struct graph *g, struct graph_compile_stats *st)
                 free(call);
                 return 0;
         }
+        /* a node inside the graph is tuned on the shapes the model's fixed inputs give it,
+         * as the memory plan infers them, not only one that reads a graph input */
         uint64_t spent = 0;
-        graph_known_static(g, known);
+        graph_known_propagate(g, NULL, known, call);
         for (int k = 0; k < g->nnodes; k++) {
                 struct graph_node *gn = &g->nodes[g->order[k]];
                 if (tunable(gn))
                         tune_node(g, gn, known, st);
                 else
                         time_node(g, gn, known, &spent);
-                infer_outputs(g, gn, known, call);
         }
         free(known);
         free(call);

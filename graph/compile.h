@@ -178,6 +178,12 @@ void graph_known_static(const struct graph *g, struct ops_tensor *known);
 /* Shape inference of node gn from the values known before it (known[v].dtype 0: unknown;
  * data only for initializers), with no subgraph run: 1 and call->out[] inferred, 0 when an
  * input is unknown or inference fails. call is scratch. */
+/* known[] (zeroed by the caller) for every value whose shape the model fixes:
+ * graph_known_static, then each node in order through graph_infer_static (nodes with
+ * removed[n] set skipped; removed may be NULL). call is scratch. */
+void graph_known_propagate(const struct graph *g, const char *removed, struct ops_tensor *known,
+                           struct ops_call *call);
+
 int graph_infer_static(const struct graph *g, const struct graph_node *gn, const struct ops_tensor *known,
                        struct ops_call *call);
 

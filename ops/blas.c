@@ -219,7 +219,6 @@ struct ops_packed_b *ops_packed_b_new(const float *b, long k, long n, int transb
 {
         dnnl_primitive_desc_t pd = NULL;
         dnnl_memory_desc_t any_md, plain_md, a_md, c_md;
-        dnnl_stream_t s;
         dnnl_status_t st;
         struct ops_packed_b *p;
         dnnl_dims_t bd = { k, n };
@@ -234,7 +233,7 @@ struct ops_packed_b *ops_packed_b_new(const float *b, long k, long n, int transb
                 snprintf(err, errlen, "packing off (NPUD_SGEMM_PACKED=0)");
                 return NULL;
         }
-        if (!ops_dnnl_engine() || !(s = ops_dnnl_stream())) {
+        if (!ops_dnnl_engine() || !ops_dnnl_stream()) {
                 snprintf(err, errlen, "no oneDNN engine");
                 return NULL;
         }

@@ -31,8 +31,8 @@
  * output rows it writes of an image of oh rows. */
 struct band_key {
         int64_t ih, iw, rows_in, pt, pb, pl, pr, oh, rows_out;
-        int bias, act;     /* the epilogue: a bias input, an activation (enum ops_conv_act) */
-        float alpha, beta; /* of the activation */
+        int bias, act; /* the epilogue: a bias input, an activation (enum ops_conv_act) */
+        float alpha;   /* of the activation */
 };
 
 struct band_shape {
@@ -214,7 +214,6 @@ struct ops_packed_conv *ops_packed_conv_new(const float *w, const int64_t wdims[
         const char *env = getenv("NPUD_CONV_DIRECT");
         dnnl_primitive_desc_t pd = NULL;
         dnnl_memory_desc_t any_md, plain_md;
-        dnnl_stream_t s;
         dnnl_status_t st;
         struct ops_packed_conv *p;
 
@@ -237,7 +236,7 @@ struct ops_packed_conv *ops_packed_conv_new(const float *w, const int64_t wdims[
                         snprintf(err, errlen, "stride, dilation or input extent out of range");
                         return NULL;
                 }
-        if (!ops_dnnl_engine() || !(s = ops_dnnl_stream())) {
+        if (!ops_dnnl_engine() || !ops_dnnl_stream()) {
                 snprintf(err, errlen, "no oneDNN engine");
                 return NULL;
         }
