@@ -728,6 +728,43 @@ START_TEST(test_intermediates_charged)
 }
 END_TEST
 
+/* Max(x, "") with x fixed at [4]: an input of a variadic operator left out. Its kernel once
+ * read through the missing input's null data (found by fuzz_graph); the model is refused,
+ * the input named, and the daemon and root's work go on. */
+static int attack_missing_input(void *arg)
+{
+        struct pb g = { .n = 0 }, model;
+        const char *in[] = { "x", "" };
+        npu_context_t *c;
+        npu_graph_t gr;
+
+        pb_node(&g, "Max", in, 2, "y", NULL, NULL, 0);
+        pb_str(&g, 2, "missing");
+        pb_value(&g, 11, "x", 1, 4);
+        pb_value(&g, 12, "y", 1, 4);
+        pb_model(&model, &g);
+        if (npu_connect(daemon_proc.sock, &c) != NPU_OK)
+                return 2;
+        npu_status_t st = npu_graph_load(c, 0, model.b, model.n, &gr);
+        if (st == NPU_OK || !strstr(npu_error_message(), "input 1 is missing")) {
+                fprintf(stderr, "attacker: Max with an input left out: %d %s\n", st, npu_error_message());
+                return 3;
+        }
+        npu_disconnect(c);
+        return 0;
+}
+
+START_TEST(test_missing_input_refused)
+{
+        start_daemon(-1, -1, "compute");
+        if (attacker_uid) {
+                ck_assert_int_eq(harness_run_as(attacker_uid, attacker_gid, attack_missing_input, NULL), 0);
+                root_work_completes();
+        }
+        stop_daemon();
+}
+END_TEST
+
 /* A single-operator launch that runs past the tenant's time limit fails with limit, never
  * succeeds with partial output (reductions stop without an error of their own). */
 START_TEST(test_launch_time_limit)
@@ -841,6 +878,7 @@ static Suite *suite(void)
         ADD(test_shutdown_with_endless_runs);
         ADD(test_slow_fault_isolated_compute);
         ADD(test_intermediates_charged);
+        ADD(test_missing_input_refused);
         ADD(test_launch_time_limit);
         ADD(test_device_memory_warning);
         suite_add_tcase(s, tc);
