@@ -28,6 +28,7 @@
 #include "split.h"
 #include "steps.h"
 #include "util/err.h"
+#include "util/spin.h"
 
 struct slot {
         struct ops_tensor t; /* dtype 0 while the value is not available */
@@ -70,7 +71,8 @@ struct graph_run {
          * element arrays of its decoded STRING inputs. */
         struct ops_strpool pool;
         void *dmem[GRAPH_MAX_IO];
-        pthread_mutex_t mu;                /* guards prep[] */
+        spin_lock_t mu;                    /* guards prep[]: the parts of a step arrive together,
+                                            * and a sleeping one would wake up late */
         struct node_prep **prep;           /* per step, while its parts run */
 };
 
@@ -842,7 +844,7 @@ static int run_node_part(struct graph_run *r, int step, int k, int nparts, char 
         int rc = 0;
 
         graph_node_label(gn, label, sizeof(label));
-        pthread_mutex_lock(&r->mu);
+        spin_lock(&r->mu);
         p = r->prep[step];
         if (!p && (p = calloc(1, sizeof(*p)))) {
                 void *mem[OPS_MAX_OUTPUTS] = { 0 };
@@ -858,7 +860,7 @@ static int run_node_part(struct graph_run *r, int step, int k, int nparts, char 
                 ops_control_forget();
                 r->prep[step] = p;
         }
-        pthread_mutex_unlock(&r->mu);
+        spin_unlock(&r->mu);
         if (!p)
                 return err_set(err, errlen, PROTO_E_EXEC, "%s: out of memory", label);
         if (p->rc)
@@ -916,7 +918,6 @@ int graph_run_step_part(struct graph_bind *b, int step, int part, int nparts,
                 }
                 r->nin = b->nin;
                 r->nout = b->nout;
-                pthread_mutex_init(&r->mu, NULL);
                 memcpy(r->t, host_t, sizeof(r->t[0]) * (size_t)(b->nin + b->nout));
                 ops_strpool_init(&r->pool);
                 ops_strpool_enter(&r->pool);
@@ -931,7 +932,6 @@ int graph_run_step_part(struct graph_bind *b, int step, int part, int nparts,
                         for (int i = 0; i < GRAPH_MAX_IO; i++)
                                 ops_buf_free(r->dmem[i]);
                         ops_strpool_end(&r->pool);
-                        pthread_mutex_destroy(&r->mu);
                         free(r->prep);
                         free(r);
                 } else {
@@ -991,7 +991,6 @@ void graph_run_free(struct graph_run *r)
         for (int k = 0; k < r->f.g->nnodes + 2; k++)
                 free(r->prep[k]);
         free(r->prep);
-        pthread_mutex_destroy(&r->mu);
         free(r);
 }
 

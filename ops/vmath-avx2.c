@@ -23,6 +23,10 @@ typedef __m256 vm_t;
 #define VM_ABS(x) _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x)
 #define VM_SEL_GE0(x, a, b)                                                                    \
         _mm256_blendv_ps(b, a, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GE_OQ))
+#define VM_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define VM_MIN(a, b) _mm256_min_ps(a, b)
+#define VM_MAX(a, b) _mm256_max_ps(a, b)
+#define VM_SEL_LE(x, c, a, b) _mm256_blendv_ps(b, a, _mm256_cmp_ps(x, c, _CMP_LE_OQ))
 #define VM_SLEEF(f) Sleef_##f##f8_u10avx2
 #define VM_SLEEF35(f) Sleef_##f##f8_u35avx2
 

@@ -25,6 +25,10 @@ typedef __m512 vm_t;
 #define VM_ABS(x) _mm512_abs_ps(x)
 #define VM_SEL_GE0(x, a, b)                                                                    \
         _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ), b, a)
+#define VM_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define VM_MIN(a, b) _mm512_min_ps(a, b)
+#define VM_MAX(a, b) _mm512_max_ps(a, b)
+#define VM_SEL_LE(x, c, a, b) _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, c, _CMP_LE_OQ), b, a)
 #define VM_SLEEF(f) Sleef_##f##f16_u10avx512f
 #define VM_SLEEF35(f) Sleef_##f##f16_u35avx512f
 

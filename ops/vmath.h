@@ -16,6 +16,7 @@ enum ops_vm {
         OPS_VM_SIN, OPS_VM_COS, OPS_VM_TAN, OPS_VM_ASIN, OPS_VM_ACOS, OPS_VM_ATAN,
         OPS_VM_ASINH, OPS_VM_ACOSH, OPS_VM_ATANH,
         OPS_VM_SOFTPLUS, OPS_VM_MISH,
+        OPS_VM_GELU, /* erf form: x / 2 * (1 + erf(x / sqrt 2)), ops_gelu_erf's formula */
         OPS_VM_COUNT
 };
 

@@ -45,6 +45,7 @@
 
 #include "util/log.h"
 #include "util/prio.h"
+#include "util/spin.h"
 
 #include "proto/errors.h"
 #include "graph/exec.h"
@@ -305,21 +306,6 @@ static void unit_run(struct sim *s, struct exec_unit *u)
  * it while it has tickets left (exec_unit.gang in all) join it. */
 #define GANG_SPIN_NS 300000
 #define GANG_NAP_NS 200000 /* a sleeping worker looks again for work of its pool this often */
-
-/* One turn of a worker's spin that has lasted waited_ns: a pause at first; after
- * SPIN_PAUSE_NS a sched_yield, so that a thread woken on this CPU (a client receiving its
- * reply, another process) runs at once instead of after the spinner's time slice. */
-#define SPIN_PAUSE_NS 20000
-
-static void spin_turn(uint64_t waited_ns)
-{
-        if (waited_ns < SPIN_PAUSE_NS) {
-                for (int k = 0; k < 64; k++)
-                        __builtin_ia32_pause();
-        } else {
-                sched_yield();
-        }
-}
 
 static long futex_op(atomic_int *addr, int op, int val, const struct timespec *ts)
 {

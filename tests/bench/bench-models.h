@@ -326,6 +326,16 @@ static void encoder_layer(struct bmodel *m)
         finish(m);
 }
 
+/* The fixed cost of a run: one Relu over the MLP's input. No target: it shows how much of
+ * each model's time is the request's round trip (npud) or the binding's call (ORT). */
+static void round_trip(struct bmodel *m)
+{
+        begin(m, "fixed cost: one Relu over 32x1024 (reference, no target)", 0.0, 2,
+              (int64_t[]){ 32, 1024 }, 2, (int64_t[]){ 32, 1024 });
+        OP(m, "Relu", "Y", "X");
+        finish(m);
+}
+
 /* bench_compile's chain: the same operators and constants. */
 static void chain(struct bmodel *m)
 {
