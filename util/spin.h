@@ -25,8 +25,9 @@ static inline void spin_turn(uint64_t waited_ns)
         }
 }
 
-/* A lock held for microseconds by threads on different CPUs: the waiter spins (64 pauses a
- * turn, then yields after about 256 turns) instead of sleeping. Zero is unlocked. */
+/* A lock held for microseconds by threads on different CPUs: the waiter spins instead of
+ * sleeping, 64 pauses a turn for 32 turns (tens of microseconds), then yielding its CPU at
+ * each turn in case the holder was preempted on it. Zero is unlocked. */
 typedef atomic_int spin_lock_t;
 
 static inline void spin_lock(spin_lock_t *l)
@@ -35,7 +36,7 @@ static inline void spin_lock(spin_lock_t *l)
                 if (!atomic_load_explicit(l, memory_order_relaxed) &&
                     !atomic_exchange_explicit(l, 1, memory_order_acquire))
                         return;
-                if (turn < 256) {
+                if (turn < 32) {
                         for (int k = 0; k < 64; k++)
                                 __builtin_ia32_pause();
                 } else {
