@@ -140,6 +140,26 @@ static void static_sizes(const struct graph *g, struct ops_tensor *known, int64_
         free(call);
 }
 
+uint64_t graph_intermediate_bytes(const struct graph *g)
+{
+        struct ops_tensor *known = calloc((size_t)g->nvalues + 1, sizeof(*known));
+        int64_t *bytes = malloc(sizeof(int64_t) * ((size_t)g->nvalues + 1));
+        uint64_t sum = 0;
+
+        if (known && bytes) {
+                static_sizes(g, known, bytes);
+                for (int v = 0; v < g->nvalues; v++) {
+                        const struct graph_value *gv = &g->values[v];
+                        if (gv->kind == GRAPH_VALUE_NODE && gv->output < 0 && gv->producer >= 0 &&
+                            bytes[v] >= 0)
+                                sum += (uint64_t)bytes[v];
+                }
+        }
+        free(known);
+        free(bytes);
+        return sum;
+}
+
 static int by_size_desc(const void *a, const void *b, void *arg)
 {
         const struct group *gr = arg;

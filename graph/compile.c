@@ -605,6 +605,8 @@ int graph_compile(struct graph *g, unsigned flags, char *err, size_t errlen)
                 return oom(err, errlen);
         st->flags = flags;
         st->nodes_before = g->nnodes;
+        if (flags & GRAPH_COMPILE_PLAN)
+                st->model_intermediate_bytes = graph_intermediate_bytes(g);
         g->stats = st;
         removed = calloc((size_t)g->nnodes + 1, 1);
         if (!removed)

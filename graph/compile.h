@@ -58,6 +58,10 @@ struct graph_compile_stats {
         int inplace;              /* of which sharing their input's bytes in place */
         uint64_t arena_bytes;     /* arena one run allocates */
         uint64_t intermediate_bytes; /* sum of the planned intermediates' sizes */
+        uint64_t model_intermediate_bytes; /* sum of the model's own intermediates' sizes, as
+                                            * loaded, before any pass (those whose size the
+                                            * model fixes): what a run without fusion or plan
+                                            * would allocate */
         uint64_t folded_bytes;    /* initializers made by folding */
         int packed;               /* tuned nodes on prepacked weights (onednn-packed) */
         uint64_t packed_bytes;    /* their reordered copies of the weights */
@@ -181,6 +185,9 @@ void graph_known_static(const struct graph *g, struct ops_tensor *known);
 /* known[] (zeroed by the caller) for every value whose shape the model fixes:
  * graph_known_static, then each node in order through graph_infer_static (nodes with
  * removed[n] set skipped; removed may be NULL). call is scratch. */
+/* The sum of the sizes of g's intermediates whose size the model fixes (values a node
+ * makes that are not graph outputs). */
+uint64_t graph_intermediate_bytes(const struct graph *g);
 void graph_known_propagate(const struct graph *g, const char *removed, struct ops_tensor *known,
                            struct ops_call *call);
 

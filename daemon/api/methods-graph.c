@@ -275,7 +275,7 @@ static json_t *compile_json(const struct graph *g)
                                                                "op", gn->def->name, "variant",
                                                                ops_sgemm_variant_names[gn->variant - 1]));
         }
-        return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:o, s:i, s:i, s:o, s:i, s:i, s:i, s:I, s:I, s:o, s:i, s:i, s:i, s:I}",
+        return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:o, s:i, s:i, s:o, s:i, s:i, s:i, s:I, s:I, s:I, s:o, s:i, s:i, s:i, s:I}",
                          "nodes_before", st->nodes_before, "nodes_after", st->nodes_after,
                          "folded", st->folded, "bn_folded", st->bn_folded, "dead", st->dead,
                          "fused_nodes", st->fused_nodes, "fused_groups", groups,
@@ -284,6 +284,7 @@ static json_t *compile_json(const struct graph *g)
                          "planned", st->planned, "in_place", st->inplace,
                          "arena_bytes", (json_int_t)st->arena_bytes,
                          "intermediate_bytes", (json_int_t)st->intermediate_bytes,
+                         "model_intermediate_bytes", (json_int_t)st->model_intermediate_bytes,
                          "tuned", tuned, "tune_measured", st->tune_measured,
                          "tune_cached", st->tune_cached, "packed", st->packed,
                          "packed_bytes", (json_int_t)st->packed_bytes);

@@ -21,7 +21,8 @@
  * which is npud's default host worker count in compute mode. Also printed: ONNX Runtime on
  * 1 thread, the largest difference between the two outputs against the ONNX suite's
  * tolerance (rtol 1e-3, atol 1e-7, as npu-onnx-test), and the memory plan from
- * npu_graph_info (arena bytes against the sum of the intermediates; target <= 0.5). */
+ * npu_graph_info: arena bytes against the sum of the model's own intermediates (target <= 0.5),
+ * and against the intermediates left after fusion. */
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -127,7 +128,7 @@ struct npud_side {
         npu_tensor_t tx, ty;
         int runs; /* per round */
         uint64_t units; /* units of work the device ran for the timed runs */
-        long long nodes_before, nodes_after, arena, inter;
+        long long nodes_before, nodes_after, arena, inter, model_inter;
         struct samples t;
         float *y;
 };
@@ -159,6 +160,7 @@ static void npud_open(const char *sock, const struct bmodel *m, const float *x,
         r->nodes_after = info_int(c, "nodes_after");
         r->arena = info_int(c, "arena_bytes");
         r->inter = info_int(c, "intermediate_bytes");
+        r->model_inter = info_int(c, "model_intermediate_bytes");
         json_decref(j);
         CHECK(npu_malloc(r->ctx, 0, m->n * sizeof(float), &r->bx));
         CHECK(npu_malloc(r->ctx, 0, m->yn * sizeof(float), &r->by));
@@ -482,9 +484,11 @@ int main(void)
                         printf("  ORT: the node run failed (see its message above)\n");
                         rc = 1;
                 }
-                if (r.inter > 0)
-                        printf("  memory plan: arena %lld bytes for %lld bytes of intermediates, "
-                               "ratio %.2f (target <= 0.5)\n", r.arena, r.inter,
+                if (r.inter > 0 && r.model_inter > 0)
+                        printf("  memory plan: arena %lld bytes; the model's intermediates %lld "
+                               "bytes, ratio %.2f (target <= 0.5); after fusion %lld bytes, "
+                               "ratio %.2f\n", r.arena, r.model_inter,
+                               (double)r.arena / (double)r.model_inter, r.inter,
                                (double)r.arena / (double)r.inter);
                 else
                         printf("  memory plan: none reported (no intermediate left to plan, or "

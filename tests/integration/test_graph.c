@@ -382,6 +382,7 @@ START_TEST(test_mlp_runs)
         ck_assert(json_is_integer(json_object_get(cj, "layernorm_fused")));
         ck_assert(json_is_integer(json_object_get(cj, "softmax_fused")));
         ck_assert_int_eq(json_integer_value(json_object_get(cj, "planned")), 0);
+        ck_assert_int_eq(json_integer_value(json_object_get(cj, "model_intermediate_bytes")), 0);
         json_decref(j);
 
         npu_buffer_t dx = upload(x, M * K), dy;

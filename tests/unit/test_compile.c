@@ -406,6 +406,8 @@ START_TEST(test_memory_plan)
                 /* 8 intermediates of 2 KiB (the last Relu is the output) */
                 ck_assert_int_eq(g->stats->planned, fuse ? 5 : 8);
                 ck_assert_int_eq(g->stats->intermediate_bytes, (fuse ? 5 : 8) * 8 * H * 4);
+                /* the model's own, before fusion, whichever passes run */
+                ck_assert_int_eq(g->stats->model_intermediate_bytes, 8 * 8 * H * 4);
                 ck_assert_int_le(g->stats->arena_bytes, 2 * 8 * H * 4);
                 /* in place: only the fused Add+Relu over its dying MatMul output (the
                  * last layer's is the graph output, not planned) */
