@@ -21,13 +21,15 @@ WERROR     ?= -Werror
 DEB_PKGS   := build-essential pkg-config libevent-dev libjansson-dev libsystemd-dev check \
               libopenblas-dev libprotobuf-c-dev protobuf-c-compiler python3 systemd groff-base \
               libonnx-dev libonnx-testdata dbus python3-dev python3-numpy \
-              libsleef-dev libdnnl-dev
+              libsleef-dev libdnnl-dev libxsmm-dev
 
 PKGS       := libevent jansson openblas libsystemd libprotobuf-c sleef
 PKG_CFLAGS  = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 # oneDNN (ops/blas.c) ships no pkg-config file; its Debian build threads with OpenMP, whose
 # per-thread team size ops/blas.c sets, hence libgomp.
-PKG_LIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -ldnnl -lgomp
+# libxsmm (ops/blas.c, the xsmm-packed GEMM variant) ships static libraries only; the
+# noblas one, since OpenBLAS is linked anyway.
+PKG_LIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -ldnnl -lgomp -lxsmm -lxsmmnoblas -ldl
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null)
 
@@ -333,11 +335,11 @@ fuzz-build: deps
 	clang $(FUZZ_CFLAGS) -I$(BUILD)/gen \
 	  $(shell pkg-config --cflags openblas) tests/fuzz/fuzz_onnx.c $(GRAPH_SRC) $(OPS_SRC) $(UTIL_PURE_SRC) \
 	  $(ONNX_GEN_C) proto/dtype.c policy/cost.c \
-	  $(shell pkg-config --libs openblas libprotobuf-c sleef) -ldnnl -lgomp -lm -o $(BUILD)/fuzz/fuzz_onnx
+	  $(shell pkg-config --libs openblas libprotobuf-c sleef) -ldnnl -lgomp -lxsmm -lxsmmnoblas -ldl -lm -o $(BUILD)/fuzz/fuzz_onnx
 	clang $(FUZZ_CFLAGS) -I$(BUILD)/gen \
 	  $(shell pkg-config --cflags openblas) tests/fuzz/fuzz_graph.c $(GRAPH_SRC) $(OPS_SRC) $(UTIL_PURE_SRC) \
 	  $(ONNX_GEN_C) proto/dtype.c policy/cost.c \
-	  $(shell pkg-config --libs openblas libprotobuf-c sleef) -ldnnl -lgomp -lm -o $(BUILD)/fuzz/fuzz_graph
+	  $(shell pkg-config --libs openblas libprotobuf-c sleef) -ldnnl -lgomp -lxsmm -lxsmmnoblas -ldl -lm -o $(BUILD)/fuzz/fuzz_graph
 	@mkdir -p $(BUILD)/fuzz/corpus $(BUILD)/fuzz/corpus-onnx $(BUILD)/fuzz/corpus-graph
 	@for t in $(FUZZ_ONNX_SEEDS); do \
 	  f=$(ONNX_DATA)/node/test_$$t/model.onnx; [ ! -f $$f ] || cp $$f $(BUILD)/fuzz/corpus-onnx/$$t.onnx; done

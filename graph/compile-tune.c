@@ -7,12 +7,13 @@
  * shapes, the CPU and how the libraries are configured on the host (OpenBLAS with or without
  * OPENBLAS_CORETYPE, for one), which a size threshold cannot know.
  *
- * A MatMul or Gemm (or the FusedGemm made of one) whose B is a float32 2-D initializer has a
- * third variant: oneDNN's matmul primitive on a copy of B reordered once, here, into the
- * layout oneDNN prefers (ops/blas.h, onednn-packed). The node keeps the copy (graph_node.packed)
- * when that variant wins; its signature says "packed-b", so that the cache never answers it
- * with a choice measured without the packed variant (entries of older caches included).
- * The copies of one graph stay under GRAPH_PACK_TOTAL bytes.
+ * A MatMul or Gemm (or the FusedGemm made of one) whose B is a float32 2-D initializer has
+ * two more variants on a copy of B made once, here: oneDNN's matmul primitive on B reordered
+ * into the layout oneDNN prefers (onednn-packed), and libxsmm's JIT kernels on B in column
+ * blocks (xsmm-packed, ops/blas.h). The node keeps the winner's copy (graph_node.packed,
+ * ops_packed_b_keep) when one of them wins; its signature says "packed-bx", so that the
+ * cache never answers it with a choice measured without both (entries of older caches
+ * included). The copies of one graph stay under GRAPH_PACK_TOTAL bytes.
  *
  * Measuring runs the kernel on the thread that compiles (not a worker), so it is bounded: a
  * node whose cost model says more than GRAPH_TUNE_FLOPS, or whose scratch would exceed
@@ -130,10 +131,12 @@ static int run_variant(void *arg, int variant)
         char msg[128];
 
         /* a variant the node does not have is not measured */
-        if ((variant == OPS_SGEMM_ONEDNN_PACKED && !r->packed) || (variant == OPS_SGEMM_ONEDNN_DIRECT && !r->pconv))
+        int on_packed = variant == OPS_SGEMM_ONEDNN_PACKED || variant == OPS_SGEMM_XSMM_PACKED;
+
+        if ((on_packed && !r->packed) || (variant == OPS_SGEMM_ONEDNN_DIRECT && !r->pconv))
                 return -1;
         ops_sgemm_force(variant);
-        ops_sgemm_packed(variant == OPS_SGEMM_ONEDNN_PACKED ? r->packed : NULL);
+        ops_sgemm_packed(on_packed ? r->packed : NULL);
         ops_conv_packed(variant == OPS_SGEMM_ONEDNN_DIRECT ? r->pconv : NULL);
         int rc = ops_run(r->def, r->call, msg, sizeof(msg));
         ops_conv_packed(NULL);
@@ -332,10 +335,15 @@ static void tune_node(struct graph *g, struct graph_node *gn, const struct ops_t
         int convable = !packable && direct_conv(g, gn, call);
         if (convable && st->packed_bytes + ops_bytes(ops_tensor_numel(&call->in[1]), sizeof(float)) > GRAPH_PACK_TOTAL)
                 convable = 0;
-        node_sig(call, packable ? " packed-b" : convable ? " direct" : "", sig, sizeof(sig));
+        /* " packed-bx": measured with both packed variants (a cache entry of " packed-b" was
+         * measured before the libxsmm one existed, and is not taken) */
+        node_sig(call, packable ? " packed-bx" : convable ? " direct" : "", sig, sizeof(sig));
         int cached = tune_lookup(gn->def->name, sig);
         if (cached >= 0 && cached < OPS_SGEMM_VARIANTS) {
-                if (cached == OPS_SGEMM_ONEDNN_PACKED) {
+                /* libxsmm off, or without kernels for this CPU: the oneDNN copy instead */
+                if (cached == OPS_SGEMM_XSMM_PACKED && !ops_xsmm_usable())
+                        cached = OPS_SGEMM_ONEDNN_PACKED;
+                if (cached == OPS_SGEMM_ONEDNN_PACKED || cached == OPS_SGEMM_XSMM_PACKED) {
                         /* without its weights (not packable, oneDNN refused them) the node
                          * runs oneDNN's plain path, which the packed variant falls back to */
                         if (packable)
@@ -371,11 +379,13 @@ static void tune_node(struct graph *g, struct graph_node *gn, const struct ops_t
         struct tune_run r = { .def = gn->def, .call = call, .packed = packed, .pconv = pconv };
         /* the packed copy costs memory, and saves repacking in row parts (GRAPH_PACK_GAIN);
          * a node that runs in row parts at all gains that much more from it */
-        double weight[OPS_SGEMM_VARIANTS] = { 1.0, 1.0, GRAPH_PACK_GAIN, GRAPH_PACK_GAIN };
+        double weight[OPS_SGEMM_VARIANTS] = { 1.0, 1.0, GRAPH_PACK_GAIN, GRAPH_PACK_GAIN, GRAPH_PACK_GAIN };
         if (packable && graph_split_max_parts_packed(gn->def, call, 1) > 1)
-                weight[OPS_SGEMM_ONEDNN_PACKED] = GRAPH_PACK_GAIN_PARTS;
+                weight[OPS_SGEMM_ONEDNN_PACKED] = weight[OPS_SGEMM_XSMM_PACKED] = GRAPH_PACK_GAIN_PARTS;
+        /* a packable node measures both packed variants (not the direct one, which it does
+         * not have); a convolution the direct one */
         int v = tune_choose_weighted(gn->def->name, sig,
-                                     packable ? OPS_SGEMM_ONEDNN_PACKED + 1
+                                     packable ? OPS_SGEMM_VARIANTS
                                      : convable ? OPS_SGEMM_ONEDNN_DIRECT + 1 : OPS_SGEMM_ONEDNN_PACKED,
                                      ops_sgemm_variant_names, weight, run_variant, &r);
         if (v >= 0) {
@@ -387,7 +397,8 @@ keep:
         /* what the chosen variant took on one thread, for the scheduler's part count */
         gn->tuned_ns = flops ? tune_lookup_ns(gn->def->name, sig, gn->variant - 1) : 0;
         gn->tuned_flops = gn->tuned_ns ? flops : 0;
-        if (packed && gn->variant == OPS_SGEMM_ONEDNN_PACKED + 1) {
+        if (packed && (gn->variant == OPS_SGEMM_ONEDNN_PACKED + 1 || gn->variant == OPS_SGEMM_XSMM_PACKED + 1)) {
+                ops_packed_b_keep(packed, gn->variant - 1); /* the other layout goes */
                 gn->packed = packed;
                 st->packed++;
                 st->packed_bytes += ops_packed_b_bytes(packed);

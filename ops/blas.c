@@ -6,9 +6,11 @@
 #include <string.h>
 
 #include <dnnl.h>
+#include <libxsmm.h>
 
 #include "blas.h"
 #include "dnnl-common.h"
+#include "util/spin.h"
 
 /* Below this many multiply-adds OpenBLAS's lower call overhead wins. */
 #define ONEDNN_MIN_MACS 4096.0
@@ -27,7 +29,7 @@ int ops_dnnl_wanted(void)
 }
 
 const char *const ops_sgemm_variant_names[OPS_SGEMM_VARIANTS] = { "openblas", "onednn", "onednn-packed",
-                                                                      "onednn-direct" };
+                                                                      "onednn-direct", "xsmm-packed" };
 
 static __thread int forced = OPS_SGEMM_AUTO;
 
@@ -94,6 +96,12 @@ struct ops_packed_b {
         int nblocks;
         uint64_t block_bytes;
         struct ops_packed_b *blocks[OPS_PACKED_MAX_BLOCKS];
+        /* the libxsmm layout (xsmm_layout), made on first use: NULL before, or when it
+         * failed (x_failed) or was let go (ops_packed_b_keep) */
+        float *x;
+        uint64_t x_bytes;
+        int x_failed;
+        int dnnl_gone;          /* ops_packed_b_keep let the oneDNN copy go */
 };
 
 static dnnl_engine_t engine;
@@ -267,17 +275,29 @@ struct ops_packed_b *ops_packed_b_new(const float *b, long k, long n, int transb
         return p;
 }
 
+/* The oneDNN copy, its column blocks and its primitives (under p->mu or with p private). */
+static void dnnl_copy_free(struct ops_packed_b *p)
+{
+        for (int i = 0; i < p->nblocks; i++)
+                ops_packed_b_free(p->blocks[i]);
+        p->nblocks = 0;
+        p->block_bytes = 0;
+        for (int i = 0; i < p->nshapes; i++)
+                if (p->shapes[i].prim)
+                        dnnl_primitive_destroy(p->shapes[i].prim);
+        p->nshapes = 0;
+        if (p->w)
+                dnnl_memory_destroy(p->w);
+        p->w = NULL;
+        p->bytes = 0;
+}
+
 void ops_packed_b_free(struct ops_packed_b *p)
 {
         if (!p)
                 return;
-        for (int i = 0; i < p->nblocks; i++)
-                ops_packed_b_free(p->blocks[i]);
-        for (int i = 0; i < p->nshapes; i++)
-                if (p->shapes[i].prim)
-                        dnnl_primitive_destroy(p->shapes[i].prim);
-        if (p->w)
-                dnnl_memory_destroy(p->w);
+        dnnl_copy_free(p);
+        free(p->x);
         pthread_mutex_destroy(&p->mu);
         free(p);
 }
@@ -287,9 +307,26 @@ uint64_t ops_packed_b_bytes(const struct ops_packed_b *p)
         if (!p)
                 return 0;
         pthread_mutex_lock((pthread_mutex_t *)&p->mu);
-        uint64_t n = p->bytes + p->block_bytes;
+        uint64_t n = p->bytes + p->block_bytes + p->x_bytes;
         pthread_mutex_unlock((pthread_mutex_t *)&p->mu);
         return n;
+}
+
+void ops_packed_b_keep(struct ops_packed_b *p, int variant)
+{
+        if (!p)
+                return;
+        pthread_mutex_lock(&p->mu);
+        if (variant == OPS_SGEMM_XSMM_PACKED && p->x) {
+                dnnl_copy_free(p);
+                p->dnnl_gone = 1;
+        } else if (variant != OPS_SGEMM_XSMM_PACKED) {
+                free(p->x);
+                p->x = NULL;
+                p->x_bytes = 0;
+                p->x_failed = 1;
+        }
+        pthread_mutex_unlock(&p->mu);
 }
 
 uint64_t ops_packed_b_runs(const struct ops_packed_b *p)
@@ -388,9 +425,9 @@ static int sgemm_packed(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CB
         dnnl_status_t st;
         int transb = tb != CblasNoTrans;
 
-        if (!p || order != CblasRowMajor || ta != CblasNoTrans || k != p->k || transb != p->transb ||
-            ldb != (transb ? k : p->n) || lda != k || ldc != n || alpha != 1.0f ||
-            (beta != 0.0f && beta != 1.0f) || m < 1 || n < 1)
+        if (!p || p->dnnl_gone || order != CblasRowMajor || ta != CblasNoTrans || k != p->k ||
+            transb != p->transb || ldb != (transb ? k : p->n) || lda != k || ldc != n ||
+            alpha != 1.0f || (beta != 0.0f && beta != 1.0f) || m < 1 || n < 1)
                 return -1;
         if ((b != p->src || n != p->n) && !(p = packed_block(p, b, n, m)))
                 return -1;
@@ -425,12 +462,168 @@ static int sgemm_packed(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CB
         return st == dnnl_success ? 0 : -1;
 }
 
+
+/* ---- packed B for libxsmm: column blocks of XSMM_NB, each k rows of XSMM_NB ----
+ *
+ * libxsmm's JIT kernels compute column-major C (m x n) = A (m x k) B (k x n). A row-major
+ * product C = A B is that with the roles swapped: column-major, the block of XSMM_NB
+ * columns of our B (k rows of XSMM_NB, stored contiguously) is libxsmm's A with lda =
+ * XSMM_NB, our A's rows are its B (ldb = our lda), our C its C (ldc = our ldc). A column
+ * range of B that starts inside a block is a pointer into it with the same lda, so column
+ * parts of a split Gemm need no copy of their own. Each call also has the kernel prefetch
+ * the next block of B into L2 while it computes this one: at 32 rows the product reads
+ * 4 MB of weights per 1024 x 1024 layer, which do not stay in a core's cache. */
+#define XSMM_NB 32
+#define XSMM_MB 64 /* rows of our A per kernel call */
+
+static int xsmm_wanted(void)
+{
+        static int wanted = -1;
+        int w = __atomic_load_n(&wanted, __ATOMIC_RELAXED);
+
+        if (w < 0) {
+                const char *env = getenv("NPUD_SGEMM_XSMM");
+                w = !(env && strcmp(env, "0") == 0);
+                __atomic_store_n(&wanted, w, __ATOMIC_RELAXED);
+        }
+        return w;
+}
+
+static libxsmm_smmfunction xsmm_kernel(long m, long n, long k, long lda, long ldb, long ldc, float beta)
+{
+        libxsmm_blasint ia = lda, ib = ldb, ic = ldc;
+        float alpha = 1.0f;
+        int flags = LIBXSMM_GEMM_FLAG_NONE, prefetch = LIBXSMM_GEMM_PREFETCH_AL2;
+
+        return libxsmm_smmdispatch(m, n, k, &ia, &ib, &ic, &alpha, &beta, &flags, &prefetch);
+}
+
+int ops_xsmm_usable(void)
+{
+        static int usable = -1;
+        int u = __atomic_load_n(&usable, __ATOMIC_RELAXED);
+
+        if (u < 0) { /* libxsmm generates kernels for this CPU: one of the shapes used here */
+                u = xsmm_wanted() && xsmm_kernel(XSMM_NB, XSMM_MB, 64, XSMM_NB, 64, XSMM_NB, 0.0f) != NULL;
+                __atomic_store_n(&usable, u, __ATOMIC_RELAXED);
+        }
+        return u;
+}
+
+/* Make p's libxsmm layout (under p->mu); 0, or -1 when it cannot be had. */
+static int xsmm_layout(struct ops_packed_b *p)
+{
+        long nb = (p->n + XSMM_NB - 1) / XSMM_NB;
+        size_t bytes;
+
+        if (p->x)
+                return 0;
+        if (p->x_failed || !ops_xsmm_usable() || !p->src)
+                return -1;
+        bytes = (size_t)nb * (size_t)p->k * XSMM_NB * sizeof(float);
+        p->x = aligned_alloc(64, bytes);
+        if (!p->x) {
+                p->x_failed = 1;
+                return -1;
+        }
+        for (long j0 = 0; j0 < p->n; j0 += XSMM_NB) {
+                float *blk = p->x + (size_t)(j0 / XSMM_NB) * (size_t)p->k * XSMM_NB;
+                for (long kk = 0; kk < p->k; kk++)
+                        for (long jj = 0; jj < XSMM_NB; jj++) {
+                                long j = j0 + jj;
+                                blk[kk * XSMM_NB + jj] = j >= p->n ? 0.0f
+                                                         : p->transb ? p->src[j * p->k + kk]
+                                                                     : p->src[kk * p->n + j];
+                        }
+        }
+        p->x_bytes = bytes;
+        return 0;
+}
+
+/* The product on the current packed B's libxsmm layout when the call matches it (any
+ * column range of B): 0, or -1 for the plain path, before anything is written. */
+static int sgemm_xsmm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb,
+                      blasint m, blasint n, blasint k, float alpha, const float *a, blasint lda,
+                      const float *b, blasint ldb, float beta, float *c, blasint ldc)
+{
+        struct ops_packed_b *p = (struct ops_packed_b *)cur_packed;
+        int transb = tb != CblasNoTrans;
+        long lo;
+
+        if (!p || order != CblasRowMajor || ta != CblasNoTrans || k != p->k || transb != p->transb ||
+            alpha != 1.0f || (beta != 0.0f && beta != 1.0f) || m < 1 || n < 1 || lda < k || ldc < n)
+                return -1;
+        /* b: the stored B, or a column block of it (transB: rows lo.. of the stored B) */
+        if (transb) {
+                if (ldb != k || b < p->src || (b - p->src) % k)
+                        return -1;
+                lo = (long)((b - p->src) / k);
+        } else {
+                if (ldb != p->n || b < p->src || b - p->src >= p->n)
+                        return -1;
+                lo = (long)(b - p->src);
+        }
+        if (lo + n > p->n)
+                return -1;
+        pthread_mutex_lock(&p->mu);
+        int ok = xsmm_layout(p) == 0;
+        pthread_mutex_unlock(&p->mu);
+        if (!ok)
+                return -1;
+        /* every kernel first: nothing is written unless all of them exist. A range has at
+         * most three block widths: its first block's, whole ones, its last block's. */
+        long first = lo / XSMM_NB, last = (lo + n - 1) / XSMM_NB;
+        long mb = m < XSMM_MB ? m : XSMM_MB, mr = m % mb;
+        long widths[3] = { 0 };
+        libxsmm_smmfunction f[3][2] = { { 0 } }; /* [width][partial rows] */
+        int nw = 0;
+        for (long blk = first; blk <= last; blk++) {
+                long c0 = blk == first ? lo : blk * XSMM_NB;
+                long c1 = blk == last ? lo + n : (blk + 1) * XSMM_NB;
+                int w = 0;
+                while (w < nw && widths[w] != c1 - c0)
+                        w++;
+                if (w < nw)
+                        continue;
+                widths[nw] = c1 - c0;
+                for (int r = 0; r < 2; r++) {
+                        long rows = r ? mr : mb;
+                        if (rows && !(f[nw][r] = xsmm_kernel(widths[nw], rows, k, XSMM_NB, lda, ldc, beta)))
+                                return -1;
+                }
+                nw++;
+        }
+        const float *x = p->x;
+        for (long blk = first; blk <= last; blk++) {
+                long c0 = blk == first ? lo : blk * XSMM_NB;
+                long c1 = blk == last ? lo + n : (blk + 1) * XSMM_NB;
+                int w = 0;
+                while (widths[w] != c1 - c0)
+                        w++;
+                const float *xa = x + (size_t)blk * (size_t)k * XSMM_NB + (size_t)(c0 - blk * XSMM_NB);
+                const float *next = blk < last ? x + (size_t)(blk + 1) * (size_t)k * XSMM_NB : xa;
+                for (long r0 = 0; r0 < m; r0 += mb) {
+                        long rows = m - r0 < mb ? m - r0 : mb;
+                        libxsmm_smmfunction fn = f[w][rows == mb ? 0 : 1];
+                        const float *ar = a + (size_t)r0 * (size_t)lda;
+                        float *cr = c + (size_t)r0 * (size_t)ldc + (size_t)(c0 - lo);
+                        /* prefetch: this block again for the next rows, else the next block */
+                        fn(xa, ar, cr, r0 + mb < m ? xa : next, ar, cr);
+                }
+        }
+        __atomic_add_fetch(&p->runs, 1, __ATOMIC_RELAXED);
+        return 0;
+}
+
 void ops_sgemm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb,
                blasint m, blasint n, blasint k, float alpha, const float *a, blasint lda,
                const float *b, blasint ldb, float beta, float *c, blasint ldc)
 {
         if (forced == OPS_SGEMM_ONEDNN_PACKED && cur_packed && ops_dnnl_wanted() &&
             sgemm_packed(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) == 0)
+                return;
+        if (forced == OPS_SGEMM_XSMM_PACKED && cur_packed &&
+            sgemm_xsmm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) == 0)
                 return;
         if (use_onednn(m, n, k)) {
                 dnnl_status_t st;

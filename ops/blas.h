@@ -33,7 +33,11 @@ enum {
          * output, with the filters reordered once (struct ops_packed_conv); any other call
          * runs as under OPS_SGEMM_ONEDNN */
         OPS_SGEMM_ONEDNN_DIRECT = 3,
-        OPS_SGEMM_VARIANTS = 4
+        /* libxsmm's JIT kernels on the same constant weights copied once into column blocks
+         * of 32 (struct ops_packed_b, ops_packed_b_keep), prefetching the next block; the
+         * plain path (as under OPS_SGEMM_ONEDNN) for a call that does not match them */
+        OPS_SGEMM_XSMM_PACKED = 4,
+        OPS_SGEMM_VARIANTS = 5
 };
 extern const char *const ops_sgemm_variant_names[OPS_SGEMM_VARIANTS];
 /* The variant this thread's ops_sgemm calls use until changed (a tuned graph node sets it
@@ -71,9 +75,16 @@ void ops_packed_b_free(struct ops_packed_b *p);
 uint64_t ops_packed_b_bytes(const struct ops_packed_b *p);
 /* Products computed on the packed weights so far (tests: the packed path was taken). */
 uint64_t ops_packed_b_runs(const struct ops_packed_b *p);
-/* The packed B this thread's ops_sgemm calls may use (under OPS_SGEMM_ONEDNN_PACKED) until
- * changed; NULL for none. */
+/* The packed B this thread's ops_sgemm calls may use (under OPS_SGEMM_ONEDNN_PACKED or
+ * OPS_SGEMM_XSMM_PACKED) until changed; NULL for none. */
 void ops_sgemm_packed(const struct ops_packed_b *p);
+/* The libxsmm layout is made on the first call under OPS_SGEMM_XSMM_PACKED (unless
+ * NPUD_SGEMM_XSMM=0); once tuning has chosen, this keeps only the layout the variant uses
+ * (the oneDNN copy for any other variant) and frees the other. */
+void ops_packed_b_keep(struct ops_packed_b *p, int variant);
+/* libxsmm makes kernels on this CPU and NPUD_SGEMM_XSMM=0 is not set: the xsmm-packed
+ * variant computes on its layout (otherwise it takes the plain path). */
+int ops_xsmm_usable(void);
 
 /* The variant set by ops_sgemm_force on this thread (OPS_SGEMM_AUTO when none). */
 int ops_sgemm_forced(void);

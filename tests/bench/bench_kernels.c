@@ -5,7 +5,8 @@
  *      and Conv's im2col in the bench models: GFLOP/s of each, the ratio, the larger
  *      difference between the two results, and the thread count of the process before and
  *      after (oneDNN must not start an OpenMP team of its own); and ops_sgemm on B packed
- *      once (the onednn-packed variant of a node with constant weights, ops_packed_b_new);
+ *      once (the onednn-packed variant of a node with constant weights, ops_packed_b_new)
+ *      and on its libxsmm layout (the xsmm-packed variant);
  *   2. vmath (ops/vmath.c: SLEEF at the CPU's widest vector width) against libm over 4 M
  *      floats for exp, tanh, erf and sigmoid;
  *   3. GELU of the erf form (ops_gelu_erf, ops/rows.c: polynomials for erf and erfc)
@@ -98,27 +99,34 @@ static void bench_gemm(void)
         printf("sgemm, one thread: ops_sgemm against OpenBLAS (cblas_sgemm) in the same run\n");
         for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
                 int m = shapes[s].m, n = shapes[s].n, k = shapes[s].k, tb = shapes[s].tb;
-                double flop = 2.0 * m * n * k, best[3] = { 1e9, 1e9, 1e9 }, diff = 0;
+                double flop = 2.0 * m * n * k, best[4] = { 1e9, 1e9, 1e9, 1e9 }, diff = 0;
                 float *a = rand_buf((size_t)m * k, 1), *b = rand_buf((size_t)k * n, 2);
-                float *c[3] = { malloc(sizeof(float) * (size_t)m * n),
+                float *c[4] = { malloc(sizeof(float) * (size_t)m * n),
+                                malloc(sizeof(float) * (size_t)m * n),
                                 malloc(sizeof(float) * (size_t)m * n),
                                 malloc(sizeof(float) * (size_t)m * n) };
+                /* sides: OpenBLAS, ops_sgemm, then on packed B: oneDNN, libxsmm */
+                static const int forced[4] = { OPS_SGEMM_AUTO, OPS_SGEMM_AUTO, OPS_SGEMM_ONEDNN_PACKED,
+                                               OPS_SGEMM_XSMM_PACKED };
                 char err[128] = "";
                 struct ops_packed_b *pb = ops_packed_b_new(b, k, n, tb, m, err, sizeof(err));
                 int reps = (int)(2e8 / flop) + 1;
 
-                if (!c[0] || !c[1] || !c[2]) {
+                int sides = pb ? 4 : 2;
+                if (!c[0] || !c[1] || !c[2] || !c[3]) {
                         perror("malloc");
                         exit(1);
                 }
                 time_gemm(ops_sgemm, m, n, k, tb, a, b, c[0], 1); /* warm: oneDNN's JIT */
                 ops_sgemm_packed(pb);
-                ops_sgemm_force(OPS_SGEMM_ONEDNN_PACKED);
-                time_gemm(ops_sgemm, m, n, k, tb, a, b, c[2], 1); /* its primitive */
+                for (int side = 2; side < sides; side++) { /* its primitive, its layout */
+                        ops_sgemm_force(forced[side]);
+                        time_gemm(ops_sgemm, m, n, k, tb, a, b, c[side], 1);
+                }
                 ops_sgemm_force(OPS_SGEMM_AUTO);
                 for (int round = 0; round < 5; round++)
-                        for (int side = 0; side < (pb ? 3 : 2); side++) {
-                                ops_sgemm_force(side == 2 ? OPS_SGEMM_ONEDNN_PACKED : OPS_SGEMM_AUTO);
+                        for (int side = 0; side < sides; side++) {
+                                ops_sgemm_force(forced[side]);
                                 double t = time_gemm(side ? ops_sgemm : cblas_sgemm, m, n, k,
                                                      tb, a, b, c[side], reps);
                                 ops_sgemm_force(OPS_SGEMM_AUTO);
@@ -127,7 +135,7 @@ static void bench_gemm(void)
                         }
                 ops_sgemm_packed(NULL);
                 for (size_t i = 0; i < (size_t)m * n; i++)
-                        for (int side = 1; side < (pb ? 3 : 2); side++) {
+                        for (int side = 1; side < sides; side++) {
                                 double d = fabs((double)c[0][i] - c[side][i]) / (1 + fabs((double)c[0][i]));
                                 if (d > diff)
                                         diff = d;
@@ -138,8 +146,11 @@ static void bench_gemm(void)
                        flop / best[0] * 1e-9, ops_sgemm_backend(m, n, k), best[1] * 1e6,
                        flop / best[1] * 1e-9, best[0] / best[1]);
                 if (pb)
-                        printf("packed B %8.1f us %6.1f GFLOP/s, ops_sgemm/packed %.2fx; ", best[2] * 1e6,
-                               flop / best[2] * 1e-9, best[1] / best[2]);
+                        printf("packed B: oneDNN %8.1f us %6.1f GFLOP/s, ops_sgemm/packed %.2fx, "
+                               "libxsmm %8.1f us %6.1f GFLOP/s, oneDNN/libxsmm %.2fx%s; ",
+                               best[2] * 1e6, flop / best[2] * 1e-9, best[1] / best[2],
+                               best[3] * 1e6, flop / best[3] * 1e-9, best[2] / best[3],
+                               ops_xsmm_usable() ? "" : " (no libxsmm kernels: the plain path)");
                 else
                         printf("packed B: %s; ", err);
                 printf("max rel diff %.1e\n", diff);
@@ -149,6 +160,7 @@ static void bench_gemm(void)
                 free(c[0]);
                 free(c[1]);
                 free(c[2]);
+                free(c[3]);
         }
         printf("  threads of this process: %d before the products, %d after (must not grow)\n",
                before, count_threads());

@@ -56,8 +56,8 @@ static void load_matmul(npu_context_t *ctx, const float *w, npu_graph_t *ret)
 }
 
 /* graph_info's compile section: the tuned node list and the two counts; a node on packed
- * weights (onednn-packed: w is an initializer, so that variant is measured too) is counted
- * with the bytes of its reordered copy of w. */
+ * weights (onednn-packed or xsmm-packed: w is an initializer, so those variants are measured
+ * too) is counted with the bytes of its reordered copy of w. */
 static void tuned_info(npu_context_t *ctx, npu_graph_t g, int *measured, int *cached,
                        char *variant, size_t vlen)
 {
@@ -77,7 +77,7 @@ static void tuned_info(npu_context_t *ctx, npu_graph_t g, int *measured, int *ca
                  json_string_value(json_object_get(json_array_get(tuned, 0), "variant")));
         *measured = (int)json_integer_value(json_object_get(c, "tune_measured"));
         *cached = (int)json_integer_value(json_object_get(c, "tune_cached"));
-        int packed = strcmp(variant, "onednn-packed") == 0;
+        int packed = strcmp(variant, "onednn-packed") == 0 || strcmp(variant, "xsmm-packed") == 0;
         ck_assert_int_eq(json_integer_value(json_object_get(c, "packed")), packed);
         if (packed)
                 ck_assert_int_ge(json_integer_value(json_object_get(c, "packed_bytes")), KD * N * 4);
@@ -158,14 +158,15 @@ START_TEST(test_tune_load_cache_restart_clear)
         ck_assert_int_eq(measured, 1);
         ck_assert_int_eq(cached, 0);
         ck_assert(strcmp(variant, "openblas") == 0 || strcmp(variant, "onednn") == 0 ||
-                  strcmp(variant, "onednn-packed") == 0);
+                  strcmp(variant, "onednn-packed") == 0 || strcmp(variant, "xsmm-packed") == 0);
         run_check(ctx, g, w);
         OK(npu_graph_unload(ctx, g));
         ck_assert_int_eq(count_lines(cache), 2); /* the magic line and the entry */
         OK(npu_admin_call(ctx, "tune_list", "{\"op\":\"MatMul\"}", &res));
-        /* the three variants were measured for this MatMul on a constant w */
+        /* the four variants were measured for this MatMul on a constant w */
         ck_assert_ptr_nonnull(strstr(res, "onednn-packed"));
-        ck_assert_ptr_nonnull(strstr(res, "packed-b"));
+        ck_assert_ptr_nonnull(strstr(res, "xsmm-packed"));
+        ck_assert_ptr_nonnull(strstr(res, "packed-bx"));
         ck_assert_ptr_nonnull(strstr(res, "\"this_host\": true") ? res : strstr(res, "\"this_host\":true"));
         free(res);
         /* the second load in the same npud takes it from memory */

@@ -277,7 +277,7 @@ static char dir[64], path[128];
 
 static int measured_direct(void *arg, const struct tune_entry *e)
 {
-        *(int *)arg = e->nvariants == OPS_SGEMM_VARIANTS && strstr(e->sig, " direct") &&
+        *(int *)arg = e->nvariants == OPS_SGEMM_ONEDNN_DIRECT + 1 && strstr(e->sig, " direct") &&
                       strcmp(e->names[OPS_SGEMM_ONEDNN_DIRECT], "onednn-direct") == 0 &&
                       e->ns[OPS_SGEMM_ONEDNN_DIRECT] > 0 && e->ns[OPS_SGEMM_ONEDNN_PACKED] == 0;
         return 0;

@@ -4,8 +4,10 @@
  * shape), a column block of a B that is not transposed and a call with alpha != 1 take the
  * plain path and are still right; a row block (another row count, as a split part runs) takes
  * the packed path, and so does a column block of a transposed B (on a packed copy of the
- * block made once). Through the graph compiler: a cached onednn-packed choice makes the
- * node keep packed weights, whole runs and row parts on them agree with the plain graph,
+ * block made once). The same for the libxsmm layout (xsmm-packed, test_sgemm_xsmm). Through
+ * the graph compiler: tuning measures both packed variants; a cached onednn-packed or
+ * xsmm-packed choice makes the node keep packed weights, whole runs and parts on them agree
+ * with the plain graph,
  * graph_info's counters say so, and graph_free releases them (the ASan build checks). */
 #include <check.h>
 #include <math.h>
@@ -151,6 +153,122 @@ START_TEST(test_sgemm_packed)
 }
 END_TEST
 
+/* The libxsmm layout of the same packed B (xsmm-packed): whole products, accumulating, a
+ * row count that is not a multiple of the kernels' 64 rows, column ranges that start and
+ * end inside its 32-column blocks (as column parts of a split node run, no copy made), and
+ * the calls it does not take (another B, alpha 2) on the plain path; ops_packed_b_keep
+ * leaves one layout. */
+static void xsmm(const struct ops_packed_b *p, enum CBLAS_TRANSPOSE tb, int m, int n, int k,
+                 float alpha, const float *a, const float *b, int ldb, float beta, float *c, int ldc)
+{
+        ops_sgemm_force(OPS_SGEMM_XSMM_PACKED);
+        ops_sgemm_packed(p);
+        ops_sgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, alpha, a, k, b, ldb, beta, c, ldc);
+        ops_sgemm_packed(NULL);
+        ops_sgemm_force(OPS_SGEMM_AUTO);
+}
+
+START_TEST(test_sgemm_xsmm)
+{
+        enum { M = 100, K = 200, N = 136 };
+        float *a = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * K * N);
+        float *b2 = malloc(sizeof(float) * K * N), *c0 = malloc(sizeof(float) * M * N);
+        float *c1 = malloc(sizeof(float) * M * N);
+        char err[128] = "";
+
+        if (!ops_xsmm_usable()) { /* the variant then takes the plain path, as other calls */
+                fprintf(stderr, "test_sgemm_xsmm: skipped, libxsmm makes no kernels on this CPU\n");
+                free(a);
+                free(b);
+                free(b2);
+                free(c0);
+                free(c1);
+                return;
+        }
+        fill(a, M * K, 4);
+        fill(b, K * N, 5);
+        fill(b2, K * N, 6);
+        for (int tb = 0; tb < 2; tb++) {
+                enum CBLAS_TRANSPOSE t = tb ? CblasTrans : CblasNoTrans;
+                int ldb = tb ? K : N;
+                struct ops_packed_b *p = ops_packed_b_new(b, K, N, tb, M, err, sizeof(err));
+                ck_assert_msg(p != NULL, "pack: %s", err);
+                uint64_t dnnl_bytes = ops_packed_b_bytes(p);
+
+                plain(t, M, N, K, a, b, 0.0f, c0);
+                xsmm(p, t, M, N, K, 1.0f, a, b, ldb, 0.0f, c1, N);
+                ck_assert_uint_eq(ops_packed_b_runs(p), 1);
+                same(c1, c0, M * N, K, "xsmm");
+                /* its layout, made on that first call: 5 blocks of 32 columns */
+                ck_assert_uint_eq(ops_packed_b_bytes(p), dnnl_bytes + (uint64_t)5 * 32 * K * sizeof(float));
+                for (int i = 0; i < M * N; i++)
+                        c0[i] = c1[i] = (float)(i % 7) - 3.0f;
+                plain(t, M, N, K, a, b, 1.0f, c0);
+                xsmm(p, t, M, N, K, 1.0f, a, b, ldb, 1.0f, c1, N);
+                same(c1, c0, M * N, K, "xsmm, beta 1");
+                plain(t, 29, N, K, a + 17 * K, b, 0.0f, c0);
+                xsmm(p, t, 29, N, K, 1.0f, a + 17 * K, b, ldb, 0.0f, c1, N);
+                same(c1, c0, 29 * N, K, "xsmm, row part");
+                ck_assert_uint_eq(ops_packed_b_runs(p), 3);
+
+                /* column ranges: one block, two partial ones, partial + whole + partial */
+                static const int ranges[][2] = { { 32, 64 }, { 40, 80 }, { 5, 130 }, { 100, 136 } };
+                for (size_t r = 0; r < sizeof(ranges) / sizeof(ranges[0]); r++) {
+                        int lo = ranges[r][0], w = ranges[r][1] - lo;
+                        const float *bc = tb ? b + (size_t)lo * K : b + lo;
+                        ops_sgemm_force(OPS_SGEMM_OPENBLAS);
+                        ops_sgemm(CblasRowMajor, CblasNoTrans, t, M, w, K, 1.0f, a, K, bc, ldb, 0.0f, c0, w);
+                        ops_sgemm_force(OPS_SGEMM_AUTO);
+                        memset(c1, 0, sizeof(float) * M * N);
+                        xsmm(p, t, M, w, K, 1.0f, a, bc, ldb, 0.0f, c1, w);
+                        same(c1, c0, (size_t)M * w, K, "xsmm, column range");
+                        ck_assert_uint_eq(ops_packed_b_runs(p), 4 + r);
+                }
+                uint64_t runs = ops_packed_b_runs(p);
+
+                /* another B, alpha 2: the plain path */
+                plain(t, M, N, K, a, b2, 0.0f, c0);
+                xsmm(p, t, M, N, K, 1.0f, a, b2, ldb, 0.0f, c1, N);
+                same(c1, c0, M * N, K, "xsmm, other B");
+                plain(t, M, N, K, a, b, 0.0f, c0);
+                xsmm(p, t, M, N, K, 2.0f, a, b, ldb, 0.0f, c1, N);
+                for (int i = 0; i < M * N; i++)
+                        c0[i] *= 2.0f;
+                same(c1, c0, M * N, K, "xsmm, alpha 2");
+                ck_assert_uint_eq(ops_packed_b_runs(p), runs);
+
+                /* kept for xsmm: the oneDNN copy goes, and its variant takes the plain path */
+                ops_packed_b_keep(p, OPS_SGEMM_XSMM_PACKED);
+                ck_assert_uint_eq(ops_packed_b_bytes(p), (uint64_t)5 * 32 * K * sizeof(float));
+                plain(t, M, N, K, a, b, 0.0f, c0);
+                packed(p, t, M, N, K, 1.0f, a, b, ldb, 0.0f, c1);
+                ck_assert_uint_eq(ops_packed_b_runs(p), runs);
+                same(c1, c0, M * N, K, "oneDNN copy gone");
+                xsmm(p, t, M, N, K, 1.0f, a, b, ldb, 0.0f, c1, N);
+                ck_assert_uint_eq(ops_packed_b_runs(p), runs + 1);
+                same(c1, c0, M * N, K, "xsmm kept");
+                ops_packed_b_free(p);
+
+                /* kept for oneDNN: the libxsmm layout goes and is not made again */
+                p = ops_packed_b_new(b, K, N, tb, M, err, sizeof(err));
+                ck_assert_ptr_nonnull(p);
+                xsmm(p, t, M, N, K, 1.0f, a, b, ldb, 0.0f, c1, N);
+                ops_packed_b_keep(p, OPS_SGEMM_ONEDNN_PACKED);
+                ck_assert_uint_eq(ops_packed_b_bytes(p), dnnl_bytes);
+                xsmm(p, t, M, N, K, 1.0f, a, b, ldb, 0.0f, c1, N);
+                ck_assert_uint_eq(ops_packed_b_runs(p), 1);
+                ck_assert_uint_eq(ops_packed_b_bytes(p), dnnl_bytes);
+                same(c1, c0, M * N, K, "libxsmm layout gone");
+                ops_packed_b_free(p);
+        }
+        free(a);
+        free(b);
+        free(b2);
+        free(c0);
+        free(c1);
+}
+END_TEST
+
 /* ---- through the graph compiler ---- */
 
 static Onnx__TensorProto *finit(const char *name, int ndim, const int64_t *dims, uint32_t seed)
@@ -210,18 +328,25 @@ static struct graph *model(int gemm, unsigned flags)
 
 static char dir[64], path[128];
 
+/* Both packed variants measured (the direct one, for convolutions, not). */
 static int measured_packed(void *arg, const struct tune_entry *e)
 {
-        *(int *)arg = e->nvariants == OPS_SGEMM_ONEDNN_PACKED + 1 && strstr(e->sig, "packed-b") &&
-                      strcmp(e->names[OPS_SGEMM_ONEDNN_PACKED], "onednn-packed") == 0;
+        *(int *)arg = e->nvariants == OPS_SGEMM_VARIANTS && strstr(e->sig, "packed-bx") &&
+                      strcmp(e->names[OPS_SGEMM_ONEDNN_PACKED], "onednn-packed") == 0 &&
+                      strcmp(e->names[OPS_SGEMM_XSMM_PACKED], "xsmm-packed") == 0 &&
+                      e->ns[OPS_SGEMM_ONEDNN_PACKED] > 0 &&
+                      (e->ns[OPS_SGEMM_XSMM_PACKED] > 0 || !ops_xsmm_usable()) &&
+                      e->ns[OPS_SGEMM_ONEDNN_DIRECT] == 0;
         return 0;
 }
 
-/* Every entry of the cache rewritten with onednn-packed as the winner where it was measured. */
+static int winner; /* the variant rewrite() makes the winner */
+
+/* Every entry of the cache rewritten with winner as the winner where it was measured. */
 static int rewrite(void *arg, const struct tune_entry *e)
 {
         FILE *fp = arg;
-        int w = e->nvariants > OPS_SGEMM_ONEDNN_PACKED ? OPS_SGEMM_ONEDNN_PACKED : e->variant;
+        int w = e->nvariants > winner ? winner : e->variant;
 
         fprintf(fp, "%s\t%s\t%s\t%llu\t%d", e->profile, e->op, e->sig, (unsigned long long)e->when, w);
         for (int i = 0; i < e->nvariants; i++)
@@ -265,43 +390,59 @@ START_TEST(test_graph_packed)
         tune_foreach(measured_packed, &three);
         ck_assert_msg(three, "the packed variant was not measured");
 
-        /* the cache says onednn-packed: the node keeps packed weights */
+        /* the cache says onednn-packed, then xsmm-packed: the node keeps packed weights in
+         * that variant's layout, and computes the same in one piece and in parts */
+        static const int winners[2] = { OPS_SGEMM_ONEDNN_PACKED, OPS_SGEMM_XSMM_PACKED };
         char tmp[160];
-        snprintf(tmp, sizeof(tmp), "%s.new", path);
-        FILE *fp = fopen(tmp, "w");
-        ck_assert_ptr_nonnull(fp);
-        fprintf(fp, "npud-tune 1\n"); /* the file's first line (ops/tune.c) */
-        tune_foreach(rewrite, fp);
-        fclose(fp);
-        ck_assert_int_eq(rename(tmp, path), 0);
-        ck_assert_int_eq(tune_open(path, NULL, err, sizeof(err)), 0);
-        g = model(gemm, GRAPH_COMPILE_ALL);
-        struct graph_node *gn = &g->nodes[0];
-        ck_assert_int_eq(g->stats->tune_cached, 1);
-        ck_assert_int_eq(gn->variant, OPS_SGEMM_ONEDNN_PACKED + 1);
-        ck_assert_ptr_nonnull(gn->packed);
-        ck_assert_int_eq(g->stats->packed, 1);
-        ck_assert_uint_ge(g->stats->packed_bytes, (uint64_t)GK * GN * sizeof(float));
+        for (int wi = 0; wi < 2; wi++) {
+                winner = winners[wi];
+                snprintf(tmp, sizeof(tmp), "%s.new", path);
+                FILE *fp = fopen(tmp, "w");
+                ck_assert_ptr_nonnull(fp);
+                fprintf(fp, "npud-tune 1\n"); /* the file's first line (ops/tune.c) */
+                tune_foreach(rewrite, fp);
+                fclose(fp);
+                ck_assert_int_eq(rename(tmp, path), 0);
+                ck_assert_int_eq(tune_open(path, NULL, err, sizeof(err)), 0);
+                g = model(gemm, GRAPH_COMPILE_ALL);
+                struct graph_node *gn = &g->nodes[0];
+                ck_assert_int_eq(g->stats->tune_cached, 1);
+                /* without libxsmm kernels (NPUD_SGEMM_XSMM=0) an xsmm-packed choice runs
+                 * onednn-packed */
+                int want = winner == OPS_SGEMM_XSMM_PACKED && !ops_xsmm_usable() ? OPS_SGEMM_ONEDNN_PACKED
+                                                                                 : winner;
+                ck_assert_int_eq(gn->variant, want + 1);
+                ck_assert_ptr_nonnull(gn->packed);
+                ck_assert_int_eq(g->stats->packed, 1);
+                ck_assert_uint_ge(g->stats->packed_bytes, (uint64_t)GK * GN * sizeof(float));
 
-        t[1].data = y1;
-        ck_assert_msg(graph_exec(g, 1, t, 1, &t[1], err, sizeof(err)) == 0, "packed: %s", err);
-        ck_assert_uint_ge(ops_packed_b_runs(gn->packed), 1);
-        same(y1, y0, GM * GN, GK, "packed graph");
+                memset(y1, 0, sizeof(float) * GM * GN);
+                t[1].data = y1;
+                ck_assert_msg(graph_exec(g, 1, t, 1, &t[1], err, sizeof(err)) == 0, "%s: %s",
+                              ops_sgemm_variant_names[winner], err);
+                ck_assert_uint_ge(ops_packed_b_runs(gn->packed), 1);
+                same(y1, y0, GM * GN, GK, ops_sgemm_variant_names[winner]);
+                /* one layout kept: the libxsmm copy pads B to 32 columns */
+                ck_assert_uint_le(ops_packed_b_bytes(gn->packed),
+                                  (uint64_t)GK * (GN + 64) * sizeof(float) * 2);
 
-        /* the node step in parts (row parts: other row counts; column parts of the Gemm
-         * with 32 rows: packed blocks of B), last first */
-        uint64_t before = ops_packed_b_runs(gn->packed);
-        t[1].data = y2;
-        struct graph_bind b = { .g = g, .nin = 1, .nout = 1 };
-        ck_assert_msg(graph_run_step(&b, 0, t, err, sizeof(err)) == 0, "bind: %s", err);
-        for (int k = 2; k >= 0; k--)
-                ck_assert_msg(graph_run_step_part(&b, 1, k, 3, t, err, sizeof(err)) == 0, "part %d: %s", k, err);
-        graph_run_step_done(&b, 1);
-        ck_assert_msg(graph_run_step(&b, 2, t, err, sizeof(err)) == 0, "outputs: %s", err);
-        graph_run_free(b.run);
-        ck_assert_uint_gt(ops_packed_b_runs(gn->packed), before);
-        same(y2, y0, GM * GN, GK, "packed graph in parts");
-        graph_free(g);
+                /* the node step in parts (row parts: other row counts; column parts of the
+                 * Gemm with 32 rows: packed blocks of B, or column ranges of the libxsmm
+                 * layout), last first */
+                uint64_t before = ops_packed_b_runs(gn->packed);
+                memset(y2, 0, sizeof(float) * GM * GN);
+                t[1].data = y2;
+                struct graph_bind b = { .g = g, .nin = 1, .nout = 1 };
+                ck_assert_msg(graph_run_step(&b, 0, t, err, sizeof(err)) == 0, "bind: %s", err);
+                for (int k = 2; k >= 0; k--)
+                        ck_assert_msg(graph_run_step_part(&b, 1, k, 3, t, err, sizeof(err)) == 0, "part %d: %s", k, err);
+                graph_run_step_done(&b, 1);
+                ck_assert_msg(graph_run_step(&b, 2, t, err, sizeof(err)) == 0, "outputs: %s", err);
+                graph_run_free(b.run);
+                ck_assert_uint_gt(ops_packed_b_runs(gn->packed), before);
+                same(y2, y0, GM * GN, GK, "packed graph in parts");
+                graph_free(g);
+        }
 
         tune_open(NULL, NULL, NULL, 0);
         snprintf(tmp, sizeof(tmp), "rm -rf %s", dir);
@@ -320,6 +461,7 @@ int main(void)
 
         tcase_set_timeout(tc, 60);
         tcase_add_test(tc, test_sgemm_packed);
+        tcase_add_test(tc, test_sgemm_xsmm);
         tcase_add_loop_test(tc, test_graph_packed, 0, 3);
         suite_add_tcase(s, tc);
         return check_run(s);
