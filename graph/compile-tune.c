@@ -13,7 +13,8 @@
  * blocks (xsmm-packed, ops/blas.h). The node keeps the winner's copy (graph_node.packed,
  * ops_packed_b_keep) when one of them wins; its signature says "packed-bx", so that the
  * cache never answers it with a choice measured without both (entries of older caches
- * included). The copies of one graph stay under GRAPH_PACK_TOTAL bytes.
+ * included). The copies of one graph stay under GRAPH_PACK_TOTAL bytes and its pack_limit
+ * (what the tenant's quota leaves).
  *
  * Measuring runs the kernel on the thread that compiles (not a worker), so it is bounded: a
  * node whose cost model says more than GRAPH_TUNE_FLOPS, or whose scratch would exceed
@@ -330,10 +331,14 @@ static void tune_node(struct graph *g, struct graph_node *gn, const struct ops_t
         }
         long pk = 0, pn = 0;
         int ptrans = 0, packable = packable_b(g, gn, call, &pk, &pn, &ptrans) == 0;
-        if (packable && st->packed_bytes + (uint64_t)pk * (uint64_t)pn * sizeof(float) > GRAPH_PACK_TOTAL)
+        uint64_t limit = g->pack_limit >= 0 && (uint64_t)g->pack_limit < GRAPH_PACK_TOTAL
+                                 ? (uint64_t)g->pack_limit : GRAPH_PACK_TOTAL;
+        if (packable && st->packed_bytes + GRAPH_PACK_BYTES(pk, pn) > limit)
                 packable = 0;
         int convable = !packable && direct_conv(g, gn, call);
-        if (convable && st->packed_bytes + ops_bytes(ops_tensor_numel(&call->in[1]), sizeof(float)) > GRAPH_PACK_TOTAL)
+        int64_t nf = convable ? call->in[1].dims[0] : 0; /* filters [M, C, KH, KW] */
+        if (convable && (nf <= 0 || st->packed_bytes + GRAPH_PACK_BYTES(ops_tensor_numel(&call->in[1]) / nf,
+                                                                        nf) > limit))
                 convable = 0;
         /* " packed-bx": measured with both packed variants (a cache entry of " packed-b" was
          * measured before the libxsmm one existed, and is not taken) */

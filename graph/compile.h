@@ -91,10 +91,14 @@ struct graph_plan {
  * one whose scratch data would exceed GRAPH_TUNE_BYTES. */
 #define GRAPH_TUNE_FLOPS (4ull << 30)
 #define GRAPH_TUNE_BYTES (128ull << 20)
-/* Reordered weights for oneDNN's matmul (ops/blas.h, struct ops_packed_b) are host memory
- * that the tenant's quota does not count: a graph makes at most this many bytes of them
- * (nodes past it keep the plain variants). */
+/* Reordered weights for the tuned kernels (ops/blas.h, struct ops_packed_b and
+ * ops_packed_conv): a graph makes at most this many bytes of them, and no more than its
+ * pack_limit (what the loading tenant's memory quota leaves: npud charges them to it);
+ * nodes past it keep the plain variants. */
 #define GRAPH_PACK_TOTAL (64ull << 20)
+/* The bytes a packed copy of a k x n B (or of n filters of k values) may take, for that
+ * check: the layouts pad n, libxsmm's to 32 columns, oneDNN's blocked ones to 16 or 64. */
+#define GRAPH_PACK_BYTES(k, n) ((uint64_t)(k) * (((uint64_t)(n) + 63) / 64 * 64) * sizeof(float))
 /* ... and a node keeps them unless they make it more than 5 % slower (its time x 0.95
  * against the plain variants'): measured whole, the node may run as row parts, and a row
  * part of a packed B repacks nothing while a plain one repacks all of B (the transformer's

@@ -17,6 +17,7 @@ struct graph *graph_new(struct graph *parent)
                 return NULL;
         g->parent = parent;
         g->opset = parent ? parent->opset : 0;
+        g->pack_limit = -1;
         return g;
 }
 

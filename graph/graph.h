@@ -94,6 +94,10 @@ struct graph {
          * Both are graph_alloc'd. plan: arena offsets of the intermediates (root graph). */
         struct graph_plan *plan;
         struct graph_compile_stats *stats;
+        /* Bytes of packed weights (reordered copies for the tuned kernels, compile-tune.c)
+         * the compiler may make for this graph: the loader sets what the tenant's memory
+         * quota leaves, since they are charged to it; -1 (graph_new): GRAPH_PACK_TOTAL. */
+        int64_t pack_limit;
         /* The steps a run is scheduled as (steps.h), graph_alloc'd; NULL when not built
          * (the run is then one task). Root graph only. */
         struct graph_steps *steps;

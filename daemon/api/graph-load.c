@@ -112,6 +112,8 @@ static void helper_run(struct graph_load *j)
         j->model = NULL;
         if (!rc)
                 rc = graph_check_static(g, j->err, sizeof(j->err));
+        if (!rc) /* after the weights' charge (helper_alloc's round trip) */
+                g->pack_limit = j->pack_limit;
         /* Compile at load (graph/compile.h); NPUD_GRAPH_COMPILE=0 keeps the graph as
          * imported, for comparisons. */
         if (!rc && flags && graph_compile(g, flags, j->err, sizeof(j->err)) < 0)

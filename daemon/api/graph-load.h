@@ -43,6 +43,9 @@ struct graph_load {
         /* The weights, allocated on the loop thread and charged to the session's tenant. */
         struct buffer *weights;
         uint64_t rounded;
+        /* What the tenant's quota leaves for packed weights (graph.pack_limit; -1: no
+         * quota), set on the loop thread before the import and after the weights' charge. */
+        int64_t pack_limit;
         /* Round trip of the import's allocation (pool lock). */
         int alloc_wanted, alloc_answered, alloc_rc;
         uint64_t alloc_size;

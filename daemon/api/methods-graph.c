@@ -6,8 +6,10 @@
  * placed in one device buffer of the graph's device, allocated through the same allocator,
  * quota checks and accounting as mem_alloc: the loading session's tenant is charged from
  * graph_load until graph_unload or the end of the session. Like a freed buffer, the memory
- * itself returns once the last run using the graph has completed. The host memory of the
- * graph structure (nodes, attributes) is not charged; it is small next to the weights.
+ * itself returns once the last run using the graph has completed. The copies of the weights
+ * that tuned kernels reorder at load (packed weights) are charged with them: the compiler
+ * makes no more of them than the tenant's quota leaves after the weights. The host memory of
+ * the graph structure (nodes, attributes) is not charged; it is small next to the weights.
  *
  * The model is checked and mapped on the loop thread (bounded by ONNX_MAX_MODEL_BYTES, 1 GiB),
  * then imported and compiled on a helper thread (graph-load.h), and the reply is deferred
@@ -109,6 +111,23 @@ static int storage_alloc(void *ctx, uint64_t size, void **ret, char *err, size_t
         c->rounded = rounded;
         *ret = buffer_ptr(c->b);
         return 0;
+}
+
+/* Bytes the session's tenant may still be charged on device id: the least of what its
+ * total and device quotas leave; -1 when neither is set. */
+static int64_t quota_room(struct session *s, int id)
+{
+        const struct policy_tenant *pol = &s->tenant->pol;
+        uint64_t room = UINT64_MAX, qdev = tenant_quota_device(s->tenant, id);
+
+        if (pol->quota_total)
+                room = s->tenant->mem_used >= pol->quota_total ? 0 : pol->quota_total - s->tenant->mem_used;
+        if (qdev) {
+                uint64_t used = s->tenant->dev[id].mem_used, r = used >= qdev ? 0 : qdev - used;
+                if (r < room)
+                        room = r;
+        }
+        return room == UINT64_MAX ? -1 : room > INT64_MAX ? INT64_MAX : (int64_t)room;
 }
 
 static void charge_bytes(struct session *s, int id, uint64_t bytes, int sign)
@@ -518,6 +537,7 @@ static void method_graph_load(struct request *req)
         j->dev = dev;
         j->model = model;
         j->size = size;
+        j->pack_limit = quota_room(s, dev->id); /* again once the weights are charged */
         /* The import and compilation run on a helper thread (graph-load.c); the reply
          * comes from graph_load_finish. */
         rc = graph_load_start(s->npud, j, err, sizeof(err));
@@ -537,6 +557,7 @@ int graph_load_alloc(struct graph_load *j, uint64_t size, void **ret, char *err,
         j->weights = sc.b;
         j->rounded = sc.rounded;
         charge_bytes(j->s, j->dev->id, j->rounded, 1);
+        j->pack_limit = quota_room(j->s, j->dev->id);
         return 0;
 }
 
@@ -583,6 +604,20 @@ void graph_load_finish(struct graph_load *j)
                         return;
                 }
         }
+        /* The weights the tuned kernels reordered at load (graph_info's packed_bytes) are
+         * memory of the graph like its weights: charged to the tenant with them. The
+         * compiler packed no more than the quota left when the weights were charged; other
+         * allocations of the tenant since may have taken that room. */
+        uint64_t packed = g->stats ? g->stats->packed_bytes : 0;
+        packed = (packed + ALLOC_GRANULE - 1) / ALLOC_GRANULE * ALLOC_GRANULE;
+        int64_t room = quota_room(s, dev->id);
+        if (packed && room >= 0 && packed > (uint64_t)room) {
+                snprintf(err, sizeof(err), "tenant '%s' would exceed its memory quota with %" PRIu64
+                         " bytes of packed weights (reordered at load for the tuned kernels): %" PRIu64
+                         " bytes left", s->tenant->pol.name, packed, (uint64_t)room);
+                load_fail(j, PROTO_E_QUOTA, err);
+                return;
+        }
         if (s->handles.count[HANDLE_GRAPH] >= GRAPH_MAX_PER_SESSION) { /* graph_import meanwhile */
                 snprintf(err, sizeof(err), "session holds the maximum of %d graphs", GRAPH_MAX_PER_SESSION);
                 load_fail(j, PROTO_E_LIMIT, err);
@@ -599,6 +634,10 @@ void graph_load_finish(struct graph_load *j)
         o->weights = j->weights;
         o->dev = dev;
         o->charged = j->weights ? j->rounded : 0; /* charged since graph_load_alloc */
+        if (packed) { /* and the packed copies, until the weights' last user lets go */
+                charge_bytes(s, dev->id, packed, 1);
+                o->charged += packed;
+        }
         j->g = NULL;
         j->weights = NULL;
         if (handle_insert(&s->handles, HANDLE_GRAPH, o, &h) < 0) {

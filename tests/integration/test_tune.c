@@ -2,8 +2,13 @@
  * once, graph_info names the variant chosen, the graph computes the right answer with it,
  * the cache file keeps the result so that a restarted npud takes it without measuring, an
  * unprivileged user may list but not clear the cache, and clearing makes the next load
- * measure again. */
+ * measure again. Packed weights (the copies tuned kernels reorder at load) are charged to the
+ * loading tenant with the weights: an unprivileged tenant whose quota has no room for them
+ * gets none (and a graph that still computes), root's tenant is charged for those it gets. */
 #include <check.h>
+#include <math.h>
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -223,6 +228,216 @@ START_TEST(test_tune_load_cache_restart_clear)
 }
 END_TEST
 
+/* ---- packed weights and the tenant's quota ---- */
+
+enum { PM = 64, PK = 3200, PN = 3200 }; /* w: 40 960 000 bytes */
+#define PQUOTA (64ll << 20)
+
+static float *pw; /* w [PK, PN] */
+static uint8_t *pmodel;
+static size_t pmodel_len;
+
+/* y = x · w, x [PM, PK] an input, w [PK, PN] an initializer: a product whose packed copy of
+ * w (as large as w) does not fit beside w in a 64 MiB quota. */
+static void packed_model(void)
+{
+        static const int64_t dx[] = { PM, PK }, dw[] = { PK, PN }, dy[] = { PM, PN };
+        Onnx__GraphProto *g = graph_proto();
+        Onnx__TensorProto *t = K(sizeof(*t));
+
+        pw = malloc(sizeof(float) * PK * PN);
+        ck_assert_ptr_nonnull(pw);
+        for (size_t i = 0; i < (size_t)PK * PN; i++)
+                pw[i] = (float)((int)(i % 13) - 6) / 64.0f;
+        onnx__tensor_proto__init(t);
+        t->name = (char *)"w";
+        t->has_data_type = 1;
+        t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+        t->n_dims = 2;
+        t->dims = K(sizeof(int64_t) * 2);
+        memcpy(t->dims, dw, sizeof(dw));
+        t->has_raw_data = 1;
+        t->raw_data.len = sizeof(float) * PK * PN;
+        t->raw_data.data = (uint8_t *)pw;
+        g->n_node = 1;
+        g->node = (Onnx__NodeProto **)list(1, node("MatMul", 2, (const char *[]){ "x", "w" }, 1,
+                                                      (const char *[]){ "y" }));
+        g->n_initializer = 1;
+        g->initializer = (Onnx__TensorProto **)list(1, t);
+        g->n_input = 1;
+        g->input = (Onnx__ValueInfoProto **)list(1, tvalue("x", NPU_FLOAT32, 2, dx));
+        g->n_output = 1;
+        g->output = (Onnx__ValueInfoProto **)list(1, tvalue("y", NPU_FLOAT32, 2, dy));
+        pmodel = model_pack(g, 17, &pmodel_len);
+}
+
+/* compile.packed_bytes of graph g */
+static long long packed_bytes(npu_context_t *c, npu_graph_t g)
+{
+        char *text = NULL;
+        long long n = -1;
+
+        if (npu_graph_info(c, g, &text) != NPU_OK)
+                return -1;
+        json_t *info = json_loads(text, 0, NULL);
+        free(text);
+        json_t *v = json_object_get(json_object_get(info, "compile"), "packed_bytes");
+        if (json_is_integer(v))
+                n = json_integer_value(v);
+        json_decref(info);
+        return n;
+}
+
+/* Run g once and check a few outputs against the product computed here: 0, or an error. */
+static int packed_run(npu_context_t *c, npu_graph_t g)
+{
+        float *x = malloc(sizeof(float) * PM * PK), *y = malloc(sizeof(float) * PM * PN);
+        int rc = 0;
+
+        if (!x || !y)
+                return 20;
+        for (int i = 0; i < PM * PK; i++)
+                x[i] = (float)(i % 7 - 3) * 0.125f;
+        npu_host_tensor_t in = { .data = x, .bytes = sizeof(float) * PM * PK, .dtype = NPU_FLOAT32,
+                                 .ndim = 2, .dims = { PM, PK } },
+                          out = { .data = y, .bytes = sizeof(float) * PM * PN };
+        if (npu_graph_run_host(c, g, &in, 1, &out, 1) != NPU_OK)
+                rc = 21;
+        for (int s = 0; !rc && s < 5; s++) {
+                int i = (s * 37) % PM, j = (s * 1031) % PN;
+                double ref = 0;
+                for (int k = 0; k < PK; k++)
+                        ref += (double)x[i * PK + k] * pw[(size_t)k * PN + j];
+                if (fabs(y[i * PN + j] - ref) > 1e-3 * (1 + fabs(ref)))
+                        rc = 22;
+        }
+        free(x);
+        free(y);
+        return rc;
+}
+
+static const char *psock;
+
+/* The tenant with 64 MiB: the weights take 39 MiB of it, so no packed copy is made; the
+ * load succeeds and the graph computes. Holds the graph until the parent has looked at the
+ * tenant's figures (a byte on fd 0 of the pipe pair in arg). */
+static int packed_attacker(void *arg)
+{
+        int *fds = arg; /* [0]: read the parent's go, [1]: write "loaded" */
+        npu_context_t *c;
+        npu_graph_t g;
+        char b = 1;
+
+        if (npu_connect(psock, &c) != NPU_OK)
+                return 10;
+        if (npu_graph_load(c, 0, pmodel, pmodel_len, &g) != NPU_OK) {
+                fprintf(stderr, "attacker: load: %s\n", npu_error_message());
+                return 11;
+        }
+        if (packed_bytes(c, g) != 0)
+                return 12;
+        int rc = packed_run(c, g);
+        if (rc)
+                return rc;
+        if (write(fds[1], &b, 1) != 1 || read(fds[0], &b, 1) != 1)
+                return 13;
+        npu_disconnect(c);
+        return 0;
+}
+
+static long long tenant_used(npu_context_t *c, const char *name)
+{
+        char *text = NULL;
+        long long used = -1;
+        json_t *t;
+        size_t i;
+
+        OK(npu_admin_call(c, "tenants", NULL, &text));
+        json_t *root = json_loads(text, 0, NULL);
+        free(text);
+        json_array_foreach(json_object_get(root, "tenants"), i, t)
+                if (strcmp(json_string_value(json_object_get(t, "name")), name) == 0)
+                        used = json_integer_value(json_object_get(t, "memory_used"));
+        json_decref(root);
+        return used;
+}
+
+START_TEST(test_packed_weights_charged)
+{
+        const long long wbytes = (long long)sizeof(float) * PK * PN;
+        struct npud_proc p;
+        npu_context_t *ctx;
+        npu_graph_t g;
+        uid_t uid = 0;
+        gid_t gid = 0;
+        char conf[128], json[256];
+
+        packed_model();
+        int attacker = harness_attacker(&uid, &gid) == 0;
+        snprintf(json, sizeof(json), "{\"tenants\": [{\"name\": \"tight\", \"uids\": [%u],"
+                 " \"memory_quota\": {\"total\": %lld}}]}", (unsigned)uid, PQUOTA);
+        snprintf(conf, sizeof(conf), "/tmp/npud-tune-quota-%d.json", (int)getpid());
+        int fd = open(conf, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(write(fd, json, strlen(json)), (ssize_t)strlen(json));
+        close(fd);
+        const char *extra[] = { "--config", conf, NULL };
+        ck_assert_int_eq(harness_start(&p, attacker ? extra : NULL), 0);
+        unlink(conf);
+        OK(npu_connect(p.sock, &ctx));
+        psock = p.sock;
+        if (attacker) {
+                int go[2], loaded[2], status = -1;
+                char b = 0;
+                ck_assert_int_eq(harness_share_socket(&p), 0);
+                ck_assert_int_eq(pipe(go), 0);
+                ck_assert_int_eq(pipe(loaded), 0);
+                int fds[2] = { go[0], loaded[1] };
+                pid_t pid = harness_spawn_as(uid, gid, packed_attacker, fds);
+                ck_assert_int_gt(pid, 0);
+                close(loaded[1]);
+                if (read(loaded[0], &b, 1) == 1) {
+                        /* the weights, and the run's input and output staged by the host
+                         * path (1.6 MB): no packed copy */
+                        long long used = tenant_used(ctx, "tight");
+                        ck_assert_msg(used >= wbytes && used < wbytes + (4 << 20), "tenant 'tight' holds %lld bytes", used);
+                        ck_assert_int_eq(write(go[1], &b, 1), 1);
+                }
+                ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+                ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "attacker status %d", status);
+                close(go[0]);
+                close(go[1]);
+                close(loaded[0]);
+                for (int i = 0; i < 100 && tenant_used(ctx, "tight") != 0; i++)
+                        usleep(20 * 1000);
+                ck_assert_int_eq(tenant_used(ctx, "tight"), 0);
+        }
+        /* root, without a quota: the product on a packed copy of w wins tuning (plain
+         * oneDNN reorders all of w at every call); the tenant holds the weights and the copy */
+        OK(npu_graph_load(ctx, 0, pmodel, pmodel_len, &g));
+        long long pb = packed_bytes(ctx, g);
+        ck_assert_msg(pb >= wbytes, "packed_bytes %lld", pb);
+        char *text = NULL;
+        OK(npu_admin_call(ctx, "tenants", NULL, &text));
+        json_t *root = json_loads(text, 0, NULL), *t;
+        free(text);
+        size_t i;
+        long long used = -1;
+        json_array_foreach(json_object_get(root, "tenants"), i, t)
+                if (json_integer_value(json_object_get(t, "memory_used")) > 0)
+                        used = json_integer_value(json_object_get(t, "memory_used"));
+        json_decref(root);
+        ck_assert_msg(used >= wbytes + pb && used < wbytes + pb + 4096, "root's tenant holds %lld bytes for "
+                      "%lld of weights and %lld packed", used, wbytes, pb);
+        ck_assert_int_eq(packed_run(ctx, g), 0);
+        OK(npu_graph_unload(ctx, g));
+        npu_disconnect(ctx);
+        ck_assert_int_eq(harness_stop(&p), 0);
+        free(pmodel);
+        free(pw);
+}
+END_TEST
+
 int main(void)
 {
         Suite *s = suite_create("integration-tune");
@@ -232,6 +447,7 @@ int main(void)
 
         tcase_set_timeout(tc, 120);
         tcase_add_test(tc, test_tune_load_cache_restart_clear);
+        tcase_add_test(tc, test_packed_weights_charged);
         suite_add_tcase(s, tc);
         sr = srunner_create(s);
         srunner_run_all(sr, CK_NORMAL);
