@@ -34,9 +34,32 @@ EW_FOR_FLOATS(EW_BINARY_SAME, sub, F_SUB)
 EW_FOR_INTS(EW_BINARY_SAME, sub, I_SUB)
 EW_FOR_FLOATS(EW_BINARY_SAME, mul, F_MUL)
 EW_FOR_INTS(EW_BINARY_SAME, mul, I_MUL)
-EW_FOR_FLOATS(EW_BINARY_SAME, div, F_DIV)
+EW_BINARY(div_f32_any, float, float, F_DIV)
+EW_BINARY(div_f64_any, double, double, F_DIV)
 EW_FOR_SINTS(EW_BINARY_SAME, div, S_DIV)
 EW_FOR_UINTS(EW_BINARY_SAME, div, U_DIV)
+
+/* x / y for a power of two y whose reciprocal is a float too is x * (1 / y) exactly: both
+ * round the same real number x * 2^-k (a NaN, an infinity or zero alike), and a multiply
+ * costs a fraction of a divide. A scalar divisor (an elementwise chain's "Div by 2") takes
+ * that path; any other divisor divides. */
+#define EW_DIV_FLOAT(sfx, T, MANT)                                                             \
+        static void div_##sfx(void *o, const void *const *in, const int64_t *st, int64_t n,   \
+                              const struct ew_params *p)                                        \
+        {                                                                                      \
+                if (p->fast && st[0] == 1 && st[1] == 0) {                                     \
+                        T y = *(const T *)in[1];                                               \
+                        int e;                                                                 \
+                        if (isfinite(y) && y != 0 && frexp(y, &e) == (y > 0 ? 0.5 : -0.5) &&   \
+                            e > -(MANT) && e < (MANT)) {                                       \
+                                mul_##sfx##_vs(o, in[0], 1 / y, (size_t)n, p);                 \
+                                return;                                                        \
+                        }                                                                      \
+                }                                                                              \
+                div_##sfx##_any(o, in, st, n, p);                                              \
+        }
+EW_DIV_FLOAT(f32, float, 120)
+EW_DIV_FLOAT(f64, double, 1000)
 
 static const ew_kernel add_k[EW_NTYPES] = { EW_TAB_NUMERIC(add) };
 static const ew_kernel sub_k[EW_NTYPES] = { EW_TAB_NUMERIC(sub) };

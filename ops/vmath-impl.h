@@ -29,13 +29,14 @@
                 }                                                                              \
         }
 
-/* 1 / (1 + e) or e / (1 + e) with e = exp(-|x|): never exp of a large positive number. */
+/* 1 / (1 + e) or e / (1 + e) with e = exp(-|x|): never exp of a large positive number.
+ * One divide: e / (1 + e) as e * (1 / (1 + e)), one rounding more (within 2 ulp). */
 static inline vm_t vm_sigmoid(vm_t x)
 {
         vm_t e = VM_SLEEF(exp)(VM_MUL(VM_ABS(x), VM_SET1(-1.0f)));
-        vm_t d = VM_ADD(VM_SET1(1.0f), e);
+        vm_t r = VM_DIV(VM_SET1(1.0f), VM_ADD(VM_SET1(1.0f), e));
 
-        return VM_SEL_GE0(x, VM_DIV(VM_SET1(1.0f), d), VM_DIV(e, d));
+        return VM_SEL_GE0(x, r, VM_MUL(e, r));
 }
 
 /* max(x, 0) + log1p(exp(-|x|)); the second term is NaN for a NaN x. */

@@ -599,6 +599,50 @@ START_TEST(test_division_by_zero)
 }
 END_TEST
 
+/* Float Div by a scalar power of two multiplies by its reciprocal (ops/ew-binary.c): the
+ * result is bit for bit the quotient, for every kind of dividend (signed zeros, infinities,
+ * NaN, subnormal results), and other divisors still divide. */
+START_TEST(test_div_pow2_exact)
+{
+        static const float divisors[] = { 2.0f, 0.5f, -4.0f, 1.0f, 0x1p-100f, 0x1p100f, 3.0f, -0.1f,
+                                          0x1p-126f, 0x1p-149f };
+        enum { N = 64 };
+        float a[N], o[N];
+        struct ops_call c = call_n(2);
+
+        for (int i = 0; i < N; i++)
+                a[i] = (float)(i - 20) * 1.37f * (i % 3 ? 1.0f : 1e-30f);
+        a[0] = -0.0f;
+        a[1] = INFINITY;
+        a[2] = -INFINITY;
+        a[3] = NAN;
+        a[4] = 0x1p-140f; /* subnormal, and smaller once halved */
+        a[5] = 0x1p-127f;
+        a[6] = 3.4e38f;
+        for (size_t d = 0; d < NELEM(divisors); d++) {
+                float y = divisors[d];
+                c.in[0] = tensor(F32, a, SHP(N));
+                c.in[1] = tensor(F32, &y, SCALAR);
+                c.out[0].data = o;
+                invoke("Div", 14, &c);
+                for (int i = 0; i < N; i++) {
+                        volatile float want = a[i] / y;
+                        ck_assert_msg(memcmp(&o[i], (const void *)&want, sizeof(float)) == 0 ||
+                                              (isnan(o[i]) && isnan(want)),
+                                      "%a / %a = %a, want %a", (double)a[i], (double)y, (double)o[i],
+                                      (double)want);
+                }
+        }
+        double da[3] = { 1e-310, -3.0, 1e308 }, dy = 0.25, dout[3];
+        c.in[0] = tensor(F64, da, SHP(3));
+        c.in[1] = tensor(F64, &dy, SCALAR);
+        c.out[0].data = dout;
+        invoke("Div", 14, &c);
+        for (int i = 0; i < 3; i++)
+                ck_assert(dout[i] == da[i] / dy);
+}
+END_TEST
+
 START_TEST(test_pow_types)
 {
         /* the node tests' pairs of base and exponent dtypes */
@@ -1742,6 +1786,7 @@ static Suite *ew_suite(void)
         tcase_add_test(tc, test_max_min_mod);
         tcase_add_test(tc, test_int_edges);
         tcase_add_test(tc, test_division_by_zero);
+        tcase_add_test(tc, test_div_pow2_exact);
         tcase_add_test(tc, test_pow_types);
         tcase_add_test(tc, test_mod_node_values);
         tcase_add_test(tc, test_variadic);
