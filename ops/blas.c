@@ -89,7 +89,8 @@ struct ops_packed_b {
         dnnl_memory_t w;
         uint64_t bytes;
         uint64_t runs;          /* atomic */
-        pthread_mutex_t mu;
+        spin_lock_t mu;         /* held for lookups: parts of one node use it at once, and a
+                                 * thread that slept on a mutex would wake up late */
         int nshapes;
         struct packed_shape shapes[OPS_PACKED_MAX_SHAPES];
         /* column blocks (packed_block), their bytes at most the whole copy's */
@@ -254,7 +255,6 @@ struct ops_packed_b *ops_packed_b_new(const float *b, long k, long n, int transb
         p->k = k;
         p->n = n;
         p->transb = transb;
-        pthread_mutex_init(&p->mu, NULL);
         ops_dnnl_one_thread();
         /* the layout oneDNN picks for weights of any format at this row count */
         dnnl_memory_desc_init_by_tag(&any_md, 2, bd, dnnl_f32, dnnl_format_tag_any);
@@ -298,7 +298,6 @@ void ops_packed_b_free(struct ops_packed_b *p)
                 return;
         dnnl_copy_free(p);
         free(p->x);
-        pthread_mutex_destroy(&p->mu);
         free(p);
 }
 
@@ -306,9 +305,9 @@ uint64_t ops_packed_b_bytes(const struct ops_packed_b *p)
 {
         if (!p)
                 return 0;
-        pthread_mutex_lock((pthread_mutex_t *)&p->mu);
+        spin_lock((spin_lock_t *)&p->mu);
         uint64_t n = p->bytes + p->block_bytes + p->x_bytes;
-        pthread_mutex_unlock((pthread_mutex_t *)&p->mu);
+        spin_unlock((spin_lock_t *)&p->mu);
         return n;
 }
 
@@ -316,7 +315,7 @@ void ops_packed_b_keep(struct ops_packed_b *p, int variant)
 {
         if (!p)
                 return;
-        pthread_mutex_lock(&p->mu);
+        spin_lock(&p->mu);
         if (variant == OPS_SGEMM_XSMM_PACKED && p->x) {
                 dnnl_copy_free(p);
                 p->dnnl_gone = 1;
@@ -326,7 +325,7 @@ void ops_packed_b_keep(struct ops_packed_b *p, int variant)
                 p->x_bytes = 0;
                 p->x_failed = 1;
         }
-        pthread_mutex_unlock(&p->mu);
+        spin_unlock(&p->mu);
 }
 
 uint64_t ops_packed_b_runs(const struct ops_packed_b *p)
@@ -349,7 +348,7 @@ static const struct packed_shape *packed_shape(struct ops_packed_b *p, long m, i
         struct packed_shape *sh = NULL;
         dnnl_primitive_desc_t pd = NULL;
 
-        pthread_mutex_lock(&p->mu);
+        spin_lock(&p->mu);
         for (int i = 0; i < p->nshapes; i++)
                 if (p->shapes[i].m == m && p->shapes[i].acc == acc) {
                         sh = &p->shapes[i];
@@ -375,7 +374,7 @@ static const struct packed_shape *packed_shape(struct ops_packed_b *p, long m, i
         if (pd)
                 dnnl_primitive_desc_destroy(pd);
 out:
-        pthread_mutex_unlock(&p->mu);
+        spin_unlock(&p->mu);
         return sh && sh->ok ? sh : NULL;
 }
 
@@ -392,7 +391,7 @@ static struct ops_packed_b *packed_block(struct ops_packed_b *p, const float *b,
 
         if (!p->transb || b < p->src || (b - p->src) % p->k || (b - p->src) / p->k + n > p->n)
                 return NULL;
-        pthread_mutex_lock(&p->mu);
+        spin_lock(&p->mu);
         for (int i = 0; i < p->nblocks; i++)
                 if (p->blocks[i]->src == b && p->blocks[i]->n == n) {
                         blk = p->blocks[i];
@@ -407,7 +406,7 @@ static struct ops_packed_b *packed_block(struct ops_packed_b *p, const float *b,
                 p->block_bytes += blk->bytes;
         }
 out:
-        pthread_mutex_unlock(&p->mu);
+        spin_unlock(&p->mu);
         return blk;
 }
 
@@ -510,24 +509,26 @@ int ops_xsmm_usable(void)
         return u;
 }
 
-/* Make p's libxsmm layout (under p->mu); 0, or -1 when it cannot be had. */
+/* Make p's libxsmm layout (under p->mu); 0, or -1 when it cannot be had. It is published
+ * whole (p->x, release): the calls after it read p->x without the lock. */
 static int xsmm_layout(struct ops_packed_b *p)
 {
         long nb = (p->n + XSMM_NB - 1) / XSMM_NB;
         size_t bytes;
+        float *x;
 
         if (p->x)
                 return 0;
         if (p->x_failed || !ops_xsmm_usable() || !p->src)
                 return -1;
         bytes = (size_t)nb * (size_t)p->k * XSMM_NB * sizeof(float);
-        p->x = aligned_alloc(64, bytes);
-        if (!p->x) {
+        x = aligned_alloc(64, bytes);
+        if (!x) {
                 p->x_failed = 1;
                 return -1;
         }
         for (long j0 = 0; j0 < p->n; j0 += XSMM_NB) {
-                float *blk = p->x + (size_t)(j0 / XSMM_NB) * (size_t)p->k * XSMM_NB;
+                float *blk = x + (size_t)(j0 / XSMM_NB) * (size_t)p->k * XSMM_NB;
                 for (long kk = 0; kk < p->k; kk++)
                         for (long jj = 0; jj < XSMM_NB; jj++) {
                                 long j = j0 + jj;
@@ -537,6 +538,7 @@ static int xsmm_layout(struct ops_packed_b *p)
                         }
         }
         p->x_bytes = bytes;
+        __atomic_store_n(&p->x, x, __ATOMIC_RELEASE);
         return 0;
 }
 
@@ -565,11 +567,15 @@ static int sgemm_xsmm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLA
         }
         if (lo + n > p->n)
                 return -1;
-        pthread_mutex_lock(&p->mu);
-        int ok = xsmm_layout(p) == 0;
-        pthread_mutex_unlock(&p->mu);
-        if (!ok)
-                return -1;
+        const float *x = __atomic_load_n(&p->x, __ATOMIC_ACQUIRE);
+        if (!x) { /* the first call makes it */
+                spin_lock(&p->mu);
+                int ok = xsmm_layout(p) == 0;
+                x = p->x;
+                spin_unlock(&p->mu);
+                if (!ok)
+                        return -1;
+        }
         /* every kernel first: nothing is written unless all of them exist. A range has at
          * most three block widths: its first block's, whole ones, its last block's. */
         long first = lo / XSMM_NB, last = (lo + n - 1) / XSMM_NB;
@@ -593,7 +599,6 @@ static int sgemm_xsmm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLA
                 }
                 nw++;
         }
-        const float *x = p->x;
         for (long blk = first; blk <= last; blk++) {
                 long c0 = blk == first ? lo : blk * XSMM_NB;
                 long c1 = blk == last ? lo + n : (blk + 1) * XSMM_NB;

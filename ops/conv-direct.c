@@ -24,6 +24,7 @@
 
 #include "blas.h"
 #include "dnnl-common.h"
+#include "util/spin.h"
 #include "ops-internal.h"
 #include "runctx.h"
 
@@ -51,7 +52,7 @@ struct ops_packed_conv {
         dnnl_memory_t w;
         uint64_t bytes;
         uint64_t runs; /* atomic */
-        pthread_mutex_t mu;
+        spin_lock_t mu;            /* held for lookups: parts of one node use it at once */
         int nshapes;
         struct band_shape shapes[OPS_PACKED_MAX_SHAPES];
 };
@@ -165,7 +166,7 @@ static const struct band_shape *band_shape(struct ops_packed_conv *p, const stru
         dnnl_primitive_desc_t pd = NULL;
         dnnl_status_t st;
 
-        pthread_mutex_lock(&p->mu);
+        spin_lock(&p->mu);
         for (int i = 0; i < p->nshapes; i++)
                 if (!memcmp(&p->shapes[i].key, k, sizeof(*k))) {
                         sh = &p->shapes[i];
@@ -203,7 +204,7 @@ static const struct band_shape *band_shape(struct ops_packed_conv *p, const stru
 out:
         if (pd)
                 dnnl_primitive_desc_destroy(pd);
-        pthread_mutex_unlock(&p->mu);
+        spin_unlock(&p->mu);
         return sh && sh->ok ? sh : NULL;
 }
 
@@ -254,7 +255,6 @@ struct ops_packed_conv *ops_packed_conv_new(const float *w, const int64_t wdims[
         p->sw = strides[1];
         p->dh = dilations[0];
         p->dw = dilations[1];
-        pthread_mutex_init(&p->mu, NULL);
         ops_dnnl_one_thread();
         dnnl_dims_t wd = { p->m, p->c, p->kh, p->kw };
         struct band_key k = { .ih = in_hw[0], .iw = in_hw[1], .rows_in = in_hw[0], .pt = pads[0],
@@ -293,7 +293,6 @@ void ops_packed_conv_free(struct ops_packed_conv *p)
                 shape_clear(&p->shapes[i]);
         if (p->w)
                 dnnl_memory_destroy(p->w);
-        pthread_mutex_destroy(&p->mu);
         free(p);
 }
 
