@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "npu.h"
 #include "proto/frame.h"
 #include "harness.h"
 
@@ -331,4 +332,23 @@ long harness_proc_kib(pid_t pid, const char *field)
                         kib = strtol(line + n + 1, NULL, 10);
         fclose(f);
         return kib;
+}
+
+long long harness_tenant_memory_used(struct npu_context *ctx, const char *name)
+{
+        char *text = NULL;
+        long long used = -1;
+        json_t *root, *t;
+        size_t i;
+
+        if (npu_admin_call(ctx, "tenants", NULL, &text) != NPU_OK)
+                return -1;
+        root = json_loads(text, 0, NULL);
+        free(text);
+        json_array_foreach(json_object_get(root, "tenants"), i, t)
+                if (json_is_string(json_object_get(t, "name")) &&
+                    strcmp(json_string_value(json_object_get(t, "name")), name) == 0)
+                        used = json_integer_value(json_object_get(t, "memory_used"));
+        json_decref(root);
+        return used;
 }

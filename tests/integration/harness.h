@@ -61,4 +61,9 @@ int harness_run_as(uid_t uid, gid_t gid, int (*fn)(void *arg), void *arg);
 /* The same without waiting: the child's pid (reap it with waitpid), or -1. */
 pid_t harness_spawn_as(uid_t uid, gid_t gid, int (*fn)(void *arg), void *arg);
 
+/* memory_used of tenant name as the "tenants" admin method reports it on ctx (an admin's
+ * connection); -1 when there is no such tenant or the call fails. */
+struct npu_context;
+long long harness_tenant_memory_used(struct npu_context *ctx, const char *name);
+
 #endif

@@ -497,19 +497,7 @@ static int attack_unload_and_hold(void *arg)
 /* memory_used of tenant name ("tenants" admin method). */
 static long long tenant_memory_used(const char *name)
 {
-        char *text = NULL;
-        long long used = -1;
-        json_t *t;
-        size_t i;
-
-        OK(npu_admin_call(ctx, "tenants", NULL, &text));
-        json_t *root = json_loads(text, 0, NULL);
-        free(text);
-        json_array_foreach(json_object_get(root, "tenants"), i, t)
-                if (strcmp(json_string_value(json_object_get(t, "name")), name) == 0)
-                        used = json_integer_value(json_object_get(t, "memory_used"));
-        json_decref(root);
-        return used;
+        return harness_tenant_memory_used(ctx, name);
 }
 
 /* Start fn as the attacker and wait until it says its runs are submitted. */

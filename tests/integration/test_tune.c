@@ -27,14 +27,13 @@
 
 enum { M = 16, KD = 96, N = 80 };
 
-/* y = x · w, x [M, KD] an input, w [KD, N] an initializer. */
-static void load_matmul(npu_context_t *ctx, const float *w, npu_graph_t *ret)
+/* The ONNX model y = x · w, x [m, k] an input, w [k, n] an initializer of the floats at w;
+ * its bytes (free them) and *len. */
+static uint8_t *matmul_model(int64_t m, int64_t k, int64_t n, const float *w, size_t *len)
 {
-        static const int64_t dx[] = { M, KD }, dw[] = { KD, N }, dy[] = { M, N };
+        const int64_t dx[] = { m, k }, dw[] = { k, n }, dy[] = { m, n };
         Onnx__GraphProto *g = graph_proto();
         Onnx__TensorProto *t = K(sizeof(*t));
-        uint8_t *buf;
-        size_t len;
 
         onnx__tensor_proto__init(t);
         t->name = (char *)"w";
@@ -44,7 +43,7 @@ static void load_matmul(npu_context_t *ctx, const float *w, npu_graph_t *ret)
         t->dims = K(sizeof(int64_t) * 2);
         memcpy(t->dims, dw, sizeof(dw));
         t->has_raw_data = 1;
-        t->raw_data.len = sizeof(float) * KD * N;
+        t->raw_data.len = sizeof(float) * (size_t)(k * n);
         t->raw_data.data = (uint8_t *)w;
         g->n_node = 1;
         g->node = (Onnx__NodeProto **)list(1, node("MatMul", 2, (const char *[]){ "x", "w" }, 1,
@@ -55,7 +54,15 @@ static void load_matmul(npu_context_t *ctx, const float *w, npu_graph_t *ret)
         g->input = (Onnx__ValueInfoProto **)list(1, tvalue("x", NPU_FLOAT32, 2, dx));
         g->n_output = 1;
         g->output = (Onnx__ValueInfoProto **)list(1, tvalue("y", NPU_FLOAT32, 2, dy));
-        buf = model_pack(g, 17, &len);
+        return model_pack(g, 17, len);
+}
+
+/* y = x · w, x [M, KD] an input, w [KD, N] an initializer. */
+static void load_matmul(npu_context_t *ctx, const float *w, npu_graph_t *ret)
+{
+        size_t len;
+        uint8_t *buf = matmul_model(M, KD, N, w, &len);
+
         OK(npu_graph_load(ctx, 0, buf, len, ret));
         free(buf);
 }
@@ -241,34 +248,11 @@ static size_t pmodel_len;
  * w (as large as w) does not fit beside w in a 64 MiB quota. */
 static void packed_model(void)
 {
-        static const int64_t dx[] = { PM, PK }, dw[] = { PK, PN }, dy[] = { PM, PN };
-        Onnx__GraphProto *g = graph_proto();
-        Onnx__TensorProto *t = K(sizeof(*t));
-
         pw = malloc(sizeof(float) * PK * PN);
         ck_assert_ptr_nonnull(pw);
         for (size_t i = 0; i < (size_t)PK * PN; i++)
                 pw[i] = (float)((int)(i % 13) - 6) / 64.0f;
-        onnx__tensor_proto__init(t);
-        t->name = (char *)"w";
-        t->has_data_type = 1;
-        t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
-        t->n_dims = 2;
-        t->dims = K(sizeof(int64_t) * 2);
-        memcpy(t->dims, dw, sizeof(dw));
-        t->has_raw_data = 1;
-        t->raw_data.len = sizeof(float) * PK * PN;
-        t->raw_data.data = (uint8_t *)pw;
-        g->n_node = 1;
-        g->node = (Onnx__NodeProto **)list(1, node("MatMul", 2, (const char *[]){ "x", "w" }, 1,
-                                                      (const char *[]){ "y" }));
-        g->n_initializer = 1;
-        g->initializer = (Onnx__TensorProto **)list(1, t);
-        g->n_input = 1;
-        g->input = (Onnx__ValueInfoProto **)list(1, tvalue("x", NPU_FLOAT32, 2, dx));
-        g->n_output = 1;
-        g->output = (Onnx__ValueInfoProto **)list(1, tvalue("y", NPU_FLOAT32, 2, dy));
-        pmodel = model_pack(g, 17, &pmodel_len);
+        pmodel = matmul_model(PM, PK, PN, pw, &pmodel_len);
 }
 
 /* compile.packed_bytes of graph g */
@@ -345,23 +329,6 @@ static int packed_attacker(void *arg)
         return 0;
 }
 
-static long long tenant_used(npu_context_t *c, const char *name)
-{
-        char *text = NULL;
-        long long used = -1;
-        json_t *t;
-        size_t i;
-
-        OK(npu_admin_call(c, "tenants", NULL, &text));
-        json_t *root = json_loads(text, 0, NULL);
-        free(text);
-        json_array_foreach(json_object_get(root, "tenants"), i, t)
-                if (strcmp(json_string_value(json_object_get(t, "name")), name) == 0)
-                        used = json_integer_value(json_object_get(t, "memory_used"));
-        json_decref(root);
-        return used;
-}
-
 START_TEST(test_packed_weights_charged)
 {
         const long long wbytes = (long long)sizeof(float) * PK * PN;
@@ -399,7 +366,7 @@ START_TEST(test_packed_weights_charged)
                 if (read(loaded[0], &b, 1) == 1) {
                         /* the weights, and the run's input and output staged by the host
                          * path (1.6 MB): no packed copy */
-                        long long used = tenant_used(ctx, "tight");
+                        long long used = harness_tenant_memory_used(ctx, "tight");
                         ck_assert_msg(used >= wbytes && used < wbytes + (4 << 20), "tenant 'tight' holds %lld bytes", used);
                         ck_assert_int_eq(write(go[1], &b, 1), 1);
                 }
@@ -408,9 +375,9 @@ START_TEST(test_packed_weights_charged)
                 close(go[0]);
                 close(go[1]);
                 close(loaded[0]);
-                for (int i = 0; i < 100 && tenant_used(ctx, "tight") != 0; i++)
+                for (int i = 0; i < 100 && harness_tenant_memory_used(ctx, "tight") != 0; i++)
                         usleep(20 * 1000);
-                ck_assert_int_eq(tenant_used(ctx, "tight"), 0);
+                ck_assert_int_eq(harness_tenant_memory_used(ctx, "tight"), 0);
         }
         /* root, without a quota: the product on a packed copy of w wins tuning (plain
          * oneDNN reorders all of w at every call); the tenant holds the weights and the copy */

@@ -59,14 +59,21 @@ static void plain(enum CBLAS_TRANSPOSE tb, int m, int n, int k, const float *a, 
         ops_sgemm_force(OPS_SGEMM_AUTO);
 }
 
+/* The product under variant v on packed B p (ldc: c's row stride). */
+static void on_packed(int v, const struct ops_packed_b *p, enum CBLAS_TRANSPOSE tb, int m, int n, int k,
+                      float alpha, const float *a, const float *b, int ldb, float beta, float *c, int ldc)
+{
+        ops_sgemm_force(v);
+        ops_sgemm_packed(p);
+        ops_sgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, alpha, a, k, b, ldb, beta, c, ldc);
+        ops_sgemm_packed(NULL);
+        ops_sgemm_force(OPS_SGEMM_AUTO);
+}
+
 static void packed(const struct ops_packed_b *p, enum CBLAS_TRANSPOSE tb, int m, int n, int k,
                    float alpha, const float *a, const float *b, int ldb, float beta, float *c)
 {
-        ops_sgemm_force(OPS_SGEMM_ONEDNN_PACKED);
-        ops_sgemm_packed(p);
-        ops_sgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, alpha, a, k, b, ldb, beta, c, n);
-        ops_sgemm_packed(NULL);
-        ops_sgemm_force(OPS_SGEMM_AUTO);
+        on_packed(OPS_SGEMM_ONEDNN_PACKED, p, tb, m, n, k, alpha, a, b, ldb, beta, c, n);
 }
 
 START_TEST(test_sgemm_packed)
@@ -161,11 +168,7 @@ END_TEST
 static void xsmm(const struct ops_packed_b *p, enum CBLAS_TRANSPOSE tb, int m, int n, int k,
                  float alpha, const float *a, const float *b, int ldb, float beta, float *c, int ldc)
 {
-        ops_sgemm_force(OPS_SGEMM_XSMM_PACKED);
-        ops_sgemm_packed(p);
-        ops_sgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, alpha, a, k, b, ldb, beta, c, ldc);
-        ops_sgemm_packed(NULL);
-        ops_sgemm_force(OPS_SGEMM_AUTO);
+        on_packed(OPS_SGEMM_XSMM_PACKED, p, tb, m, n, k, alpha, a, b, ldb, beta, c, ldc);
 }
 
 START_TEST(test_sgemm_xsmm)
