@@ -20,7 +20,8 @@
  * still print. Both get T threads: T = NPUD_BENCH_THREADS, else the number of online CPUs,
  * which is npud's default host worker count in compute mode. Also printed: ONNX Runtime on
  * 1 thread, the largest difference between the two outputs against the ONNX suite's
- * tolerance (rtol 1e-3, atol 1e-7, as npu-onnx-test), and the memory plan from
+ * tolerance (rtol 1e-3, atol 1e-7, as npu-onnx-test), each side's largest error against a
+ * float64 reference computed here (tests/bench/bench-ref.h), and the memory plan from
  * npu_graph_info: arena bytes against the sum of the model's own intermediates (target <= 0.5),
  * and against the intermediates left after fusion. */
 #include <errno.h>
@@ -47,6 +48,7 @@
                 }                                                                              \
         } while (0)
 #include "tests/bench/bench-models.h" /* the models, with tests/onnx-build.h */
+#include "tests/bench/bench-ref.h"    /* their float64 references */
 
 #define CHECK(call)                                                                            \
         do {                                                                                   \
@@ -375,6 +377,21 @@ static void compare(const float *a, const float *e, size_t n, struct diff *d)
         }
 }
 
+/* Against the float64 reference: the largest |y - ref| and the elements outside the ONNX
+ * suite's tolerance (atol + rtol |ref|). */
+static void against_ref(const float *y, const double *ref, size_t n, double *max_abs, size_t *bad)
+{
+        *max_abs = 0;
+        *bad = 0;
+        for (size_t i = 0; i < n; i++) {
+                double x = fabs((double)y[i] - ref[i]);
+                if (x > *max_abs || isnan(x))
+                        *max_abs = x;
+                if (!(x <= ATOL + RTOL * fabs(ref[i])))
+                        (*bad)++;
+        }
+}
+
 int main(void)
 {
         struct bmodel models[5];
@@ -483,6 +500,21 @@ int main(void)
                 } else if (!o.skip) {
                         printf("  ORT: the node run failed (see its message above)\n");
                         rc = 1;
+                }
+                /* how far each side is from the exact answer */
+                double *ref = ref_model(k, m, x);
+                if (ref) {
+                        double ea, eo = 0;
+                        size_t ba, bo = 0;
+                        against_ref(r.y, ref, m->yn, &ea, &ba);
+                        printf("  against a float64 reference: npud max abs error %.2e, %zu elements outside "
+                               "the ONNX suite tolerance", ea, ba);
+                        if (have_ort) {
+                                against_ref(ey, ref, m->yn, &eo, &bo);
+                                printf("; ORT %.2e, %zu outside", eo, bo);
+                        }
+                        printf("\n");
+                        free(ref);
                 }
                 if (r.inter > 0 && r.model_inter > 0)
                         printf("  memory plan: arena %lld bytes; the model's intermediates %lld "
