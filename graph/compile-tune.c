@@ -134,7 +134,8 @@ static int run_variant(void *arg, int variant)
         /* a variant the node does not have is not measured */
         int on_packed = variant == OPS_SGEMM_ONEDNN_PACKED || variant == OPS_SGEMM_XSMM_PACKED;
 
-        if ((on_packed && !r->packed) || (variant == OPS_SGEMM_ONEDNN_DIRECT && !r->pconv))
+        if ((on_packed && !r->packed) || (variant == OPS_SGEMM_ONEDNN_DIRECT && !r->pconv) ||
+            (variant == OPS_SGEMM_XSMM_PACKED && !ops_xsmm_usable()))
                 return -1;
         ops_sgemm_force(variant);
         ops_sgemm_packed(on_packed ? r->packed : NULL);

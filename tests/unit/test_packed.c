@@ -180,7 +180,7 @@ START_TEST(test_sgemm_xsmm)
         char err[128] = "";
 
         if (!ops_xsmm_usable()) { /* the variant then takes the plain path, as other calls */
-                fprintf(stderr, "test_sgemm_xsmm: skipped, libxsmm makes no kernels on this CPU\n");
+                fprintf(stderr, "test_sgemm_xsmm: skipped, libxsmm is off (NPUD_SGEMM_XSMM=0) or makes no kernels on this CPU\n");
                 free(a);
                 free(b);
                 free(b2);
