@@ -66,9 +66,9 @@ static void sig_add(char *sig, size_t cap, size_t *len, const char *fmt, ...)
 }
 
 /* The shapes and scalar attributes that decide the kernel's work, as text: "1x64x56x56
- * 64x64x3x3 | group=1 pads=1,1,1,1 strides=1,1". Longer than the cache allows: a readable
+ * 64x64x3x3 | group=1 pads=1,1,1,1 strides=1,1", extra (" packed-bx" or " direct" when the
+ * node has those variants, else "") after the bar. Longer than the cache allows: a readable
  * head and a hash of the whole. */
-/* extra: " packed-b" or " direct" when the node has that variant, else "" */
 static void node_sig(const struct ops_call *call, const char *extra, char *out, size_t outlen)
 {
         char sig[1024];
@@ -132,24 +132,16 @@ static int run_variant(void *arg, int variant)
         char msg[128];
 
         /* a variant the node does not have is not measured */
-        int on_packed = variant == OPS_SGEMM_ONEDNN_PACKED || variant == OPS_SGEMM_XSMM_PACKED;
+        int on_packed = ops_sgemm_on_packed_b(variant), direct = variant == OPS_SGEMM_ONEDNN_DIRECT;
 
-        if ((on_packed && !r->packed) || (variant == OPS_SGEMM_ONEDNN_DIRECT && !r->pconv) ||
+        if ((on_packed && !r->packed) || (direct && !r->pconv) ||
             (variant == OPS_SGEMM_XSMM_PACKED && !ops_xsmm_usable()))
                 return -1;
-        ops_sgemm_force(variant);
-        ops_sgemm_packed(on_packed ? r->packed : NULL);
-        ops_conv_packed(variant == OPS_SGEMM_ONEDNN_DIRECT ? r->pconv : NULL);
-        int rc = ops_run(r->def, r->call, msg, sizeof(msg));
-        ops_conv_packed(NULL);
-        ops_sgemm_packed(NULL);
-        ops_sgemm_force(OPS_SGEMM_AUTO);
+        int rc = ops_run_variant(r->def, r->call, variant, on_packed ? r->packed : NULL,
+                                 direct ? r->pconv : NULL, msg, sizeof(msg));
         return rc < 0 ? -1 : 0;
 }
 
-/* B of the node's product as a packed B would take it: 0 and *k, *n, *transb when the node
- * is a MatMul, or a Gemm without transA and with alpha 1 (or a FusedGemm of either), whose B
- * is a float32 2-D initializer (call: the node's inputs and attributes, shapes known). */
 /* The operator whose product the node computes: its own, or a FusedGemm's; NULL for a node
  * of another domain. */
 static const struct ops_def *product_op(const struct graph_node *gn, const struct ops_call *call)
@@ -160,6 +152,10 @@ static const struct ops_def *product_op(const struct graph_node *gn, const struc
         }
         return *gn->domain ? NULL : gn->def;
 }
+
+/* B of the node's product as a packed B would take it: 0 and *k, *n, *transb when the node
+ * is a MatMul, or a Gemm without transA and with alpha 1 (or a FusedGemm of either), whose B
+ * is a float32 2-D initializer (call: the node's inputs and attributes, shapes known). */
 
 static int packable_b(const struct graph *g, const struct graph_node *gn, const struct ops_call *call,
                       long *k, long *n, int *transb)
@@ -261,7 +257,6 @@ static struct ops_call *node_call(const struct graph *g, const struct graph_node
  * scheduler falls back on says half of what the elementwise chain takes here, and its parts
  * then hold both workers for 2 ms at a time. Not cached: a fused group has no signature of
  * its own, and one run of a bounded node costs what loading it does. */
-
 static void time_node(struct graph *g, struct graph_node *gn, const struct ops_tensor *known, uint64_t *spent)
 {
         void *scratch[OPS_MAX_INPUTS + OPS_MAX_OUTPUTS] = { 0 };
@@ -349,7 +344,7 @@ static void tune_node(struct graph *g, struct graph_node *gn, const struct ops_t
                 /* libxsmm off, or without kernels for this CPU: the oneDNN copy instead */
                 if (cached == OPS_SGEMM_XSMM_PACKED && !ops_xsmm_usable())
                         cached = OPS_SGEMM_ONEDNN_PACKED;
-                if (cached == OPS_SGEMM_ONEDNN_PACKED || cached == OPS_SGEMM_XSMM_PACKED) {
+                if (ops_sgemm_on_packed_b(cached)) {
                         /* without its weights (not packable, oneDNN refused them) the node
                          * runs oneDNN's plain path, which the packed variant falls back to */
                         if (packable)
@@ -403,7 +398,7 @@ keep:
         /* what the chosen variant took on one thread, for the scheduler's part count */
         gn->tuned_ns = flops ? tune_lookup_ns(gn->def->name, sig, gn->variant - 1) : 0;
         gn->tuned_flops = gn->tuned_ns ? flops : 0;
-        if (packed && (gn->variant == OPS_SGEMM_ONEDNN_PACKED + 1 || gn->variant == OPS_SGEMM_XSMM_PACKED + 1)) {
+        if (packed && ops_sgemm_on_packed_b(gn->variant - 1)) {
                 ops_packed_b_keep(packed, gn->variant - 1); /* the other layout goes */
                 gn->packed = packed;
                 st->packed++;

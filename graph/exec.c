@@ -443,19 +443,8 @@ static int node_kernel(const struct graph_node *gn, const struct ops_call *call,
          * epilogue included, where the direct path takes it */
         if (!gn->pconv || (rc = graph_conv_direct_rows(gn->pconv, call, 0, 0, msg, sizeof(msg))) > 0) {
                 /* the kernel variant tuning chose for this node (compile-tune.c) */
-                if (gn->variant)
-                        ops_sgemm_force(gn->variant - 1);
-                if (gn->packed)
-                        ops_sgemm_packed(gn->packed);
-                if (gn->pconv)
-                        ops_conv_packed(gn->pconv);
-                rc = ops_run(gn->def, call, msg, sizeof(msg));
-                if (gn->pconv)
-                        ops_conv_packed(NULL);
-                if (gn->packed)
-                        ops_sgemm_packed(NULL);
-                if (gn->variant)
-                        ops_sgemm_force(OPS_SGEMM_AUTO);
+                rc = ops_run_variant(gn->def, call, gn->variant ? gn->variant - 1 : OPS_SGEMM_AUTO,
+                                     gn->packed, gn->pconv, msg, sizeof(msg));
         }
         if (rc < 0)
                 return err_set(err, errlen, node_code(PROTO_E_EXEC), "%s: %s", label,

@@ -10,22 +10,31 @@
 
 #include "blas.h"
 #include "dnnl-common.h"
+#include "ops.h"
 #include "util/spin.h"
 
 /* Below this many multiply-adds OpenBLAS's lower call overhead wins. */
 #define ONEDNN_MIN_MACS 4096.0
 
+/* 0 when environment variable name says off, 1 otherwise; read once (*cache: -1 before).
+ * Racing first calls agree. */
+static int env_wanted(int *cache, const char *name, const char *off)
+{
+        int w = __atomic_load_n(cache, __ATOMIC_RELAXED);
+
+        if (w < 0) {
+                const char *env = getenv(name);
+                w = !(env && strcmp(env, off) == 0);
+                __atomic_store_n(cache, w, __ATOMIC_RELAXED);
+        }
+        return w;
+}
+
 int ops_dnnl_wanted(void)
 {
         static int wanted = -1;
-        int w = __atomic_load_n(&wanted, __ATOMIC_RELAXED);
 
-        if (w < 0) {
-                const char *env = getenv("NPUD_SGEMM");
-                w = !(env && strcmp(env, "openblas") == 0);
-                __atomic_store_n(&wanted, w, __ATOMIC_RELAXED);
-        }
-        return w;
+        return env_wanted(&wanted, "NPUD_SGEMM", "openblas");
 }
 
 const char *const ops_sgemm_variant_names[OPS_SGEMM_VARIANTS] = { "openblas", "onednn", "onednn-packed",
@@ -461,7 +470,6 @@ static int sgemm_packed(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CB
         return st == dnnl_success ? 0 : -1;
 }
 
-
 /* ---- packed B for libxsmm: column blocks of XSMM_NB, each k rows of XSMM_NB ----
  *
  * libxsmm's JIT kernels compute column-major C (m x n) = A (m x k) B (k x n). A row-major
@@ -478,14 +486,8 @@ static int sgemm_packed(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CB
 static int xsmm_wanted(void)
 {
         static int wanted = -1;
-        int w = __atomic_load_n(&wanted, __ATOMIC_RELAXED);
 
-        if (w < 0) {
-                const char *env = getenv("NPUD_SGEMM_XSMM");
-                w = !(env && strcmp(env, "0") == 0);
-                __atomic_store_n(&wanted, w, __ATOMIC_RELAXED);
-        }
-        return w;
+        return env_wanted(&wanted, "NPUD_SGEMM_XSMM", "0");
 }
 
 static libxsmm_smmfunction xsmm_kernel(long m, long n, long k, long lda, long ldb, long ldc, float beta)
@@ -542,6 +544,14 @@ static int xsmm_layout(struct ops_packed_b *p)
         return 0;
 }
 
+/* Columns [*c0, *c1) of block blk of the column range [lo, lo + n), which spans blocks
+ * first..last. */
+static void xsmm_cols(long blk, long first, long last, long lo, long n, long *c0, long *c1)
+{
+        *c0 = blk == first ? lo : blk * XSMM_NB;
+        *c1 = blk == last ? lo + n : (blk + 1) * XSMM_NB;
+}
+
 /* The product on the current packed B's libxsmm layout when the call matches it (any
  * column range of B): 0, or -1 for the plain path, before anything is written. */
 static int sgemm_xsmm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb,
@@ -584,8 +594,8 @@ static int sgemm_xsmm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLA
         libxsmm_smmfunction f[3][2] = { { 0 } }; /* [width][partial rows] */
         int nw = 0;
         for (long blk = first; blk <= last; blk++) {
-                long c0 = blk == first ? lo : blk * XSMM_NB;
-                long c1 = blk == last ? lo + n : (blk + 1) * XSMM_NB;
+                long c0, c1;
+                xsmm_cols(blk, first, last, lo, n, &c0, &c1);
                 int w = 0;
                 while (w < nw && widths[w] != c1 - c0)
                         w++;
@@ -600,8 +610,8 @@ static int sgemm_xsmm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLA
                 nw++;
         }
         for (long blk = first; blk <= last; blk++) {
-                long c0 = blk == first ? lo : blk * XSMM_NB;
-                long c1 = blk == last ? lo + n : (blk + 1) * XSMM_NB;
+                long c0, c1;
+                xsmm_cols(blk, first, last, lo, n, &c0, &c1);
                 int w = 0;
                 while (widths[w] != c1 - c0)
                         w++;
@@ -648,4 +658,18 @@ void ops_sgemm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANS
                 /* refused (a shape it does not take): OpenBLAS computes it instead */
         }
         cblas_sgemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+int ops_run_variant(const struct ops_def *def, const struct ops_call *call, int variant,
+                    const struct ops_packed_b *packed, const struct ops_packed_conv *pconv, char *err,
+                    size_t errlen)
+{
+        ops_sgemm_force(variant);
+        ops_sgemm_packed(packed);
+        ops_conv_packed(pconv);
+        int rc = ops_run(def, call, err, errlen);
+        ops_conv_packed(NULL);
+        ops_sgemm_packed(NULL);
+        ops_sgemm_force(OPS_SGEMM_AUTO);
+        return rc;
 }

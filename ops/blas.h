@@ -40,6 +40,11 @@ enum {
         OPS_SGEMM_VARIANTS = 5
 };
 extern const char *const ops_sgemm_variant_names[OPS_SGEMM_VARIANTS];
+/* A variant that computes on a packed B (struct ops_packed_b). */
+static inline int ops_sgemm_on_packed_b(int variant)
+{
+        return variant == OPS_SGEMM_ONEDNN_PACKED || variant == OPS_SGEMM_XSMM_PACKED;
+}
 /* The variant this thread's ops_sgemm calls use until changed (a tuned graph node sets it
  * around its kernel); NPUD_SGEMM=openblas still forces OpenBLAS. */
 void ops_sgemm_force(int variant);
@@ -120,6 +125,13 @@ uint64_t ops_packed_conv_runs(const struct ops_packed_conv *p);
 /* The packed filters this thread's Conv calls may use (under OPS_SGEMM_ONEDNN_DIRECT) until
  * changed; NULL for none. */
 void ops_conv_packed(const struct ops_packed_conv *p);
+/* Run def on call with the GEMM kernels of this thread set to variant (OPS_SGEMM_AUTO: the
+ * default) on packed weights or filters (NULL: none) for that run only: ops_run's result. */
+struct ops_def;
+int ops_run_variant(const struct ops_def *def, const struct ops_call *call, int variant,
+                    const struct ops_packed_b *packed, const struct ops_packed_conv *pconv, char *err,
+                    size_t errlen);
+
 /* The activation a direct convolution applies to its output (oneDNN post-ops); others stay
  * with the caller. */
 enum ops_conv_act {

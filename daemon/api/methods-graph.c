@@ -74,9 +74,7 @@ static int storage_alloc(void *ctx, uint64_t size, void **ret, char *err, size_t
         struct session *s = c->s;
         struct device *dev = c->dev;
         const struct policy_tenant *pol = &s->tenant->pol;
-        uint64_t rounded = size > UINT64_MAX - ALLOC_GRANULE
-                                   ? UINT64_MAX
-                                   : (size + ALLOC_GRANULE - 1) / ALLOC_GRANULE * ALLOC_GRANULE;
+        uint64_t rounded = alloc_round_up(size);
         uint64_t reserve = s->npud->tenants.policy->lc_reserved;
         struct alloc_stats st;
 
@@ -608,8 +606,7 @@ void graph_load_finish(struct graph_load *j)
          * memory of the graph like its weights: charged to the tenant with them. The
          * compiler packed no more than the quota left when the weights were charged; other
          * allocations of the tenant since may have taken that room. */
-        uint64_t packed = g->stats ? g->stats->packed_bytes : 0;
-        packed = (packed + ALLOC_GRANULE - 1) / ALLOC_GRANULE * ALLOC_GRANULE;
+        uint64_t packed = alloc_round_up(g->stats ? g->stats->packed_bytes : 0);
         int64_t room = quota_room(s, dev->id);
         if (packed && room >= 0 && packed > (uint64_t)room) {
                 snprintf(err, sizeof(err), "tenant '%s' would exceed its memory quota with %" PRIu64

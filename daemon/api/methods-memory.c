@@ -74,7 +74,7 @@ static void method_mem_alloc(struct request *req)
                 return;
         }
         const struct policy_tenant *pol = &s->tenant->pol;
-        uint64_t rounded = (size + ALLOC_GRANULE - 1) / ALLOC_GRANULE * ALLOC_GRANULE;
+        uint64_t rounded = alloc_round_up(size);
         /* what the tenant's running work holds in graph intermediates counts too */
         uint64_t used = s->tenant->mem_used + atomic_load(&s->tenant->ws.used);
         uint64_t dev_used = s->tenant->dev[dev->id].mem_used +

@@ -610,7 +610,7 @@ void session_buffer_released(struct session *s, struct buffer *b)
         export_revoke_buffer(&s->npud->exports, b);
         if (b->parent)
                 return;
-        uint64_t rounded = (b->size + ALLOC_GRANULE - 1) / ALLOC_GRANULE * ALLOC_GRANULE;
+        uint64_t rounded = alloc_round_up(b->size);
         s->buffer_bytes -= b->size;
         s->dev_bytes[b->dev->id] -= rounded;
         /* The tenant stays charged until the memory really returns: views, imports and

@@ -8,6 +8,14 @@
 
 #define ALLOC_GRANULE 512u
 
+/* size rounded up to the granule, as the allocator and the quotas count it (UINT64_MAX when
+ * that would not fit). */
+static inline uint64_t alloc_round_up(uint64_t size)
+{
+        return size > UINT64_MAX - ALLOC_GRANULE ? UINT64_MAX
+                                                 : (size + ALLOC_GRANULE - 1) / ALLOC_GRANULE * ALLOC_GRANULE;
+}
+
 struct alloc;
 
 struct alloc_stats {

@@ -2,7 +2,7 @@
  * each packed model, so that bench_models can say how far npud's and ONNX Runtime's float32
  * outputs are from the exact answer, not only from each other. Straightforward loops in
  * double; the constants the models hold as float32 (sqrt(2), sqrt(d_k), epsilon) are taken as
- * those float32 values. Included by bench_models.c only, after bench-models.h. */
+ * those float32 values. Included by bench_models.c and bench_npud.c, after bench-models.h. */
 #ifndef NPUD_TESTS_BENCH_REF_H
 #define NPUD_TESTS_BENCH_REF_H
 
@@ -190,9 +190,11 @@ static void ref_chain(const float *x, double *y, size_t n)
         }
 }
 
-/* The float64 output of model k of bench_models (0 MLP, 1 ResNet, 2 transformer, 3 chain,
- * 4 the one Relu) on x; NULL when memory is short. Free it. */
-static double *ref_model(int k, const struct bmodel *m, const float *x)
+/* The models by the order bench_models runs them in. */
+enum ref_kind { REF_MLP, REF_RESNET, REF_ENCODER, REF_CHAIN, REF_RELU };
+
+/* The float64 output of model m (of kind k) on x; NULL when memory is short. Free it. */
+static double *ref_model(enum ref_kind k, const struct bmodel *m, const float *x)
 {
         double *y = malloc(sizeof(double) * m->yn);
         Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, m->len, m->bytes);
@@ -204,11 +206,11 @@ static double *ref_model(int k, const struct bmodel *m, const float *x)
                 return NULL;
         }
         switch (k) {
-        case 0: ref_mlp(mp, x, y); break;
-        case 1: ref_resnet(mp, m, x, y); break;
-        case 2: ref_encoder(mp, x, y); break;
-        case 3: ref_chain(x, y, m->n); break;
-        default:
+        case REF_MLP: ref_mlp(mp, x, y); break;
+        case REF_RESNET: ref_resnet(mp, m, x, y); break;
+        case REF_ENCODER: ref_encoder(mp, x, y); break;
+        case REF_CHAIN: ref_chain(x, y, m->n); break;
+        case REF_RELU:
                 for (size_t i = 0; i < m->n; i++)
                         y[i] = x[i] > 0 ? x[i] : 0;
         }

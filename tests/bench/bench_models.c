@@ -406,11 +406,11 @@ int main(void)
                 fprintf(stderr, "bench_models: NPUD_BENCH_THREADS must be 1..256\n");
                 return 2;
         }
-        mlp(&models[0]);
-        resnet_block(&models[1]);
-        encoder_layer(&models[2]);
-        chain(&models[3]);
-        round_trip(&models[4]);
+        mlp(&models[REF_MLP]);
+        resnet_block(&models[REF_RESNET]);
+        encoder_layer(&models[REF_ENCODER]);
+        chain(&models[REF_CHAIN]);
+        round_trip(&models[REF_RELU]);
         snprintf(workers, sizeof(workers), "%d", threads);
         const char *extra[] = { "--sim-devices", "1", "--workers", workers, NULL };
         if (harness_start(&npud, extra) < 0) {
@@ -502,7 +502,7 @@ int main(void)
                         rc = 1;
                 }
                 /* how far each side is from the exact answer */
-                double *ref = ref_model(k, m, x);
+                double *ref = ref_model((enum ref_kind)k, m, x);
                 if (ref) {
                         double ea, eo = 0;
                         size_t ba, bo = 0;

@@ -57,6 +57,7 @@
         } while (0)
 #include "tests/onnx-build.h"
 #include "tests/bench/bench-models.h"
+#include "tests/bench/bench-ref.h"
 
 #define CHECK(call) \
         do { \
@@ -636,98 +637,6 @@ struct iso_graph {
 
 static struct iso_graph iso_graphs[ISO_KINDS];
 
-static float iso_sigmoid(float v)
-{
-        return 1.0f / (1.0f + expf(-v));
-}
-
-/* bench-models.h's chain(), element by element. */
-static void iso_chain_ref(const float *x, float *y, size_t n)
-{
-        for (size_t i = 0; i < n; i++) {
-                float t = (x[i] + 0.5f) * 1.5f - 0.25f;
-
-                y[i] = tanhf(iso_sigmoid((t > 0 ? t : 0) / 2.0f) * 3.0f);
-        }
-}
-
-static const float *iso_init(const Onnx__ModelProto *mp, const char *name)
-{
-        for (size_t i = 0; i < mp->graph->n_initializer; i++)
-                if (strcmp(mp->graph->initializer[i]->name, name) == 0)
-                        return (const float *)mp->graph->initializer[i]->raw_data.data;
-        fprintf(stderr, "npubench: no initializer %s in the ResNet block\n", name);
-        exit(1);
-}
-
-/* out = BatchNormalization(Conv3x3 pad 1 (in)) of layer l over C channels of HW x HW. */
-static void iso_conv_bn(const Onnx__ModelProto *mp, int l, const float *in, float *out, int C, int HW)
-{
-        char name[64];
-        const float *w, *sc, *bi, *mean, *var;
-
-        snprintf(name, sizeof(name), "conv%d.weight", l);
-        w = iso_init(mp, name);
-        snprintf(name, sizeof(name), "bn%d.weight", l);
-        sc = iso_init(mp, name);
-        snprintf(name, sizeof(name), "bn%d.bias", l);
-        bi = iso_init(mp, name);
-        snprintf(name, sizeof(name), "bn%d.running_mean", l);
-        mean = iso_init(mp, name);
-        snprintf(name, sizeof(name), "bn%d.running_var", l);
-        var = iso_init(mp, name);
-        memset(out, 0, sizeof(float) * (size_t)C * HW * HW);
-        for (int co = 0; co < C; co++) {
-                float *o = out + (size_t)co * HW * HW;
-
-                for (int ci = 0; ci < C; ci++)
-                        for (int kh = 0; kh < 3; kh++)
-                                for (int kw = 0; kw < 3; kw++) {
-                                        float k = w[((co * C + ci) * 3 + kh) * 3 + kw];
-                                        const float *src = in + (size_t)ci * HW * HW;
-
-                                        for (int oh = 0; oh < HW; oh++) {
-                                                int ih = oh + kh - 1;
-
-                                                if (ih < 0 || ih >= HW)
-                                                        continue;
-                                                for (int ow = 0; ow < HW; ow++) {
-                                                        int iw = ow + kw - 1;
-
-                                                        if (iw >= 0 && iw < HW)
-                                                                o[oh * HW + ow] += k * src[ih * HW + iw];
-                                                }
-                                        }
-                                }
-                float a = sc[co] / sqrtf(var[co] + 1e-5f), b = bi[co] - mean[co] * a;
-                for (int i = 0; i < HW * HW; i++)
-                        o[i] = o[i] * a + b;
-        }
-}
-
-/* bench-models.h's resnet_block(), from the weights in its packed model. */
-static void iso_resnet_ref(const struct bmodel *m, const float *x, float *y)
-{
-        const int C = (int)m->dims[1], HW = (int)m->dims[2];
-        Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, m->len, m->bytes);
-        float *t = malloc(sizeof(float) * m->n);
-
-        if (!mp || !t) {
-                fprintf(stderr, "npubench: cannot unpack the ResNet block\n");
-                exit(1);
-        }
-        iso_conv_bn(mp, 1, x, t, C, HW);
-        for (size_t i = 0; i < m->n; i++)
-                t[i] = t[i] > 0 ? t[i] : 0;
-        iso_conv_bn(mp, 2, t, y, C, HW);
-        for (size_t i = 0; i < m->n; i++) {
-                float v = y[i] + x[i];
-                y[i] = v > 0 ? v : 0;
-        }
-        free(t);
-        onnx__model_proto__free_unpacked(mp, NULL);
-}
-
 static void iso_graphs_build(void)
 {
         for (int k = ISO_CHAIN; k < ISO_KINDS; k++) {
@@ -740,10 +649,14 @@ static void iso_graphs_build(void)
                 ig->x = xmalloc(sizeof(float) * ig->m.n);
                 ig->want = xmalloc(sizeof(float) * ig->m.yn);
                 fill(ig->x, ig->m.n, 7 + (unsigned)k, 1.0f);
-                if (k == ISO_CHAIN)
-                        iso_chain_ref(ig->x, ig->want, ig->m.n);
-                else
-                        iso_resnet_ref(&ig->m, ig->x, ig->want);
+                double *ref = ref_model(k == ISO_CHAIN ? REF_CHAIN : REF_RESNET, &ig->m, ig->x);
+                if (!ref) {
+                        fprintf(stderr, "npubench: no memory for the graphs' references\n");
+                        exit(1);
+                }
+                for (size_t i = 0; i < ig->m.yn; i++)
+                        ig->want[i] = (float)ref[i];
+                free(ref);
         }
 }
 
