@@ -241,11 +241,18 @@ START_TEST(test_latency_critical_under_best_effort_flood)
         double loaded = lc_p99_ms(lc, 60);
         json_t *d = admin(lc, "sched");
         double be_seconds = json_number_value(json_object_get(sched_tenant(d, 0, "be"), "engine_seconds"));
+        double lc_wait = json_number_value(json_object_get(sched_tenant(d, 0, "lc"), "wait_p99_us")) / 1e3;
+        double be_wait = json_number_value(json_object_get(sched_tenant(d, 0, "be"), "wait_p50_us")) / 1e3;
         json_decref(d);
-        printf("latency-critical p99: alone %.3f ms, under best-effort flood %.3f ms\n", alone, loaded);
-        /* about one tile of waiting on top of running alone; loose bound: a loaded CI host adds
-         * loop-thread delay (npubench/bench_sched reports the figure) */
-        ck_assert_msg(loaded < alone + 5.0, "latency-critical p99 %.3f ms loaded vs %.3f ms alone", loaded, alone);
+        printf("latency-critical p99: alone %.3f ms, under best-effort flood %.3f ms; daemon-measured "
+               "queue wait p99 %.3f ms (best-effort p50 %.3f ms)\n", alone, loaded, lc_wait, be_wait);
+        /* The assertion is on the daemon's own queue wait (enqueue to dispatch), not on the
+         * client's round trip, which on a loaded CI host under ASan is mostly socket and
+         * wake-up delay (npubench's isolation section reports that figure). A latency-critical
+         * task waits about one 1 ms tile for a cube core; queued behind the best-effort backlog
+         * it would wait hundreds of ms, as the best-effort tasks themselves do. */
+        ck_assert_msg(lc_wait < 10.0 && lc_wait * 10 < be_wait,
+                      "latency-critical queue wait p99 %.3f ms (best-effort p50 %.3f ms)", lc_wait, be_wait);
         /* ... while best-effort work used the cube cores (20 of them, for ~0.2 s or more) */
         ck_assert_msg(be_seconds > 2.0, "best-effort engine time %.2f s", be_seconds);
         npu_disconnect(be);
