@@ -13,7 +13,8 @@
  * npubench) and written to a temporary directory at bench time (no binary model in the
  * repository). npud (passes on, one device, --workers T) loads each once and runs it N
  * times: median and p90 per run (npu_graph_run + synchronize). npud and ONNX Runtime take
- * turns, 3 rounds each (NPUD_BENCH_ROUNDS: more on a host whose neighbours are busy).
+ * turns, 3 rounds each (NPUD_BENCH_ROUNDS: more on a host whose neighbours are busy), and
+ * each round of either side starts with three untimed warm-up runs.
  * ONNX Runtime runs the same .onnx file and input through tests/bench/ort-time.js under node
  * when ORT_NODE_MODULES names a node_modules folder holding onnxruntime-node (see
  * docs/benchmarks.md); otherwise that column is skipped with a message and the npud figures
@@ -196,8 +197,19 @@ static uint64_t device_units(npu_context_t *ctx)
         return u;
 }
 
+/* Before each round, as ort-time.js does in the node process of each of its rounds: a
+ * moment for the host to settle after the other side (node's exit frees a few hundred MB),
+ * then three untimed warm-up runs. */
+#define ROUND_SETTLE_US 100000
+#define ROUND_WARMUP 3
+
 static void npud_round(struct npud_side *r)
 {
+        usleep(ROUND_SETTLE_US);
+        for (int i = 0; i < ROUND_WARMUP; i++) {
+                CHECK(npu_graph_run(r->ctx, r->st, r->g, &r->tx, 1, &r->ty, 1, NULL));
+                CHECK(npu_stream_synchronize(r->ctx, r->st));
+        }
         uint64_t u0 = device_units(r->ctx);
 
         for (int i = 0; i < r->runs; i++) {
