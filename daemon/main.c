@@ -13,6 +13,7 @@
 
 #include "daemon/api/bus.h"
 #include "daemon/api/graph-load.h"
+#include "util/cpus.h"
 #include "util/log.h"
 #include "util/prio.h"
 #include "daemon/api/manage.h"
@@ -192,8 +193,7 @@ int main(int argc, char **argv)
         d.ex.tile_ns = d.config.policy.tile_ns;
         d.ex.calibrate = d.config.sim_mode == SIM_MODE_COMPUTE;
         if (d.config.sim_mode == SIM_MODE_COMPUTE) {
-                long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-                int workers = d.config.workers > 0 ? d.config.workers : cpus > 0 ? (int)cpus : 2;
+                int workers = d.config.workers > 0 ? d.config.workers : cpus_usable();
                 d.ex.graph_worker_cap = workers > 1 ? workers - 1 : 1;
                 /* Each device owns a share of the host workers (the remainder to the first
                  * devices), so one device's work cannot take the workers another was given;

@@ -43,6 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/cpus.h"
 #include "util/log.h"
 #include "util/prio.h"
 #include "util/spin.h"
@@ -1169,10 +1170,8 @@ int sim_backend_new(struct event_base *base, int ndevices, const char *profile, 
         if (!s->efd_event || event_add(s->efd_event, NULL) < 0)
                 goto fail_nomem;
         if (mode == 0) {
-                if (workers <= 0) {
-                        long n = sysconf(_SC_NPROCESSORS_ONLN);
-                        workers = n > 0 ? (int)n : 2;
-                }
+                if (workers <= 0)
+                        workers = cpus_usable();
                 s->threads = calloc((size_t)workers * 2, sizeof(pthread_t));
                 if (!s->threads)
                         goto fail_nomem;
@@ -1189,6 +1188,10 @@ int sim_backend_new(struct event_base *base, int ndevices, const char *profile, 
                                 goto fail;
                         }
                         s->nthreads++;
+                        char name[32]; /* a thread name holds 15 bytes */
+                        snprintf(name, sizeof(name), "npud-%s%d", i >= workers ? "bg" : "w", i % workers);
+                        name[15] = 0;
+                        pthread_setname_np(s->threads[i], name); /* ps -L, top -H, perf */
                         worker_pin(&wc, s->threads[i], i % workers);
                 }
         }

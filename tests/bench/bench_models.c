@@ -18,8 +18,8 @@
  * ONNX Runtime runs the same .onnx file and input through tests/bench/ort-time.js under node
  * when ORT_NODE_MODULES names a node_modules folder holding onnxruntime-node (see
  * docs/benchmarks.md); otherwise that column is skipped with a message and the npud figures
- * still print. Both get T threads: T = NPUD_BENCH_THREADS, else the number of online CPUs,
- * which is npud's default host worker count in compute mode. Also printed: ONNX Runtime on
+ * still print. Both get T threads: T = NPUD_BENCH_THREADS, else the number of CPUs it may run on
+ * (util/cpus.h), npud's default host worker count in compute mode. Also printed: ONNX Runtime on
  * 1 thread, the largest difference between the two outputs against the ONNX suite's
  * tolerance (rtol 1e-3, atol 1e-7, as npu-onnx-test), each side's largest error against a
  * float64 reference computed here (tests/bench/bench-ref.h), and the memory plan from
@@ -39,6 +39,7 @@
 #include "npu-admin.h"
 #include "npu.h"
 #include "tests/integration/harness.h"
+#include "util/cpus.h"
 
 #define ONNX_BUILD_ASSERT(cond)                                                                \
         do {                                                                                   \
@@ -411,8 +412,7 @@ int main(void)
         struct ort o;
         char workers[16], path[128];
         const char *env = getenv("NPUD_BENCH_THREADS");
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        int threads = env ? atoi(env) : cpus > 0 ? (int)cpus : 2, rc = 0;
+        int threads = env ? atoi(env) : cpus_usable(), rc = 0;
 
         if (threads < 1 || threads > 256) {
                 fprintf(stderr, "bench_models: NPUD_BENCH_THREADS must be 1..256\n");

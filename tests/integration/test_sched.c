@@ -3,7 +3,9 @@
  * latency under a best-effort flood (model mode, so timings follow the cost model), the
  * error mode of backpressure, and reload with a good and a bad file. */
 #include <check.h>
+#include <dirent.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -261,6 +263,106 @@ START_TEST(test_latency_critical_under_best_effort_flood)
 }
 END_TEST
 
+/* The CPUs worker thread tid of npud may run on, as a set; -1 when unreadable. */
+static int worker_cpus(pid_t pid, const char *tid, cpu_set_t *set)
+{
+        char path[300], line[4096];
+        FILE *f;
+        int ok = -1;
+
+        snprintf(path, sizeof(path), "/proc/%d/task/%s/status", (int)pid, tid);
+        if (!(f = fopen(path, "r")))
+                return -1;
+        CPU_ZERO(set);
+        while (fgets(line, sizeof(line), f))
+                if (strncmp(line, "Cpus_allowed_list:", 18) == 0) {
+                        char *p = line + 18;
+                        ok = 0;
+                        while (*p && *p != '\n') { /* "0-3,8,10-11" */
+                                char *end;
+                                long a = strtol(p, &end, 10), b = a;
+                                if (end == p)
+                                        break;
+                                if (*end == '-')
+                                        b = strtol(end + 1, &end, 10);
+                                for (long c = a; c <= b && c < CPU_SETSIZE; c++)
+                                        CPU_SET((int)c, set);
+                                p = *end == ',' ? end + 1 : end;
+                                while (*p == ' ' || *p == '\t')
+                                        p++;
+                        }
+                }
+        fclose(f);
+        return ok;
+}
+
+/* The foreground workers (threads npud-w<i>) of the running daemon: how many, and how many
+ * of them may run on exactly one CPU, no two on the same one. */
+static void count_workers(int *ret_n, int *ret_pinned_apart, int *ret_free)
+{
+        char path[64];
+        cpu_set_t used, set, mine;
+        struct dirent *e;
+        DIR *d;
+
+        CPU_ZERO(&used);
+        ck_assert_int_eq(sched_getaffinity(0, sizeof(mine), &mine), 0);
+        *ret_n = *ret_pinned_apart = *ret_free = 0;
+        snprintf(path, sizeof(path), "/proc/%d/task", (int)proc.pid);
+        ck_assert_ptr_nonnull(d = opendir(path));
+        while ((e = readdir(d))) {
+                char comm_path[400], comm[32] = "";
+                FILE *f;
+                if (e->d_name[0] == '.')
+                        continue;
+                snprintf(comm_path, sizeof(comm_path), "%s/%s/comm", path, e->d_name);
+                if (!(f = fopen(comm_path, "r")))
+                        continue;
+                if (!fgets(comm, sizeof(comm), f))
+                        comm[0] = 0;
+                fclose(f);
+                if (strncmp(comm, "npud-w", 6) != 0 || worker_cpus(proc.pid, e->d_name, &set) < 0)
+                        continue;
+                (*ret_n)++;
+                if (CPU_COUNT(&set) == 1) {
+                        cpu_set_t both;
+                        CPU_AND(&both, &set, &used);
+                        if (!CPU_COUNT(&both))
+                                (*ret_pinned_apart)++;
+                        CPU_OR(&used, &used, &set);
+                }
+                if (CPU_EQUAL(&set, &mine))
+                        (*ret_free)++;
+        }
+        closedir(d);
+}
+
+/* Compute mode: each foreground worker is kept on a CPU of its own (the parts of a split step
+ * run at once, not stacked on one CPU); NPUD_WORKER_PIN=0 leaves them on every CPU. */
+START_TEST(test_workers_one_per_cpu)
+{
+        cpu_set_t mine;
+        int n, apart, free_;
+
+        ck_assert_int_eq(sched_getaffinity(0, sizeof(mine), &mine), 0);
+        start("{}", "compute");
+        count_workers(&n, &apart, &free_);
+        stop();
+        printf("compute mode on %d CPUs: %d foreground workers, %d on CPUs of their own\n",
+               CPU_COUNT(&mine), n, apart);
+        ck_assert_int_ge(n, 1);
+        if (CPU_COUNT(&mine) >= 2) /* one worker per CPU it may use (npud's default count) */
+                ck_assert_msg(apart == n && n == CPU_COUNT(&mine), "%d of %d workers on CPUs of their own (%d CPUs)",
+                              apart, n, CPU_COUNT(&mine));
+        setenv("NPUD_WORKER_PIN", "0", 1);
+        start("{}", "compute");
+        count_workers(&n, &apart, &free_);
+        stop();
+        unsetenv("NPUD_WORKER_PIN");
+        ck_assert_msg(free_ == n, "NPUD_WORKER_PIN=0: %d of %d workers free", free_, n);
+}
+END_TEST
+
 /* Compute mode: best-effort MatMuls large enough to be tiled keep both host workers' worth of
  * work queued; a latency-critical client's small MatMuls still run at once (best-effort work
  * runs on background workers that give way), and the tiled MatMuls, their tiles spread
@@ -408,6 +510,7 @@ int main(void)
         tcase_add_test(tc, test_weighted_fair_share);
         tcase_add_test(tc, test_latency_critical_under_best_effort_flood);
         tcase_add_test(tc, test_compute_isolation_and_parallel_tiles);
+        tcase_add_test(tc, test_workers_one_per_cpu);
         tcase_add_test(tc, test_backpressure_error_mode);
         tcase_add_test(tc, test_reload);
         suite_add_tcase(s, tc);
