@@ -315,26 +315,36 @@ int tune_choose_weighted(const char *op, const char *sig, int n, const char *con
         snprintf(e.sig, sizeof(e.sig), "%s", sig);
         e.nvariants = n;
         e.variant = -1;
-        for (int i = 0; i < n; i++) {
-                uint64_t best = 0, start = mono_ns();
+        /* Round robin, one run of each variant a round: a noisy stretch of the host (a
+         * neighbour's burst) then falls on every variant alike instead of on the one being
+         * measured. Each keeps its fastest run, and runs until it has run TUNE_MIN_REPS
+         * times and for TUNE_MIN_NS (at most 65 rounds); a failing variant is dropped. */
+        uint64_t spent[TUNE_MAX_VARIANTS] = { 0 };
+        int failed[TUNE_MAX_VARIANTS] = { 0 };
+        for (int i = 0; i < n; i++)
                 snprintf(e.names[i], sizeof(e.names[i]), "%s", names[i]);
-                for (int rep = 0; rep < TUNE_MIN_REPS || mono_ns() - start < TUNE_MIN_NS; rep++) {
+        for (int round = 0, more = 1; more && round <= 64; round++) {
+                more = 0;
+                for (int i = 0; i < n; i++) {
+                        if (failed[i] || (round >= TUNE_MIN_REPS && spent[i] >= TUNE_MIN_NS))
+                                continue;
                         uint64_t t0 = mono_ns();
                         if (run(arg, i) != 0) {
-                                best = 0;
-                                break;
+                                failed[i] = 1;
+                                e.ns[i] = 0;
+                                continue;
                         }
                         uint64_t t = mono_ns() - t0;
-                        if (!best || t < best)
-                                best = t ? t : 1;
-                        if (rep >= 64)
-                                break;
+                        spent[i] += t;
+                        if (!e.ns[i] || t < e.ns[i])
+                                e.ns[i] = t ? t : 1;
+                        more = 1;
                 }
-                e.ns[i] = best;
-                if (best && (e.variant < 0 || (double)best * (weight ? weight[i] : 1.0) <
-                                                      (double)e.ns[e.variant] * (weight ? weight[e.variant] : 1.0)))
-                        e.variant = i;
         }
+        for (int i = 0; i < n; i++)
+                if (e.ns[i] && (e.variant < 0 || (double)e.ns[i] * (weight ? weight[i] : 1.0) <
+                                                         (double)e.ns[e.variant] * (weight ? weight[e.variant] : 1.0)))
+                        e.variant = i;
         if (e.variant < 0)
                 return -1;
         e.when = (uint64_t)time(NULL);

@@ -22,8 +22,8 @@
 #define TUNE_SIG_MAX 160
 #define TUNE_PROFILE_MAX 160
 #define TUNE_NAME_MAX 24
-/* A measured variant runs at least this often and until this much time has passed (the
- * fastest run counts: the least disturbed by other work on the host). */
+/* A measured variant runs at least this often and for at least this long, the variants
+ * taking turns (the fastest run counts: the least disturbed by other work on the host). */
 #define TUNE_MIN_REPS 3
 #define TUNE_MIN_NS 2000000ull
 /* Entries kept; past it the oldest is dropped. */

@@ -83,6 +83,30 @@ START_TEST(test_fastest_wins_and_is_remembered)
 }
 END_TEST
 
+/* A burst of host noise (every run from the 20th to the 59th costs 1 ms more) does not
+ * decide the choice: measured one after the other, the faster variant's runs (calls 20 to
+ * 42) would all fall in it and the slower one win; taking turns, both have quiet runs. */
+static int burst_calls;
+
+static int burst_run(void *arg, int v)
+{
+        int burst = burst_calls >= 20 && burst_calls < 60;
+
+        burst_calls++;
+        fake_now += (uint64_t)(((const int *)arg)[v] + (burst ? 1000 : 0)) * 1000;
+        return 0;
+}
+
+START_TEST(test_noise_burst_falls_on_all)
+{
+        static const int cost[2] = { 100, 90 };
+
+        burst_calls = 0;
+        ck_assert_int_eq(tune_choose("MatMul", "burst", 2, names3, burst_run, (void *)cost), 1);
+        ck_assert_int_gt(burst_calls, 20); /* the burst began within the measurement */
+}
+END_TEST
+
 /* A weighted variant (the packed one: memory of its own) wins only by its margin. */
 START_TEST(test_weighted_margin)
 {
@@ -199,6 +223,7 @@ int main(void)
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_set_timeout(tc, 30);
         tcase_add_test(tc, test_fastest_wins_and_is_remembered);
+        tcase_add_test(tc, test_noise_burst_falls_on_all);
         tcase_add_test(tc, test_weighted_margin);
         tcase_add_test(tc, test_file_survives_reopen);
         tcase_add_test(tc, test_malformed_and_foreign_lines);
