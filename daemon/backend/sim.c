@@ -510,8 +510,8 @@ static void done_list_push(struct sim *s, struct exec_unit *u)
  * virtual machine that takes 30-60 microseconds (measured here: 1.5 us p50 for a wake-up on
  * the waker's own CPU, 30-45 us across CPUs), as much as the rest of a small request's
  * round trip. So a worker that finishes a unit on another CPU than the loop thread's hands
- * it, when a worker spins idle on the loop thread's CPU, to that worker, which wakes the
- * loop thread from there (and yields to it). A unit in the slot belongs to whoever takes it
+ * it, when a foreground worker spins idle on the loop thread's CPU, to that worker, which
+ * wakes the loop thread from there (and yields to it). A unit in the slot belongs to whoever takes it
  * out: the idle worker, or the finishing worker itself after RELAY_WAIT_NS (it then pushes
  * whatever it took, its unit or another worker's), so every unit is pushed exactly once. */
 #define RELAY_WAIT_NS 8000
@@ -601,12 +601,15 @@ static void *worker_main(void *arg)
                         uint64_t t0 = now_ns();
                         pthread_mutex_unlock(&s->lock);
                         uint64_t waited;
-                        int cpu = sched_getcpu();
+                        /* a foreground worker relays completions (a background one, at
+                         * idle priority, may not get its CPU in time) */
+                        int cpu = bg ? -1 : sched_getcpu();
                         if (relay_cpu(cpu))
                                 atomic_fetch_add(&s->idle_on[cpu], 1);
                         while (!atomic_load_explicit(&s->queued[bg], memory_order_relaxed) &&
                                (waited = now_ns() - t0) < IDLE_SPIN_NS) {
-                                relay_take(s, cpu);
+                                if (relay_cpu(cpu))
+                                        relay_take(s, cpu);
                                 spin_turn(waited);
                         }
                         if (relay_cpu(cpu))
