@@ -242,11 +242,6 @@ static double slow_factor(struct sim *s, int device)
         return m ? (double)m / 1000.0 : 1.0;
 }
 
-/* Run item it (or a part of it: it is then the part's own item) of u under rc. A graph
- * run's steps share the run's time limit, which the daemon gives the unit (what is left of
- * the tenant's max_run_ms): they stop at the unit's start plus that limit; any other item
- * gets the whole limit from its own start. Returns the time a slowed device would have
- * added. */
 /* CPU time of the calling thread (ns). */
 static uint64_t thread_cpu_ns(void)
 {
@@ -256,6 +251,11 @@ static uint64_t thread_cpu_ns(void)
         return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Run item it (or a part of it: it is then the part's own item) of u under rc. A graph
+ * run's steps share the run's time limit, which the daemon gives the unit (what is left of
+ * the tenant's max_run_ms): they stop at the unit's start plus that limit; any other item
+ * gets the whole limit from its own start. Returns the time a slowed device would have
+ * added. */
 static uint64_t item_exec(struct sim *s, struct exec_unit *u, struct exec_item *it,
                           struct ops_runctx *rc)
 {
@@ -263,7 +263,7 @@ static uint64_t item_exec(struct sim *s, struct exec_unit *u, struct exec_item *
         /* a slowed device stretches the item's computing time, the worker's CPU time: its
          * wall time also counts the moments the worker was preempted, which the factor
          * (up to thousands) would turn into seconds */
-        uint64_t c0 = atomic_load_explicit(&s->devices[u->device].slow_milli, memory_order_relaxed) ? thread_cpu_ns() : 0;
+        uint64_t c0 = slow_factor(s, u->device) > 1.0 ? thread_cpu_ns() : 0;
 
         rc->deadline_ns = !u->max_run_ns ? 0
                           : it->kind == EXEC_GRAPH_STEP ? u->start_ns + u->max_run_ns
@@ -527,9 +527,10 @@ static void done_list_push(struct sim *s, struct exec_unit *u)
  * the waker's own CPU, 30-45 us across CPUs), as much as the rest of a small request's
  * round trip. So a worker that finishes a unit on another CPU than the loop thread's hands
  * it, when a foreground worker spins idle on the loop thread's CPU, to that worker, which
- * wakes the loop thread from there (and yields to it). A unit in the slot belongs to whoever takes it
- * out: the idle worker, or the finishing worker itself after RELAY_WAIT_NS (it then pushes
- * whatever it took, its unit or another worker's), so every unit is pushed exactly once. */
+ * wakes the loop thread from there (and yields to it). A unit in the slot belongs to
+ * whoever takes it out: the idle worker, or the finishing worker itself after RELAY_WAIT_NS
+ * (it then pushes whatever it took, its unit or another worker's), so every unit is pushed
+ * exactly once. */
 #define RELAY_WAIT_NS 8000
 
 static int relay_cpu(int cpu)

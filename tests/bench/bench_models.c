@@ -144,6 +144,19 @@ static long long info_int(json_t *o, const char *key)
         return json_is_integer(v) ? json_integer_value(v) : -1;
 }
 
+/* Before each round, as ort-time.js does in the node process of each of its rounds: a
+ * moment for the host to settle after the other side (node's exit frees a few hundred MB),
+ * then three untimed warm-up runs. */
+#define ROUND_SETTLE_US 100000
+#define ROUND_WARMUP 3
+
+/* One run, synchronized: what each timed sample is. */
+static void run_once(struct npud_side *r)
+{
+        CHECK(npu_graph_run(r->ctx, r->st, r->g, &r->tx, 1, &r->ty, 1, NULL));
+        CHECK(npu_stream_synchronize(r->ctx, r->st));
+}
+
 static void npud_open(const char *sock, const struct bmodel *m, const float *x,
                       struct npud_side *r)
 {
@@ -174,17 +187,16 @@ static void npud_open(const char *sock, const struct bmodel *m, const float *x,
         memcpy(r->tx.dims, m->dims, sizeof(int64_t) * (size_t)m->ndim);
         r->ty = (npu_tensor_t){ .buf = r->by, .dtype = NPU_FLOAT32, .ndim = m->ydim };
         memcpy(r->ty.dims, m->ydims, sizeof(int64_t) * (size_t)m->ydim);
-        /* three warm-up runs; the last sizes the run count */
-        for (int i = 0; i < 3; i++) {
+        /* ROUND_WARMUP warm-up runs; the last sizes the run count */
+        for (int i = 0; i < ROUND_WARMUP; i++) {
                 t0 = now_s();
-                CHECK(npu_graph_run(r->ctx, r->st, r->g, &r->tx, 1, &r->ty, 1, NULL));
-                CHECK(npu_stream_synchronize(r->ctx, r->st));
+                run_once(r);
         }
         r->runs = (int)(SECONDS_PER_SIDE / rounds() / (now_s() - t0));
         r->runs = r->runs < 4 ? 4 : r->runs > 100 ? 100 : r->runs;
 }
 
-/* One round: runs runs one after another, each timed from submission to completion. */
+/* Units of work device 0 has run so far. */
 static uint64_t device_units(npu_context_t *ctx)
 {
         npu_admin_device_t *d = NULL;
@@ -198,26 +210,19 @@ static uint64_t device_units(npu_context_t *ctx)
         return u;
 }
 
-/* Before each round, as ort-time.js does in the node process of each of its rounds: a
- * moment for the host to settle after the other side (node's exit frees a few hundred MB),
- * then three untimed warm-up runs. */
-#define ROUND_SETTLE_US 100000
-#define ROUND_WARMUP 3
-
+/* One round: settle, warm up, then runs runs one after another, each timed from submission
+ * to completion. */
 static void npud_round(struct npud_side *r)
 {
         usleep(ROUND_SETTLE_US);
-        for (int i = 0; i < ROUND_WARMUP; i++) {
-                CHECK(npu_graph_run(r->ctx, r->st, r->g, &r->tx, 1, &r->ty, 1, NULL));
-                CHECK(npu_stream_synchronize(r->ctx, r->st));
-        }
+        for (int i = 0; i < ROUND_WARMUP; i++)
+                run_once(r);
         uint64_t u0 = device_units(r->ctx);
 
         for (int i = 0; i < r->runs; i++) {
                 double t0 = now_s();
 
-                CHECK(npu_graph_run(r->ctx, r->st, r->g, &r->tx, 1, &r->ty, 1, NULL));
-                CHECK(npu_stream_synchronize(r->ctx, r->st));
+                run_once(r);
                 push(&r->t, now_s() - t0);
         }
         r->units += device_units(r->ctx) - u0;

@@ -47,6 +47,7 @@
 #include "onnx.pb-c.h"
 #include "tests/integration/harness.h"
 #include "tests/integration/model-mlp.h"
+#include "util/cpus.h"
 
 #define ONNX_BUILD_ASSERT(cond)                                                        \
         do {                                                                           \
@@ -928,7 +929,7 @@ static void iso_run(int ndev, int be_dev, struct iso_result *res)
 static void isolation_section(void)
 {
         struct iso_result same[ISO_KINDS], other[ISO_KINDS];
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        int cpus = cpus_usable(); /* npud's default worker count */
 
         iso_graphs_build();
         /* one device: the two tenants share its host workers (all of them) */
@@ -941,7 +942,7 @@ static void isolation_section(void)
                         double lim = d ? 1.2 : 1.5, lr = r->lc_loaded / r->lc_alone,
                                br = r->be_alone > 0 ? r->be_loaded / r->be_alone : 0;
 
-                        printf("isolation, %s (%s, %ld host workers%s), BE load: %s: LC MLP [%d,%d]x[%d,%d] "
+                        printf("isolation, %s (%s, %d host workers%s), BE load: %s: LC MLP [%d,%d]x[%d,%d] "
                                "request every 2 ms p99 alone %.2f ms, loaded %.2f ms, ratio %.2f (target <= %.1f)%s "
                                "(p50 %.3f and %.3f ms); "
                                "BE throughput alone %.1f %s, beside LC %.1f %s, ratio %.2f (target >= 0.70)%s%s\n",
