@@ -221,8 +221,13 @@ void npu_read_once_locked(npu_context_t *ctx, int wait)
                                 pthread_cond_broadcast(&ctx->cv);
                         return;
                 }
-        } else do { /* the socket is blocking; poll only if something made it not */
-                n = proto_reader_fill_wait(&ctx->reader, ctx->fd);
+        } else do {
+                /* Wait in poll for POLLIN, not in a blocking recvmsg: a reader asleep in
+                 * recvmsg is also woken each time the daemon reads what this side sent (the
+                 * socket's write space), a wake-up for nothing that costs the daemon's loop
+                 * thread an interrupt to this CPU and preempts whatever runs here. A poll
+                 * waiter is woken only for the events it asked for. */
+                n = proto_reader_fill(&ctx->reader, ctx->fd);
                 if (n == -EAGAIN) {
                         struct pollfd pfd = { .fd = ctx->fd, .events = POLLIN };
                         if (poll(&pfd, 1, -1) < 0 && errno != EINTR)

@@ -203,7 +203,7 @@ int proto_reader_feed(struct proto_reader *r, const void *data, size_t len)
         return 0;
 }
 
-static ssize_t reader_fill(struct proto_reader *r, int sock, int flags)
+static ssize_t reader_fill(struct proto_reader *r, int sock)
 {
         union {
                 char buf[CMSG_SPACE(sizeof(int) * PROTO_MAX_FDS)];
@@ -233,7 +233,7 @@ static ssize_t reader_fill(struct proto_reader *r, int sock, int flags)
         msg.msg_iovlen = 1;
         msg.msg_control = ctl.buf;
         msg.msg_controllen = sizeof(ctl.buf);
-        n = recvmsg(sock, &msg, flags | MSG_CMSG_CLOEXEC);
+        n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
         if (n < 0)
                 return errno == EAGAIN || errno == EWOULDBLOCK ? -EAGAIN : -errno;
 
@@ -272,12 +272,7 @@ static ssize_t reader_fill(struct proto_reader *r, int sock, int flags)
 
 ssize_t proto_reader_fill(struct proto_reader *r, int sock)
 {
-        return reader_fill(r, sock, MSG_DONTWAIT);
-}
-
-ssize_t proto_reader_fill_wait(struct proto_reader *r, int sock)
-{
-        return reader_fill(r, sock, 0);
+        return reader_fill(r, sock);
 }
 
 int proto_reader_has_frame(const struct proto_reader *r)

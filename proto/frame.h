@@ -79,9 +79,6 @@ void proto_reader_deinit(struct proto_reader *r); /* closes fds still queued */
 /* Read what the socket has. Returns bytes read (> 0), 0 at EOF, -EAGAIN, -EBADMSG when fds
  * were truncated or too many are queued, or another -errno. */
 ssize_t proto_reader_fill(struct proto_reader *r, int sock);
-/* The same, waiting for data (one blocking recvmsg instead of poll + read: a client waiting
- * for its reply saves a system call per round trip). -EINTR when a signal interrupts it. */
-ssize_t proto_reader_fill_wait(struct proto_reader *r, int sock);
 /* Append bytes as if read from a socket (tests, fuzzing). 0 or -ENOMEM. */
 int proto_reader_feed(struct proto_reader *r, const void *data, size_t len);
 /* Is a whole frame buffered? */

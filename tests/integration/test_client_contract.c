@@ -10,8 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "npu.h"
@@ -293,6 +297,113 @@ START_TEST(test_visible_devices)
 }
 END_TEST
 
+/* ---- a client waiting for its reply sleeps once ----
+ *
+ * A scripted peer stands in for npud: it reads each request only once the client has gone
+ * to sleep waiting for the reply, and answers a few milliseconds later. A client that waited
+ * in a blocking recvmsg was woken by that read too (the socket's write space), went back to
+ * sleep, and cost npud's loop thread an interrupt to its CPU on every request; waiting in poll
+ * for POLLIN, it wakes for the reply only. */
+#define SLEEP_ONCE_CALLS 20
+
+struct scripted_peer {
+        int listen_fd;
+        int ok;
+};
+
+static void nap_ms(int ms)
+{
+        struct timespec ts = { 0, (long)ms * 1000000L };
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                ;
+}
+
+static int peer_reply(int fd, uint64_t id, const char *json)
+{
+        return harness_raw_send(fd, 2 /* PROTO_KIND_REPLY */, id, json, strlen(json), NULL, 0);
+}
+
+static void *scripted_peer_main(void *arg)
+{
+        struct scripted_peer *p = arg;
+        int fd = accept(p->listen_fd, NULL, NULL), kind = 0;
+        uint64_t id = 0;
+        json_t *req;
+
+        if (fd < 0)
+                return NULL;
+        req = harness_raw_recv(fd, &kind, &id); /* hello */
+        if (!req || peer_reply(fd, id, "{\"result\":{\"version\":2,\"devices\":1,\"tenant\":\"t\"}}") < 0)
+                goto out;
+        json_decref(req);
+        for (int i = 0; i < SLEEP_ONCE_CALLS; i++) {
+                struct pollfd pfd = { .fd = fd, .events = POLLIN };
+                if (poll(&pfd, 1, 5000) != 1)
+                        goto out_no_req;
+                nap_ms(3); /* the client is asleep by now */
+                req = harness_raw_recv(fd, &kind, &id);
+                if (!req)
+                        goto out_no_req;
+                json_decref(req);
+                nap_ms(3);
+                if (peer_reply(fd, id, "{\"result\":{}}") < 0)
+                        goto out_no_req;
+        }
+        p->ok = 1;
+        goto out_no_req;
+out:
+        json_decref(req);
+out_no_req:
+        close(fd);
+        return NULL;
+}
+
+static long voluntary_switches(void)
+{
+        char line[256];
+        long v = -1;
+        FILE *f = fopen("/proc/thread-self/status", "r");
+
+        if (!f)
+                return -1;
+        while (fgets(line, sizeof(line), f))
+                if (sscanf(line, "voluntary_ctxt_switches: %ld", &v) == 1)
+                        break;
+        fclose(f);
+        return v;
+}
+
+START_TEST(test_waiting_client_sleeps_once)
+{
+        struct sockaddr_un a = { .sun_family = AF_UNIX };
+        struct scripted_peer peer = { .listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0) };
+        npu_context_t *c = NULL;
+        pthread_t th;
+        long before, after;
+
+        snprintf(a.sun_path, sizeof(a.sun_path), "/tmp/npud-sleep-once-%d.sock", (int)getpid());
+        unlink(a.sun_path);
+        ck_assert_int_ge(peer.listen_fd, 0);
+        ck_assert_int_eq(bind(peer.listen_fd, (struct sockaddr *)&a, sizeof(a)), 0);
+        ck_assert_int_eq(listen(peer.listen_fd, 1), 0);
+        ck_assert_int_eq(pthread_create(&th, NULL, scripted_peer_main, &peer), 0);
+        OK(npu_connect(a.sun_path, &c));
+        before = voluntary_switches();
+        for (int i = 0; i < SLEEP_ONCE_CALLS; i++)
+                OK(npu_synchronize(c));
+        after = voluntary_switches();
+        npu_disconnect(c);
+        pthread_join(th, NULL);
+        close(peer.listen_fd);
+        unlink(a.sun_path);
+        ck_assert_msg(peer.ok, "the scripted peer did not see every request");
+        ck_assert_int_ge(before, 0);
+        /* one sleep per call; a blocking recvmsg slept twice (woken when the peer read) */
+        ck_assert_msg(after - before <= SLEEP_ONCE_CALLS + 2, "%d calls slept %ld times", SLEEP_ONCE_CALLS,
+                      after - before);
+}
+END_TEST
+
 int main(void)
 {
         Suite *s = suite_create("integration-client-contract");
@@ -308,6 +419,10 @@ int main(void)
         tcase_add_test(tc, test_socket_permission_denied);
         tcase_add_test(tc, test_visible_devices);
         suite_add_tcase(s, tc);
+        TCase *tp = tcase_create("client-wait"); /* a scripted peer, no npud */
+        tcase_set_timeout(tp, 30);
+        tcase_add_test(tp, test_waiting_client_sleeps_once);
+        suite_add_tcase(s, tp);
         sr = srunner_create(s);
         srunner_run_all(sr, CK_NORMAL);
         failed = srunner_ntests_failed(sr);
