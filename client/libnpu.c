@@ -1162,18 +1162,35 @@ NPU_EXPORT npu_status_t npu_stream_destroy(npu_context_t *ctx, npu_stream_t stre
         return st;
 }
 
+/* The params of a wait (object: an empty one may be created), with the CPU this thread runs
+ * on where npud takes it (session version 5): npud then writes the reply from that CPU, and
+ * waking this thread costs no interrupt across CPUs. */
+static json_t *wait_params(npu_context_t *ctx, json_t *params, int object)
+{
+        int cpu = ctx->version >= PROTO_VERSION_WAIT_CPU ? sched_getcpu() : -1;
+
+        if (cpu < 0)
+                return params;
+        if (!params && object)
+                params = json_object();
+        if (params)
+                json_object_set_new(params, "cpu", json_integer(cpu));
+        return params;
+}
+
 NPU_EXPORT npu_status_t npu_stream_synchronize(npu_context_t *ctx, npu_stream_t stream)
 {
         if (!ctx)
                 return fail(NPU_ERR_INVALID, "npu_stream_synchronize: NULL context");
-        return npu_call(ctx, "stream_synchronize", json_pack("{s:I}", "stream", (json_int_t)stream.id), NULL);
+        return npu_call(ctx, "stream_synchronize",
+                        wait_params(ctx, json_pack("{s:I}", "stream", (json_int_t)stream.id), 0), NULL);
 }
 
 NPU_EXPORT npu_status_t npu_synchronize(npu_context_t *ctx)
 {
         if (!ctx)
                 return fail(NPU_ERR_INVALID, "npu_synchronize: NULL context");
-        return npu_call(ctx, "synchronize", NULL, NULL);
+        return npu_call(ctx, "synchronize", wait_params(ctx, NULL, 1), NULL);
 }
 
 NPU_EXPORT npu_status_t npu_event_create(npu_context_t *ctx, npu_event_t *ret_event)
@@ -1238,7 +1255,8 @@ NPU_EXPORT npu_status_t npu_event_synchronize(npu_context_t *ctx, npu_event_t ev
 {
         if (!ctx)
                 return fail(NPU_ERR_INVALID, "npu_event_synchronize: NULL context");
-        return npu_call(ctx, "event_synchronize", json_pack("{s:I}", "event", (json_int_t)event.id), NULL);
+        return npu_call(ctx, "event_synchronize",
+                        wait_params(ctx, json_pack("{s:I}", "event", (json_int_t)event.id), 0), NULL);
 }
 
 NPU_EXPORT npu_status_t npu_event_elapsed_ms(npu_context_t *ctx, npu_event_t start, npu_event_t end,

@@ -3,6 +3,7 @@
  * running work and release it all. The service manager hears of each step (notify.h). */
 #include <errno.h>
 #include <event2/event.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/sysinfo.h>
@@ -60,13 +61,39 @@ static void on_util_timer(evutil_socket_t fd, short what, void *arg)
         failure_summary_flush(d);
 }
 
-static int units_in_flight(struct npud *d)
+/* The event loop. After the last unit at the backend came back it polls for LOOP_POLL_NS,
+ * sleeping LOOP_POLL_NAP_NS between looks, instead of waiting in epoll: the client that got
+ * the result usually sends its next request within tens of microseconds, and a request that
+ * finds the loop thread not waiting in epoll wakes nobody. A wake-up from another CPU costs
+ * an interrupt to the loop thread's CPU (a SCHED_FIFO thread must preempt at once), which on
+ * a virtual machine costs the client 33 us and delays the loop thread by 60 us (measured
+ * here), against about 11 us for the loop thread's own timer to end a nap. The naps leave the CPU to whoever runs there
+ * (the client, a worker). */
+#define LOOP_POLL_NS 200000
+#define LOOP_POLL_NAP_NS 1000
+
+static void loop_run(struct npud *d)
 {
-        for (int i = 0; i < d->ex.devices.count; i++)
-                for (int k = 0; k < OPS_ENGINE_COUNT; k++)
-                        if (d->ex.devices.devices[i].pd.free[k] != d->ex.devices.devices[i].desc.cores[k])
-                                return 1;
-        return 0;
+        int busy = 0;
+
+        for (;;) {
+                if (busy && !sched_units_in_flight()) { /* the last unit came back */
+                        uint64_t t0 = now_ns();
+                        const struct timespec nap = { 0, LOOP_POLL_NAP_NS };
+                        do {
+                                event_base_loop(d->base, EVLOOP_NONBLOCK);
+                                if (event_base_got_break(d->base) || event_base_got_exit(d->base))
+                                        return;
+                                if (sched_units_in_flight())
+                                        break;
+                                nanosleep(&nap, NULL);
+                        } while (now_ns() - t0 < LOOP_POLL_NS);
+                }
+                busy = sched_units_in_flight();
+                if (event_base_loop(d->base, EVLOOP_ONCE) != 0 || event_base_got_break(d->base) ||
+                    event_base_got_exit(d->base))
+                        return;
+        }
 }
 
 /* Simulated device memory is host memory reserved without backing: say so at start-up when
@@ -226,7 +253,7 @@ int main(int argc, char **argv)
                                                    "SCHED_FIFO 1" };
                 log_info("loop thread priority: %s", got[prio_loop()]);
         }
-        event_base_dispatch(d.base);
+        loop_run(&d);
         r = 0;
 out:
         notify_stopping(&d);
@@ -238,7 +265,7 @@ out:
         graph_loads_shutdown(&d); /* loads on helper threads: their weights go before devices */
         if (d.ex.backend) /* running kernels stop within milliseconds */
                 sched_cancel_running(&d.ex, NULL);
-        while (d.ex.backend && units_in_flight(&d))
+        while (d.ex.backend && sched_units_in_flight())
                 event_base_loop(d.base, EVLOOP_ONCE);
         event_base_loop(d.base, EVLOOP_NONBLOCK); /* deferred session releases */
         sched_run(&d.ex);                            /* settle what cancellation touched */

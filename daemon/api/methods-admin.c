@@ -107,7 +107,10 @@ static void method_sessions(struct request *req)
                  * leaves out the session it lists through) */
                 if (o && (json_object_set_new(o, "tenant", json_string(session_tenant_name(s))) < 0 ||
                           json_object_set_new(o, "started", json_integer(s->started)) < 0 ||
-                          json_object_set_new(o, "self", json_boolean(s == me)) < 0)) {
+                          json_object_set_new(o, "self", json_boolean(s == me)) < 0 ||
+                          json_object_set_new(o, "client_cpu", json_integer(s->client_cpu)) < 0 ||
+                          json_object_set_new(o, "writes_on_client_cpu",
+                                              json_integer((json_int_t)s->writes_on_client_cpu)) < 0)) {
                         json_decref(o);
                         o = NULL;
                 }

@@ -1,5 +1,6 @@
 /* Stream and event methods, including the synchronize family whose replies are deferred
  * until the work they wait for completed. */
+#include <sched.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +42,24 @@ static struct npu_evt *event_param(struct request *req, const char *key)
                                     "%s: event handle %" PRIu64 " is unknown or destroyed",
                                     req->method, h);
         return e;
+}
+
+/* A wait's optional "cpu" (session version 5): the CPU the waiting client thread runs on,
+ * where the session's replies are written from (session.c). 0, or -1 after an error reply. */
+static int wait_cpu_param(struct request *req)
+{
+        json_t *v = json_object_get(req->params, "cpu");
+
+        if (!v)
+                return 0;
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= CPU_SETSIZE) {
+                session_reply_error(req->session, req->id, PROTO_E_INVALID,
+                                    "%s: parameter 'cpu' must be a CPU number (0 to %d)", req->method,
+                                    CPU_SETSIZE - 1);
+                return -1;
+        }
+        req->session->client_cpu = (int)json_integer_value(v);
+        return 0;
 }
 
 static int waiter_add(struct request *req, enum waiter_kind kind, void *target,
@@ -255,10 +274,10 @@ static void method_host_func_done(struct request *req)
 
 static void method_stream_synchronize(struct request *req)
 {
-        static const char *const keys[] = { "stream", NULL };
+        static const char *const keys[] = { "stream", "cpu", NULL };
         struct stream *st;
 
-        if (params_only(req, keys) < 0 || !(st = stream_param(req)))
+        if (params_only(req, keys) < 0 || wait_cpu_param(req) < 0 || !(st = stream_param(req)))
                 return;
         if (waiter_add(req, WAIT_STREAM, st, &st->waiters) == 0)
                 sched_check_stream_waiters(&req->session->npud->ex, st);
@@ -266,9 +285,9 @@ static void method_stream_synchronize(struct request *req)
 
 static void method_synchronize(struct request *req)
 {
-        static const char *const keys[] = { NULL };
+        static const char *const keys[] = { "cpu", NULL };
 
-        if (params_only(req, keys) < 0)
+        if (params_only(req, keys) < 0 || wait_cpu_param(req) < 0)
                 return;
         if (waiter_add(req, WAIT_SESSION, req->session, NULL) == 0)
                 session_check_sync_waiters(req->session);
@@ -329,10 +348,10 @@ static void method_event_query(struct request *req)
 
 static void method_event_synchronize(struct request *req)
 {
-        static const char *const keys[] = { "event", NULL };
+        static const char *const keys[] = { "event", "cpu", NULL };
         struct npu_evt *e;
 
-        if (params_only(req, keys) < 0 || !(e = event_param(req, "event")))
+        if (params_only(req, keys) < 0 || wait_cpu_param(req) < 0 || !(e = event_param(req, "event")))
                 return;
         if (waiter_add(req, WAIT_EVENT, e, &e->waiters) == 0)
                 sched_check_event_waiters(&req->session->npud->ex, e);

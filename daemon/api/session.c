@@ -110,10 +110,32 @@ static void output_over_total(struct session *s)
         }
 }
 
+static void flush_on_client_cpu(void *arg)
+{
+        struct session *s = arg;
+
+        s->cpu_flush_left = proto_writer_flush(&s->writer, s->fd);
+}
+
+/* Write what the socket takes: from the client's CPU when it named one and a worker idles
+ * there (its wake-up is then local, no interrupt across CPUs: util/prio.h has the figures),
+ * else from here. */
+static ssize_t session_write(struct session *s)
+{
+        struct backend *b = s->npud->ex.backend;
+
+        if (s->client_cpu >= 0 && s->writer.len > 0 && b && b->ops->run_on_cpu &&
+            b->ops->run_on_cpu(b, s->client_cpu, flush_on_client_cpu, s)) {
+                s->writes_on_client_cpu++;
+                return s->cpu_flush_left;
+        }
+        return proto_writer_flush(&s->writer, s->fd);
+}
+
 static void session_flush(struct session *s)
 {
         const struct npud_limits *l = &s->npud->config.limits;
-        ssize_t left = proto_writer_flush(&s->writer, s->fd);
+        ssize_t left = session_write(s);
 
         if (left < 0) {
                 session_close(s, "write failed");
@@ -727,6 +749,7 @@ int session_new(struct npud *d, int fd, struct session **ret)
         }
         s->npud = d;
         s->fd = fd;
+        s->client_cpu = -1;
         peer_identity(s);
         s->uu = uid_usage_get(s->uid);
         if (!s->uu) {

@@ -69,6 +69,12 @@ struct session {
         uint64_t out_charged;         /* pending output counted in uu and the daemon total */
         const char *kill_reason;      /* close at the next timer callback (set by others) */
         uint32_t graph_loads;         /* graph_load requests not yet answered (graph-load.c) */
+        /* The CPU the client's waiting thread last said it runs on ("cpu" of a wait, session
+         * version 5), -1 unknown: output is written from there when a worker idles on it
+         * (backend run_on_cpu), so that the client's wake-up stays on its CPU. */
+        int client_cpu;
+        uint64_t writes_on_client_cpu; /* flushes written from the client's CPU */
+        ssize_t cpu_flush_left;        /* what such a flush left unwritten, or -errno */
 };
 
 /* The client gave up its handle to b (free, FREE record, session end): every export token

@@ -252,6 +252,12 @@ struct backend_ops {
         void (*cancel)(struct backend *b, struct exec_unit *unit);
         /* The device's health. Loop thread; 0 or -errno. */
         int (*health)(struct backend *b, int device, struct backend_health *ret);
+        /* Optional (NULL: never): have fn(arg) run on CPU cpu, by a host worker idle there,
+         * and return 1 once it ran; 0, at once or within microseconds, when no worker takes
+         * it (the caller then runs fn itself). fn runs while the caller waits, so it may use
+         * the caller's data. Loop thread. npud writes a reply this way on the CPU its client
+         * waits on: the client's wake-up is then local instead of an interrupt to its CPU. */
+        int (*run_on_cpu)(struct backend *b, int cpu, void (*fn)(void *arg), void *arg);
         void (*destroy)(struct backend *b);
 };
 

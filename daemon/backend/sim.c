@@ -144,6 +144,13 @@ struct sim {
         atomic_int loop_cpu;
         atomic_int idle_on[SIM_RELAY_CPUS];
         _Atomic(struct exec_unit *) relay;
+        /* run_on_cpu's one request (the loop thread posts one at a time): its state (enum
+         * oncpu_state), the CPU it is for, and what to run */
+        struct {
+                atomic_int state, cpu;
+                void (*fn)(void *arg);
+                void *arg;
+        } oncpu;
 
         struct sim_hold *holds; /* loop thread only */
 };
@@ -557,6 +564,50 @@ static void done_push(struct sim *s, struct exec_unit *u)
                 sched_yield(); /* the loop thread was woken here: let it run now */
 }
 
+/* ---- running a call on another CPU (run_on_cpu) ----
+ *
+ * The loop thread posts the call; a foreground worker spinning idle on that CPU takes it
+ * (posted -> taken), runs it and marks it done; the loop thread waits for that, or takes the
+ * call back (posted -> free) when no worker took it within RELAY_WAIT_NS. */
+enum oncpu_state { ONCPU_FREE = 0, ONCPU_POSTED, ONCPU_TAKEN, ONCPU_DONE };
+
+static void oncpu_take(struct sim *s, int cpu)
+{
+        int posted = ONCPU_POSTED;
+
+        if (atomic_load_explicit(&s->oncpu.state, memory_order_acquire) != ONCPU_POSTED ||
+            atomic_load_explicit(&s->oncpu.cpu, memory_order_relaxed) != cpu || sched_getcpu() != cpu ||
+            !atomic_compare_exchange_strong(&s->oncpu.state, &posted, ONCPU_TAKEN))
+                return;
+        s->oncpu.fn(s->oncpu.arg);
+        atomic_store_explicit(&s->oncpu.state, ONCPU_DONE, memory_order_release);
+        sched_yield(); /* whoever fn woke here runs now */
+}
+
+static int sim_run_on_cpu(struct backend *b, int cpu, void (*fn)(void *arg), void *arg)
+{
+        struct sim *s = (struct sim *)b;
+        int posted = ONCPU_POSTED;
+
+        if (s->mode != 0 || !relay_cpu(cpu) || cpu == sched_getcpu() ||
+            atomic_load_explicit(&s->idle_on[cpu], memory_order_relaxed) <= 0)
+                return 0;
+        s->oncpu.fn = fn;
+        s->oncpu.arg = arg;
+        atomic_store_explicit(&s->oncpu.cpu, cpu, memory_order_relaxed);
+        atomic_store_explicit(&s->oncpu.state, ONCPU_POSTED, memory_order_release);
+        uint64_t t0 = now_ns();
+        while (atomic_load_explicit(&s->oncpu.state, memory_order_acquire) == ONCPU_POSTED &&
+               now_ns() - t0 < RELAY_WAIT_NS)
+                __builtin_ia32_pause();
+        if (atomic_compare_exchange_strong(&s->oncpu.state, &posted, ONCPU_FREE))
+                return 0; /* nobody took it */
+        while (atomic_load_explicit(&s->oncpu.state, memory_order_acquire) != ONCPU_DONE)
+                __builtin_ia32_pause();
+        atomic_store_explicit(&s->oncpu.state, ONCPU_FREE, memory_order_relaxed);
+        return 1;
+}
+
 /* An idle worker on CPU cpu: push the unit in the relay slot if the loop thread is here. */
 static void relay_take(struct sim *s, int cpu)
 {
@@ -625,8 +676,10 @@ static void *worker_main(void *arg)
                                 atomic_fetch_add(&s->idle_on[cpu], 1);
                         while (!atomic_load_explicit(&s->queued[bg], memory_order_relaxed) &&
                                (waited = now_ns() - t0) < IDLE_SPIN_NS) {
-                                if (relay_cpu(cpu))
+                                if (relay_cpu(cpu)) {
                                         relay_take(s, cpu);
+                                        oncpu_take(s, cpu);
+                                }
                                 spin_turn(waited);
                         }
                         if (relay_cpu(cpu))
@@ -1072,6 +1125,7 @@ static const struct backend_ops sim_ops = {
         .submit = sim_submit,
         .cancel = sim_cancel,
         .health = sim_health,
+        .run_on_cpu = sim_run_on_cpu,
         .destroy = sim_destroy,
 };
 

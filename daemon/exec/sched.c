@@ -1337,6 +1337,11 @@ static void task_account(struct exec *x, struct stream *st, struct task *t, int 
         }
 }
 
+int sched_units_in_flight(void)
+{
+        return !TAILQ_EMPTY(&inflight);
+}
+
 void sched_unit_complete(struct exec_unit *u, void *userdata)
 {
         struct exec *x = userdata;

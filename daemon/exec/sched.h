@@ -21,6 +21,8 @@ void sched_kick(struct exec *x);
 void sched_run(struct exec *x);
 /* Backend completion callback. */
 void sched_unit_complete(struct exec_unit *unit, void *userdata);
+/* Are units at the backend (on the host workers, or held by the device model)? */
+int sched_units_in_flight(void);
 /* Cancel the units running at the backend on one device (NULL: every device); they come
  * back, failed as cancelled, through sched_unit_complete. */
 void sched_cancel_running(struct exec *x, const struct device *dev);

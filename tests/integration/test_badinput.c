@@ -392,6 +392,18 @@ START_TEST(test_wrong_field_types)
                      NPU_ERR_INVALID, "'fd'");
         expect_error(fd, 15, "{\"method\":\"hello\",\"params\":{\"min_version\":1,\"max_version\":1,\"client\":5}}",
                      NPU_ERR_INVALID, "'client'");
+        /* a wait's "cpu" (session version 5) is a CPU number */
+        expect_error(fd, 17, "{\"method\":\"synchronize\",\"params\":{\"cpu\":-1}}",
+                     NPU_ERR_INVALID, "'cpu'");
+        expect_error(fd, 18, "{\"method\":\"synchronize\",\"params\":{\"cpu\":\"0\"}}",
+                     NPU_ERR_INVALID, "'cpu'");
+        expect_error(fd, 19, "{\"method\":\"synchronize\",\"params\":{\"cpu\":1048576}}",
+                     NPU_ERR_INVALID, "'cpu'");
+        expect_error(fd, 20, "{\"method\":\"stream_synchronize\",\"params\":{\"stream\":1,\"cpu\":1.5}}",
+                     NPU_ERR_INVALID, "'cpu'");
+        expect_error(fd, 21, "{\"method\":\"event_synchronize\",\"params\":{\"event\":1,\"cpu\":null}}",
+                     NPU_ERR_INVALID, "'cpu'");
+        expect_ok(fd, 22, "{\"method\":\"synchronize\",\"params\":{\"cpu\":0}}");
         /* still usable, and a correct allocation works */
         expect_ok(fd, 16, "{\"method\":\"mem_alloc\",\"params\":{\"device\":0,\"size\":64}}");
         close(fd);

@@ -363,6 +363,75 @@ START_TEST(test_workers_one_per_cpu)
 }
 END_TEST
 
+/* The session of c in npud's listing: its "client_cpu" and "writes_on_client_cpu". */
+static void own_session_cpu(npu_context_t *c, int *ret_cpu, long long *ret_writes)
+{
+        json_t *v = admin(c, "sessions"), *o;
+        size_t i;
+
+        *ret_cpu = -2;
+        *ret_writes = -1;
+        json_array_foreach(json_object_get(v, "sessions"), i, o)
+                if (json_is_true(json_object_get(o, "self"))) {
+                        *ret_cpu = (int)json_integer_value(json_object_get(o, "client_cpu"));
+                        *ret_writes = json_integer_value(json_object_get(o, "writes_on_client_cpu"));
+                }
+        json_decref(v);
+}
+
+/* Compute mode, session version 5: a wait names the CPU the waiting thread runs on, and npud
+ * writes the reply from there, through the host worker idle on that CPU, so that waking the
+ * client costs no interrupt across CPUs. The client waits from two CPUs in turn; from the one
+ * the loop thread is not on, its replies are written there. */
+START_TEST(test_replies_written_from_client_cpu)
+{
+        const int n = 256, rounds = 20;
+        const size_t bytes = (size_t)n * n * sizeof(float);
+        cpu_set_t mine, one;
+        int cpus[2], k = 0, cpu;
+        long long writes;
+
+        ck_assert_int_eq(sched_getaffinity(0, sizeof(mine), &mine), 0);
+        for (int i = 0; i < CPU_SETSIZE && k < 2; i++)
+                if (CPU_ISSET(i, &mine))
+                        cpus[k++] = i;
+        if (k < 2) {
+                printf("replies from the client's CPU: skipped, one CPU\n");
+                return;
+        }
+        start("{}", "compute");
+        npu_context_t *c = NULL;
+        OK(npu_connect(proc.sock, &c));
+        npu_buffer_t a, out[2];
+        npu_stream_t s[2];
+        OK(npu_malloc(c, 0, bytes, &a));
+        OK(npu_memset(c, a, 0, 0, bytes));
+        npu_tensor_t ta = { .buf = a, .dtype = NPU_FLOAT32, .ndim = 2, .dims = { n, n } };
+        for (int j = 0; j < 2; j++) {
+                OK(npu_malloc(c, 0, bytes, &out[j]));
+                OK(npu_stream_create(c, 0, 0, &s[j]));
+        }
+        for (int r = 0; r < 2 * rounds; r++) {
+                CPU_ZERO(&one);
+                CPU_SET(cpus[r / rounds], &one);
+                ck_assert_int_eq(sched_setaffinity(0, sizeof(one), &one), 0);
+                for (int j = 0; j < 2; j++) { /* work for both workers, which then idle */
+                        npu_tensor_t to = { .buf = out[j], .dtype = NPU_FLOAT32, .ndim = 2, .dims = { n, n } };
+                        OK(npu_launch(c, s[j], "MatMul", (npu_tensor_t[]){ ta, ta }, 2, &to, 1, NULL, 0, NULL));
+                }
+                OK(npu_synchronize(c));
+        }
+        ck_assert_int_eq(sched_setaffinity(0, sizeof(mine), &mine), 0);
+        own_session_cpu(c, &cpu, &writes);
+        printf("replies from the client's CPU: %lld of %d waits' replies written from CPUs %d and %d\n",
+               writes, 2 * rounds, cpus[0], cpus[1]);
+        ck_assert_msg(cpu == cpus[1], "npud has the client on CPU %d, it waited on %d", cpu, cpus[1]);
+        ck_assert_msg(writes > 0, "no reply was written from the client's CPU");
+        npu_disconnect(c);
+        stop();
+}
+END_TEST
+
 /* Compute mode: best-effort MatMuls large enough to be tiled keep both host workers' worth of
  * work queued; a latency-critical client's small MatMuls still run at once (best-effort work
  * runs on background workers that give way), and the tiled MatMuls, their tiles spread
@@ -511,6 +580,7 @@ int main(void)
         tcase_add_test(tc, test_latency_critical_under_best_effort_flood);
         tcase_add_test(tc, test_compute_isolation_and_parallel_tiles);
         tcase_add_test(tc, test_workers_one_per_cpu);
+        tcase_add_test(tc, test_replies_written_from_client_cpu);
         tcase_add_test(tc, test_backpressure_error_mode);
         tcase_add_test(tc, test_reload);
         suite_add_tcase(s, tc);
