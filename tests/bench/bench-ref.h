@@ -8,6 +8,23 @@
 
 #include <math.h>
 
+/* Set: every tensor between two nodes of the model is rounded to float32, as ONNX declares it,
+ * the arithmetic within a node staying exact (float64): what an ideal float32 engine would
+ * compute. Clear: float64 throughout. */
+static int ref_round32;
+
+static void ref_r(double *x, size_t n)
+{
+        if (ref_round32)
+                for (size_t i = 0; i < n; i++)
+                        x[i] = (double)(float)x[i];
+}
+
+static double ref_f(double x)
+{
+        return ref_round32 ? (double)(float)x : x;
+}
+
 static const float *ref_init(const Onnx__ModelProto *mp, const char *name)
 {
         for (size_t i = 0; i < mp->graph->n_initializer; i++)
@@ -23,10 +40,13 @@ static void ref_linear(const double *x, const float *w, const float *b, double *
 {
         for (int i = 0; i < m; i++)
                 for (int j = 0; j < n; j++) {
-                        double s = b ? (double)b[j] : 0.0;
+                        double s = 0.0;
                         for (int q = 0; q < k; q++)
                                 s += x[(size_t)i * k + q] * (double)(wt ? w[(size_t)j * k + q] : w[(size_t)q * n + j]);
-                        y[(size_t)i * n + j] = s;
+                        if (ref_round32) /* MatMul, then Add of the bias: two tensors */
+                                s = (double)(float)s;
+                        s += b ? (double)b[j] : 0.0;
+                        y[(size_t)i * n + j] = ref_round32 ? (double)(float)s : s;
                 }
 }
 
@@ -88,8 +108,10 @@ static void ref_conv_bn(const Onnx__ModelProto *mp, int l, const double *in, dou
                                         }
                                 }
                 double a = sc[co] / sqrt((double)var[co] + (double)1e-5f), b = bi[co] - mean[co] * a;
+                ref_r(o, (size_t)HW * HW); /* Conv's output */
                 for (int i = 0; i < HW * HW; i++)
                         o[i] = o[i] * a + b;
+                ref_r(o, (size_t)HW * HW); /* BatchNormalization's */
         }
 }
 
@@ -105,6 +127,7 @@ static void ref_resnet(const Onnx__ModelProto *mp, const struct bmodel *m, const
         ref_conv_bn(mp, 2, t, y, C, HW);
         for (size_t i = 0; i < m->n; i++)
                 y[i] += xd[i];
+        ref_r(y, m->n);
         ref_relu(y, m->n);
         free(xd);
         free(t);
@@ -148,7 +171,7 @@ static void ref_encoder(const Onnx__ModelProto *mp, const float *x, double *y)
                                 double s = 0;
                                 for (int d = 0; d < DK; d++)
                                         s += q[i * D + h * DK + d] * k[j * D + h * DK + d];
-                                p[j] = s / sdk + (j > i ? (double)-10000.0f : 0.0);
+                                p[j] = ref_f(ref_f(ref_f(s) / sdk) + (j > i ? (double)-10000.0f : 0.0));
                                 mx = p[j] > mx ? p[j] : mx;
                         }
                         for (int j = 0; j < T; j++)
@@ -156,21 +179,23 @@ static void ref_encoder(const Onnx__ModelProto *mp, const float *x, double *y)
                         for (int d = 0; d < DK; d++) {
                                 double c = 0;
                                 for (int j = 0; j < T; j++)
-                                        c += p[j] / sum * v[j * D + h * DK + d];
-                                ctx[i * D + h * DK + d] = c;
+                                        c += ref_f(p[j] / sum) * v[j * D + h * DK + d];
+                                ctx[i * D + h * DK + d] = ref_f(c);
                         }
                 }
         ref_linear(ctx, ref_init(mp, "attn.out.weight"), ref_init(mp, "attn.out.bias"), a, T, D, D, 0);
         for (int i = 0; i < T * D; i++)
-                a[i] += xd[i];
+                a[i] = ref_f(a[i] + xd[i]);
         ref_layernorm(a, ref_init(mp, "ln1.weight"), ref_init(mp, "ln1.bias"), T, D);
+        ref_r(a, (size_t)T * D);
         ref_linear(a, ref_init(mp, "ff1.weight"), ref_init(mp, "ff1.bias"), f, T, D, FF, 0);
         for (int i = 0; i < T * FF; i++)
-                f[i] = f[i] * (1 + erf(f[i] / s2)) * 0.5;
+                f[i] = ref_f(ref_f(f[i] * ref_f(1 + ref_f(erf(ref_f(f[i] / s2))))) * 0.5);
         ref_linear(f, ref_init(mp, "ff2.weight"), ref_init(mp, "ff2.bias"), y, T, FF, D, 0);
         for (int i = 0; i < T * D; i++)
-                y[i] += a[i];
+                y[i] = ref_f(y[i] + a[i]);
         ref_layernorm(y, ref_init(mp, "ln2.weight"), ref_init(mp, "ln2.bias"), T, D);
+        ref_r(y, (size_t)T * D);
         free(xd);
         free(q);
         free(k);
