@@ -151,7 +151,7 @@ struct exec_item {
          * backend frees what the step read for the last time (graph_run_step_done) once it
          * is done, instead of the daemon when the unit is back. */
         uint8_t step_done_here;
-        uint64_t model_ns; /* duration in model mode */
+        uint64_t model_ns; /* duration in model mode; in compute mode what a slowed device stretches */
         /* filled by the backend */
         int status; /* 0, or a PROTO_E_* code */
         char err[256];

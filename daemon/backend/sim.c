@@ -267,10 +267,12 @@ static uint64_t item_exec(struct sim *s, struct exec_unit *u, struct exec_item *
                           struct ops_runctx *rc)
 {
         uint64_t t0 = now_ns();
-        /* a slowed device stretches the item's computing time, the worker's CPU time: its
-         * wall time also counts the moments the worker was preempted, which the factor
-         * (up to thousands) would turn into seconds */
-        uint64_t c0 = slow_factor(s, u->device) > 1.0 ? thread_cpu_ns() : 0;
+        /* A slowed device stretches the item's device time: what the cost model gives it (as
+         * in model mode), else the worker's CPU time on it. Host time would carry the host's
+         * noise into the stretch: a worker preempted for 100 us, or a first touch of device
+         * memory faulting in a 2 MB page, became seconds at a factor of 30000 (CI,
+         * test_hostile_run/test_slow_fault_isolated_compute). */
+        uint64_t c0 = slow_factor(s, u->device) > 1.0 && !it->model_ns ? thread_cpu_ns() : 0;
 
         rc->deadline_ns = !u->max_run_ns ? 0
                           : it->kind == EXEC_GRAPH_STEP ? u->start_ns + u->max_run_ns
@@ -291,7 +293,11 @@ static uint64_t item_exec(struct sim *s, struct exec_unit *u, struct exec_item *
         double f = slow_factor(s, u->device);
         if (f <= 1.0)
                 return 0;
-        uint64_t c1 = thread_cpu_ns(), ran = c0 && c1 > c0 ? c1 - c0 : now_ns() - t0;
+        uint64_t ran = it->model_ns;
+        if (!ran) {
+                uint64_t c1 = thread_cpu_ns();
+                ran = c0 && c1 > c0 ? c1 - c0 : now_ns() - t0;
+        }
         return (uint64_t)((double)ran * (f - 1.0));
 }
 
@@ -381,6 +387,7 @@ static void gang_part(struct sim *s, struct exec_unit *u, struct exec_item *it, 
         part.step = it->step;
         part.part = p;
         part.nparts = np;
+        part.model_ns = it->model_ns / (uint64_t)np;
         atomic_fetch_add(&u->g_delay, item_exec(s, u, &part, rc));
         if (part.status)
                 item_fail_once(it, part.status, part.err);

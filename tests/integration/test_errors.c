@@ -196,8 +196,8 @@ START_TEST(test_threads_keep_their_errors)
         OK(npu_memcpy_to_device(ctx, small, 0, data, sizeof(data))); /* the internal stream */
         c1.buf = big;
         c2.buf = small; /* offset 8192 of a 4096-byte buffer: out of range */
-        /* the 64 MiB memset takes ~10 ms; slowed, it runs for a second or more */
-        admin("fault_inject", "{\"device\": 0, \"kind\": \"slow\", \"value\": 200}");
+        /* the 64 MiB memset is modelled at about 50 us; slowed, it runs for about 2 s */
+        admin("fault_inject", "{\"device\": 0, \"kind\": \"slow\", \"value\": 40000}");
         ck_assert_int_eq(pthread_create(&t1, NULL, memset_thread, &c1), 0);
         usleep(200 * 1000);
         ck_assert_int_eq(pthread_create(&t2, NULL, memset_thread, &c2), 0);
