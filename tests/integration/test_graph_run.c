@@ -298,7 +298,7 @@ static uint64_t queue_blocker(npu_stream_t s, npu_buffer_t *ret_buf)
         t = vec(*ret_buf, NPU_FLOAT32, 2, (int64_t[]){ D, D });
         npu_tensor_t o = t;
         o.offset = D * D * sizeof(float);
-        json_decref(admin(ctx, "fault_inject", "{\"device\": 0, \"kind\": \"slow\", \"value\": 100000}"));
+        json_decref(admin(ctx, "fault_inject", "{\"device\": 0, \"kind\": \"slow\", \"value\": 1000000}"));
         OK(npu_launch(ctx, s, "MatMul", (npu_tensor_t[]){ t, t }, 2, &o, 1, NULL, 0, &task));
         OK(npu_flush(ctx));
         for (int i = 0; i < 400; i++) { /* until it runs */
