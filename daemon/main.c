@@ -67,8 +67,8 @@ static void on_util_timer(evutil_socket_t fd, short what, void *arg)
  * finds the loop thread not waiting in epoll wakes nobody. A wake-up from another CPU costs
  * an interrupt to the loop thread's CPU (a SCHED_FIFO thread must preempt at once), which on
  * a virtual machine costs the client 33 us and delays the loop thread by 60 us (measured
- * here), against about 11 us for the loop thread's own timer to end a nap. The naps leave the CPU to whoever runs there
- * (the client, a worker). */
+ * here), against about 11 us for the loop thread's own timer to end a nap. The naps leave
+ * the CPU to whoever runs there (the client, a worker). */
 #define LOOP_POLL_NS 200000
 #define LOOP_POLL_NAP_NS 1000
 

@@ -203,7 +203,7 @@ int proto_reader_feed(struct proto_reader *r, const void *data, size_t len)
         return 0;
 }
 
-static ssize_t reader_fill(struct proto_reader *r, int sock)
+ssize_t proto_reader_fill(struct proto_reader *r, int sock)
 {
         union {
                 char buf[CMSG_SPACE(sizeof(int) * PROTO_MAX_FDS)];
@@ -268,11 +268,6 @@ static ssize_t reader_fill(struct proto_reader *r, int sock)
         r->received += (uint64_t)n;
         r->drained = (size_t)n < iov.iov_len;
         return n;
-}
-
-ssize_t proto_reader_fill(struct proto_reader *r, int sock)
-{
-        return reader_fill(r, sock);
 }
 
 int proto_reader_has_frame(const struct proto_reader *r)

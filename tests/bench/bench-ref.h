@@ -13,16 +13,15 @@
  * compute. Clear: float64 throughout. */
 static int ref_round32;
 
-static void ref_r(double *x, size_t n)
-{
-        if (ref_round32)
-                for (size_t i = 0; i < n; i++)
-                        x[i] = (double)(float)x[i];
-}
-
 static double ref_f(double x)
 {
         return ref_round32 ? (double)(float)x : x;
+}
+
+static void ref_r(double *x, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                x[i] = ref_f(x[i]);
 }
 
 static const float *ref_init(const Onnx__ModelProto *mp, const char *name)
@@ -43,10 +42,8 @@ static void ref_linear(const double *x, const float *w, const float *b, double *
                         double s = 0.0;
                         for (int q = 0; q < k; q++)
                                 s += x[(size_t)i * k + q] * (double)(wt ? w[(size_t)j * k + q] : w[(size_t)q * n + j]);
-                        if (ref_round32) /* MatMul, then Add of the bias: two tensors */
-                                s = (double)(float)s;
-                        s += b ? (double)b[j] : 0.0;
-                        y[(size_t)i * n + j] = ref_round32 ? (double)(float)s : s;
+                        /* MatMul, then Add of the bias: two tensors */
+                        y[(size_t)i * n + j] = ref_f(ref_f(s) + (b ? (double)b[j] : 0.0));
                 }
 }
 
