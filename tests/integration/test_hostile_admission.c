@@ -679,6 +679,43 @@ START_TEST(test_waiter_cap)
 }
 END_TEST
 
+/* ---- a wait's "cpu" hint (session version 5) ---- */
+
+/* An unprivileged client names CPUs npud does not have, and every CPU number in turn, on
+ * thousands of waits: the bad ones are refused naming 'cpu', the others answered; npud
+ * writes at most some replies from another idle worker. */
+static int attacker_cpu_hints(void *arg)
+{
+        static const char *const bad[] = { "-1", "\"0\"", "1024", "1e9", "null", "[1]" };
+        int fd = harness_raw_connect(arg);
+        char req[96];
+
+        REQUIRE(fd >= 0 && harness_raw_hello(fd) == 0);
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                snprintf(req, sizeof(req), "{\"method\":\"synchronize\",\"params\":{\"cpu\":%s}}", bad[i]);
+                json_t *r = harness_raw_call(fd, 10 + (uint64_t)i, req);
+                REQUIRE(r && harness_reply_code(r) == NPU_ERR_INVALID && strstr(err_message(r), "'cpu'"));
+                json_decref(r);
+        }
+        for (int i = 0; i < 2048; i++) {
+                snprintf(req, sizeof(req), "{\"method\":\"synchronize\",\"params\":{\"cpu\":%d}}", i % 1024);
+                json_t *r = harness_raw_call(fd, 100 + (uint64_t)i, req);
+                REQUIRE(r && harness_reply_code(r) == 0);
+                json_decref(r);
+        }
+        close(fd);
+        return 0;
+}
+
+START_TEST(test_wait_cpu_hints)
+{
+        start("{}", "compute");
+        ck_assert_int_eq(harness_run_as(auid, agid, attacker_cpu_hints, proc.sock), 0);
+        root_client_works();
+        stop();
+}
+END_TEST
+
 /* ---- item 10: streams per uid ---- */
 
 static int other_user_streams(void *arg)
@@ -994,6 +1031,7 @@ int main(void)
         ADD(test_huge_submit_frame_block);
         ADD(test_huge_submit_frame_error);
         ADD(test_waiter_cap);
+        ADD(test_wait_cpu_hints);
         ADD(test_streams_per_uid);
         ADD(test_sigkill_while_paused);
         ADD(test_fds_on_frame_declaring_none);
