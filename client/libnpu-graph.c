@@ -345,13 +345,30 @@ static npu_status_t graph_run_check(npu_context_t *ctx, npu_graph_t graph, const
 NPU_EXPORT npu_status_t npu_graph_load(npu_context_t *ctx, int device, const void *model, size_t size,
                                        npu_graph_t *ret_graph)
 {
-        json_t *res = NULL;
+        return npu_graph_load_with(ctx, device, model, size, NULL, ret_graph);
+}
+
+NPU_EXPORT npu_status_t npu_graph_load_with(npu_context_t *ctx, int device, const void *model, size_t size,
+                                            const npu_load_options_t *opts, npu_graph_t *ret_graph)
+{
+        const char *fn = opts ? "npu_graph_load_with" : "npu_graph_load";
+        json_t *res = NULL, *params;
         npu_status_t st;
         size_t done = 0;
         int fd;
 
         if (!ctx || !model || !ret_graph || device < 0 || size == 0 || size > INT64_MAX)
-                return fail(NPU_ERR_INVALID, "npu_graph_load: invalid argument");
+                return fail(NPU_ERR_INVALID, "%s: invalid argument", fn);
+        if (opts && opts->size < offsetof(npu_load_options_t, accumulate) + sizeof(opts->accumulate))
+                return fail(NPU_ERR_INVALID, "%s: options size %zu is smaller than npu_load_options_t", fn,
+                            opts->size);
+        if (opts && opts->accumulate != NPU_ACCUMULATE_FLOAT32 && opts->accumulate != NPU_ACCUMULATE_FLOAT64)
+                return fail(NPU_ERR_INVALID, "%s: accumulate %d is not NPU_ACCUMULATE_FLOAT32 or _FLOAT64", fn,
+                            opts->accumulate);
+        int acc64 = opts && opts->accumulate == NPU_ACCUMULATE_FLOAT64;
+        if (acc64 && ctx->version < PROTO_VERSION_ACCUMULATE)
+                return fail(NPU_ERR_VERSION, "%s: float64 accumulation needs npud protocol %d (this npud speaks %d)",
+                            fn, PROTO_VERSION_ACCUMULATE, ctx->version);
         fd = memfd_create("npu-graph", MFD_CLOEXEC | MFD_ALLOW_SEALING);
         if (fd < 0)
                 return fail(NPU_ERR_SYSTEM, "memfd_create: %s", strerror(errno));
@@ -360,7 +377,7 @@ NPU_EXPORT npu_status_t npu_graph_load(npu_context_t *ctx, int device, const voi
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n <= 0) {
-                        st = fail(NPU_ERR_SYSTEM, "npu_graph_load: writing %zu bytes: %s", size,
+                        st = fail(NPU_ERR_SYSTEM, "%s: writing %zu bytes: %s", fn, size,
                                   n < 0 ? strerror(errno) : "short write");
                         close(fd);
                         return st;
@@ -368,11 +385,14 @@ NPU_EXPORT npu_status_t npu_graph_load(npu_context_t *ctx, int device, const voi
                 done += (size_t)n;
         }
         if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
-                st = fail(NPU_ERR_SYSTEM, "npu_graph_load: sealing the model: %s", strerror(errno));
+                st = fail(NPU_ERR_SYSTEM, "%s: sealing the model: %s", fn, strerror(errno));
                 close(fd);
                 return st;
         }
-        st = npu_call_fds(ctx, "graph_load", json_pack("{s:i, s:i}", "device", device, "fd", 0), &fd, 1, &res);
+        params = json_pack("{s:i, s:i}", "device", device, "fd", 0);
+        if (params && acc64) /* only when asked: an older npud refuses the parameter */
+                json_object_set_new(params, "accumulate", json_string("float64"));
+        st = npu_call_fds(ctx, "graph_load", params, &fd, 1, &res);
         close(fd);
         if (st == NPU_OK)
                 st = npu_get_u32(res, "graph", &ret_graph->id);

@@ -124,6 +124,7 @@ struct tune_run {
         struct ops_call *call;
         const struct ops_packed_b *packed;
         const struct ops_packed_conv *pconv;
+        int acc64; /* the graph accumulates in float64: that variant only */
 };
 
 static int run_variant(void *arg, int variant)
@@ -131,9 +132,15 @@ static int run_variant(void *arg, int variant)
         struct tune_run *r = arg;
         char msg[128];
 
-        /* a variant the node does not have is not measured */
+        /* a variant the node does not have is not measured: float64 accumulation is the
+         * graph's choice, never a float32 graph's tuning result, and the only one of a
+         * graph that made it */
         int on_packed = ops_sgemm_on_packed_b(variant), direct = variant == OPS_SGEMM_ONEDNN_DIRECT;
 
+        if ((variant == OPS_SGEMM_F64) != r->acc64)
+                return -1;
+        if (variant == OPS_SGEMM_F64)
+                return ops_run_variant(r->def, r->call, variant, r->packed, NULL, msg, sizeof(msg)) < 0 ? -1 : 0;
         if ((on_packed && !r->packed) || (direct && !r->pconv) ||
             (variant == OPS_SGEMM_XSMM_PACKED && !ops_xsmm_usable()))
                 return -1;
@@ -311,7 +318,12 @@ static void tune_node(struct graph *g, struct graph_node *gn, const struct ops_t
         char msg[256], sig[TUNE_SIG_MAX];
         struct ops_packed_b *packed = NULL;
         struct ops_packed_conv *pconv = NULL;
+        int acc64 = g->accumulate == GRAPH_ACCUMULATE_FLOAT64;
 
+        /* the executor runs every node of such a graph under the float64 variant; this
+         * node's packed copy and time are made below when its shapes allow */
+        if (acc64)
+                gn->variant = OPS_SGEMM_F64 + 1;
         if (!call)
                 return;
         for (int i = 0; i < gn->nin; i++)
@@ -329,18 +341,27 @@ static void tune_node(struct graph *g, struct graph_node *gn, const struct ops_t
         int ptrans = 0, packable = packable_b(g, gn, call, &pk, &pn, &ptrans) == 0;
         uint64_t limit = g->pack_limit >= 0 && (uint64_t)g->pack_limit < GRAPH_PACK_TOTAL
                                  ? (uint64_t)g->pack_limit : GRAPH_PACK_TOTAL;
-        if (packable && st->packed_bytes + GRAPH_PACK_BYTES(pk, pn) > limit)
+        /* a float64 copy takes twice the bytes */
+        if (packable && st->packed_bytes + GRAPH_PACK_BYTES(pk, pn) * (acc64 ? 2 : 1) > limit)
                 packable = 0;
-        int convable = !packable && direct_conv(g, gn, call);
+        int convable = !acc64 && !packable && direct_conv(g, gn, call);
         int64_t nf = convable ? call->in[1].dims[0] : 0; /* filters [M, C, KH, KW] */
         if (convable && (nf <= 0 || st->packed_bytes + GRAPH_PACK_BYTES(ops_tensor_numel(&call->in[1]) / nf,
                                                                         nf) > limit))
                 convable = 0;
         /* " packed-bx": measured with both packed variants (a cache entry of " packed-b" was
          * measured before the libxsmm one existed, and is not taken) */
-        node_sig(call, packable ? " packed-bx" : convable ? " direct" : "", sig, sizeof(sig));
+        node_sig(call, acc64 ? (packable ? " f64-packed" : " f64") : packable ? " packed-bx" : convable ? " direct" : "",
+                 sig, sizeof(sig));
         int cached = tune_lookup(gn->def->name, sig);
-        if (cached >= 0 && cached < OPS_SGEMM_VARIANTS) {
+        if (acc64 && cached == OPS_SGEMM_F64) {
+                if (packable)
+                        packed = ops_packed_b_new_f64(call->in[1].data, pk, pn, ptrans, msg, sizeof(msg));
+                st->tuned++;
+                st->tune_cached++;
+                goto keep;
+        }
+        if (!acc64 && cached >= 0 && cached < OPS_SGEMM_F64) {
                 /* libxsmm off, or without kernels for this CPU: the oneDNN copy instead */
                 if (cached == OPS_SGEMM_XSMM_PACKED && !ops_xsmm_usable())
                         cached = OPS_SGEMM_ONEDNN_PACKED;
@@ -368,25 +389,26 @@ static void tune_node(struct graph *g, struct graph_node *gn, const struct ops_t
         if (fill_data(gn, call, scratch, &nscratch) < 0)
                 goto out;
         /* a packable node whose weights oneDNN refuses is measured as one that is not */
-        if (packable && !(packed = ops_packed_b_new(call->in[1].data, pk, pn, ptrans,
-                                                    product_rows(call), msg, sizeof(msg)))) {
-                node_sig(call, "", sig, sizeof(sig));
+        if (packable && !(packed = acc64 ? ops_packed_b_new_f64(call->in[1].data, pk, pn, ptrans, msg, sizeof(msg))
+                                         : ops_packed_b_new(call->in[1].data, pk, pn, ptrans, product_rows(call),
+                                                            msg, sizeof(msg)))) {
+                node_sig(call, acc64 ? " f64" : "", sig, sizeof(sig));
                 packable = 0;
         }
         if (convable && !(pconv = ops_conv_pack(call, msg, sizeof(msg)))) {
                 node_sig(call, "", sig, sizeof(sig));
                 convable = 0;
         }
-        struct tune_run r = { .def = gn->def, .call = call, .packed = packed, .pconv = pconv };
+        struct tune_run r = { .def = gn->def, .call = call, .packed = packed, .pconv = pconv, .acc64 = acc64 };
         /* the packed copy costs memory, and saves repacking in row parts (GRAPH_PACK_GAIN);
          * a node that runs in row parts at all gains that much more from it */
-        double weight[OPS_SGEMM_VARIANTS] = { 1.0, 1.0, GRAPH_PACK_GAIN, GRAPH_PACK_GAIN, GRAPH_PACK_GAIN };
+        double weight[OPS_SGEMM_VARIANTS] = { 1.0, 1.0, GRAPH_PACK_GAIN, GRAPH_PACK_GAIN, GRAPH_PACK_GAIN, 1.0 };
         if (packable && graph_split_max_parts_packed(gn->def, call, 1) > 1)
                 weight[OPS_SGEMM_ONEDNN_PACKED] = weight[OPS_SGEMM_XSMM_PACKED] = GRAPH_PACK_GAIN_PARTS;
         /* a packable node measures both packed variants (not the direct one, which it does
          * not have); a convolution the direct one */
         int v = tune_choose_weighted(gn->def->name, sig,
-                                     packable ? OPS_SGEMM_VARIANTS
+                                     packable || acc64 ? OPS_SGEMM_VARIANTS
                                      : convable ? OPS_SGEMM_ONEDNN_DIRECT + 1 : OPS_SGEMM_ONEDNN_PACKED,
                                      ops_sgemm_variant_names, weight, run_variant, &r);
         if (v >= 0) {
@@ -398,7 +420,7 @@ keep:
         /* what the chosen variant took on one thread, for the scheduler's part count */
         gn->tuned_ns = flops ? tune_lookup_ns(gn->def->name, sig, gn->variant - 1) : 0;
         gn->tuned_flops = gn->tuned_ns ? flops : 0;
-        if (packed && ops_sgemm_on_packed_b(gn->variant - 1)) {
+        if (packed && (ops_sgemm_on_packed_b(gn->variant - 1) || gn->variant == OPS_SGEMM_F64 + 1)) {
                 ops_packed_b_keep(packed, gn->variant - 1); /* the other layout goes */
                 gn->packed = packed;
                 st->packed++;

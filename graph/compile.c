@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/blas.h"
 #include "ops/control.h"
 #include "ops/runctx.h"
 #include "proto/dtype.h"
@@ -611,6 +612,10 @@ int graph_compile(struct graph *g, unsigned flags, char *err, size_t errlen)
         removed = calloc((size_t)g->nnodes + 1, 1);
         if (!removed)
                 return oom(err, errlen);
+        /* Constants folded at load are computed as the graph's runs compute: in float64 for
+         * a graph that accumulates in float64 (the tuning pass resets the variant). */
+        if (g->accumulate == GRAPH_ACCUMULATE_FLOAT64)
+                ops_sgemm_force(OPS_SGEMM_F64);
         /* One pass at a time, each followed by a compaction, so that every pass sees a
          * graph with current uses and order. */
         /* The pattern passes (GELU, LayerNormalization, then epilogues, which may take a
@@ -635,10 +640,12 @@ int graph_compile(struct graph *g, unsigned flags, char *err, size_t errlen)
                 }
                 if (rc > 0 && compact(g, removed, err, errlen) < 0) {
                         free(removed);
+                        ops_sgemm_force(OPS_SGEMM_AUTO);
                         return -EINVAL;
                 }
         }
         free(removed);
+        ops_sgemm_force(OPS_SGEMM_AUTO);
         if (rc < 0)
                 return oom(err, errlen);
         st->nodes_after = g->nnodes;

@@ -432,19 +432,22 @@ static int node_begin(struct frame *f, int n, struct ops_call *call, void **mem,
 }
 
 /* The node's kernel on call (the whole node, or a part of it). */
-static int node_kernel(const struct graph_node *gn, const struct ops_call *call, const char *label,
-                       char *err, size_t errlen)
+static int node_kernel(const struct graph *g, const struct graph_node *gn, const struct ops_call *call,
+                       const char *label, char *err, size_t errlen)
 {
+        int acc64 = g->accumulate == GRAPH_ACCUMULATE_FLOAT64;
         char msg[512];
         int rc;
 
         msg[0] = 0;
         /* a convolution on filters packed at load: straight from input to output, its
          * epilogue included, where the direct path takes it */
-        if (!gn->pconv || (rc = graph_conv_direct_rows(gn->pconv, call, 0, 0, msg, sizeof(msg))) > 0) {
-                /* the kernel variant tuning chose for this node (compile-tune.c) */
-                rc = ops_run_variant(gn->def, call, gn->variant ? gn->variant - 1 : OPS_SGEMM_AUTO,
-                                     gn->packed, gn->pconv, msg, sizeof(msg));
+        if (acc64 || !gn->pconv || (rc = graph_conv_direct_rows(gn->pconv, call, 0, 0, msg, sizeof(msg))) > 0) {
+                /* the kernel variant tuning chose for this node (compile-tune.c); every node
+                 * of a graph loaded to accumulate in float64 runs that variant */
+                rc = ops_run_variant(gn->def, call,
+                                     acc64 ? OPS_SGEMM_F64 : gn->variant ? gn->variant - 1 : OPS_SGEMM_AUTO,
+                                     gn->packed, acc64 ? NULL : gn->pconv, msg, sizeof(msg));
         }
         if (rc < 0)
                 return err_set(err, errlen, node_code(PROTO_E_EXEC), "%s: %s", label,
@@ -494,7 +497,7 @@ static int run_node(struct frame *f, int n, char *err, size_t errlen)
         graph_node_label(gn, label, sizeof(label));
         rc = node_begin(f, n, &call, mem, label, err, errlen);
         if (!rc)
-                rc = node_kernel(gn, &call, label, err, errlen);
+                rc = node_kernel(g, gn, &call, label, err, errlen);
         if (!rc) {
                 node_commit(f, n, &call, mem, 1);
                 for (int i = 0; i < gn->nin && !f->deferred; i++)
@@ -754,8 +757,8 @@ int graph_exec_bound(struct graph_bind *b, char *err, size_t errlen)
  * copied out of every channel, convolved with the pads of the part (graph_split_conv_rows)
  * into a buffer of the part's rows of every output channel, then scattered into the
  * output. Each part lays out only its share of the input (im2col). */
-static int run_conv_rows(const struct graph_node *gn, const struct node_prep *p, struct ops_call *c,
-                         int64_t lo, int64_t hi, const char *label, char *err, size_t errlen)
+static int run_conv_rows(const struct graph *g, const struct graph_node *gn, const struct node_prep *p,
+                         struct ops_call *c, int64_t lo, int64_t hi, const char *label, char *err, size_t errlen)
 {
         const struct ops_tensor *x = &p->call.in[0], *y = &p->call.out[0];
         struct graph_split_rows r;
@@ -767,7 +770,7 @@ static int run_conv_rows(const struct graph_node *gn, const struct node_prep *p,
 
         /* packed filters: the direct convolution reads the part's input rows where they are
          * and writes its output rows in place */
-        if (gn->pconv) {
+        if (gn->pconv && g->accumulate != GRAPH_ACCUMULATE_FLOAT64) {
                 msg[0] = 0;
                 rc = graph_conv_direct_rows(gn->pconv, &p->call, lo, hi, msg, sizeof(msg));
                 if (rc < 0) {
@@ -813,7 +816,7 @@ static int run_conv_rows(const struct graph_node *gn, const struct node_prep *p,
                         pads[2] = r.bottom;
                         c->attr[j].ints = pads;
                 }
-        rc = node_kernel(gn, c, label, err, errlen);
+        rc = node_kernel(g, gn, c, label, err, errlen);
         for (int64_t k = 0; !rc && k < m; k++)
                 memcpy((char *)y->data + (size_t)((k * oh + lo) * ow) * es,
                        out + (size_t)(k * (hi - lo) * ow) * es, (size_t)((hi - lo) * ow) * es);
@@ -855,7 +858,7 @@ static int run_node_part(struct graph_run *r, int step, int k, int nparts, char 
         if (p->rc)
                 return err_set(err, errlen, p->rc, "%s", p->err);
         if (p->split.how == GRAPH_SPLIT_NONE || nparts <= 1) /* shapes unlike the estimate's */
-                return k == 0 ? node_kernel(gn, &p->call, label, err, errlen) : 0;
+                return k == 0 ? node_kernel(f->g, gn, &p->call, label, err, errlen) : 0;
 
         struct ops_call c = p->call;
         int64_t lo, hi;
@@ -864,7 +867,7 @@ static int run_node_part(struct graph_run *r, int step, int k, int nparts, char 
         if (lo >= hi)
                 return 0;
         if (p->split.how == GRAPH_SPLIT_SPATIAL) {
-                rc = run_conv_rows(gn, p, &c, lo, hi, label, err, errlen);
+                rc = run_conv_rows(f->g, gn, p, &c, lo, hi, label, err, errlen);
         } else if (p->split.how == GRAPH_SPLIT_COLS) { /* its columns are not contiguous in the output */
                 char msg[256] = "";
                 size_t es = proto_dtype_size(c.out[0].dtype);
@@ -873,13 +876,13 @@ static int run_node_part(struct graph_run *r, int step, int k, int nparts, char 
                 if (!tmp)
                         return err_set(err, errlen, node_code(PROTO_E_EXEC), "%s: %s", label, msg);
                 c.out[0].data = tmp;
-                rc = node_kernel(gn, &c, label, err, errlen);
+                rc = node_kernel(f->g, gn, &c, label, err, errlen);
                 for (int64_t i = 0; !rc && i < rows; i++)
                         memcpy((char *)p->call.out[0].data + (size_t)(i * cols + lo) * es,
                                (char *)tmp + (size_t)(i * (hi - lo)) * es, (size_t)(hi - lo) * es);
                 ops_buf_free(tmp);
         } else {
-                rc = node_kernel(gn, &c, label, err, errlen);
+                rc = node_kernel(f->g, gn, &c, label, err, errlen);
         }
         ops_control_forget();
         return rc;

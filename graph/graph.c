@@ -17,8 +17,18 @@ struct graph *graph_new(struct graph *parent)
                 return NULL;
         g->parent = parent;
         g->opset = parent ? parent->opset : 0;
+        g->accumulate = parent ? parent->accumulate : GRAPH_ACCUMULATE_FLOAT32;
         g->pack_limit = -1;
         return g;
+}
+
+void graph_set_accumulate(struct graph *g, int accumulate)
+{
+        g->accumulate = accumulate;
+        for (int n = 0; n < g->nnodes; n++)
+                for (int a = 0; a < g->nodes[n].nattr; a++)
+                        if (g->nodes[n].attr[a].type == OPS_ATTR_GRAPH)
+                                graph_set_accumulate((struct graph *)g->nodes[n].attr[a].graph, accumulate);
 }
 
 void graph_free(struct graph *g)

@@ -60,7 +60,9 @@ struct graph_node {
         int *implicit; /* values of this graph that the node's subgraphs read */
         int variant;   /* kernel variant tuning chose (compile-tune.c) + 1; 0: the default */
         /* its constant B reordered for oneDNN's matmul when variant is
-         * OPS_SGEMM_ONEDNN_PACKED + 1 (ops/blas.h), freed with the graph; NULL otherwise */
+         * OPS_SGEMM_ONEDNN_PACKED + 1 (ops/blas.h), in column blocks for libxsmm when
+         * OPS_SGEMM_XSMM_PACKED + 1, in float64 column blocks when OPS_SGEMM_F64 + 1; freed
+         * with the graph; NULL otherwise */
         struct ops_packed_b *packed;
         /* its constant filters reordered for oneDNN's direct convolution when variant is
          * OPS_SGEMM_ONEDNN_DIRECT + 1, freed with the graph; NULL otherwise */
@@ -71,9 +73,19 @@ struct graph_node {
         uint64_t tuned_ns, tuned_flops;
 };
 
+/* How a graph's products (MatMul, Gemm, Conv and every other kernel built on ops_sgemm)
+ * sum their terms: in float32, at the float32 kernels' speed, or in float64 (ops/blas.h,
+ * OPS_SGEMM_F64), each element then within a few ulps of the exact sum of its float32
+ * products. Chosen at load (graph_load's "accumulate"), for the whole graph. */
+enum graph_accumulate {
+        GRAPH_ACCUMULATE_FLOAT32 = 0,
+        GRAPH_ACCUMULATE_FLOAT64 = 1,
+};
+
 struct graph {
         struct graph *parent; /* enclosing graph of a subgraph, NULL for the model's graph */
         int opset;            /* the model's default-domain opset version */
+        int accumulate;       /* enum graph_accumulate: a subgraph's is its parent's */
         int nvalues, values_cap;
         struct graph_value *values;
         int nnodes, nodes_cap;
@@ -109,6 +121,9 @@ struct graph {
 struct graph *graph_new(struct graph *parent);
 /* Free a graph, its subgraphs and (when owned) its storage. NULL is fine. */
 void graph_free(struct graph *g);
+/* Set g's accumulation (enum graph_accumulate) and its subgraphs'; before graph_compile,
+ * which tunes for it. */
+void graph_set_accumulate(struct graph *g, int accumulate);
 
 /* Zeroed memory owned by the graph (freed by graph_free); NULL when out of memory. */
 void *graph_alloc(struct graph *g, size_t size);

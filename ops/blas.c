@@ -37,8 +37,9 @@ int ops_dnnl_wanted(void)
         return env_wanted(&wanted, "NPUD_SGEMM", "openblas");
 }
 
-const char *const ops_sgemm_variant_names[OPS_SGEMM_VARIANTS] = { "openblas", "onednn", "onednn-packed",
-                                                                      "onednn-direct", "xsmm-packed" };
+const char *const ops_sgemm_variant_names[OPS_SGEMM_VARIANTS] = { "openblas",      "onednn",
+                                                                      "onednn-packed", "onednn-direct",
+                                                                      "xsmm-packed",   "float64" };
 
 static __thread int forced = OPS_SGEMM_AUTO;
 
@@ -112,6 +113,9 @@ struct ops_packed_b {
         uint64_t x_bytes;
         int x_failed;
         int dnnl_gone;          /* ops_packed_b_keep let the oneDNN copy go */
+        /* the float64 column blocks of OPS_SGEMM_F64 (ops_packed_b_new_f64 only) */
+        double *xd;
+        uint64_t xd_bytes;
 };
 
 static dnnl_engine_t engine;
@@ -284,6 +288,27 @@ struct ops_packed_b *ops_packed_b_new(const float *b, long k, long n, int transb
         return p;
 }
 
+struct ops_packed_b *ops_packed_b_new_f64(const float *b, long k, long n, int transb, char *err, size_t errlen)
+{
+        struct ops_packed_b *p = k > 0 && n > 0 ? calloc(1, sizeof(*p)) : NULL;
+
+        if (p) {
+                p->src = b;
+                p->k = k;
+                p->n = n;
+                p->transb = transb;
+                p->dnnl_gone = 1;
+                p->x_failed = 1;
+                p->xd = ops_f64_pack_b(b, k, n, transb, transb ? k : n, &p->xd_bytes);
+        }
+        if (!p || !p->xd) {
+                snprintf(err, errlen, k > 0 && n > 0 ? "out of memory" : "empty weights");
+                free(p);
+                return NULL;
+        }
+        return p;
+}
+
 /* The oneDNN copy, its column blocks and its primitives (under p->mu or with p private). */
 static void dnnl_copy_free(struct ops_packed_b *p)
 {
@@ -307,6 +332,7 @@ void ops_packed_b_free(struct ops_packed_b *p)
                 return;
         dnnl_copy_free(p);
         free(p->x);
+        free(p->xd);
         free(p);
 }
 
@@ -315,7 +341,7 @@ uint64_t ops_packed_b_bytes(const struct ops_packed_b *p)
         if (!p)
                 return 0;
         spin_lock((spin_lock_t *)&p->mu);
-        uint64_t n = p->bytes + p->block_bytes + p->x_bytes;
+        uint64_t n = p->bytes + p->block_bytes + p->x_bytes + p->xd_bytes;
         spin_unlock((spin_lock_t *)&p->mu);
         return n;
 }
@@ -554,11 +580,12 @@ static void xsmm_cols(long blk, long first, long last, long lo, long n, long *c0
 
 /* The product on the current packed B's libxsmm layout when the call matches it (any
  * column range of B): 0, or -1 for the plain path, before anything is written. */
-static int sgemm_xsmm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb,
-                      blasint m, blasint n, blasint k, float alpha, const float *a, blasint lda,
-                      const float *b, blasint ldb, float beta, float *c, blasint ldc)
+/* Whether a call computes on packed B p's columns: 0 and *ret_lo, the first of them (a call
+ * on any column range of B), or -1. */
+static int packed_cols(const struct ops_packed_b *p, enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta,
+                       enum CBLAS_TRANSPOSE tb, blasint m, blasint n, blasint k, float alpha, blasint lda,
+                       const float *b, blasint ldb, float beta, blasint ldc, long *ret_lo)
 {
-        struct ops_packed_b *p = (struct ops_packed_b *)cur_packed;
         int transb = tb != CblasNoTrans;
         long lo;
 
@@ -576,6 +603,19 @@ static int sgemm_xsmm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLA
                 lo = (long)(b - p->src);
         }
         if (lo + n > p->n)
+                return -1;
+        *ret_lo = lo;
+        return 0;
+}
+
+static int sgemm_xsmm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb,
+                      blasint m, blasint n, blasint k, float alpha, const float *a, blasint lda,
+                      const float *b, blasint ldb, float beta, float *c, blasint ldc)
+{
+        struct ops_packed_b *p = (struct ops_packed_b *)cur_packed;
+        long lo;
+
+        if (packed_cols(p, order, ta, tb, m, n, k, alpha, lda, b, ldb, beta, ldc, &lo) < 0)
                 return -1;
         const float *x = __atomic_load_n(&p->x, __ATOMIC_ACQUIRE);
         if (!x) { /* the first call makes it */
@@ -634,6 +674,17 @@ void ops_sgemm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANS
                blasint m, blasint n, blasint k, float alpha, const float *a, blasint lda,
                const float *b, blasint ldb, float beta, float *c, blasint ldc)
 {
+        if (forced == OPS_SGEMM_F64) {
+                const struct ops_packed_b *p = cur_packed;
+                struct ops_dmat pm = { .blocked = 1 };
+                int on = p && p->xd && packed_cols(p, order, ta, tb, m, n, k, alpha, lda, b, ldb, beta, ldc, &pm.lo) == 0;
+                if (on) {
+                        pm.p = p->xd;
+                        __atomic_add_fetch(&((struct ops_packed_b *)p)->runs, 1, __ATOMIC_RELAXED);
+                }
+                ops_sgemm_f64(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, on ? &pm : NULL);
+                return;
+        }
         if (forced == OPS_SGEMM_ONEDNN_PACKED && cur_packed && ops_dnnl_wanted() &&
             sgemm_packed(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) == 0)
                 return;

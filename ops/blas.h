@@ -37,7 +37,14 @@ enum {
          * of 32 (struct ops_packed_b, ops_packed_b_keep), prefetching the next block; the
          * plain path (as under OPS_SGEMM_ONEDNN) for a call that does not match them */
         OPS_SGEMM_XSMM_PACKED = 4,
-        OPS_SGEMM_VARIANTS = 5
+        /* Every multiply-add in float64, the result rounded to float32 once (gemm-f64.c):
+         * about half the speed of the float32 variants, and each element within a few ulps
+         * of the exact product of its float32 operands (a float32 sum of K products drifts
+         * by about K ulps of its terms). On constant weights, a float64 copy made once
+         * (ops_packed_b_new_f64); Conv lowers to it by im2col in bands. Chosen for a graph
+         * loaded with float64 accumulation, never by tuning a float32 one. */
+        OPS_SGEMM_F64 = 5,
+        OPS_SGEMM_VARIANTS = 6
 };
 extern const char *const ops_sgemm_variant_names[OPS_SGEMM_VARIANTS];
 /* A variant that computes on a packed B (struct ops_packed_b). */
@@ -159,6 +166,31 @@ int ops_conv_direct(const struct ops_conv_direct_args *a, char *err, size_t errl
  * as the kernel's on those rows. 0, 1 when p does not apply, -ECANCELED. */
 int ops_conv_rows(const struct ops_packed_conv *p, const struct ops_call *call, int act, float alpha,
                   int64_t lo, int64_t hi, char *err, size_t errlen);
+
+/* A float64 operand of ops_f64_product: row-major with leading dimension ld, or (blocked)
+ * the column blocks of ops_f64_pack_b, from column lo of the packed matrix. */
+struct ops_dmat {
+        const double *p;
+        long ld;
+        int blocked;
+        long lo;
+};
+/* C[m x n] (float32, ldc) = alpha * A B + row_bias[i] + beta * C, summed in float64 and
+ * rounded once: A m x k (k >= 1) float64 row-major (lda), B k x n. row_bias: NULL or m values
+ * added to each row. */
+void ops_f64_product(long m, long n, long k, const double *a, long lda, const struct ops_dmat *b, float alpha,
+                     float beta, const float *row_bias, float *c, long ldc);
+/* The k x n operand b of a row-major product (n rows of k when transb), ld ldb, as float64
+ * column blocks for ops_dmat.blocked; NULL when memory is short. *ret_bytes: its size. */
+double *ops_f64_pack_b(const float *b, long k, long n, int transb, long ldb, uint64_t *ret_bytes);
+/* ops_sgemm under OPS_SGEMM_F64 (packed: B's float64 blocks when the call matches a packed
+ * B, else NULL: B converted a band of columns at a time). */
+void ops_sgemm_f64(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, blasint m, blasint n,
+                   blasint k, float alpha, const float *a, blasint lda, const float *b, blasint ldb, float beta,
+                   float *c, blasint ldc, const struct ops_dmat *packed);
+/* A packed B (the same contract as ops_packed_b_new's) holding only the float64 column
+ * blocks of OPS_SGEMM_F64; NULL with a message when memory is short. */
+struct ops_packed_b *ops_packed_b_new_f64(const float *b, long k, long n, int transb, char *err, size_t errlen);
 
 /* "onednn" or "openblas": what ops_sgemm uses for an m x n x k product. */
 const char *ops_sgemm_backend(long m, long n, long k);

@@ -559,14 +559,16 @@ static void valid_range(int64_t n, int64_t s, int64_t p, int64_t off, int64_t in
         *hi = b < *lo ? *lo : b > n ? n : b;
 }
 
-/* One generator per element type; rows are (channel, kd, kh, kw), columns the output
- * positions, each row filled a line of output width at a time. */
-#define NN_IM2COL(name, T)                                                                     \
-        void name(const T *x, int64_t channels, const struct nn_geom *g, T *col)               \
+/* One generator per element type (TI in, TO out); rows are (channel, kd, kh, kw), columns
+ * the output positions of output lines [r0, r1) (a line: one (od, oh) pair, od * OH + oh),
+ * each row filled a line of output width at a time. */
+#define NN_IM2COL(name, TI, TO)                                                                \
+        void name(const TI *x, int64_t channels, const struct nn_geom *g, int64_t r0, int64_t r1, \
+                  TO *col)                                                                     \
         {                                                                                      \
                 const int64_t D = g->in[0], H = g->in[1], W = g->in[2];                        \
-                const int64_t OD = g->out[0], OH = g->out[1], OW = g->out[2];                  \
-                int64_t c, kd, kh, kw, od, oh, ow, lo, hi;                                     \
+                const int64_t OH = g->out[1], OW = g->out[2];                                  \
+                int64_t c, kd, kh, kw, r, ow, lo, hi;                                          \
                                                                                                \
                 for (c = 0; c < channels; c++)                                                 \
                 for (kd = 0; kd < g->k[0]; kd++)                                               \
@@ -575,37 +577,35 @@ static void valid_range(int64_t n, int64_t s, int64_t p, int64_t off, int64_t in
                         int64_t offw = kw * g->dil[2];                                         \
                                                                                                \
                         valid_range(OW, g->stride[2], g->pb[2], offw, W, &lo, &hi);            \
-                        for (od = 0; od < OD; od++) {                                          \
+                        for (r = r0; r < r1; r++, col += OW) {                                 \
+                                int64_t od = r / OH, oh = r % OH;                              \
                                 int64_t id = od * g->stride[0] - g->pb[0] + kd * g->dil[0];    \
+                                int64_t ih = oh * g->stride[1] - g->pb[1] + kh * g->dil[1];    \
+                                int64_t base;                                                  \
                                                                                                \
-                                for (oh = 0; oh < OH; oh++, col += OW) {                       \
-                                        int64_t ih = oh * g->stride[1] - g->pb[1] +            \
-                                                     kh * g->dil[1];                           \
-                                        int64_t base;                                          \
-                                                                                               \
-                                        if (id < 0 || id >= D || ih < 0 || ih >= H) {          \
-                                                memset(col, 0, (size_t)OW * sizeof(T));        \
-                                                continue;                                      \
-                                        }                                                      \
-                                        base = ((c * D + id) * H + ih) * W - g->pb[2] + offw;  \
-                                        for (ow = 0; ow < lo; ow++)                            \
-                                                col[ow] = 0;                                   \
-                                        if (g->stride[2] == 1) {                               \
-                                                memcpy(col + lo, x + base + lo,                \
-                                                       (size_t)(hi - lo) * sizeof(T));         \
-                                        } else {                                               \
-                                                for (ow = lo; ow < hi; ow++)                   \
-                                                        col[ow] = x[base + ow * g->stride[2]]; \
-                                        }                                                      \
-                                        for (ow = hi; ow < OW; ow++)                           \
-                                                col[ow] = 0;                                   \
+                                if (id < 0 || id >= D || ih < 0 || ih >= H) {                  \
+                                        memset(col, 0, (size_t)OW * sizeof(TO));               \
+                                        continue;                                              \
                                 }                                                              \
+                                base = ((c * D + id) * H + ih) * W - g->pb[2] + offw;          \
+                                for (ow = 0; ow < lo; ow++)                                    \
+                                        col[ow] = 0;                                           \
+                                if (g->stride[2] == 1 && sizeof(TI) == sizeof(TO)) {           \
+                                        memcpy(col + lo, x + base + lo,                        \
+                                               (size_t)(hi - lo) * sizeof(TO));                \
+                                } else {                                                       \
+                                        for (ow = lo; ow < hi; ow++)                           \
+                                                col[ow] = (TO)x[base + ow * g->stride[2]];     \
+                                }                                                              \
+                                for (ow = hi; ow < OW; ow++)                                   \
+                                        col[ow] = 0;                                           \
                         }                                                                      \
                 }                                                                              \
         }
 
-NN_IM2COL(nn_im2col_f32, float)
-NN_IM2COL(nn_im2col_f64, double)
+NN_IM2COL(nn_im2col_f32, float, float)
+NN_IM2COL(nn_im2col_f64, double, double)
+NN_IM2COL(nn_im2col_f32_f64, float, double)
 
 void nn_col2im_f32(const float *col, int64_t channels, const struct nn_geom *g, float *x)
 {

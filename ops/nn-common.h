@@ -85,9 +85,15 @@ int64_t nn_geom_k_size(const struct nn_geom *g);
 int64_t nn_geom_out_size(const struct nn_geom *g);
 
 /* col[(c * ksize + kidx) * osize + o] = x[c][window position of o and kidx], pad for
- * positions in the padding; x holds channels images of g->in. */
-void nn_im2col_f32(const float *x, int64_t channels, const struct nn_geom *g, float *col);
-void nn_im2col_f64(const double *x, int64_t channels, const struct nn_geom *g, double *col);
+ * positions in the padding; x holds channels images of g->in. The output positions are
+ * those of output lines [r0, r1) (a line: od * out[1] + oh, out[2] positions each; osize:
+ * (r1 - r0) * out[2]); all of them for r0 = 0, r1 = out[0] * out[1]. */
+void nn_im2col_f32(const float *x, int64_t channels, const struct nn_geom *g, int64_t r0, int64_t r1, float *col);
+void nn_im2col_f64(const double *x, int64_t channels, const struct nn_geom *g, int64_t r0, int64_t r1,
+                   double *col);
+/* float32 in, float64 out (the float64 accumulation of OPS_SGEMM_F64). */
+void nn_im2col_f32_f64(const float *x, int64_t channels, const struct nn_geom *g, int64_t r0, int64_t r1,
+                       double *col);
 /* The adjoint of im2col: adds every col entry into its x position (padding dropped). */
 void nn_col2im_f32(const float *col, int64_t channels, const struct nn_geom *g, float *x);
 

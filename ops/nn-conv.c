@@ -201,7 +201,8 @@ static int conv_shape_of(const struct ops_call *call, const char *op, int xi, in
                                 if ((n || g) && ops_poll(op, err, errlen))                     \
                                         return -ECANCELED;                                     \
                                 if (!cs->direct) {                                             \
-                                        im2col(xg, cs->cg, &cs->g, col);                       \
+                                        im2col(xg, cs->cg, &cs->g, 0,                          \
+                                               cs->g.out[0] * cs->g.out[1], col);              \
                                         src = col;                                             \
                                 }                                                              \
                                 for (r = 0; r < cs->mg; r += h) {                              \
@@ -307,6 +308,65 @@ static int conv_run_f64(const struct ops_call *call, const struct conv_shape *cs
         return rc;
 }
 
+/* Bytes of the float64 im2col of one band of output lines (conv_acc64): in L2 with the
+ * filters while the band's products run. */
+#define CONV_F64_BAND (512 << 10)
+
+/* A float32 Conv under OPS_SGEMM_F64 (blas.h): every multiply-add in float64, the bias added
+ * before the one rounding to float32. Per group, the filters in float64 once; per image, the
+ * output lines a band at a time: the band's im2col in float64, then its product. */
+static int conv_acc64(const struct conv_shape *cs, const float *x, const float *w, const float *b, float *y,
+                      char *err, size_t errlen)
+{
+        int64_t kk = cs->cg * cs->k_size, ow = cs->g.out[2], lines = cs->g.out[0] * cs->g.out[1];
+        int64_t band = ow && kk ? CONV_F64_BAND / (int64_t)sizeof(double) / (kk * ow) : 1;
+        char msg[200] = "";
+        double *wd, *col;
+        int rc = 0;
+
+        if (!cs->out_size || !cs->mg)
+                return 0;
+        if (!kk) { /* no inputs: the bias */
+                for (int64_t i = 0; i < cs->n * cs->m; i++)
+                        for (int64_t p = 0; p < cs->out_size; p++)
+                                y[i * cs->out_size + p] = b ? b[i % cs->m] : 0.0f;
+                return 0;
+        }
+        band = band < 1 ? 1 : band > lines ? lines : band;
+        wd = ops_buf_alloc(ops_bytes(ops_bytes((uint64_t)cs->mg, (uint64_t)kk), sizeof(double)), msg, sizeof(msg));
+        col = wd ? ops_buf_alloc(ops_bytes(ops_bytes((uint64_t)kk, (uint64_t)(band * ow)), sizeof(double)), msg,
+                                 sizeof(msg))
+                 : NULL;
+        if (!col) {
+                rc = ops_fail(err, errlen, -ENOMEM, "Conv: %s", msg[0] ? msg : "out of memory");
+                goto out;
+        }
+        for (int64_t g = 0; g < cs->group && !rc; g++) {
+                const float *wg = w + g * cs->mg * kk;
+                for (int64_t i = 0; i < cs->mg * kk; i++)
+                        wd[i] = wg[i];
+                for (int64_t n = 0; n < cs->n && !rc; n++) {
+                        const float *xg = x + (n * cs->c + g * cs->cg) * cs->in_size;
+                        float *yg = y + (n * cs->m + g * cs->mg) * cs->out_size;
+                        for (int64_t r0 = 0; r0 < lines; r0 += band) {
+                                int64_t r1 = r0 + band < lines ? r0 + band : lines, npos = (r1 - r0) * ow;
+                                if ((r0 || n || g) && ops_poll("Conv", err, errlen)) {
+                                        rc = -ECANCELED;
+                                        break;
+                                }
+                                nn_im2col_f32_f64(xg, cs->cg, &cs->g, r0, r1, col);
+                                struct ops_dmat bm = { .p = col, .ld = npos };
+                                ops_f64_product(cs->mg, npos, kk, wd, kk, &bm, 1.0f, 0.0f, b ? b + g * cs->mg : NULL,
+                                                yg + r0 * ow, cs->out_size);
+                        }
+                }
+        }
+out:
+        ops_buf_free(wd);
+        ops_buf_free(col);
+        return rc;
+}
+
 /* The direct convolution's arguments for output rows [lo, hi) of a Conv of shape cs. */
 static void direct_args(const struct conv_shape *cs, const float *x, const float *w, const float *b, float *y,
                         int64_t lo, int64_t hi, struct ops_conv_direct_args *a)
@@ -397,6 +457,12 @@ static int conv_run(const struct ops_def *def, const struct ops_call *call, char
         if (nn_has_in(call, 2))
                 rc |= nn_f32_in(&call->in[2], &b);
         rc |= nn_f32_out(&call->out[0], &y);
+        if (!rc && ops_sgemm_forced() == OPS_SGEMM_F64) {
+                rc = conv_acc64(&cs, x.p, w.p, b.p, y.p, err, errlen);
+                if (!rc)
+                        nn_f32_commit(&call->out[0], &y);
+                goto done;
+        }
         int direct = rc ? 1 : conv_direct(&cs, x.p, w.p, b.p, y.p, err, errlen);
         if (direct <= 0) {
                 rc = direct;

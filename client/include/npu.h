@@ -384,6 +384,29 @@ npu_status_t npu_launch_host_func(npu_context_t *ctx, npu_stream_t stream, npu_h
 typedef struct { uint32_t id; } npu_graph_t;
 npu_status_t npu_graph_load(npu_context_t *ctx, int device, const void *model, size_t size,
                             npu_graph_t *ret_graph);
+/* Load options (npu_graph_load_with), sized like npu_run_options_t (size =
+ * sizeof(npu_load_options_t); below this first layout: NPU_ERR_INVALID).
+ * accumulate: how the graph's products (MatMul, Gemm, Conv, and every operator built on a
+ *   matrix product) sum their terms. NPU_ACCUMULATE_FLOAT32 (the default): in float32, at
+ *   the full speed of the float32 kernels; an element's error then grows with the number of
+ *   terms it sums (K), about K float32 ulps of the terms, which after cancellation (an
+ *   output near zero) can be far more than its own size. NPU_ACCUMULATE_FLOAT64: every
+ *   multiply-add in float64 and one rounding to float32, so each element is within a few
+ *   ulps of the exact sum of its float32 products, at about half the float32 kernels'
+ *   throughput (docs/benchmarks.md measures both). Needs an npud of protocol version 6 for
+ *   NPU_ACCUMULATE_FLOAT64 (NPU_ERR_VERSION); other values: NPU_ERR_INVALID. npu_graph_info's
+ *   "accumulate" says which a graph uses. */
+enum npu_accumulate {
+        NPU_ACCUMULATE_FLOAT32 = 0,
+        NPU_ACCUMULATE_FLOAT64 = 1,
+};
+typedef struct npu_load_options {
+        size_t size; /* set to sizeof(npu_load_options_t) */
+        int accumulate; /* enum npu_accumulate */
+} npu_load_options_t;
+/* npu_graph_load with options (opts NULL: exactly npu_graph_load). */
+npu_status_t npu_graph_load_with(npu_context_t *ctx, int device, const void *model, size_t size,
+                                 const npu_load_options_t *opts, npu_graph_t *ret_graph);
 npu_status_t npu_graph_unload(npu_context_t *ctx, npu_graph_t graph);
 npu_status_t npu_graph_info(npu_context_t *ctx, npu_graph_t graph, char **ret_json);
 npu_status_t npu_graph_run(npu_context_t *ctx, npu_stream_t stream, npu_graph_t graph,

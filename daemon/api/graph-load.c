@@ -112,8 +112,10 @@ static void helper_run(struct graph_load *j)
         j->model = NULL;
         if (!rc)
                 rc = graph_check_static(g, j->err, sizeof(j->err));
-        if (!rc) /* after the weights' charge (helper_alloc's round trip) */
+        if (!rc) { /* after the weights' charge (helper_alloc's round trip) */
                 g->pack_limit = j->pack_limit;
+                graph_set_accumulate(g, j->accumulate);
+        }
         /* Compile at load (graph/compile.h); NPUD_GRAPH_COMPILE=0 keeps the graph as
          * imported, for comparisons. */
         if (!rc && flags && graph_compile(g, flags, j->err, sizeof(j->err)) < 0)

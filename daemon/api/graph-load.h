@@ -46,6 +46,7 @@ struct graph_load {
         /* What the tenant's quota leaves for packed weights (graph.pack_limit; -1: no
          * quota), set on the loop thread before the import and after the weights' charge. */
         int64_t pack_limit;
+        int accumulate;           /* enum graph_accumulate, from the request */
         /* Round trip of the import's allocation (pool lock). */
         int alloc_wanted, alloc_answered, alloc_rc;
         uint64_t alloc_size;

@@ -431,9 +431,11 @@ static json_t *graph_json(const struct graph_obj *o, uint32_t handle)
                 const struct ops_tensor *d = &g->output_decl[k];
                 json_array_append_new(out, value_json(g->values[g->outputs[k]].name, d->dtype, d->ndim, d->dims));
         }
-        return json_pack("{s:I, s:i, s:o, s:o, s:i, s:I, s:i, s:o, s:i, s:o, s:I, s:i}", "graph", (json_int_t)handle,
-                         "device", o->dev->id, "inputs", in, "outputs", out,
-                         "nodes", g->stats ? g->stats->nodes_before : g->nnodes, "weight_bytes", (json_int_t)g->storage_bytes, "opset", g->opset,
+        return json_pack("{s:I, s:i, s:o, s:o, s:i, s:I, s:i, s:s, s:o, s:i, s:o, s:I, s:i}", "graph",
+                         (json_int_t)handle, "device", o->dev->id, "inputs", in, "outputs", out, "nodes",
+                         g->stats ? g->stats->nodes_before : g->nnodes, "weight_bytes", (json_int_t)g->storage_bytes,
+                         "opset", g->opset, "accumulate",
+                         g->accumulate == GRAPH_ACCUMULATE_FLOAT64 ? "float64" : "float32",
                          "compile", compile_json(g), "steps", g->steps ? g->steps->nsteps : 1,
                          "plan", plan_json(o), "parts_sent", (json_int_t)o->parts_sent,
                          "parts_parallel", (int)o->parts_parallel);
@@ -480,8 +482,10 @@ out:
 
 static void method_graph_load(struct request *req)
 {
-        static const char *const keys[] = { "device", "fd", NULL };
+        static const char *const keys[] = { "device", "fd", "accumulate", NULL };
         struct session *s = req->session;
+        json_t *acc = json_object_get(req->params, "accumulate");
+        int accumulate = GRAPH_ACCUMULATE_FLOAT32;
         struct graph_load *j;
         struct device *dev;
         uint64_t devid, idx;
@@ -493,6 +497,15 @@ static void method_graph_load(struct request *req)
         if (params_only(req, keys) < 0 || param_u64(req, "device", INT32_MAX, &devid) < 0 ||
             param_u64(req, "fd", PROTO_MAX_FDS - 1, &idx) < 0)
                 return;
+        if (acc) {
+                const char *v = json_string_value(acc);
+                if (!v || (strcmp(v, "float32") && strcmp(v, "float64"))) {
+                        session_reply_error(s, req->id, PROTO_E_INVALID,
+                                            "graph_load: parameter 'accumulate' must be \"float32\" or \"float64\"");
+                        return;
+                }
+                accumulate = strcmp(v, "float64") == 0 ? GRAPH_ACCUMULATE_FLOAT64 : GRAPH_ACCUMULATE_FLOAT32;
+        }
         dev = device_get(&s->npud->ex.devices, (int)devid);
         if (!dev) {
                 session_reply_error(s, req->id, PROTO_E_INVALID, "graph_load: no device %" PRIu64, devid);
@@ -536,6 +549,7 @@ static void method_graph_load(struct request *req)
         j->model = model;
         j->size = size;
         j->pack_limit = quota_room(s, dev->id); /* again once the weights are charged */
+        j->accumulate = accumulate;
         /* The import and compilation run on a helper thread (graph-load.c); the reply
          * comes from graph_load_finish. */
         rc = graph_load_start(s->npud, j, err, sizeof(err));
