@@ -435,3 +435,34 @@ int graph_conv_direct_rows(const struct ops_packed_conv *p, const struct ops_cal
         }
         return 0;
 }
+
+int graph_conv_f64_rows(const struct ops_call *call, int64_t lo, int64_t hi, char *err, size_t errlen)
+{
+        const struct graph_epilogue *ep = ep_of(call);
+
+        if (!ep)
+                return ops_conv_rows_f64(call, lo, hi, err, errlen);
+        if (ep->bias || ep->nin_op > call->nin || call->nout < 1 || strcmp(ep->op->name, "Conv") != 0)
+                return 1;
+        struct ops_call *c = __builtin_alloca(sizeof(*c));
+        op_call(ep, call, c);
+        c->out[0] = call->out[0];
+        int rc = ops_conv_rows_f64(c, lo, hi, err, errlen);
+        const struct ops_tensor *o = &call->out[0];
+        if (rc || (!ep->resid && !ep->act))
+                return rc;
+        /* the residual, then the activation, on the band's rows of every channel plane */
+        int64_t oh = o->dims[2], ow = o->dims[3], planes = o->dims[0] * o->dims[1];
+        if (hi <= 0 || hi > oh)
+                hi = oh;
+        for (int64_t k = 0; k < planes; k++) {
+                int64_t at = (k * oh + lo) * ow;
+                float *y = (float *)o->data + at;
+                if (ep->resid)
+                        add_f32(y, resid_at(ep, call, at), 0, (hi - lo) * ow);
+                rc = act_f32(ep, call, y, (hi - lo) * ow, err, errlen);
+                if (rc < 0)
+                        return rc;
+        }
+        return 0;
+}

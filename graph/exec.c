@@ -769,10 +769,12 @@ static int run_conv_rows(const struct graph *g, const struct graph_node *gn, con
         int rc;
 
         /* packed filters: the direct convolution reads the part's input rows where they are
-         * and writes its output rows in place */
-        if (gn->pconv && g->accumulate != GRAPH_ACCUMULATE_FLOAT64) {
+         * and writes its output rows in place; so does float64 accumulation's */
+        int acc64 = g->accumulate == GRAPH_ACCUMULATE_FLOAT64;
+        if (gn->pconv || acc64) {
                 msg[0] = 0;
-                rc = graph_conv_direct_rows(gn->pconv, &p->call, lo, hi, msg, sizeof(msg));
+                rc = acc64 ? graph_conv_f64_rows(&p->call, lo, hi, msg, sizeof(msg))
+                           : graph_conv_direct_rows(gn->pconv, &p->call, lo, hi, msg, sizeof(msg));
                 if (rc < 0) {
                         int code = ops_runctx_code();
                         return err_set(err, errlen, code ? code : node_code(PROTO_E_EXEC), "%s: %s", label,

@@ -192,6 +192,24 @@ void ops_sgemm_f64(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_T
  * blocks of OPS_SGEMM_F64; NULL with a message when memory is short. */
 struct ops_packed_b *ops_packed_b_new_f64(const float *b, long k, long n, int transb, char *err, size_t errlen);
 
+/* A 2-D float32 Conv (NCHW, filters [m, c / group, kh, kw]) under OPS_SGEMM_F64 by shifted
+ * float64 products (conv-f64.c): y = the convolution + bias, every multiply-add in float64.
+ * 0, -ECANCELED (err says why), or 1 when it does not take the call (a padded copy of the
+ * input would be too large, or scratch is short): nothing was written, the caller lowers
+ * the call by im2col instead. */
+struct ops_conv2d_f64_args {
+        const float *x, *w, *bias; /* bias [m] or NULL */
+        float *y;
+        int64_t n, c, ih, iw, m, oh, ow, kh, kw, group;
+        int64_t strides[2], dilations[2], pads[4]; /* pads: top, left, bottom, right */
+        int64_t lo, hi;                            /* output lines [lo, hi) of each image; hi 0: all */
+};
+int ops_conv2d_f64(const struct ops_conv2d_f64_args *a, char *err, size_t errlen);
+/* Output rows [lo, hi) of every image of a float32 2-D Conv call (its inputs, attributes and
+ * output, the whole node's, bias input included) through ops_conv2d_f64: 0, 1 when the call
+ * is not one it takes (nothing written), -ECANCELED. */
+int ops_conv_rows_f64(const struct ops_call *call, int64_t lo, int64_t hi, char *err, size_t errlen);
+
 /* "onednn" or "openblas": what ops_sgemm uses for an m x n x k product. */
 const char *ops_sgemm_backend(long m, long n, long k);
 

@@ -29,10 +29,10 @@
 
 /* C' = A' B' in libxsmm's column-major terms: A' the w x k block of B (ld lda), B' the
  * k x rows block of our A (ld ldb), C' the w x rows tile (ld F64_NB). NULL without libxsmm. */
-static libxsmm_dmmfunction tile_kernel(long w, long rows, long k, long lda, long ldb)
+static libxsmm_dmmfunction tile_kernel(long w, long rows, long k, long lda, long ldb, int acc)
 {
         libxsmm_blasint ia = lda, ib = ldb, ic = F64_NB;
-        double alpha = 1.0, beta = 0.0;
+        double alpha = 1.0, beta = acc ? 1.0 : 0.0;
         int flags = LIBXSMM_GEMM_FLAG_NONE, prefetch = LIBXSMM_GEMM_PREFETCH_NONE;
 
         if (!ops_xsmm_usable())
@@ -55,10 +55,34 @@ static const double *b_col(const struct ops_dmat *b, long k, long j, long *ld, l
         return b->p + j;
 }
 
+/* C = alpha * tile + bias + beta * C, rounded once; the common case (alpha 1, beta 0) in a
+ * loop the compiler vectorizes. */
+static void store_tile(const double *restrict tile, long rows, long w, float alpha, float beta,
+                       const float *row_bias, float *restrict c, long ldc)
+{
+        for (long r = 0; r < rows; r++) {
+                float *restrict cr = c + (size_t)r * (size_t)ldc;
+                const double *restrict tr = tile + r * F64_NB;
+                double add = row_bias ? (double)row_bias[r] : 0.0;
+                if (alpha == 1.0f && beta == 0.0f) {
+                        for (long q = 0; q < w; q++)
+                                cr[q] = (float)(tr[q] + add);
+                } else {
+                        for (long q = 0; q < w; q++) {
+                                double v = (double)alpha * tr[q] + add;
+                                if (beta != 0.0f)
+                                        v += (double)beta * (double)cr[q];
+                                cr[q] = (float)v;
+                        }
+                }
+        }
+}
+
 void ops_f64_product(long m, long n, long k, const double *a, long lda, const struct ops_dmat *b, float alpha,
                      float beta, const float *row_bias, float *c, long ldc)
 {
         double tile[F64_MB * F64_NB];
+        const long kc = 1L << 40;
 
         for (long i0 = 0; i0 < m; i0 += F64_MB) {
                 long rows = m - i0 < F64_MB ? m - i0 : F64_MB;
@@ -66,24 +90,20 @@ void ops_f64_product(long m, long n, long k, const double *a, long lda, const st
                         long ld, run;
                         const double *bp = b_col(b, k, j, &ld, &run);
                         long w = n - j < run ? n - j : run;
-                        libxsmm_dmmfunction f = tile_kernel(w, rows, k, ld, lda);
-                        if (f)
-                                f(bp, a + (size_t)i0 * (size_t)lda, tile);
-                        else
-                                cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)rows, (blasint)w,
-                                            (blasint)k, 1.0, a + (size_t)i0 * (size_t)lda, (blasint)lda, bp,
-                                            (blasint)ld, 0.0, tile, F64_NB);
-                        for (long r = 0; r < rows; r++) {
-                                float *cr = c + (size_t)(i0 + r) * (size_t)ldc + (size_t)j;
-                                const double *tr = tile + r * F64_NB;
-                                double add = row_bias ? (double)row_bias[i0 + r] : 0.0;
-                                for (long q = 0; q < w; q++) {
-                                        double v = (double)alpha * tr[q] + add;
-                                        if (beta != 0.0f)
-                                                v += (double)beta * (double)cr[q];
-                                        cr[q] = (float)v;
-                                }
+                        for (long k0 = 0; k0 < k; k0 += kc) {
+                                long kn = k - k0 < kc ? k - k0 : kc;
+                                const double *ap = a + (size_t)i0 * (size_t)lda + (size_t)k0;
+                                const double *bq = bp + (size_t)k0 * (size_t)ld;
+                                libxsmm_dmmfunction f = tile_kernel(w, rows, kn, ld, lda, k0 > 0);
+                                if (f)
+                                        f(bq, ap, tile);
+                                else
+                                        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)rows,
+                                                    (blasint)w, (blasint)kn, 1.0, ap, (blasint)lda, bq, (blasint)ld,
+                                                    k0 > 0 ? 1.0 : 0.0, tile, F64_NB);
                         }
+                        store_tile(tile, rows, w, alpha, beta, row_bias ? row_bias + i0 : NULL,
+                                   c + (size_t)i0 * (size_t)ldc + (size_t)j, ldc);
                         j += w;
                 }
         }
@@ -133,6 +153,31 @@ static void product_loop(long m, long n, long k, float alpha, const float *a, lo
                 }
 }
 
+/* Columns [j0, j0 + cols) of B (k x n after tb) as float64 column blocks of F64_NB (the last
+ * one zero-filled), as ops_f64_pack_b lays them out. */
+static void convert_b(const float *b, long ldb, int tb, long k, long j0, long cols, double *d)
+{
+        for (long blk = 0; blk * F64_NB < cols; blk++) {
+                double *db = d + (size_t)blk * (size_t)k * F64_NB;
+                long w = cols - blk * F64_NB < F64_NB ? cols - blk * F64_NB : F64_NB;
+                if (w < F64_NB)
+                        memset(db, 0, sizeof(double) * (size_t)k * F64_NB);
+                if (tb) { /* column j of B is row j of the stored B */
+                        for (long jj = 0; jj < w; jj++) {
+                                const float *src = b + (size_t)(j0 + blk * F64_NB + jj) * (size_t)ldb;
+                                for (long kk = 0; kk < k; kk++)
+                                        db[kk * F64_NB + jj] = src[kk];
+                        }
+                } else {
+                        for (long kk = 0; kk < k; kk++) {
+                                const float *src = b + (size_t)kk * (size_t)ldb + (size_t)(j0 + blk * F64_NB);
+                                for (long jj = 0; jj < w; jj++)
+                                        db[kk * F64_NB + jj] = src[jj];
+                        }
+                }
+        }
+}
+
 /* Rows [i0, i0 + rows) of A (m x k after ta) as float64, row-major, ld k. */
 static void convert_a(const float *a, long lda, int ta, long i0, long rows, long k, double *d)
 {
@@ -171,7 +216,8 @@ void ops_sgemm_f64(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_T
         long nc = packed ? n : (n < F64_NC ? n : F64_NC), mb = m < F64_MB ? m : F64_MB;
         char msg[64];
         double *ad = ops_buf_alloc((uint64_t)mb * (uint64_t)k * sizeof(double), msg, sizeof(msg));
-        double *bd = packed ? NULL : ops_buf_alloc((uint64_t)nc * (uint64_t)k * sizeof(double), msg, sizeof(msg));
+        long ncb = (nc + F64_NB - 1) / F64_NB * F64_NB; /* whole blocks */
+        double *bd = packed ? NULL : ops_buf_alloc((uint64_t)ncb * (uint64_t)k * sizeof(double), msg, sizeof(msg));
 
         if (!ad || (!packed && !bd)) {
                 ops_buf_free(ad);
@@ -181,14 +227,13 @@ void ops_sgemm_f64(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_T
         }
         for (long j0 = 0; j0 < n; j0 += nc) {
                 long cols = n - j0 < nc ? n - j0 : nc;
-                struct ops_dmat bm = { .p = bd, .ld = cols };
-                if (packed) {
+                /* the band of columns in the packed layout: the kernels read a block as one
+                 * contiguous panel */
+                struct ops_dmat bm = { .p = bd, .blocked = 1 };
+                if (packed)
                         bm = *packed;
-                } else {
-                        for (long kk = 0; kk < k; kk++)
-                                for (long j = 0; j < cols; j++)
-                                        bd[(size_t)kk * (size_t)cols + (size_t)j] = at(b, ldb, trb, kk, j0 + j);
-                }
+                else
+                        convert_b(b, ldb, trb, k, j0, cols, bd);
                 for (long i0 = 0; i0 < m; i0 += mb) {
                         long rows = m - i0 < mb ? m - i0 : mb;
                         convert_a(a, lda, tra, i0, rows, k, ad);

@@ -367,6 +367,36 @@ out:
         return rc;
 }
 
+/* ops_conv2d_f64's arguments for output rows [lo, hi) of a 2-D Conv of shape cs. */
+static void f64_args(const struct conv_shape *cs, const float *x, const float *w, const float *b, float *y,
+                     int64_t lo, int64_t hi, struct ops_conv2d_f64_args *a)
+{
+        const struct nn_geom *g = &cs->g;
+
+        *a = (struct ops_conv2d_f64_args){
+                .x = x, .w = w, .bias = b, .y = y, .n = cs->n, .c = cs->c, .ih = g->in[1], .iw = g->in[2], .m = cs->m,
+                .oh = g->out[1], .ow = g->out[2], .kh = g->k[1], .kw = g->k[2], .group = cs->group,
+                .strides = { g->stride[1], g->stride[2] }, .dilations = { g->dil[1], g->dil[2] },
+                .pads = { g->pb[1], g->pb[2], g->pe[1], g->pe[2] }, .lo = lo, .hi = hi,
+        };
+}
+
+int ops_conv_rows_f64(const struct ops_call *call, int64_t lo, int64_t hi, char *err, size_t errlen)
+{
+        struct ops_conv2d_f64_args a;
+        struct conv_shape cs;
+
+        if (call->nin < 2 || call->nout < 1 || call->in[0].dtype != PROTO_DTYPE_FLOAT32 ||
+            call->in[1].dtype != PROTO_DTYPE_FLOAT32 || call->out[0].dtype != PROTO_DTYPE_FLOAT32 ||
+            (nn_has_in(call, 2) && call->in[2].dtype != PROTO_DTYPE_FLOAT32) ||
+            conv_shape_of(call, "Conv", 0, 1, 0, &cs, NULL, 0) || cs.ndim != 4 || call->out[0].ndim != 4 ||
+            call->out[0].dims[2] != cs.g.out[1] || call->out[0].dims[3] != cs.g.out[2])
+                return 1;
+        f64_args(&cs, call->in[0].data, call->in[1].data, nn_has_in(call, 2) ? call->in[2].data : NULL,
+                 call->out[0].data, lo, hi, &a);
+        return ops_conv2d_f64(&a, err, errlen);
+}
+
 /* The direct convolution's arguments for output rows [lo, hi) of a Conv of shape cs. */
 static void direct_args(const struct conv_shape *cs, const float *x, const float *w, const float *b, float *y,
                         int64_t lo, int64_t hi, struct ops_conv_direct_args *a)
@@ -458,7 +488,11 @@ static int conv_run(const struct ops_def *def, const struct ops_call *call, char
                 rc |= nn_f32_in(&call->in[2], &b);
         rc |= nn_f32_out(&call->out[0], &y);
         if (!rc && ops_sgemm_forced() == OPS_SGEMM_F64) {
-                rc = conv_acc64(&cs, x.p, w.p, b.p, y.p, err, errlen);
+                struct ops_conv2d_f64_args a;
+                f64_args(&cs, x.p, w.p, b.p, y.p, 0, 0, &a);
+                rc = cs.ndim == 4 ? ops_conv2d_f64(&a, err, errlen) : 1;
+                if (rc > 0)
+                        rc = conv_acc64(&cs, x.p, w.p, b.p, y.p, err, errlen);
                 if (!rc)
                         nn_f32_commit(&call->out[0], &y);
                 goto done;

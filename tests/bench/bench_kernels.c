@@ -10,7 +10,12 @@
  *   2. vmath (ops/vmath.c: SLEEF at the CPU's widest vector width) against libm over 4 M
  *      floats for exp, tanh, erf and sigmoid;
  *   3. GELU of the erf form (ops_gelu_erf, ops/rows.c: polynomials for erf and erfc)
- *      against the same through SLEEF's erf, 0.5 x (1 + erf(x / sqrt 2)), over 4 M floats.
+ *      against the same through SLEEF's erf, 0.5 x (1 + erf(x / sqrt 2)), over 4 M floats;
+ *   4. float64 accumulation (OPS_SGEMM_F64, ops/gemm-f64.c) against the float32 variants on
+ *      the products of the bench models (constant weights packed for both, as a graph's
+ *      are; the attention products on operands that change): the time of each, the ratio,
+ *      and each one's largest error against the exact product of the float32 operands,
+ *      relative to the sum of the magnitudes of the terms, sum |a b|.
  * Each figure is the best of 5 rounds; rounds of the two sides alternate. */
 #include <cblas.h>
 #include <dirent.h>
@@ -282,11 +287,152 @@ out:
         free(y[1]);
 }
 
-int main(void)
+static const struct {
+        const char *what;
+        int m, n, k, tb, packed;
+} shapes64[] = {
+        { "MLP layer (Gemm transB)", 32, 1024, 1024, 1, 1 },
+        { "encoder Q/K/V projection", 128, 256, 256, 0, 1 },
+        { "encoder FFN up", 128, 1024, 256, 0, 1 },
+        { "encoder FFN down", 128, 256, 1024, 0, 1 },
+        { "attention scores (QK^T)", 128, 128, 64, 1, 0 },
+        { "attention values (AV)", 128, 64, 128, 0, 0 },
+        { "conv 3x3 64ch 56x56 (im2col)", 64, 3136, 576, 0, 0 },
+};
+
+/* Largest |c - exact| / sum |a b| over the elements (exact: float64 sums of the products). */
+static double rel_err(const float *a, const float *b, const float *c, int m, int n, int k, int tb)
+{
+        double worst = 0;
+
+        for (int i = 0; i < m; i++)
+                for (int j = 0; j < n; j++) {
+                        double s = 0, mag = 0;
+                        for (int q = 0; q < k; q++) {
+                                double t = (double)a[i * k + q] * (tb ? b[j * k + q] : b[q * n + j]);
+                                s += t;
+                                mag += fabs(t);
+                        }
+                        double e = fabs(c[i * n + j] - s) / (mag > 0 ? mag : 1);
+                        if (e > worst)
+                                worst = e;
+                }
+        return worst;
+}
+
+static void bench_f64(void)
+{
+        printf("float64 accumulation, one thread: OPS_SGEMM_F64 against the best float32 variant in the same run\n");
+        for (size_t s = 0; s < sizeof(shapes64) / sizeof(shapes64[0]); s++) {
+                int m = shapes64[s].m, n = shapes64[s].n, k = shapes64[s].k, tb = shapes64[s].tb;
+                double flop = 2.0 * m * n * k, best[2] = { 1e9, 1e9 };
+                float *a = rand_buf((size_t)m * k, 3), *b = rand_buf((size_t)k * n, 4);
+                float *c[2] = { malloc(sizeof(float) * (size_t)m * n), malloc(sizeof(float) * (size_t)m * n) };
+                char err[128] = "";
+                /* float32: libxsmm on its packed layout for constant weights, else ops_sgemm's
+                 * plain path (oneDNN) */
+                struct ops_packed_b *p32 = shapes64[s].packed ? ops_packed_b_new(b, k, n, tb, m, err, sizeof(err))
+                                                              : NULL;
+                struct ops_packed_b *p64 = shapes64[s].packed ? ops_packed_b_new_f64(b, k, n, tb, err, sizeof(err))
+                                                              : NULL;
+                int f32 = p32 && ops_xsmm_usable() ? OPS_SGEMM_XSMM_PACKED : OPS_SGEMM_AUTO;
+                int reps = (int)(1e8 / flop) + 1;
+
+                if (!c[0] || !c[1]) {
+                        perror("malloc");
+                        exit(1);
+                }
+                for (int round = 0; round < 6; round++)
+                        for (int side = 0; side < 2; side++) {
+                                ops_sgemm_force(side ? OPS_SGEMM_F64 : f32);
+                                ops_sgemm_packed(side ? p64 : p32);
+                                double t = time_gemm(ops_sgemm, m, n, k, tb, a, b, c[side], round ? reps : 1);
+                                if (round && t < best[side]) /* round 0 warms up */
+                                        best[side] = t;
+                        }
+                ops_sgemm_force(OPS_SGEMM_AUTO);
+                ops_sgemm_packed(NULL);
+                printf("  %-30s %4dx%4dx%4d%s: float32 (%s) %8.1f us %6.1f GFLOP/s, error %.1e; "
+                       "float64 %8.1f us %6.1f GFLOP/s, error %.1e; float64/float32 time %.2fx\n",
+                       shapes64[s].what, m, n, k, tb ? "^T" : "  ",
+                       f32 == OPS_SGEMM_XSMM_PACKED ? "xsmm-packed" : ops_sgemm_backend(m, n, k), best[0] * 1e6,
+                       flop / best[0] * 1e-9, rel_err(a, b, c[0], m, n, k, tb), best[1] * 1e6,
+                       flop / best[1] * 1e-9, rel_err(a, b, c[1], m, n, k, tb), best[1] / best[0]);
+                ops_packed_b_free(p32);
+                ops_packed_b_free(p64);
+                free(a);
+                free(b);
+                free(c[0]);
+                free(c[1]);
+        }
+}
+
+/* The ResNet block's 3x3 convolution (64 channels, 56x56, pads 1): float64 accumulation
+ * (ops_conv2d_f64, shifted products) against the float32 direct convolution on packed
+ * filters (oneDNN, the variant tuning picks for it). */
+static void bench_conv_f64(void)
+{
+        const int64_t c = 64, m = 64, h = 56, w = 56;
+        float *x = rand_buf((size_t)(c * h * w), 5), *f = rand_buf((size_t)(m * c * 9), 6);
+        float *y[2] = { malloc(sizeof(float) * (size_t)(m * h * w)), malloc(sizeof(float) * (size_t)(m * h * w)) };
+        int64_t wd[4] = { m, c, 3, 3 }, st[2] = { 1, 1 }, dil[2] = { 1, 1 }, hw[2] = { h, w }, pads[4] = { 1, 1, 1, 1 };
+        char err[128] = "";
+        struct ops_packed_conv *pc = ops_packed_conv_new(f, wd, st, dil, hw, pads, err, sizeof(err));
+        struct ops_conv_direct_args d = { .packed = pc, .x = x, .w = f, .y = y[0], .n = 1, .c = c, .ih = h, .iw = w,
+                                          .oh = h, .ow = w, .wdims = { m, c, 3, 3 }, .strides = { 1, 1 },
+                                          .dilations = { 1, 1 }, .pads = { 1, 1, 1, 1 } };
+        struct ops_conv2d_f64_args a = { .x = x, .w = f, .y = y[1], .n = 1, .c = c, .ih = h, .iw = w, .m = m, .oh = h,
+                                         .ow = w, .kh = 3, .kw = 3, .group = 1, .strides = { 1, 1 },
+                                         .dilations = { 1, 1 }, .pads = { 1, 1, 1, 1 } };
+        double flop = 2.0 * m * h * w * c * 9, best[2] = { 1e9, 1e9 }, diff = 0;
+
+        if (!y[0] || !y[1]) {
+                perror("malloc");
+                exit(1);
+        }
+        for (int round = 0; round < 6; round++)
+                for (int side = 0; side < 2; side++) {
+                        if (side == 0 && !pc)
+                                continue;
+                        double t = now_s();
+                        int rc = side ? ops_conv2d_f64(&a, err, sizeof(err)) : ops_conv_direct(&d, err, sizeof(err));
+                        t = now_s() - t;
+                        if (rc) {
+                                printf("  conv: side %d failed (%d): %s\n", side, rc, err);
+                                exit(1);
+                        }
+                        if (round && t < best[side])
+                                best[side] = t;
+                }
+        for (int64_t i = 0; pc && i < m * h * w; i++) {
+                double e = fabs((double)y[0][i] - y[1][i]) / (1 + fabs((double)y[1][i]));
+                if (e > diff)
+                        diff = e;
+        }
+        printf("  %-30s 64ch 56x56 3x3  : float32 (onednn-direct) %8.1f us %6.1f GFLOP/s; float64 (shifted "
+               "products) %8.1f us %6.1f GFLOP/s; float64/float32 time %.2fx; max rel diff %.1e\n",
+               "conv of the ResNet block", best[0] * 1e6, flop / best[0] * 1e-9, best[1] * 1e6,
+               flop / best[1] * 1e-9, best[1] / best[0], diff);
+        ops_packed_conv_free(pc);
+        free(x);
+        free(f);
+        free(y[0]);
+        free(y[1]);
+}
+
+int main(int argc, char **argv)
 {
         ops_set_threads(1);
+        /* bench_kernels f64: that section only */
+        if (argc > 1 && strcmp(argv[1], "f64") == 0) {
+                bench_f64();
+                bench_conv_f64();
+                return 0;
+        }
         bench_gemm();
         bench_vmath();
         bench_gelu();
+        bench_f64();
+        bench_conv_f64();
         return 0;
 }
