@@ -1560,7 +1560,9 @@ static PyObject *io_list(const npu_graph_io_t *io, int n, PyObject **ret_names)
 
 static PyObject *Context_load(ContextObject *c, PyObject *args, PyObject *kw)
 {
-        static char *kwlist[] = { "model", "device", NULL };
+        static char *kwlist[] = { "model", "device", "accumulate", NULL };
+        const char *accumulate = NULL;
+        npu_load_options_t lo = { .size = sizeof(lo), .accumulate = NPU_ACCUMULATE_FLOAT32 };
         PyObject *model, *path = NULL;
         Py_buffer view = { 0 };
         void *bytes = NULL;
@@ -1570,8 +1572,15 @@ static PyObject *Context_load(ContextObject *c, PyObject *args, PyObject *kw)
         npu_status_t st = NPU_OK;
         GraphObject *g;
 
-        if (!PyArg_ParseTupleAndKeywords(args, kw, "O|i:load", kwlist, &model, &device))
+        if (!PyArg_ParseTupleAndKeywords(args, kw, "O|iz:load", kwlist, &model, &device, &accumulate))
                 return NULL;
+        if (accumulate && strcmp(accumulate, "float32") && strcmp(accumulate, "float64")) {
+                PyErr_Format(PyExc_ValueError, "load: accumulate must be 'float32' or 'float64', not '%.32s'",
+                             accumulate);
+                return NULL;
+        }
+        if (accumulate && strcmp(accumulate, "float64") == 0)
+                lo.accumulate = NPU_ACCUMULATE_FLOAT64;
         if (PyUnicode_Check(model) || PyObject_HasAttrString(model, "__fspath__")) {
                 if (!PyUnicode_FSConverter(model, &path))
                         return NULL;
@@ -1619,7 +1628,7 @@ static PyObject *Context_load(ContextObject *c, PyObject *args, PyObject *kw)
         if (!ctx_enter(c))
                 goto fail;
         Py_BEGIN_ALLOW_THREADS
-        st = npu_graph_load(c->ctx, device, bytes, size, &graph);
+        st = npu_graph_load_with(c->ctx, device, bytes, size, &lo, &graph);
         if (st == NPU_OK)
                 st = npu_graph_io_count(c->ctx, graph, &nin, &nout);
         Py_END_ALLOW_THREADS
@@ -2493,7 +2502,7 @@ static PyMethodDef Context_methods[] = {
         { "synchronize", (PyCFunction)Context_synchronize, METH_NOARGS,
           "synchronize()\n\nWait for all work of the context on every stream (npu_synchronize)." },
         { "load", (PyCFunction)(void (*)(void))Context_load, METH_VARARGS | METH_KEYWORDS,
-          "load(model, device=0) -> Graph\n\nmodel: a path or the ONNX model's bytes." },
+          "load(model, device=0, accumulate=\"float32\") -> Graph\n\nmodel: a path or the ONNX model's bytes; accumulate: \"float64\" sums the graph's products in float64 (npu_graph_load_with)." },
         { "empty", (PyCFunction)(void (*)(void))Context_empty, METH_VARARGS | METH_KEYWORDS,
           "empty(shape, dtype=numpy.float32, device=0) -> DeviceArray (uninitialised device memory)" },
         { "array", (PyCFunction)(void (*)(void))Context_array, METH_VARARGS | METH_KEYWORDS,

@@ -155,6 +155,24 @@ class TestOps(Base):
         self.ctx.synchronize()
         np.testing.assert_allclose(dy.numpy(), ref, rtol=1e-5, atol=1e-5)
 
+    def test_accumulate_float64(self):
+        # One output that cancels to almost nothing: the float32 sum of 4096 products keeps an
+        # error of the terms' size, the float64 one only the rounding of the tiny result.
+        rng = np.random.default_rng(7)
+        k = 4096
+        x = rng.uniform(-1, 1, (1, k)).astype(np.float32)
+        w = rng.uniform(-1, 1, (k, 8)).astype(np.float32)
+        w[k - 1] = (-(x[0, :k - 1].astype(np.float64) @ w[:k - 1].astype(np.float64)) / x[0, k - 1]).astype(np.float32)
+        exact = x.astype(np.float64) @ w.astype(np.float64)
+        m = onnxbuild.model([onnxbuild.node("MatMul", ["X", "W"], ["Y"])],
+                            [("X", "float32", (1, k))], [("Y", "float32", (1, 8))], [("W", w)])
+        err32 = np.abs(self.ctx.load(m).run({"X": x})["Y"] - exact).max()
+        err64 = np.abs(self.ctx.load(m, accumulate="float64").run({"X": x})["Y"] - exact).max()
+        self.assertGreater(err32, 1e-6)
+        self.assertLess(err64, 1e-9)
+        with self.assertRaises(ValueError):
+            self.ctx.load(m, accumulate="float16")
+
     def test_model_from_path(self):
         import tempfile
         m, w, c = onnxbuild.mlp(2, 4, 3)
