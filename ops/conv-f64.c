@@ -51,10 +51,19 @@ int ops_conv2d_f64(const struct ops_conv2d_f64_args *a, char *err, size_t errlen
         const int64_t cg = a->c / a->group, mg = a->m / a->group, kh = a->kh, kw = a->kw;
         const int64_t sh = a->strides[0], sw = a->strides[1], dh = a->dilations[0], dw = a->dilations[1];
         const int64_t lo = a->lo, hi = a->hi > 0 && a->hi < a->oh ? a->hi : a->oh;
+        /* Extents past 2^30 (pads far larger than the image, as a model may declare) take the
+         * im2col path: below that, none of the products here overflows. */
+        const int64_t big = (int64_t)1 << 30;
+        if (sh <= 0 || sw <= 0 || dh <= 0 || dw <= 0 || sh > big || sw > big || dh > big || dw > big || kh > big ||
+            kw > big || a->oh > big || a->pads[1] + a->pads[3] > big || a->iw > big)
+                return 1;
         /* the padded rows the lines [lo, hi) read: [r0, r0 + hp) */
         const int64_t r0 = lo * sh, hp = hi > lo ? (hi - 1) * sh + (kh - 1) * dh + 1 - r0 : 0;
         const int64_t wp = a->iw + a->pads[1] + a->pads[3];
-        const int64_t wq = sw > 0 ? (wp + sw - 1) / sw : 0, plane = sw * hp * wq; /* a channel's doubles */
+        const int64_t wq = (wp + sw - 1) / sw;
+        if (hp > big || wp > big)
+                return 1;
+        const int64_t plane = sw * hp * wq; /* a channel's doubles */
         uint64_t xbytes = ops_bytes(ops_bytes((uint64_t)plane, (uint64_t)cg), sizeof(double));
         char msg[200] = "";
         double *xp, *wt, *tile;
@@ -62,8 +71,7 @@ int ops_conv2d_f64(const struct ops_conv2d_f64_args *a, char *err, size_t errlen
 
         if (a->oh <= 0 || a->ow <= 0 || mg <= 0 || lo < 0 || lo >= hi)
                 return 0;
-        if (cg <= 0 || kh <= 0 || kw <= 0 || hp <= 0 || wp <= 0 || sh <= 0 || sw <= 0 || dh <= 0 || dw <= 0 ||
-            xbytes > CONV_F64_PAD_MAX)
+        if (cg <= 0 || kh <= 0 || kw <= 0 || hp <= 0 || wp <= 0 || xbytes > CONV_F64_PAD_MAX)
                 return 1;
         xp = ops_buf_alloc(xbytes, msg, sizeof(msg));
         wt = xp ? ops_buf_alloc(ops_bytes(ops_bytes(ops_bytes((uint64_t)(kh * kw), (uint64_t)cg), (uint64_t)mg),
