@@ -260,6 +260,7 @@ struct options {
         double timeout;
         int jobs;
         int quiet, summary, start_npud;
+        int accumulate; /* enum npu_accumulate */
 };
 
 /* A batch of tests in flight in one child (a child per batch, not per test, because a fork
@@ -340,7 +341,7 @@ static void child_main(struct runner *r, const struct slot *self, int fd)
                         rc = 1;
                         break;
                 }
-                onnx_run_test(&r->tests.v[self->tests[i]], r->d.socket, &o);
+                onnx_run_test(&r->tests.v[self->tests[i]], r->d.socket, r->opt.accumulate, &o);
                 j = onnx_outcome_json(&o);
                 text = j ? json_dumps(j, JSON_COMPACT) : NULL;
                 if (!text || write_all(fd, text, strlen(text)) < 0 || write_all(fd, "\n", 1) < 0)
@@ -759,6 +760,8 @@ static void usage(FILE *f)
                 "  --jobs N        tests run at once (default: the number of CPUs, at most %d)\n"
                 "  --quiet         no per-test lines\n"
                 "  --summary       after the run: pass rate, failures by class, top unsupported ops\n"
+                "  --accumulate float32|float64\n"
+                "                  how the models' products sum (npu_graph_load_with; default float32)\n"
                 "  --help\n\n"
                 "Exit: 0 after a complete run (whatever the results), 2 usage, 3 npud unreachable,\n"
                 "130 interrupted.\n",
@@ -767,7 +770,7 @@ static void usage(FILE *f)
 
 static int parse_options(int argc, char **argv, struct options *o)
 {
-        enum { O_SOCKET = 1, O_JSON, O_TIMEOUT, O_JOBS, O_QUIET, O_SUMMARY, O_START, O_HELP };
+        enum { O_SOCKET = 1, O_JSON, O_TIMEOUT, O_JOBS, O_QUIET, O_SUMMARY, O_START, O_ACC, O_HELP };
         static const struct option longopts[] = {
                 { "socket", required_argument, NULL, O_SOCKET },
                 { "json", required_argument, NULL, O_JSON },
@@ -776,6 +779,7 @@ static int parse_options(int argc, char **argv, struct options *o)
                 { "quiet", no_argument, NULL, O_QUIET },
                 { "summary", no_argument, NULL, O_SUMMARY },
                 { "start-npud", no_argument, NULL, O_START },
+                { "accumulate", required_argument, NULL, O_ACC },
                 { "help", no_argument, NULL, O_HELP },
                 { NULL, 0, NULL, 0 },
         };
@@ -790,6 +794,15 @@ static int parse_options(int argc, char **argv, struct options *o)
                 switch (opt) {
                 case O_SOCKET:
                         o->socket = optarg;
+                        break;
+                case O_ACC:
+                        if (strcmp(optarg, "float32") && strcmp(optarg, "float64")) {
+                                fprintf(stderr, "npu-onnx-test: bad --accumulate '%s' (float32 or float64)\n",
+                                        optarg);
+                                return -1;
+                        }
+                        o->accumulate = strcmp(optarg, "float64") == 0 ? NPU_ACCUMULATE_FLOAT64
+                                                                       : NPU_ACCUMULATE_FLOAT32;
                         break;
                 case O_JSON:
                         o->json = optarg;

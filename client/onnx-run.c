@@ -744,8 +744,9 @@ done:
         tensor_set_free(&out);
 }
 
-void onnx_run_test(const struct onnx_test *t, const char *sock, struct onnx_outcome *o)
+void onnx_run_test(const struct onnx_test *t, const char *sock, int accumulate, struct onnx_outcome *o)
 {
+        npu_load_options_t lo = { .size = sizeof(lo), .accumulate = accumulate };
         char *model_path = path_join(t->dir, "model.onnx");
         char dtype_msg[256] = "";
         struct value_kinds kinds;
@@ -776,7 +777,7 @@ void onnx_run_test(const struct onnx_test *t, const char *sock, struct onnx_outc
                 ctx = NULL;
                 goto done;
         }
-        st = npu_graph_load(ctx, 0, model, len, &g);
+        st = npu_graph_load_with(ctx, 0, model, len, accumulate != NPU_ACCUMULATE_FLOAT32 ? &lo : NULL, &g);
         if (st != NPU_OK) {
                 g.id = 0;
                 classify_daemon_error(o, "load", st, last_error(st), dtype_msg, "error");

@@ -45,8 +45,9 @@ int onnx_outcome_init(struct onnx_outcome *o);
 void onnx_outcome_deinit(struct onnx_outcome *o);
 
 /* Run test t on device 0 of the npud at socket (NULL: $NPU_SOCKET or the default socket),
- * on a connection of its own. Never fails as such: every problem is the outcome. */
-void onnx_run_test(const struct onnx_test *t, const char *socket, struct onnx_outcome *o);
+ * on a connection of its own, the model loaded with accumulation accumulate (enum
+ * npu_accumulate). Never fails as such: every problem is the outcome. */
+void onnx_run_test(const struct onnx_test *t, const char *socket, int accumulate, struct onnx_outcome *o);
 
 /* {"status","class","reason","what","ops","unsupported_ops","lost"} (new reference). */
 json_t *onnx_outcome_json(const struct onnx_outcome *o);

@@ -5,7 +5,8 @@
 # test that no longer passes, with the runner's reason. Anything the runner writes to stderr
 # (an npud crash or timeout, npud's unclean exit, leaks under ASan, sanitizer reports) fails
 # the gate too.
-#   usage: tests/onnx/check-expected.sh BUILD      (ONNX_DATA overrides the test data root)
+#   usage: tests/onnx/check-expected.sh BUILD      (ONNX_DATA overrides the test data root;
+#          ONNX_ACCUMULATE=float64 loads every model with float64 accumulation)
 set -u
 BUILD=${1:-build}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -38,7 +39,8 @@ done
 rc=0
 if [ -n "$dirs" ]; then
         # shellcheck disable=SC2086 # one argument per test directory
-        NPUD_BIN=$BUILD/bin/npud "$RUNNER" --start-npud $dirs >"$tmp/out" 2>"$tmp/err" || rc=$?
+        NPUD_BIN=$BUILD/bin/npud "$RUNNER" --start-npud --accumulate "${ONNX_ACCUMULATE:-float32}" $dirs \
+                >"$tmp/out" 2>"$tmp/err" || rc=$?
 fi
 
 bad=0
@@ -69,5 +71,5 @@ if [ "$bad" -ne 0 ]; then
         echo "onnx: FAIL: $bad of $total expected-pass tests no longer pass (tests/onnx/expected-pass.txt)"
         status=1
 fi
-[ "$status" -eq 0 ] && echo "onnx: all $total expected-pass tests pass"
+[ "$status" -eq 0 ] && echo "onnx: all $total expected-pass tests pass (accumulate ${ONNX_ACCUMULATE:-float32})"
 exit "$status"
