@@ -133,7 +133,7 @@ $(call obj,$(GRAPH_SRC)) $(BUILD)/obj/tests/unit/test_graph.o $(BUILD)/obj/tests
   $(BUILD)/obj/tests/integration/test_host_run.o $(BUILD)/obj/tests/integration/test_onnx_breadth.o \
   $(BUILD)/obj/tests/integration/test_tune.o $(BUILD)/obj/tests/unit/test_packed.o \
   $(BUILD)/obj/tests/unit/test_conv_direct.o \
-  $(BUILD)/obj/tests/integration/test_graph_load_async.o \
+  $(BUILD)/obj/tests/integration/test_graph_load_async.o $(BUILD)/obj/tests/integration/test_accumulate.o \
   $(BUILD)/obj/tests/unit/test_ops_string.o $(BUILD)/obj/tests/integration/test_strings.o \
   $(BUILD)/obj/tests/bench/bench_npud.o $(BUILD)/obj/tests/bench/bench_compile.o \
   $(BUILD)/obj/tests/bench/bench_models.o: | $(ONNX_GEN_H)

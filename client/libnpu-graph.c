@@ -359,8 +359,10 @@ NPU_EXPORT npu_status_t npu_graph_load_with(npu_context_t *ctx, int device, cons
 
         if (!ctx || !model || !ret_graph || device < 0 || size == 0 || size > INT64_MAX)
                 return fail(NPU_ERR_INVALID, "%s: invalid argument", fn);
-        if (opts && opts->size < offsetof(npu_load_options_t, accumulate) + sizeof(opts->accumulate))
-                return fail(NPU_ERR_INVALID, "%s: options size %zu is smaller than npu_load_options_t", fn,
+        /* a size past any version is an uninitialized field, like npu_run_options_t's */
+        if (opts && (opts->size < offsetof(npu_load_options_t, accumulate) + sizeof(opts->accumulate) ||
+                     opts->size > 65536))
+                return fail(NPU_ERR_INVALID, "%s: options size %zu is not that of an npu_load_options_t", fn,
                             opts->size);
         if (opts && opts->accumulate != NPU_ACCUMULATE_FLOAT32 && opts->accumulate != NPU_ACCUMULATE_FLOAT64)
                 return fail(NPU_ERR_INVALID, "%s: accumulate %d is not NPU_ACCUMULATE_FLOAT32 or _FLOAT64", fn,

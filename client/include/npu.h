@@ -385,7 +385,7 @@ typedef struct { uint32_t id; } npu_graph_t;
 npu_status_t npu_graph_load(npu_context_t *ctx, int device, const void *model, size_t size,
                             npu_graph_t *ret_graph);
 /* Load options (npu_graph_load_with), sized like npu_run_options_t (size =
- * sizeof(npu_load_options_t); below this first layout: NPU_ERR_INVALID).
+ * sizeof(npu_load_options_t); below this first layout, or above 64 KiB: NPU_ERR_INVALID).
  * accumulate: how the graph's products (MatMul, Gemm, Conv, and every operator built on a
  *   matrix product) sum their terms. NPU_ACCUMULATE_FLOAT32 (the default): in float32, at
  *   the full speed of the float32 kernels; an element's error then grows with the number of
