@@ -392,8 +392,11 @@ NPU_EXPORT npu_status_t npu_graph_load_with(npu_context_t *ctx, int device, cons
                 return st;
         }
         params = json_pack("{s:i, s:i}", "device", device, "fd", 0);
-        if (params && acc64) /* only when asked: an older npud refuses the parameter */
-                json_object_set_new(params, "accumulate", json_string("float64"));
+        /* named whenever the caller chose (npud's graph_accumulate may default to float64),
+         * and only to an npud that takes it: an older one refuses the parameter, and sums
+         * in float32 anyway */
+        if (params && opts && ctx->version >= PROTO_VERSION_ACCUMULATE)
+                json_object_set_new(params, "accumulate", json_string(acc64 ? "float64" : "float32"));
         st = npu_call_fds(ctx, "graph_load", params, &fd, 1, &res);
         close(fd);
         if (st == NPU_OK)

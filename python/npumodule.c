@@ -1628,7 +1628,8 @@ static PyObject *Context_load(ContextObject *c, PyObject *args, PyObject *kw)
         if (!ctx_enter(c))
                 goto fail;
         Py_BEGIN_ALLOW_THREADS
-        st = npu_graph_load_with(c->ctx, device, bytes, size, &lo, &graph);
+        /* without accumulate=: npud's default (its configuration's graph_accumulate) */
+        st = npu_graph_load_with(c->ctx, device, bytes, size, accumulate ? &lo : NULL, &graph);
         if (st == NPU_OK)
                 st = npu_graph_io_count(c->ctx, graph, &nin, &nout);
         Py_END_ALLOW_THREADS

@@ -394,8 +394,9 @@ npu_status_t npu_graph_load(npu_context_t *ctx, int device, const void *model, s
  *   multiply-add in float64 and one rounding to float32, so each element is within a few
  *   ulps of the exact sum of its float32 products, at about half the float32 kernels'
  *   throughput (docs/benchmarks.md measures both). Needs an npud of protocol version 6 for
- *   NPU_ACCUMULATE_FLOAT64 (NPU_ERR_VERSION); other values: NPU_ERR_INVALID. npu_graph_info's
- *   "accumulate" says which a graph uses. */
+ *   NPU_ACCUMULATE_FLOAT64 (NPU_ERR_VERSION); other values: NPU_ERR_INVALID. npu_graph_load
+ *   (or opts NULL) takes npud's default, its configuration's "graph_accumulate" (float32
+ *   unless the operator set it). npu_graph_info's "accumulate" says which a graph uses. */
 enum npu_accumulate {
         NPU_ACCUMULATE_FLOAT32 = 0,
         NPU_ACCUMULATE_FLOAT64 = 1,

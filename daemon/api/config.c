@@ -310,7 +310,8 @@ int config_load_file(struct npud_config *c, const char *path, char *err, size_t 
 {
         static const char *const keys[] = { "socket", "log_level", "workers", "admin_group",
                                             "sim", "limits", "metrics", "tenants", "scheduler", "memory",
-                                            "dbus", "telemetry", "tuning_cache", "realtime_loop", NULL };
+                                            "dbus", "telemetry", "tuning_cache", "realtime_loop",
+                                            "graph_accumulate", NULL };
         json_error_t jerr;
         json_t *root, *v;
         int64_t workers = c->workers;
@@ -369,6 +370,15 @@ int config_load_file(struct npud_config *c, const char *path, char *err, size_t 
         if ((v = json_object_get(root, "realtime_loop")) &&
             (e = apply_realtime_loop(c, v, err, errlen)))
                 goto out;
+        if ((v = json_object_get(root, "graph_accumulate"))) {
+                const char *s = json_string_value(v);
+                if (!s || (strcmp(s, "float32") && strcmp(s, "float64"))) {
+                        snprintf(err, errlen, "graph_accumulate: must be \"float32\" or \"float64\"");
+                        e = -EINVAL;
+                        goto out;
+                }
+                c->graph_accumulate = strcmp(s, "float64") == 0;
+        }
         if ((v = json_object_get(root, "tuning_cache"))) {
                 if (!json_is_string(v) || json_string_length(v) >= sizeof(c->tuning_cache) ||
                     (json_string_length(v) && json_string_value(v)[0] != '/')) {

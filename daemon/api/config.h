@@ -74,6 +74,9 @@ struct npud_config {
          * (StateDirectory=npud), /var/lib/npud/tuning.cache for root, else
          * $XDG_STATE_HOME/npud/tuning.cache (~/.local/state/npud/tuning.cache). */
         char tuning_cache[4096];
+        /* "graph_accumulate": the accumulation of a graph_load that names none (enum
+         * graph_accumulate: 0 float32, 1 float64). */
+        int graph_accumulate;
         struct policy_config policy; /* tenants and scheduler settings */
 };
 

@@ -485,7 +485,7 @@ static void method_graph_load(struct request *req)
         static const char *const keys[] = { "device", "fd", "accumulate", NULL };
         struct session *s = req->session;
         json_t *acc = json_object_get(req->params, "accumulate");
-        int accumulate = GRAPH_ACCUMULATE_FLOAT32;
+        int accumulate = s->npud->config.graph_accumulate ? GRAPH_ACCUMULATE_FLOAT64 : GRAPH_ACCUMULATE_FLOAT32;
         struct graph_load *j;
         struct device *dev;
         uint64_t devid, idx;

@@ -105,6 +105,7 @@ int manage_reload_info(struct npud *d, json_t **ret_info, char *err, size_t errl
         d->config.admin_gid = c->admin_gid;
         d->config.have_admin_gid = c->have_admin_gid;
         d->config.policy = c->policy;
+        d->config.graph_accumulate = c->graph_accumulate; /* for loads from now on */
         d->ex.tile_ns = c->policy.tile_ns;
         for (int i = 0; i < d->ex.devices.count; i++)
                 d->ex.devices.devices[i].pd.min_share = c->policy.min_share;

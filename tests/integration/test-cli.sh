@@ -34,6 +34,9 @@ grep -q -- "--tuning-cache: must be an absolute path" "$dir/err" || fail "--tuni
 printf '{"tuning_cache": 7}' >"$dir/badtune.conf"
 expect_exit 2 "tuning_cache not a path" "$npud" --config "$dir/badtune.conf"
 grep -q "tuning_cache: must be an absolute path" "$dir/err" || fail "tuning_cache named: $(cat "$dir/err")"
+printf '{"graph_accumulate": "float16"}' >"$dir/badacc.conf"
+expect_exit 2 "graph_accumulate not float32 or float64" "$npud" --config "$dir/badacc.conf"
+grep -q 'graph_accumulate: must be "float32" or "float64"' "$dir/err" || fail "graph_accumulate named: $(cat "$dir/err")"
 printf '{"realtime_loop": "yes"}' >"$dir/badrt.conf"
 expect_exit 2 "realtime_loop not a boolean" "$npud" --config "$dir/badrt.conf"
 grep -q "realtime_loop: must be true or false" "$dir/err" || fail "realtime_loop named: $(cat "$dir/err")"
@@ -63,7 +66,7 @@ expect_exit 0 "the shipped example configuration is valid" "$npud" --check-confi
 python3 -c "import json,sys
 keys = set(json.load(open(sys.argv[1])))
 want = {'socket', 'log_level', 'workers', 'admin_group', 'sim', 'limits', 'metrics', 'tenants',
-        'scheduler', 'memory', 'dbus', 'telemetry', 'tuning_cache', 'realtime_loop'}
+        'scheduler', 'memory', 'dbus', 'telemetry', 'tuning_cache', 'realtime_loop', 'graph_accumulate'}
 assert keys == want, want ^ keys" docs/npud.conf.example 2>"$dir/err" \
         && pass "the example configuration sets every section" || fail "example: $(cat "$dir/err")"
 

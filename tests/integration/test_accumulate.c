@@ -810,6 +810,65 @@ START_TEST(test_version_5_session)
 }
 END_TEST
 
+/* The host's default: an npud configured with "graph_accumulate": "float64" loads a graph
+ * that names no accumulation (npu_graph_load, or npu_graph_load_with without options) in
+ * float64, computes the cancelling MatMul exactly, and still gives a client that asks for
+ * float32 its float32. */
+START_TEST(test_config_default)
+{
+        enum { K = MK, N = 8 };
+        char conf[128];
+        const char *cfg = "{\"graph_accumulate\": \"float64\"}\n";
+        npu_load_options_t o32 = { .size = sizeof(o32), .accumulate = NPU_ACCUMULATE_FLOAT32 };
+        float *x, *w, y[N];
+        size_t len;
+        json_t *j;
+        int fd;
+
+        snprintf(conf, sizeof(conf), "/tmp/npud-accumulate-%d.json", (int)getpid());
+        fd = open(conf, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(write(fd, cfg, strlen(cfg)), (ssize_t)strlen(cfg));
+        close(fd);
+        const char *extra[] = { "--config", conf, NULL };
+        ck_assert_int_eq(harness_start(&daemon_proc, extra), 0);
+        unlink(conf);
+        OK(npu_connect(daemon_proc.sock, &ctx));
+
+        rng_seed(9);
+        x = fill(K, 1.0f);
+        x[K - 1] = 0.75f;
+        w = fill((size_t)K * N, (float)WS);
+        cancelling(x, w, K, N);
+        uint8_t *bytes = matmul_model(1, K, N, w, &len);
+        npu_graph_t g = load(bytes, len, NULL);
+        bytes = matmul_model(1, K, N, w, &len);
+        npu_graph_t g32 = load(bytes, len, &o32);
+        j = info(g);
+        ck_assert_str_eq(accumulate_of(j), "float64");
+        json_decref(j);
+        j = info(g32);
+        ck_assert_str_eq(accumulate_of(j), "float32");
+        json_decref(j);
+        const int64_t xd[2] = { 1, K }, yd[2] = { 1, N };
+        run(g, x, 2, xd, y, 2, yd);
+        for (int c = 0; c < N; c++) {
+                struct acc a = { 0 };
+                for (int i = 0; i < K; i++)
+                        acc_add(&a, (double)x[i] * (double)w[(size_t)i * N + (size_t)c]);
+                ck_assert_msg(fabs((double)y[c] - acc_sum(&a)) < 1e-9, "column %d: %.9g, exact %.9g", c, y[c],
+                              acc_sum(&a));
+        }
+        OK(npu_graph_unload(ctx, g));
+        OK(npu_graph_unload(ctx, g32));
+        free(x);
+        free(w);
+        npu_disconnect(ctx);
+        ctx = NULL;
+        ck_assert_int_eq(harness_stop(&daemon_proc), 0);
+}
+END_TEST
+
 int main(void)
 {
         Suite *s = suite_create("integration-accumulate");
@@ -829,6 +888,7 @@ int main(void)
         suite_add_tcase(s, tc);
         tcase_set_timeout(old, 10);
         tcase_add_test(old, test_version_5_session);
+        tcase_add_test(old, test_config_default);
         suite_add_tcase(s, old);
         sr = srunner_create(s);
         srunner_run_all(sr, CK_NORMAL);
