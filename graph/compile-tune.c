@@ -139,13 +139,18 @@ static int run_variant(void *arg, int variant)
 
         if ((variant == OPS_SGEMM_F64) != r->acc64)
                 return -1;
-        if (variant == OPS_SGEMM_F64)
-                return ops_run_variant(r->def, r->call, variant, r->packed, NULL, msg, sizeof(msg)) < 0 ? -1 : 0;
         if ((on_packed && !r->packed) || (direct && !r->pconv) ||
             (variant == OPS_SGEMM_XSMM_PACKED && !ops_xsmm_usable()))
                 return -1;
-        int rc = ops_run_variant(r->def, r->call, variant, on_packed ? r->packed : NULL,
-                                 direct ? r->pconv : NULL, msg, sizeof(msg));
+        int rc = ops_run_variant(r->def, r->call, variant,
+                                 on_packed || variant == OPS_SGEMM_F64 ? r->packed : NULL, direct ? r->pconv : NULL,
+                                 msg, sizeof(msg));
+        /* a stop (over the tuning budget) fails this variant's run only */
+        struct ops_runctx *c = ops_runctx_current();
+        if (c && c->code) {
+                c->code = 0;
+                return -1;
+        }
         return rc < 0 ? -1 : 0;
 }
 
@@ -254,6 +259,18 @@ static struct ops_call *node_call(const struct graph *g, const struct graph_node
         return call;
 }
 
+/* Kernels measured at load run under a run context of their own: the load's cancellation
+ * and deadline, and a memory budget of GRAPH_TUNE_BYTES for their workspace. A kernel that
+ * wants more fails and is not measured (the float64 ones take their paths that need less),
+ * so a model cannot make npud allocate at load what no tenant's quota covers; a stop inside
+ * it stays inside it. */
+#define TUNE_CTX(var)                                                                          \
+        struct ops_runctx *var##_outer = ops_runctx_current();                                 \
+        struct ops_mem_budget var##_mem = { .limit = GRAPH_TUNE_BYTES, .name = "load-time tuning" }; \
+        struct ops_runctx var = { .cancel = var##_outer ? var##_outer->cancel : NULL,          \
+                                  .deadline_ns = var##_outer ? var##_outer->deadline_ns : 0,   \
+                                  .mem = &var##_mem }
+
 /* What time_node may spend on one graph's load, in all: a model of many big elementwise
  * nodes does not make its load run for long (the nodes past it keep the cost model). */
 #define GRAPH_TIME_BUDGET_NS 500000000ull
@@ -286,9 +303,14 @@ static void time_node(struct graph *g, struct graph_node *gn, const struct ops_t
             fill_data(gn, call, scratch, &nscratch) == 0) {
                 for (int rep = 0; rep < 2; rep++) {
                         struct timespec t0, t1;
+                        TUNE_CTX(tctx);
+                        ops_runctx_set(&tctx);
                         clock_gettime(CLOCK_MONOTONIC, &t0);
                         int rc = ops_run(gn->def, call, msg, sizeof(msg));
                         clock_gettime(CLOCK_MONOTONIC, &t1);
+                        ops_runctx_set(tctx_outer);
+                        if (tctx.code)
+                                rc = -1;
                         ops_control_forget();
                         if (rc < 0) {
                                 best = 0;
@@ -407,10 +429,13 @@ static void tune_node(struct graph *g, struct graph_node *gn, const struct ops_t
                 weight[OPS_SGEMM_ONEDNN_PACKED] = weight[OPS_SGEMM_XSMM_PACKED] = GRAPH_PACK_GAIN_PARTS;
         /* a packable node measures both packed variants (not the direct one, which it does
          * not have); a convolution the direct one */
+        TUNE_CTX(tctx);
+        ops_runctx_set(&tctx);
         int v = tune_choose_weighted(gn->def->name, sig,
                                      packable || acc64 ? OPS_SGEMM_VARIANTS
                                      : convable ? OPS_SGEMM_ONEDNN_DIRECT + 1 : OPS_SGEMM_ONEDNN_PACKED,
                                      ops_sgemm_variant_names, weight, run_variant, &r);
+        ops_runctx_set(tctx_outer);
         if (v >= 0) {
                 gn->variant = v + 1;
                 st->tuned++;

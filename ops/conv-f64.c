@@ -65,7 +65,6 @@ int ops_conv2d_f64(const struct ops_conv2d_f64_args *a, char *err, size_t errlen
                 return 1;
         const int64_t plane = sw * hp * wq; /* a channel's doubles */
         uint64_t xbytes = ops_bytes(ops_bytes((uint64_t)plane, (uint64_t)cg), sizeof(double));
-        char msg[200] = "";
         double *xp, *wt, *tile;
         int rc = 0;
 
@@ -73,13 +72,12 @@ int ops_conv2d_f64(const struct ops_conv2d_f64_args *a, char *err, size_t errlen
                 return 0;
         if (cg <= 0 || kh <= 0 || kw <= 0 || hp <= 0 || wp <= 0 || xbytes > CONV_F64_PAD_MAX)
                 return 1;
-        xp = ops_buf_alloc(xbytes, msg, sizeof(msg));
-        wt = xp ? ops_buf_alloc(ops_bytes(ops_bytes(ops_bytes((uint64_t)(kh * kw), (uint64_t)cg), (uint64_t)mg),
-                                          sizeof(double)),
-                                msg, sizeof(msg))
+        /* past the run's budget the caller's im2col path, which needs less, goes on */
+        xp = ops_buf_try_alloc(xbytes);
+        wt = xp ? ops_buf_try_alloc(
+                          ops_bytes(ops_bytes(ops_bytes((uint64_t)(kh * kw), (uint64_t)cg), (uint64_t)mg), sizeof(double)))
                 : NULL;
-        tile = wt ? ops_buf_alloc(ops_bytes(ops_bytes((uint64_t)a->ow, (uint64_t)mg), sizeof(double)), msg, sizeof(msg))
-                  : NULL;
+        tile = wt ? ops_buf_try_alloc(ops_bytes(ops_bytes((uint64_t)a->ow, (uint64_t)mg), sizeof(double))) : NULL;
         if (!tile) {
                 ops_buf_free(xp);
                 ops_buf_free(wt);

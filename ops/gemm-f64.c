@@ -13,7 +13,8 @@
  * float64 copies of the operands: rows of A converted a band at a time, B converted a band of
  * columns at a time or, for constant weights, once at load into column blocks
  * (ops_packed_b_new_f64). Where libxsmm makes no kernel, OpenBLAS's dgemm computes the same
- * tiles; where scratch cannot be had (the run's memory budget), a plain loop in float64. */
+ * tiles; where scratch cannot be had (the run's memory budget), a plain loop in float64
+ * (ops_buf_try_alloc: the run goes on). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -137,11 +138,12 @@ static inline float at(const float *p, long ld, int trans, long i, long j)
         return trans ? p[j * ld + i] : p[i * ld + j];
 }
 
-/* Without scratch: the same sums in a plain loop. */
+/* Without scratch: the same sums in a plain loop. It checks the run context every row and
+ * stops when the run must (the recorded stop reason then fails the node). */
 static void product_loop(long m, long n, long k, float alpha, const float *a, long lda, int ta, const float *b,
                          long ldb, int tb, float beta, float *c, long ldc)
 {
-        for (long i = 0; i < m; i++)
+        for (long i = 0; i < m && !ops_runctx_check(NULL, 0); i++)
                 for (long j = 0; j < n; j++) {
                         double s = 0.0;
                         for (long kk = 0; kk < k; kk++)
@@ -214,10 +216,10 @@ void ops_sgemm_f64(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_T
         }
         int tra = ta != CblasNoTrans, trb = tb != CblasNoTrans;
         long nc = packed ? n : (n < F64_NC ? n : F64_NC), mb = m < F64_MB ? m : F64_MB;
-        char msg[64];
-        double *ad = ops_buf_alloc((uint64_t)mb * (uint64_t)k * sizeof(double), msg, sizeof(msg));
+        /* scratch past the run's budget: the plain loop, which needs none */
+        double *ad = ops_buf_try_alloc((uint64_t)mb * (uint64_t)k * sizeof(double));
         long ncb = (nc + F64_NB - 1) / F64_NB * F64_NB; /* whole blocks */
-        double *bd = packed ? NULL : ops_buf_alloc((uint64_t)ncb * (uint64_t)k * sizeof(double), msg, sizeof(msg));
+        double *bd = packed ? NULL : ops_buf_try_alloc((uint64_t)ncb * (uint64_t)k * sizeof(double));
 
         if (!ad || (!packed && !bd)) {
                 ops_buf_free(ad);

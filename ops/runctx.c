@@ -13,6 +13,11 @@ void ops_runctx_set(struct ops_runctx *c)
         current = c;
 }
 
+struct ops_runctx *ops_runctx_current(void)
+{
+        return current;
+}
+
 static uint64_t mono_ns(void)
 {
         struct timespec ts;
@@ -138,17 +143,19 @@ static int buf_size_ok(uint64_t n, char *err, size_t errlen)
         return 0;
 }
 
-static void *buf_alloc(uint64_t n, int zero, char *err, size_t errlen)
+/* try: a failure records no stop reason (ops_buf_try_alloc). */
+static void *buf_alloc_how(uint64_t n, int zero, int try, char *err, size_t errlen)
 {
         struct ops_mem_budget *b = current ? current->mem : NULL;
         struct buf_head *h;
         int rc;
 
-        if (!buf_size_ok(n, err, errlen))
+        if (try ? n > SIZE_MAX - 2 * sizeof(struct buf_head) : !buf_size_ok(n, err, errlen))
                 return NULL;
         rc = ops_mem_budget_charge(b, n, err, errlen);
         if (rc) {
-                ops_runctx_stop(rc);
+                if (!try)
+                        ops_runctx_stop(rc);
                 return NULL;
         }
         h = zero ? calloc(1, sizeof(*h) + (size_t)n) : malloc(sizeof(*h) + (size_t)n);
@@ -162,6 +169,16 @@ static void *buf_alloc(uint64_t n, int zero, char *err, size_t errlen)
         h->n = n;
         h->b = b;
         return h + 1;
+}
+
+static void *buf_alloc(uint64_t n, int zero, char *err, size_t errlen)
+{
+        return buf_alloc_how(n, zero, 0, err, errlen);
+}
+
+void *ops_buf_try_alloc(uint64_t n)
+{
+        return buf_alloc_how(n, 0, 1, NULL, 0);
 }
 
 void *ops_buf_alloc(uint64_t n, char *err, size_t errlen)

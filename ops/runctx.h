@@ -35,6 +35,8 @@ struct ops_runctx {
 
 /* Install c for the calling thread (NULL removes it). */
 void ops_runctx_set(struct ops_runctx *c);
+/* The context installed on the calling thread (NULL: none). */
+struct ops_runctx *ops_runctx_current(void);
 
 /* 0 to go on; PROTO_E_CANCELLED (cancelled) or PROTO_E_LIMIT (past the deadline) with a
  * message when the running kernel must stop and fail. Cheap: call it in inner loops every
@@ -64,6 +66,9 @@ int ops_runctx_code(void);
  * ops_buf_realloc keeps the contents (p NULL: a fresh buffer); on failure p is untouched. */
 void *ops_buf_alloc(uint64_t n, char *err, size_t errlen);
 void *ops_buf_alloc0(uint64_t n, char *err, size_t errlen);
+/* ops_buf_alloc for a caller that has a way on without the buffer (a path that needs less):
+ * NULL when over budget or out of memory, and the run goes on (no stop reason recorded). */
+void *ops_buf_try_alloc(uint64_t n);
 void *ops_buf_realloc(void *p, uint64_t n, char *err, size_t errlen);
 void ops_buf_free(void *p);
 /* Bytes a buffer of ops_buf_alloc holds (0 for NULL). */

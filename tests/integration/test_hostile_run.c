@@ -842,6 +842,663 @@ START_TEST(test_device_memory_warning)
 }
 END_TEST
 
+/* ---- float64 accumulation under attack (npu_graph_load_with, NPU_ACCUMULATE_FLOAT64) ----
+ *
+ * A graph loaded to accumulate in float64 makes float64 copies of constant MatMul / Gemm
+ * weights at load (graph/compile-tune.c, within the quota's room), converts operands to
+ * float64 scratch at run time (charged to the run's budget) and runs a 2-D Conv over a padded
+ * float64 copy of its input (ops/conv-f64.c, up to 256 MiB, extents up to 2^30). The models
+ * here carry weights of up to 32 MiB: a protobuf buffer that grows. */
+
+struct dpb {
+        uint8_t *b;
+        size_t n, cap;
+};
+
+static void dpb_put(struct dpb *m, const void *p, size_t len)
+{
+        if (!len)
+                return;
+        if (m->n + len > m->cap) {
+                size_t cap = m->cap ? m->cap : 4096;
+                while (cap < m->n + len)
+                        cap *= 2;
+                uint8_t *nb = realloc(m->b, cap);
+                if (!nb)
+                        abort(); /* the attacker's process: no Check runner to report to */
+                m->b = nb;
+                m->cap = cap;
+        }
+        memcpy(m->b + m->n, p, len);
+        m->n += len;
+}
+
+static void dpb_raw_varint(struct dpb *m, uint64_t v)
+{
+        uint8_t t[10];
+        size_t k = 0;
+
+        do {
+                t[k++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+                v >>= 7;
+        } while (v);
+        dpb_put(m, t, k);
+}
+
+static void dpb_varint(struct dpb *m, int field, uint64_t v)
+{
+        dpb_raw_varint(m, (uint64_t)field << 3);
+        dpb_raw_varint(m, v);
+}
+
+static void dpb_bytes(struct dpb *m, int field, const void *data, size_t len)
+{
+        dpb_raw_varint(m, (uint64_t)field << 3 | 2);
+        dpb_raw_varint(m, len);
+        dpb_put(m, data, len);
+}
+
+static void dpb_free(struct dpb *m)
+{
+        free(m->b);
+        memset(m, 0, sizeof(*m));
+}
+
+static int64_t numel_of(int ndim, const int64_t *dims)
+{
+        int64_t n = 1;
+
+        for (int i = 0; i < ndim; i++)
+                n *= dims[i];
+        return n;
+}
+
+/* ValueInfoProto of a float32 tensor of rank ndim (an extent < 0: open), as a graph's input
+ * (field 11) or output (12). */
+static void dpb_value(struct dpb *g, int field, const char *name, int ndim, const int64_t *dims)
+{
+        struct pb vi = { .n = 0 }, tp = { .n = 0 }, tt = { .n = 0 }, sh = { .n = 0 };
+
+        for (int i = 0; i < ndim; i++) {
+                struct pb d = { .n = 0 };
+                if (dims[i] >= 0)
+                        pb_varint(&d, 1, (uint64_t)dims[i]);
+                else
+                        pb_str(&d, 2, "n");
+                pb_msg(&sh, 1, &d);
+        }
+        pb_varint(&tt, 1, 1); /* FLOAT */
+        pb_msg(&tt, 2, &sh);
+        pb_msg(&tp, 1, &tt);
+        pb_str(&vi, 1, name);
+        pb_msg(&vi, 2, &tp);
+        dpb_bytes(g, field, vi.b, vi.n);
+}
+
+/* A float32 initializer with raw little-endian data (x86). */
+static void dpb_initializer(struct dpb *g, const char *name, int ndim, const int64_t *dims, const float *v)
+{
+        struct dpb t = { 0 };
+
+        for (int i = 0; i < ndim; i++)
+                dpb_varint(&t, 1, (uint64_t)dims[i]);
+        dpb_varint(&t, 2, 1); /* FLOAT */
+        dpb_bytes(&t, 8, name, strlen(name));
+        dpb_bytes(&t, 9, v, (size_t)numel_of(ndim, dims) * sizeof(float));
+        dpb_bytes(g, 5, t.b, t.n);
+        dpb_free(&t);
+}
+
+struct ints_attr {
+        const char *name;
+        int n;
+        const int64_t *v;
+};
+
+/* NodeProto op(in...) -> out with INTS attributes. */
+static void dpb_node(struct dpb *g, const char *op, const char *const *in, int nin, const char *out,
+                     const struct ints_attr *attrs, int nattrs)
+{
+        struct pb n = { .n = 0 };
+
+        for (int i = 0; i < nin; i++)
+                pb_str(&n, 1, in[i]);
+        pb_str(&n, 2, out);
+        pb_str(&n, 3, out);
+        pb_str(&n, 4, op);
+        for (int a = 0; a < nattrs; a++) {
+                struct pb at = { .n = 0 };
+                pb_str(&at, 1, attrs[a].name);
+                for (int k = 0; k < attrs[a].n; k++)
+                        pb_varint(&at, 8, (uint64_t)attrs[a].v[k]);
+                pb_varint(&at, 20, 7); /* AttributeProto.INTS */
+                pb_msg(&n, 5, &at);
+        }
+        dpb_bytes(g, 1, n.b, n.n);
+}
+
+/* ModelProto (IR 8, opset 16) around graph g, which it frees. */
+static void dpb_model(struct dpb *m, struct dpb *g)
+{
+        struct pb opset = { .n = 0 };
+
+        memset(m, 0, sizeof(*m));
+        dpb_varint(m, 1, 8);
+        pb_str(&opset, 1, "");
+        pb_varint(&opset, 2, 16);
+        dpb_bytes(m, 8, opset.b, opset.n);
+        dpb_bytes(m, 7, g->b, g->n);
+        dpb_free(g);
+}
+
+/* A 2-D Conv: input x [1, C, H, W], filters w [M, C, K, K] (an initializer), square pads,
+ * strides and dilations. */
+struct conv_geom {
+        int64_t x[4], w[4];
+        int64_t pad, stride, dil;
+};
+
+/* An output extent as the ONNX formula gives it, or -1 when the geometry has none or npud
+ * refuses it (attributes past INT32_MAX: nn_geom_attrs). */
+static int64_t conv_extent(int64_t in, int64_t k, const struct conv_geom *cg)
+{
+        if (cg->pad > INT32_MAX || cg->stride > INT32_MAX || cg->dil > INT32_MAX)
+                return -1;
+        int64_t span = in + 2 * cg->pad - ((k - 1) * cg->dil + 1);
+        return span < 0 ? -1 : span / cg->stride + 1;
+}
+
+static void conv_out_dims(const struct conv_geom *cg, int64_t y[4])
+{
+        y[0] = cg->x[0];
+        y[1] = cg->w[0];
+        y[2] = conv_extent(cg->x[2], cg->w[2], cg);
+        y[3] = conv_extent(cg->x[3], cg->w[3], cg);
+}
+
+static void conv_model(struct dpb *m, const struct conv_geom *cg, const float *w)
+{
+        struct dpb g = { 0 };
+        const char *in[] = { "x", "w" };
+        int64_t y[4], pads[4] = { cg->pad, cg->pad, cg->pad, cg->pad }, st[2] = { cg->stride, cg->stride };
+        int64_t dil[2] = { cg->dil, cg->dil };
+        const struct ints_attr attrs[] = { { "pads", 4, pads }, { "strides", 2, st }, { "dilations", 2, dil } };
+
+        conv_out_dims(cg, y);
+        dpb_node(&g, "Conv", in, 2, "y", attrs, 3);
+        dpb_bytes(&g, 2, "f64conv", 7);
+        dpb_initializer(&g, "w", 4, cg->w, w);
+        dpb_value(&g, 11, "x", 4, cg->x);
+        dpb_value(&g, 12, "y", 4, y); /* open extents where npud should refuse the geometry */
+        dpb_model(m, &g);
+}
+
+/* Output (m, oh, ow) of image 0 in double: every product of two float32 values is exact. */
+static double conv_ref(const struct conv_geom *cg, const float *x, const float *w, int64_t m, int64_t oh, int64_t ow)
+{
+        double s = 0.0;
+
+        for (int64_t c = 0; c < cg->x[1]; c++)
+                for (int64_t i = 0; i < cg->w[2]; i++)
+                        for (int64_t j = 0; j < cg->w[3]; j++) {
+                                int64_t ih = oh * cg->stride - cg->pad + i * cg->dil;
+                                int64_t iw = ow * cg->stride - cg->pad + j * cg->dil;
+                                if (ih < 0 || ih >= cg->x[2] || iw < 0 || iw >= cg->x[3])
+                                        continue;
+                                s += (double)x[(c * cg->x[2] + ih) * cg->x[3] + iw] *
+                                     (double)w[((m * cg->w[1] + c) * cg->w[2] + i) * cg->w[3] + j];
+                        }
+        return s;
+}
+
+/* Data of small dyadic values: every sum the tests make is exact in float32 already, so a
+ * result must equal the reference bit for bit. */
+static void dyadic_fill(float *v, int64_t n, int64_t mul, int64_t mod, float scale)
+{
+        for (int64_t i = 0; i < n; i++)
+                v[i] = (float)((i * mul) % mod - mod / 2) * scale;
+}
+
+/* What one load-and-run of the attacker (or root) got. */
+struct f64_outcome {
+        npu_status_t st;
+        const char *stage; /* where it stopped: "load", "buffers", "run", "copy back" */
+        char msg[512];
+        double secs;
+        json_t *info;      /* graph_info of the loaded graph (NULL if none); caller decrefs */
+};
+
+static const npu_load_options_t f64_opts = { .size = sizeof(npu_load_options_t),
+                                             .accumulate = NPU_ACCUMULATE_FLOAT64 };
+
+/* Load model with float64 accumulation on device 0 and run it once on x (xnd, xd) into y
+ * (ynd, yd), each in a buffer of its own; the graph stays loaded in *keep when keep is not
+ * NULL and the load succeeded. The first failure's status. */
+static npu_status_t f64_load_run(npu_context_t *c, const struct dpb *model, const float *x, int xnd,
+                                 const int64_t *xd, float *y, int ynd, const int64_t *yd, struct f64_outcome *o,
+                                 npu_graph_t *keep)
+{
+        size_t xn = (size_t)numel_of(xnd, xd) * sizeof(float), yn = (size_t)numel_of(ynd, yd) * sizeof(float);
+        npu_buffer_t bx, by;
+        npu_stream_t s;
+        npu_graph_t g;
+        int have = 0; /* 1 graph, 2 x, 4 y, 8 stream */
+        double t0 = now_s();
+        npu_status_t st;
+
+        memset(o, 0, sizeof(*o));
+        o->stage = "load";
+        st = npu_graph_load_with(c, 0, model->b, model->n, &f64_opts, &g);
+        if (st == NPU_OK) {
+                char *js = NULL;
+                have |= 1;
+                if (npu_graph_info(c, g, &js) == NPU_OK && js)
+                        o->info = json_loads(js, 0, NULL);
+                free(js);
+                o->stage = "buffers";
+                if (!(st = npu_malloc(c, 0, xn, &bx)))
+                        have |= 2;
+                if (!st && !(st = npu_malloc(c, 0, yn, &by)))
+                        have |= 4;
+                if (!st && !(st = npu_stream_create(c, 0, 0, &s)))
+                        have |= 8;
+                if (!st)
+                        st = npu_memcpy_to_device(c, bx, 0, x, xn);
+                if (!st) {
+                        npu_tensor_t ti = { .buf = bx, .dtype = NPU_FLOAT32, .ndim = xnd };
+                        npu_tensor_t to = { .buf = by, .dtype = NPU_FLOAT32, .ndim = ynd };
+                        memcpy(ti.dims, xd, sizeof(int64_t) * (size_t)xnd);
+                        memcpy(to.dims, yd, sizeof(int64_t) * (size_t)ynd);
+                        o->stage = "run";
+                        st = npu_graph_run(c, s, g, &ti, 1, &to, 1, NULL);
+                        if (!st)
+                                st = npu_stream_synchronize(c, s);
+                }
+                if (!st) {
+                        o->stage = "copy back";
+                        st = npu_memcpy_from_device(c, y, by, 0, yn);
+                }
+        }
+        o->st = st;
+        snprintf(o->msg, sizeof(o->msg), "%s", st ? npu_error_message() : "");
+        o->secs = now_s() - t0;
+        if (have & 8)
+                npu_stream_destroy(c, s);
+        if (have & 4)
+                npu_free(c, by);
+        if (have & 2)
+                npu_free(c, bx);
+        if ((have & 1) && keep)
+                *keep = g;
+        else if (have & 1)
+                npu_graph_unload(c, g);
+        return st;
+}
+
+static void f64_report(const char *what, const struct f64_outcome *o)
+{
+        /* npud's peak RSS so far: /proc/PID/status is readable by every user */
+        fprintf(stderr, "attacker: %s: %s%s (%d %s) %s, %.2f s; npud peak RSS %ld KiB\n", what,
+                o->st ? "failed at " : "ok", o->st ? o->stage : "", (int)o->st, npu_strerror(o->st), o->msg, o->secs,
+                harness_proc_kib(daemon_proc.pid, "VmHWM"));
+}
+
+/* compile.packed_bytes of a graph_info, -1 when missing. */
+static long long info_packed_bytes(const json_t *info)
+{
+        json_t *cmp = info ? json_object_get(info, "compile") : NULL;
+        json_t *pb = cmp ? json_object_get(cmp, "packed_bytes") : NULL;
+
+        return json_is_integer(pb) ? (long long)json_integer_value(pb) : -1;
+}
+
+static int info_is_f64(const json_t *info)
+{
+        const char *acc = info ? json_string_value(json_object_get(info, "accumulate")) : NULL;
+
+        return acc && strcmp(acc, "float64") == 0;
+}
+
+#define ACHECK(cond, code, ...) \
+        do { \
+                if (!(cond)) { \
+                        fprintf(stderr, "attacker: " __VA_ARGS__); \
+                        fputc('\n', stderr); \
+                        return code; \
+                } \
+        } while (0)
+
+/* Attack 1: Conv geometries far outside any image on a [1, 1, 4, 4] input, float64 mode. */
+static int f64_absurd_convs(npu_context_t *c)
+{
+        static const struct {
+                const char *name;
+                int64_t k, pad, stride, dil;
+        } cases[] = {
+                /* past INT32_MAX: refused by the attribute checks */
+                { "1x1, pads and strides 2^40", 1, 1ll << 40, 1ll << 40, 1 },
+                { "1x1, pads 2^40, stride 1", 1, 1ll << 40, 1, 1 },
+                /* within them, but past conv-f64's 2^30 extents: the im2col path */
+                { "1x1, pads and strides 2^31-1", 1, INT32_MAX, INT32_MAX, 1 },
+                { "3x3 dilated 2^31-1 over pads 2^31-1", 3, INT32_MAX, 1, INT32_MAX },
+                /* extents within 2^30, padded copy past its 256 MiB: the im2col path */
+                { "1x1, pads and strides 2^28", 1, 1 << 28, 1 << 28, 1 },
+                { "3x3, pads and strides 2^29 - 1", 3, (1 << 29) - 1, (1 << 29) - 1, 1 },
+        };
+        float x[16], w[9], y[64];
+
+        dyadic_fill(x, 16, 5, 13, 0.125f);
+        dyadic_fill(w, 9, 7, 11, 0.25f);
+        for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+                struct conv_geom cg = { .x = { 1, 1, 4, 4 }, .w = { 1, 1, cases[k].k, cases[k].k },
+                                        .pad = cases[k].pad, .stride = cases[k].stride, .dil = cases[k].dil };
+                int64_t yd[4];
+                struct dpb model;
+                struct f64_outcome o;
+
+                conv_out_dims(&cg, yd);
+                int refused = yd[2] < 0 || yd[3] < 0;
+                int64_t ydb[4] = { 1, 1, refused ? 1 : yd[2], refused ? 1 : yd[3] };
+                ACHECK(numel_of(4, ydb) <= 64, 10, "%s: output of %lld", cases[k].name, (long long)numel_of(4, ydb));
+                conv_model(&model, &cg, w);
+                memset(y, 0xff, sizeof(y));
+                f64_load_run(c, &model, x, 4, cg.x, y, 4, ydb, &o, NULL);
+                dpb_free(&model);
+                f64_report(cases[k].name, &o);
+                json_decref(o.info);
+                ACHECK(o.secs < 10.0, 11, "%s: took %.1f s", cases[k].name, o.secs);
+                if (refused) { /* at load or at the run, naming the attribute */
+                        ACHECK((o.st == NPU_ERR_SHAPE || o.st == NPU_ERR_INVALID) &&
+                                       (strcmp(o.stage, "load") == 0 || strcmp(o.stage, "run") == 0) &&
+                                       strstr(o.msg, "Conv") &&
+                                       strstr(o.msg, cases[k].stride > INT32_MAX ? "stride" : "pad"),
+                               12, "%s: not refused naming the attribute", cases[k].name);
+                        continue;
+                }
+                ACHECK(o.st == NPU_OK, 13, "%s: failed", cases[k].name);
+                for (int64_t oh = 0; oh < yd[2]; oh++)
+                        for (int64_t ow = 0; ow < yd[3]; ow++) {
+                                double ref = conv_ref(&cg, x, w, 0, oh, ow);
+                                float got = y[oh * yd[3] + ow];
+                                ACHECK(got == (float)ref, 14, "%s: y[%lld][%lld] = %.9g, want %.9g", cases[k].name,
+                                       (long long)oh, (long long)ow, got, ref);
+                        }
+        }
+        return 0;
+}
+
+/* Attack 1, the padded copy: a 1x1 Conv with pads and strides of 2300 on [1, 1, 4, 4]: output
+ * 3x3, but the padded float64 copy conv-f64 makes is 242 MiB (within its 256 MiB), far more
+ * than the tenant's 64 MiB: conv-f64 cannot have it (ops_buf_try_alloc) and the im2col path
+ * computes the right values, at load (tuning, under its own budget) and at the run. */
+static int f64_padded_copy_conv(npu_context_t *c)
+{
+        struct conv_geom cg = { .x = { 1, 1, 4, 4 }, .w = { 1, 1, 1, 1 }, .pad = 2300, .stride = 2300, .dil = 1 };
+        float x[16], w[1] = { 0.75f }, y[9];
+        int64_t yd[4];
+        struct dpb model;
+        struct f64_outcome o;
+
+        dyadic_fill(x, 16, 5, 13, 0.125f);
+        conv_out_dims(&cg, yd);
+        ACHECK(yd[2] == 3 && yd[3] == 3, 20, "padded copy: output %lldx%lld", (long long)yd[2], (long long)yd[3]);
+        conv_model(&model, &cg, w);
+        f64_load_run(c, &model, x, 4, cg.x, y, 4, yd, &o, NULL);
+        dpb_free(&model);
+        f64_report("1x1, pads and strides 2300 (padded copy 242 MiB)", &o);
+        json_decref(o.info);
+        ACHECK(o.secs < 10.0, 21, "padded copy: took %.1f s", o.secs);
+        /* the padded copy does not fit the budget: the im2col path, which needs little */
+        ACHECK(o.st == NPU_OK, 22, "padded copy: not computed (%d at %s)", (int)o.st, o.stage);
+        for (int i = 0; i < 9; i++)
+                ACHECK(y[i] == (float)conv_ref(&cg, x, w, 0, i / 3, i % 3), 23, "padded copy: y[%d] = %g", i, y[i]);
+        return 0;
+}
+
+/* Attack 1, a large image: x [1, 16, 512, 512] and y of the same shape (16 MiB each, held in
+ * device buffers charged to the tenant), 3x3 filters, pads 1: the padded float64 copy (16 x
+ * 514 x 514 doubles, 32.2 MiB) is more than the ~32 MiB the quota leaves. The run computes
+ * (spot-checked against double), or fails over quota; nothing else. */
+static int f64_big_conv(npu_context_t *c)
+{
+        struct conv_geom cg = { .x = { 1, 16, 512, 512 }, .w = { 16, 16, 3, 3 }, .pad = 1, .stride = 1, .dil = 1 };
+        int64_t nx = numel_of(4, cg.x), yd[4];
+        float *x = malloc((size_t)nx * sizeof(float)), *y = malloc((size_t)nx * sizeof(float));
+        float w[16 * 16 * 9];
+        struct dpb model;
+        struct f64_outcome o;
+        int rc = 0;
+
+        ACHECK(x && y, 30, "big conv: out of memory");
+        dyadic_fill(x, nx, 131, 23, 0.0625f);
+        dyadic_fill(w, 16 * 16 * 9, 7, 9, 0.125f);
+        conv_out_dims(&cg, yd);
+        conv_model(&model, &cg, w);
+        f64_load_run(c, &model, x, 4, cg.x, y, 4, yd, &o, NULL);
+        dpb_free(&model);
+        f64_report("Conv [1,16,512,512] 3x3 pads 1 (padded float64 copy 32.2 MiB)", &o);
+        if (o.secs > 15.0) {
+                fprintf(stderr, "attacker: big conv: took %.1f s\n", o.secs);
+                rc = 31;
+        } else if (o.st != NPU_OK) {
+                if (o.st != NPU_ERR_QUOTA || strcmp(o.stage, "run") != 0) {
+                        fprintf(stderr, "attacker: big conv: not a quota failure of the run\n");
+                        rc = 32;
+                }
+        } else if (!info_is_f64(o.info)) {
+                fprintf(stderr, "attacker: big conv: graph_info does not say float64\n");
+                rc = 33;
+        } else {
+                static const int64_t at[][3] = { { 0, 0, 0 },     { 0, 0, 511 },   { 15, 511, 0 }, { 15, 511, 511 },
+                                                 { 7, 0, 300 },   { 3, 256, 511 }, { 9, 123, 45 }, { 12, 510, 1 },
+                                                 { 1, 255, 256 }, { 14, 1, 1 } };
+                for (size_t k = 0; !rc && k < sizeof(at) / sizeof(at[0]); k++) {
+                        double ref = conv_ref(&cg, x, w, at[k][0], at[k][1], at[k][2]);
+                        float got = y[(at[k][0] * 512 + at[k][1]) * 512 + at[k][2]];
+                        if (got != (float)ref) {
+                                fprintf(stderr, "attacker: big conv: y[%lld][%lld][%lld] = %.9g, want %.9g\n",
+                                        (long long)at[k][0], (long long)at[k][1], (long long)at[k][2], got, ref);
+                                rc = 34;
+                        }
+                }
+        }
+        json_decref(o.info);
+        free(x);
+        free(y);
+        return rc;
+}
+
+/* Y = X W, X [8, k] a graph input, W [k, n] an initializer of dyadic values. */
+static void matmul_model(struct dpb *m, int64_t k, int64_t n, const float *w)
+{
+        struct dpb g = { 0 };
+        const char *in[] = { "X", "W" };
+        int64_t wd[2] = { k, n }, xd[2] = { 8, k }, yd[2] = { 8, n };
+
+        dpb_node(&g, "MatMul", in, 2, "Y", NULL, 0);
+        dpb_bytes(&g, 2, "f64mm", 5);
+        dpb_initializer(&g, "W", 2, wd, w);
+        dpb_value(&g, 11, "X", 2, xd);
+        dpb_value(&g, 12, "Y", 2, yd);
+        dpb_model(m, &g);
+}
+
+/* Load and run Y = X W (W [k, n]) in float64 mode; every output checked against the exact
+ * sum; the graph kept in *keep when keep is not NULL. */
+static int f64_matmul(npu_context_t *c, int64_t k, int64_t n, struct f64_outcome *o, npu_graph_t *keep)
+{
+        float *w = malloc((size_t)(k * n) * sizeof(float)), *x = malloc((size_t)(8 * k) * sizeof(float));
+        float *y = malloc((size_t)(8 * n) * sizeof(float));
+        int64_t xd[2] = { 8, k }, yd[2] = { 8, n };
+        struct dpb model;
+        char what[96];
+        int rc = 0;
+
+        ACHECK(w && x && y, 40, "matmul: out of memory");
+        dyadic_fill(w, k * n, 11, 17, 0.0625f);
+        dyadic_fill(x, 8 * k, 3, 15, 0.125f);
+        matmul_model(&model, k, n, w);
+        f64_load_run(c, &model, x, 2, xd, y, 2, yd, o, keep);
+        dpb_free(&model);
+        /* the float64 copy: column blocks of 32 (ops_f64_pack_b) */
+        snprintf(what, sizeof(what), "MatMul with W [%lld, %lld] (%lld MiB; float64 copy %lld MiB)", (long long)k,
+                 (long long)n, (long long)(k * n * 4 >> 20), (long long)(k * ((n + 31) / 32 * 32) * 8 >> 20));
+        f64_report(what, o);
+        fprintf(stderr, "attacker: %s: packed_bytes %lld\n", what, info_packed_bytes(o->info));
+        for (int64_t i = 0; !o->st && !rc && i < 8; i++)
+                for (int64_t j = 0; !rc && j < n; j++) {
+                        double s = 0.0;
+                        for (int64_t kk = 0; kk < k; kk++)
+                                s += (double)x[i * k + kk] * (double)w[kk * n + j];
+                        if (y[i * n + j] != (float)s) {
+                                fprintf(stderr, "attacker: %s: Y[%lld][%lld] = %.9g, want %.9g\n", what, (long long)i,
+                                        (long long)j, y[i * n + j], s);
+                                rc = 41;
+                        }
+                }
+        free(w);
+        free(x);
+        free(y);
+        return rc;
+}
+
+/* Attack 2, scratch: Y = X W with X [8, 2^19] (16 MiB, a device buffer) and W [2^19, 1] (2 MiB):
+ * no float64 copy of W at load (one column block of 2^19 doubles: 128 MiB, past the room),
+ * and at run time B's float64 scratch (the same 128 MiB) exceeds what the quota leaves;
+ * gemm-f64.c then sums in a plain float64 loop, and the run computes the exact result. */
+static int f64_matmul_scratch(npu_context_t *c)
+{
+        const int64_t k = 1 << 19;
+        struct f64_outcome o;
+        int rc = f64_matmul(c, k, 1, &o, NULL);
+
+        json_decref(o.info);
+        if (rc)
+                return rc;
+        ACHECK(o.secs < 10.0, 55, "long K: took %.1f s", o.secs);
+        /* the float64 scratch does not fit the budget: the plain loop, which needs none */
+        ACHECK(o.st == NPU_OK, 56, "long K: not computed (%d at %s)", (int)o.st, o.stage);
+        return 0;
+}
+
+/* Attack 2: constant weights whose float64 copy does not fit the quota's room, then weights
+ * whose copy does (and is charged: the room it takes is gone for buffers until unload). */
+static int f64_matmul_attacks(npu_context_t *c)
+{
+        const uint64_t quota = 64ull << 20, mib = 1ull << 20;
+        struct f64_outcome o;
+        npu_graph_t g;
+        npu_buffer_t b;
+        int rc;
+
+        /* W [2048, 4096]: 32 MiB charged; its float64 copy (64 MiB) exceeds the 32 MiB left */
+        rc = f64_matmul(c, 2048, 4096, &o, NULL);
+        long long packed = info_packed_bytes(o.info);
+        int f64 = info_is_f64(o.info);
+        json_decref(o.info);
+        if (rc)
+                return rc;
+        if (o.st != NPU_OK) { /* a clean refusal over quota is all that may happen instead */
+                ACHECK(o.st == NPU_ERR_QUOTA && strstr(o.msg, "tenant 'attack'"), 42, "big W: not a quota refusal");
+        } else {
+                ACHECK(f64, 43, "big W: graph_info does not say float64");
+                ACHECK(packed == 0, 44, "big W: %lld bytes packed past the quota's room", packed);
+        }
+        ACHECK(o.secs < 10.0, 45, "big W: took %.1f s", o.secs);
+
+        /* W [1024, 2048]: 8 MiB; the float64 copy (16 MiB) fits, and counts against the quota */
+        rc = f64_matmul(c, 1024, 2048, &o, &g);
+        packed = info_packed_bytes(o.info);
+        f64 = info_is_f64(o.info);
+        json_decref(o.info);
+        if (rc)
+                return rc;
+        ACHECK(o.st == NPU_OK && f64, 46, "small W: failed or not float64");
+        ACHECK(packed >= (long long)(16 * mib) && packed <= (long long)(20 * mib), 47,
+               "small W: %lld bytes packed, want the 16 MiB float64 copy", packed);
+        uint64_t left = quota - 8 * mib - (uint64_t)packed;
+        npu_status_t st = npu_malloc(c, 0, left + mib, &b);
+        fprintf(stderr, "attacker: %llu bytes with 8 MiB of weights and %lld packed held: %d %s\n",
+                (unsigned long long)(left + mib), packed, (int)st, st ? npu_error_message() : "");
+        ACHECK(st == NPU_ERR_QUOTA, 48, "small W: the packed copy is not charged to the tenant");
+        ACHECK(npu_malloc(c, 0, left - mib, &b) == NPU_OK, 49, "small W: %s", npu_error_message());
+        npu_free(c, b);
+        ACHECK(npu_graph_unload(c, g) == NPU_OK, 50, "small W: unload: %s", npu_error_message());
+        /* unloaded: weights and copy given back */
+        st = npu_malloc(c, 0, quota - mib, &b);
+        ACHECK(st == NPU_OK, 51, "after unload, %llu bytes: %s", (unsigned long long)(quota - mib),
+               npu_error_message());
+        npu_free(c, b);
+        return 0;
+}
+
+static int attack_float64(void *arg)
+{
+        npu_context_t *c;
+        int rc;
+
+        (void)arg;
+        if (npu_connect(daemon_proc.sock, &c) != NPU_OK)
+                return 2;
+        if ((rc = f64_absurd_convs(c)) || (rc = f64_padded_copy_conv(c)) || (rc = f64_big_conv(c)) ||
+            (rc = f64_matmul_attacks(c)) || (rc = f64_matmul_scratch(c)))
+                return rc;
+        ACHECK(npu_ping(c) == NPU_OK, 3, "the session is gone: %s", npu_error_message());
+        npu_disconnect(c);
+        return 0;
+}
+
+START_TEST(test_float64_accumulation_attacks)
+{
+        double t0 = now_s();
+
+        start_daemon(-1, -1, "compute");
+        if (attacker_uid) {
+                long rss0 = harness_proc_kib(daemon_proc.pid, "VmRSS");
+                long hwm0 = harness_proc_kib(daemon_proc.pid, "VmHWM");
+                ck_assert_int_eq(harness_run_as(attacker_uid, attacker_gid, attack_float64, NULL), 0);
+                long rss1 = harness_proc_kib(daemon_proc.pid, "VmRSS");
+                long hwm1 = harness_proc_kib(daemon_proc.pid, "VmHWM");
+                fprintf(stderr, "npud RSS %ld KiB before, %ld KiB after; peak %ld KiB before, %ld KiB after\n", rss0,
+                        rss1, hwm0, hwm1);
+                ck_assert_int_lt(rss1, rss0 + 256 * 1024);
+                /* at its peak npud held the attacker's charged bytes (64 MiB of quota, the
+                 * run's scratch within it) and its load-time tuning (GRAPH_TUNE_BYTES of
+                 * workspace, at most that much of data): nothing a model asks for beyond */
+                ck_assert_int_lt(hwm1, hwm0 + 224 * 1024);
+                /* every charge of the attacker (weights, float64 copies) given back */
+                for (int i = 0; i < 100 && tenant_memory_used("attack") != 0; i++)
+                        usleep(20 * 1000);
+                ck_assert_int_eq(tenant_memory_used("attack"), 0);
+                root_work_completes();
+        }
+        /* root's own float64 graph: a strided, padded Conv of two channels, exact */
+        struct conv_geom cg = { .x = { 1, 2, 7, 6 }, .w = { 3, 2, 3, 3 }, .pad = 1, .stride = 2, .dil = 1 };
+        float x[84], w[54], y[3 * 4 * 3];
+        int64_t yd[4];
+        struct dpb model;
+        struct f64_outcome o;
+        dyadic_fill(x, 84, 5, 13, 0.125f);
+        dyadic_fill(w, 54, 7, 11, 0.25f);
+        conv_out_dims(&cg, yd);
+        ck_assert(yd[1] == 3 && yd[2] == 4 && yd[3] == 3);
+        conv_model(&model, &cg, w);
+        f64_load_run(ctx, &model, x, 4, cg.x, y, 4, yd, &o, NULL);
+        dpb_free(&model);
+        ck_assert_msg(o.st == NPU_OK, "root's float64 Conv: %s: %s", o.stage, o.msg);
+        ck_assert(info_is_f64(o.info));
+        json_decref(o.info);
+        for (int m = 0; m < 3; m++)
+                for (int oh = 0; oh < 4; oh++)
+                        for (int ow = 0; ow < 3; ow++)
+                                ck_assert_msg(y[(m * 4 + oh) * 3 + ow] == (float)conv_ref(&cg, x, w, m, oh, ow),
+                                              "root's float64 Conv: y[%d][%d][%d] = %g", m, oh, ow,
+                                              y[(m * 4 + oh) * 3 + ow]);
+        stop_daemon();
+        fprintf(stderr, "test_float64_accumulation_attacks: %.1f s\n", now_s() - t0);
+}
+END_TEST
+
 /* HOSTILE_ONLY=test_name runs one test (to check a fix against an older npud quickly). */
 #define ADD(t) \
         do { \
@@ -869,6 +1526,7 @@ static Suite *suite(void)
         ADD(test_missing_input_refused);
         ADD(test_launch_time_limit);
         ADD(test_device_memory_warning);
+        ADD(test_float64_accumulation_attacks);
         suite_add_tcase(s, tc);
         return s;
 }
