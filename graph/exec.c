@@ -1138,6 +1138,10 @@ static int estimate_walk(const struct graph *g, int nin, const struct ops_tensor
                                         flops += (uint64_t)ops_tensor_numel(&call.out[j]);
                                 }
                 }
+                /* a float64 multiply-add takes two float32 ones of the product engine's
+                 * throughput (half the lanes), as on the host (docs/benchmarks.md) */
+                if (g->accumulate == GRAPH_ACCUMULATE_FLOAT64 && gn->def->engine == OPS_ENGINE_CUBE)
+                        flops = flops > UINT64_MAX / 2 ? UINT64_MAX : 2 * flops;
                 flops_out[k] = flops;
                 bytes_out[k] = bytes;
         }

@@ -160,6 +160,23 @@ static uint8_t *matmul_model(int m, int k, int n, float *w, size_t *ret_len)
         return model_pack(g, 13, ret_len);
 }
 
+/* Y [m, n] = X [m, k] W [k, n], both graph inputs of fixed shapes (no weights to send). */
+static uint8_t *matmul_inputs_model(int m, int k, int n, size_t *ret_len)
+{
+        Onnx__GraphProto *g = graph_proto();
+        Onnx__NodeProto *mm = node("MatMul", 2, (const char *const[]){ "X", "W" }, 1, (const char *const[]){ "Y" });
+
+        mm->name = (char *)"mm";
+        g->n_node = 1;
+        g->node = (Onnx__NodeProto **)list(1, mm);
+        g->n_input = 2;
+        g->input = (Onnx__ValueInfoProto **)list(2, tvalue("X", FLOAT, 2, (const int64_t[]){ m, k }),
+                                                 tvalue("W", FLOAT, 2, (const int64_t[]){ k, n }));
+        g->n_output = 1;
+        g->output = (Onnx__ValueInfoProto **)list(1, tvalue("Y", FLOAT, 2, (const int64_t[]){ m, n }));
+        return model_pack(g, 13, ret_len);
+}
+
 /* Y [m, n] = Relu(X [m, k] W [k, n] + B [n]): what the epilogue pass fuses. */
 static uint8_t *gemm_relu_model(int m, int k, int n, float *w, float *b, size_t *ret_len)
 {
@@ -810,6 +827,39 @@ START_TEST(test_version_5_session)
 }
 END_TEST
 
+/* The estimate of the plan (graph_info's plan, from the cost model: model mode's time and
+ * the engine choice) counts a float64 multiply-add as two float32 ones: for a product large
+ * enough that its compute dwarfs the launch (2 x 1024 x 4096 x 4096 operations), the
+ * MatMul step of the float64 graph is estimated at about twice the float32 one's. */
+static double mm_est_us(npu_graph_t g)
+{
+        json_t *j = info(g), *plan = json_object_get(j, "plan"), *step;
+        double est = -1;
+        size_t i;
+
+        json_array_foreach(plan, i, step)
+                if (strcmp(json_string_value(json_object_get(step, "op")) ?: "", "MatMul") == 0)
+                        est = json_number_value(json_object_get(step, "est_us"));
+        json_decref(j);
+        return est;
+}
+
+START_TEST(test_plan_estimate)
+{
+        size_t len;
+        uint8_t *bytes = matmul_inputs_model(1024, 4096, 4096, &len);
+        npu_graph_t g32 = load(bytes, len, NULL);
+        bytes = matmul_inputs_model(1024, 4096, 4096, &len);
+        npu_graph_t g64 = load(bytes, len, &acc64);
+        double e32 = mm_est_us(g32), e64 = mm_est_us(g64);
+
+        ck_assert_msg(e32 > 0 && e64 > 1.8 * e32 && e64 < 2.2 * e32, "MatMul step estimated %.3f us in float32, "
+                      "%.3f us in float64", e32, e64);
+        OK(npu_graph_unload(ctx, g32));
+        OK(npu_graph_unload(ctx, g64));
+}
+END_TEST
+
 /* The host's default: an npud configured with "graph_accumulate": "float64" loads a graph
  * that names no accumulation (npu_graph_load, or npu_graph_load_with without options) in
  * float64, computes the cancelling MatMul exactly, and still gives a client that asks for
@@ -885,6 +935,7 @@ int main(void)
         tcase_add_test(tc, test_info_reports_accumulation);
         tcase_add_test(tc, test_raw_bad_accumulate);
         tcase_add_test(tc, test_options_checked);
+        tcase_add_test(tc, test_plan_estimate);
         suite_add_tcase(s, tc);
         tcase_set_timeout(old, 10);
         tcase_add_test(old, test_version_5_session);
