@@ -448,8 +448,10 @@ int main(void)
                 struct bmodel *m = &models[k];
                 struct npud_side r, r64;
                 /* the same model loaded to accumulate in float64, for every model with
-                 * products (not the one-Relu round trip) */
-                int acc64 = k != REF_RELU;
+                 * products (not the one-Relu round trip); NPUD_BENCH_ACC64=0 skips it (to
+                 * profile the float32 side alone) */
+                const char *a64 = getenv("NPUD_BENCH_ACC64");
+                int acc64 = k != REF_RELU && !(a64 && strcmp(a64, "0") == 0);
                 if (only && *only && !strstr(only, keys[k]))
                         continue;
                 struct samples ot = { 0 }, o1t = { 0 };
