@@ -387,6 +387,30 @@ const struct ops_def graph_fused_gemm_def = {
         .domain = "npud",
 };
 
+/* The residual, then the activation, on output rows [lo, hi) (hi 0: all) of every channel
+ * plane of a Conv's FusedGemm, just computed and still in cache. */
+static int band_epilogue(const struct graph_epilogue *ep, const struct ops_call *call, int64_t lo, int64_t hi,
+                         char *err, size_t errlen)
+{
+        const struct ops_tensor *o = &call->out[0];
+
+        if (o->ndim != 4 || o->dtype != PROTO_DTYPE_FLOAT32)
+                return 0;
+        int64_t oh = o->dims[2], ow = o->dims[3], planes = o->dims[0] * o->dims[1];
+        if (hi <= 0 || hi > oh)
+                hi = oh;
+        for (int64_t k = 0; k < planes; k++) {
+                int64_t at = (k * oh + lo) * ow;
+                float *y = (float *)o->data + at;
+                if (ep->resid)
+                        add_f32(y, resid_at(ep, call, at), 0, (hi - lo) * ow);
+                int rc = act_f32(ep, call, y, (hi - lo) * ow, err, errlen);
+                if (rc < 0)
+                        return rc;
+        }
+        return 0;
+}
+
 int graph_conv_direct_rows(const struct ops_packed_conv *p, const struct ops_call *call, int64_t lo, int64_t hi,
                            char *err, size_t errlen)
 {
@@ -418,22 +442,8 @@ int graph_conv_direct_rows(const struct ops_packed_conv *p, const struct ops_cal
                 return ops_conv_rows(p, c, act, alpha, lo, hi, err, errlen);
         /* the residual comes before the activation: the band's rows of every channel plane
          * get it, then the activation, while they are still in cache */
-        const struct ops_tensor *o = &call->out[0];
         int rc = ops_conv_rows(p, c, OPS_CONV_ACT_NONE, 0.0f, lo, hi, err, errlen);
-        if (rc || o->ndim != 4 || o->dtype != PROTO_DTYPE_FLOAT32)
-                return rc;
-        int64_t oh = o->dims[2], ow = o->dims[3], planes = o->dims[0] * o->dims[1];
-        if (hi <= 0)
-                hi = oh;
-        for (int64_t k = 0; k < planes; k++) {
-                int64_t at = (k * oh + lo) * ow;
-                float *y = (float *)o->data + at;
-                add_f32(y, resid_at(ep, call, at), 0, (hi - lo) * ow);
-                rc = act_f32(ep, call, y, (hi - lo) * ow, err, errlen);
-                if (rc < 0)
-                        return rc;
-        }
-        return 0;
+        return rc ? rc : band_epilogue(ep, call, lo, hi, err, errlen);
 }
 
 int graph_conv_f64_rows(const struct ops_call *call, int64_t lo, int64_t hi, char *err, size_t errlen)
@@ -448,21 +458,5 @@ int graph_conv_f64_rows(const struct ops_call *call, int64_t lo, int64_t hi, cha
         op_call(ep, call, c);
         c->out[0] = call->out[0];
         int rc = ops_conv_rows_f64(c, lo, hi, err, errlen);
-        const struct ops_tensor *o = &call->out[0];
-        if (rc || (!ep->resid && !ep->act))
-                return rc;
-        /* the residual, then the activation, on the band's rows of every channel plane */
-        int64_t oh = o->dims[2], ow = o->dims[3], planes = o->dims[0] * o->dims[1];
-        if (hi <= 0 || hi > oh)
-                hi = oh;
-        for (int64_t k = 0; k < planes; k++) {
-                int64_t at = (k * oh + lo) * ow;
-                float *y = (float *)o->data + at;
-                if (ep->resid)
-                        add_f32(y, resid_at(ep, call, at), 0, (hi - lo) * ow);
-                rc = act_f32(ep, call, y, (hi - lo) * ow, err, errlen);
-                if (rc < 0)
-                        return rc;
-        }
-        return 0;
+        return rc || (!ep->resid && !ep->act) ? rc : band_epilogue(ep, call, lo, hi, err, errlen);
 }

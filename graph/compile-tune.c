@@ -264,12 +264,31 @@ static struct ops_call *node_call(const struct graph *g, const struct graph_node
  * wants more fails and is not measured (the float64 ones take their paths that need less),
  * so a model cannot make npud allocate at load what no tenant's quota covers; a stop inside
  * it stays inside it. */
-#define TUNE_CTX(var)                                                                          \
-        struct ops_runctx *var##_outer = ops_runctx_current();                                 \
-        struct ops_mem_budget var##_mem = { .limit = GRAPH_TUNE_BYTES, .name = "load-time tuning" }; \
-        struct ops_runctx var = { .cancel = var##_outer ? var##_outer->cancel : NULL,          \
-                                  .deadline_ns = var##_outer ? var##_outer->deadline_ns : 0,   \
-                                  .mem = &var##_mem }
+struct tune_ctx {
+        struct ops_runctx *outer;
+        struct ops_mem_budget mem;
+        struct ops_runctx ctx;
+};
+
+/* Install t's context; tune_ctx_leave puts the load's back and says whether a kernel
+ * stopped under it (over the budget, cancelled). */
+static void tune_ctx_enter(struct tune_ctx *t)
+{
+        memset(t, 0, sizeof(*t));
+        t->outer = ops_runctx_current();
+        atomic_store(&t->mem.limit, GRAPH_TUNE_BYTES);
+        t->mem.name = "load-time tuning";
+        t->ctx.cancel = t->outer ? t->outer->cancel : NULL;
+        t->ctx.deadline_ns = t->outer ? t->outer->deadline_ns : 0;
+        t->ctx.mem = &t->mem;
+        ops_runctx_set(&t->ctx);
+}
+
+static int tune_ctx_leave(struct tune_ctx *t)
+{
+        ops_runctx_set(t->outer);
+        return t->ctx.code;
+}
 
 /* What time_node may spend on one graph's load, in all: a model of many big elementwise
  * nodes does not make its load run for long (the nodes past it keep the cost model). */
@@ -303,13 +322,12 @@ static void time_node(struct graph *g, struct graph_node *gn, const struct ops_t
             fill_data(gn, call, scratch, &nscratch) == 0) {
                 for (int rep = 0; rep < 2; rep++) {
                         struct timespec t0, t1;
-                        TUNE_CTX(tctx);
-                        ops_runctx_set(&tctx);
+                        struct tune_ctx tctx;
+                        tune_ctx_enter(&tctx);
                         clock_gettime(CLOCK_MONOTONIC, &t0);
                         int rc = ops_run(gn->def, call, msg, sizeof(msg));
                         clock_gettime(CLOCK_MONOTONIC, &t1);
-                        ops_runctx_set(tctx_outer);
-                        if (tctx.code)
+                        if (tune_ctx_leave(&tctx))
                                 rc = -1;
                         ops_control_forget();
                         if (rc < 0) {
@@ -429,13 +447,13 @@ static void tune_node(struct graph *g, struct graph_node *gn, const struct ops_t
                 weight[OPS_SGEMM_ONEDNN_PACKED] = weight[OPS_SGEMM_XSMM_PACKED] = GRAPH_PACK_GAIN_PARTS;
         /* a packable node measures both packed variants (not the direct one, which it does
          * not have); a convolution the direct one */
-        TUNE_CTX(tctx);
-        ops_runctx_set(&tctx);
+        struct tune_ctx tctx;
+        tune_ctx_enter(&tctx);
         int v = tune_choose_weighted(gn->def->name, sig,
                                      packable || acc64 ? OPS_SGEMM_VARIANTS
                                      : convable ? OPS_SGEMM_ONEDNN_DIRECT + 1 : OPS_SGEMM_ONEDNN_PACKED,
                                      ops_sgemm_variant_names, weight, run_variant, &r);
-        ops_runctx_set(tctx_outer);
+        tune_ctx_leave(&tctx);
         if (v >= 0) {
                 gn->variant = v + 1;
                 st->tuned++;

@@ -17,7 +17,6 @@ struct graph *graph_new(struct graph *parent)
                 return NULL;
         g->parent = parent;
         g->opset = parent ? parent->opset : 0;
-        g->accumulate = parent ? parent->accumulate : GRAPH_ACCUMULATE_FLOAT32;
         g->pack_limit = -1;
         return g;
 }
@@ -29,6 +28,19 @@ void graph_set_accumulate(struct graph *g, int accumulate)
                 for (int a = 0; a < g->nodes[n].nattr; a++)
                         if (g->nodes[n].attr[a].type == OPS_ATTR_GRAPH)
                                 graph_set_accumulate((struct graph *)g->nodes[n].attr[a].graph, accumulate);
+}
+
+const char *graph_accumulate_name(int accumulate)
+{
+        return accumulate == GRAPH_ACCUMULATE_FLOAT64 ? "float64" : "float32";
+}
+
+int graph_accumulate_parse(const char *name)
+{
+        return !name                       ? -1
+               : !strcmp(name, "float32") ? GRAPH_ACCUMULATE_FLOAT32
+               : !strcmp(name, "float64") ? GRAPH_ACCUMULATE_FLOAT64
+                                          : -1;
 }
 
 void graph_free(struct graph *g)

@@ -124,6 +124,10 @@ void graph_free(struct graph *g);
 /* Set g's accumulation (enum graph_accumulate) and its subgraphs'; before graph_compile,
  * which tunes for it. */
 void graph_set_accumulate(struct graph *g, int accumulate);
+/* "float32" / "float64" and back (-1: neither), as graph_load and the configuration spell
+ * them. */
+const char *graph_accumulate_name(int accumulate);
+int graph_accumulate_parse(const char *name);
 
 /* Zeroed memory owned by the graph (freed by graph_free); NULL when out of memory. */
 void *graph_alloc(struct graph *g, size_t size);

@@ -131,26 +131,28 @@ uint64_t ops_bytes(uint64_t n, uint64_t size)
         return __builtin_mul_overflow(n, size, &r) ? UINT64_MAX : r;
 }
 
-/* Can a buffer of n bytes (plus its header) be asked of malloc at all? */
-static int buf_size_ok(uint64_t n, char *err, size_t errlen)
+/* Can a buffer of n bytes (plus its header) be asked of malloc at all? When not, the run
+ * stops over quota unless try (the caller has a way on without it). */
+static int buf_size_ok(uint64_t n, int try, char *err, size_t errlen)
 {
         if (n <= SIZE_MAX - 2 * sizeof(struct buf_head))
                 return 1;
         if (err && errlen)
                 snprintf(err, errlen, "intermediates of %llu bytes are too large",
                          (unsigned long long)n);
-        ops_runctx_stop(PROTO_E_QUOTA);
+        if (!try)
+                ops_runctx_stop(PROTO_E_QUOTA);
         return 0;
 }
 
-/* try: a failure records no stop reason (ops_buf_try_alloc). */
-static void *buf_alloc_how(uint64_t n, int zero, int try, char *err, size_t errlen)
+/* try: a refusal records no stop reason (ops_buf_try_alloc). */
+static void *buf_alloc(uint64_t n, int zero, int try, char *err, size_t errlen)
 {
         struct ops_mem_budget *b = current ? current->mem : NULL;
         struct buf_head *h;
         int rc;
 
-        if (try ? n > SIZE_MAX - 2 * sizeof(struct buf_head) : !buf_size_ok(n, err, errlen))
+        if (!buf_size_ok(n, try, err, errlen))
                 return NULL;
         rc = ops_mem_budget_charge(b, n, err, errlen);
         if (rc) {
@@ -171,24 +173,19 @@ static void *buf_alloc_how(uint64_t n, int zero, int try, char *err, size_t errl
         return h + 1;
 }
 
-static void *buf_alloc(uint64_t n, int zero, char *err, size_t errlen)
-{
-        return buf_alloc_how(n, zero, 0, err, errlen);
-}
-
 void *ops_buf_try_alloc(uint64_t n)
 {
-        return buf_alloc_how(n, 0, 1, NULL, 0);
+        return buf_alloc(n, 0, 1, NULL, 0);
 }
 
 void *ops_buf_alloc(uint64_t n, char *err, size_t errlen)
 {
-        return buf_alloc(n, 0, err, errlen);
+        return buf_alloc(n, 0, 0, err, errlen);
 }
 
 void *ops_buf_alloc0(uint64_t n, char *err, size_t errlen)
 {
-        return buf_alloc(n, 1, err, errlen);
+        return buf_alloc(n, 1, 0, err, errlen);
 }
 
 void *ops_buf_realloc(void *p, uint64_t n, char *err, size_t errlen)
@@ -197,9 +194,9 @@ void *ops_buf_realloc(void *p, uint64_t n, char *err, size_t errlen)
         int rc;
 
         if (!p)
-                return buf_alloc(n, 0, err, errlen);
+                return buf_alloc(n, 0, 0, err, errlen);
         h = (struct buf_head *)p - 1;
-        if (!buf_size_ok(n, err, errlen))
+        if (!buf_size_ok(n, 0, err, errlen))
                 return NULL;
         /* Growth is charged before the memory is taken; shrinking gives back afterwards. */
         if (n > h->n) {

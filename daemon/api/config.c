@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "graph/graph.h"
 #include "proto/frame.h"
 #include "proto/socket-path.h"
 #include "daemon/backend/backend.h"
@@ -371,13 +372,13 @@ int config_load_file(struct npud_config *c, const char *path, char *err, size_t 
             (e = apply_realtime_loop(c, v, err, errlen)))
                 goto out;
         if ((v = json_object_get(root, "graph_accumulate"))) {
-                const char *s = json_string_value(v);
-                if (!s || (strcmp(s, "float32") && strcmp(s, "float64"))) {
+                int a = graph_accumulate_parse(json_string_value(v));
+                if (a < 0) {
                         snprintf(err, errlen, "graph_accumulate: must be \"float32\" or \"float64\"");
                         e = -EINVAL;
                         goto out;
                 }
-                c->graph_accumulate = strcmp(s, "float64") == 0;
+                c->graph_accumulate = a;
         }
         if ((v = json_object_get(root, "tuning_cache"))) {
                 if (!json_is_string(v) || json_string_length(v) >= sizeof(c->tuning_cache) ||

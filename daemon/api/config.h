@@ -75,7 +75,7 @@ struct npud_config {
          * $XDG_STATE_HOME/npud/tuning.cache (~/.local/state/npud/tuning.cache). */
         char tuning_cache[4096];
         /* "graph_accumulate": the accumulation of a graph_load that names none (enum
-         * graph_accumulate: 0 float32, 1 float64). */
+         * graph_accumulate). */
         int graph_accumulate;
         struct policy_config policy; /* tenants and scheduler settings */
 };

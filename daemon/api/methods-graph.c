@@ -434,8 +434,7 @@ static json_t *graph_json(const struct graph_obj *o, uint32_t handle)
         return json_pack("{s:I, s:i, s:o, s:o, s:i, s:I, s:i, s:s, s:o, s:i, s:o, s:I, s:i}", "graph",
                          (json_int_t)handle, "device", o->dev->id, "inputs", in, "outputs", out, "nodes",
                          g->stats ? g->stats->nodes_before : g->nnodes, "weight_bytes", (json_int_t)g->storage_bytes,
-                         "opset", g->opset, "accumulate",
-                         g->accumulate == GRAPH_ACCUMULATE_FLOAT64 ? "float64" : "float32",
+                         "opset", g->opset, "accumulate", graph_accumulate_name(g->accumulate),
                          "compile", compile_json(g), "steps", g->steps ? g->steps->nsteps : 1,
                          "plan", plan_json(o), "parts_sent", (json_int_t)o->parts_sent,
                          "parts_parallel", (int)o->parts_parallel);
@@ -485,7 +484,7 @@ static void method_graph_load(struct request *req)
         static const char *const keys[] = { "device", "fd", "accumulate", NULL };
         struct session *s = req->session;
         json_t *acc = json_object_get(req->params, "accumulate");
-        int accumulate = s->npud->config.graph_accumulate ? GRAPH_ACCUMULATE_FLOAT64 : GRAPH_ACCUMULATE_FLOAT32;
+        int accumulate = s->npud->config.graph_accumulate;
         struct graph_load *j;
         struct device *dev;
         uint64_t devid, idx;
@@ -497,14 +496,10 @@ static void method_graph_load(struct request *req)
         if (params_only(req, keys) < 0 || param_u64(req, "device", INT32_MAX, &devid) < 0 ||
             param_u64(req, "fd", PROTO_MAX_FDS - 1, &idx) < 0)
                 return;
-        if (acc) {
-                const char *v = json_string_value(acc);
-                if (!v || (strcmp(v, "float32") && strcmp(v, "float64"))) {
-                        session_reply_error(s, req->id, PROTO_E_INVALID,
-                                            "graph_load: parameter 'accumulate' must be \"float32\" or \"float64\"");
-                        return;
-                }
-                accumulate = strcmp(v, "float64") == 0 ? GRAPH_ACCUMULATE_FLOAT64 : GRAPH_ACCUMULATE_FLOAT32;
+        if (acc && (accumulate = graph_accumulate_parse(json_string_value(acc))) < 0) {
+                session_reply_error(s, req->id, PROTO_E_INVALID,
+                                    "graph_load: parameter 'accumulate' must be \"float32\" or \"float64\"");
+                return;
         }
         dev = device_get(&s->npud->ex.devices, (int)devid);
         if (!dev) {
