@@ -898,6 +898,10 @@ int main(void)
         SRunner *sr;
         int failed;
 
+        /* test_fuse_epilogue compiles (and tunes) eight graphs: 3-4 s here, as long as
+         * Check's default limit */
+        tcase_set_timeout(tc, 30);
+
         tcase_add_test(tc, test_fuse_chain);
         tcase_add_test(tc, test_fuse_broadcast);
         tcase_add_test(tc, test_fuse_casts);
