@@ -364,13 +364,15 @@ NPU_EXPORT npu_status_t npu_graph_load_with(npu_context_t *ctx, int device, cons
                      opts->size > 65536))
                 return fail(NPU_ERR_INVALID, "%s: options size %zu is not that of an npu_load_options_t", fn,
                             opts->size);
-        if (opts && opts->accumulate != NPU_ACCUMULATE_FLOAT32 && opts->accumulate != NPU_ACCUMULATE_FLOAT64)
-                return fail(NPU_ERR_INVALID, "%s: accumulate %d is not NPU_ACCUMULATE_FLOAT32 or _FLOAT64", fn,
-                            opts->accumulate);
-        int acc64 = opts && opts->accumulate == NPU_ACCUMULATE_FLOAT64;
-        if (acc64 && ctx->version < PROTO_VERSION_ACCUMULATE)
-                return fail(NPU_ERR_VERSION, "%s: float64 accumulation needs npud protocol %d (this npud speaks %d)",
-                            fn, PROTO_VERSION_ACCUMULATE, ctx->version);
+        static const char *const acc_names[] = { "float32", "float64", "mixed" };
+        static const int acc_version[] = { 0, PROTO_VERSION_ACCUMULATE, PROTO_VERSION_MIXED };
+        if (opts && (opts->accumulate < NPU_ACCUMULATE_FLOAT32 || opts->accumulate > NPU_ACCUMULATE_MIXED))
+                return fail(NPU_ERR_INVALID, "%s: accumulate %d is not NPU_ACCUMULATE_FLOAT32, _FLOAT64 or _MIXED",
+                            fn, opts->accumulate);
+        int acc = opts ? opts->accumulate : NPU_ACCUMULATE_FLOAT32;
+        if (ctx->version < acc_version[acc])
+                return fail(NPU_ERR_VERSION, "%s: %s accumulation needs npud protocol %d (this npud speaks %d)", fn,
+                            acc_names[acc], acc_version[acc], ctx->version);
         fd = memfd_create("npu-graph", MFD_CLOEXEC | MFD_ALLOW_SEALING);
         if (fd < 0)
                 return fail(NPU_ERR_SYSTEM, "memfd_create: %s", strerror(errno));
@@ -396,7 +398,7 @@ NPU_EXPORT npu_status_t npu_graph_load_with(npu_context_t *ctx, int device, cons
          * and only to an npud that takes it: an older one refuses the parameter, and sums
          * in float32 anyway */
         if (params && opts && ctx->version >= PROTO_VERSION_ACCUMULATE)
-                json_object_set_new(params, "accumulate", json_string(acc64 ? "float64" : "float32"));
+                json_object_set_new(params, "accumulate", json_string(acc_names[acc]));
         st = npu_call_fds(ctx, "graph_load", params, &fd, 1, &res);
         close(fd);
         if (st == NPU_OK)

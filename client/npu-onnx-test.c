@@ -760,7 +760,7 @@ static void usage(FILE *f)
                 "  --jobs N        tests run at once (default: the number of CPUs, at most %d)\n"
                 "  --quiet         no per-test lines\n"
                 "  --summary       after the run: pass rate, failures by class, top unsupported ops\n"
-                "  --accumulate float32|float64\n"
+                "  --accumulate float32|float64|mixed\n"
                 "                  how the models' products sum (npu_graph_load_with; default float32)\n"
                 "  --help\n\n"
                 "Exit: 0 after a complete run (whatever the results), 2 usage, 3 npud unreachable,\n"
@@ -796,12 +796,13 @@ static int parse_options(int argc, char **argv, struct options *o)
                         o->socket = optarg;
                         break;
                 case O_ACC:
-                        if (strcmp(optarg, "float32") && strcmp(optarg, "float64")) {
-                                fprintf(stderr, "npu-onnx-test: bad --accumulate '%s' (float32 or float64)\n",
+                        if (strcmp(optarg, "float32") && strcmp(optarg, "float64") && strcmp(optarg, "mixed")) {
+                                fprintf(stderr, "npu-onnx-test: bad --accumulate '%s' (float32, float64 or mixed)\n",
                                         optarg);
                                 return -1;
                         }
                         o->accumulate = strcmp(optarg, "float64") == 0 ? NPU_ACCUMULATE_FLOAT64
+                                        : strcmp(optarg, "mixed") == 0 ? NPU_ACCUMULATE_MIXED
                                                                        : NPU_ACCUMULATE_FLOAT32;
                         break;
                 case O_JSON:

@@ -124,7 +124,7 @@ struct tune_run {
         struct ops_call *call;
         const struct ops_packed_b *packed;
         const struct ops_packed_conv *pconv;
-        int acc64; /* the graph accumulates in float64: that variant only */
+        int forced; /* the graph's accumulation variant (float64, mixed): that one only; -1 */
 };
 
 static int run_variant(void *arg, int variant)
@@ -137,13 +137,13 @@ static int run_variant(void *arg, int variant)
          * graph that made it */
         int on_packed = ops_sgemm_on_packed_b(variant), direct = variant == OPS_SGEMM_ONEDNN_DIRECT;
 
-        if ((variant == OPS_SGEMM_F64) != r->acc64)
+        if (r->forced >= 0 ? variant != r->forced : variant >= OPS_SGEMM_F64)
                 return -1;
         if ((on_packed && !r->packed) || (direct && !r->pconv) ||
             (variant == OPS_SGEMM_XSMM_PACKED && !ops_xsmm_usable()))
                 return -1;
         int rc = ops_run_variant(r->def, r->call, variant,
-                                 on_packed || variant == OPS_SGEMM_F64 ? r->packed : NULL, direct ? r->pconv : NULL,
+                                 on_packed || variant == r->forced ? r->packed : NULL, direct ? r->pconv : NULL,
                                  msg, sizeof(msg));
         /* a stop (over the tuning budget) fails this variant's run only */
         struct ops_runctx *c = ops_runctx_current();
@@ -348,6 +348,14 @@ static void time_node(struct graph *g, struct graph_node *gn, const struct ops_t
         free(call);
 }
 
+/* The packed copy of constant weights for a graph's accumulation variant (float64 or mixed). */
+static struct ops_packed_b *acc_packed_new(int variant, const float *b, long k, long n, int transb, char *err,
+                                           size_t errlen)
+{
+        return variant == OPS_SGEMM_F64 ? ops_packed_b_new_f64(b, k, n, transb, err, errlen)
+                                        : ops_packed_b_new_mixed(b, k, n, transb, err, errlen);
+}
+
 /* Tune node n: its winner in gn->variant, and the counts in st. */
 static void tune_node(struct graph *g, struct graph_node *gn, const struct ops_tensor *known,
                       struct graph_compile_stats *st)
@@ -358,12 +366,15 @@ static void tune_node(struct graph *g, struct graph_node *gn, const struct ops_t
         char msg[256], sig[TUNE_SIG_MAX];
         struct ops_packed_b *packed = NULL;
         struct ops_packed_conv *pconv = NULL;
-        int acc64 = g->accumulate == GRAPH_ACCUMULATE_FLOAT64;
+        int forced = graph_accumulate_variant(g->accumulate), acc = forced >= 0;
+        int acc64 = forced == OPS_SGEMM_F64;
+        /* the signature's mark of the graph's accumulation, packed or not */
+        const char *acc_sig = acc64 ? " f64" : " mixed", *acc_sig_packed = acc64 ? " f64-packed" : " mixed-packed";
 
-        /* the executor runs every node of such a graph under the float64 variant; this
-         * node's packed copy and time are made below when its shapes allow */
-        if (acc64)
-                gn->variant = OPS_SGEMM_F64 + 1;
+        /* the executor runs every node of such a graph under its accumulation's variant;
+         * this node's packed copy and time are made below when its shapes allow */
+        if (acc)
+                gn->variant = forced + 1;
         if (!call)
                 return;
         for (int i = 0; i < gn->nin; i++)
@@ -384,24 +395,24 @@ static void tune_node(struct graph *g, struct graph_node *gn, const struct ops_t
         /* a float64 copy takes twice the bytes */
         if (packable && st->packed_bytes + GRAPH_PACK_BYTES(pk, pn) * (acc64 ? 2 : 1) > limit)
                 packable = 0;
-        int convable = !acc64 && !packable && direct_conv(g, gn, call);
+        int convable = !acc && !packable && direct_conv(g, gn, call);
         int64_t nf = convable ? call->in[1].dims[0] : 0; /* filters [M, C, KH, KW] */
         if (convable && (nf <= 0 || st->packed_bytes + GRAPH_PACK_BYTES(ops_tensor_numel(&call->in[1]) / nf,
                                                                         nf) > limit))
                 convable = 0;
         /* " packed-bx": measured with both packed variants (a cache entry of " packed-b" was
          * measured before the libxsmm one existed, and is not taken) */
-        node_sig(call, acc64 ? (packable ? " f64-packed" : " f64") : packable ? " packed-bx" : convable ? " direct" : "",
+        node_sig(call, acc ? (packable ? acc_sig_packed : acc_sig) : packable ? " packed-bx" : convable ? " direct" : "",
                  sig, sizeof(sig));
         int cached = tune_lookup(gn->def->name, sig);
-        if (acc64 && cached == OPS_SGEMM_F64) {
+        if (acc && cached == forced) {
                 if (packable)
-                        packed = ops_packed_b_new_f64(call->in[1].data, pk, pn, ptrans, msg, sizeof(msg));
+                        packed = acc_packed_new(forced, call->in[1].data, pk, pn, ptrans, msg, sizeof(msg));
                 st->tuned++;
                 st->tune_cached++;
                 goto keep;
         }
-        if (!acc64 && cached >= 0 && cached < OPS_SGEMM_F64) {
+        if (!acc && cached >= 0 && cached < OPS_SGEMM_F64) {
                 /* libxsmm off, or without kernels for this CPU: the oneDNN copy instead */
                 if (cached == OPS_SGEMM_XSMM_PACKED && !ops_xsmm_usable())
                         cached = OPS_SGEMM_ONEDNN_PACKED;
@@ -429,20 +440,20 @@ static void tune_node(struct graph *g, struct graph_node *gn, const struct ops_t
         if (fill_data(gn, call, scratch, &nscratch) < 0)
                 goto out;
         /* a packable node whose weights oneDNN refuses is measured as one that is not */
-        if (packable && !(packed = acc64 ? ops_packed_b_new_f64(call->in[1].data, pk, pn, ptrans, msg, sizeof(msg))
-                                         : ops_packed_b_new(call->in[1].data, pk, pn, ptrans, product_rows(call),
-                                                            msg, sizeof(msg)))) {
-                node_sig(call, acc64 ? " f64" : "", sig, sizeof(sig));
+        if (packable && !(packed = acc ? acc_packed_new(forced, call->in[1].data, pk, pn, ptrans, msg, sizeof(msg))
+                                       : ops_packed_b_new(call->in[1].data, pk, pn, ptrans, product_rows(call),
+                                                          msg, sizeof(msg)))) {
+                node_sig(call, acc ? acc_sig : "", sig, sizeof(sig));
                 packable = 0;
         }
         if (convable && !(pconv = ops_conv_pack(call, msg, sizeof(msg)))) {
                 node_sig(call, "", sig, sizeof(sig));
                 convable = 0;
         }
-        struct tune_run r = { .def = gn->def, .call = call, .packed = packed, .pconv = pconv, .acc64 = acc64 };
+        struct tune_run r = { .def = gn->def, .call = call, .packed = packed, .pconv = pconv, .forced = forced };
         /* the packed copy costs memory, and saves repacking in row parts (GRAPH_PACK_GAIN);
          * a node that runs in row parts at all gains that much more from it */
-        double weight[OPS_SGEMM_VARIANTS] = { 1.0, 1.0, GRAPH_PACK_GAIN, GRAPH_PACK_GAIN, GRAPH_PACK_GAIN, 1.0 };
+        double weight[OPS_SGEMM_VARIANTS] = { 1.0, 1.0, GRAPH_PACK_GAIN, GRAPH_PACK_GAIN, GRAPH_PACK_GAIN, 1.0, 1.0 };
         if (packable && graph_split_max_parts_packed(gn->def, call, 1) > 1)
                 weight[OPS_SGEMM_ONEDNN_PACKED] = weight[OPS_SGEMM_XSMM_PACKED] = GRAPH_PACK_GAIN_PARTS;
         /* a packable node measures both packed variants (not the direct one, which it does
@@ -450,7 +461,7 @@ static void tune_node(struct graph *g, struct graph_node *gn, const struct ops_t
         struct tune_ctx tctx;
         tune_ctx_enter(&tctx);
         int v = tune_choose_weighted(gn->def->name, sig,
-                                     packable || acc64 ? OPS_SGEMM_VARIANTS
+                                     packable || acc ? OPS_SGEMM_VARIANTS
                                      : convable ? OPS_SGEMM_ONEDNN_DIRECT + 1 : OPS_SGEMM_ONEDNN_PACKED,
                                      ops_sgemm_variant_names, weight, run_variant, &r);
         tune_ctx_leave(&tctx);
@@ -463,7 +474,7 @@ keep:
         /* what the chosen variant took on one thread, for the scheduler's part count */
         gn->tuned_ns = flops ? tune_lookup_ns(gn->def->name, sig, gn->variant - 1) : 0;
         gn->tuned_flops = gn->tuned_ns ? flops : 0;
-        if (packed && (ops_sgemm_on_packed_b(gn->variant - 1) || gn->variant == OPS_SGEMM_F64 + 1)) {
+        if (packed && (ops_sgemm_on_packed_b(gn->variant - 1) || (acc && gn->variant == forced + 1))) {
                 ops_packed_b_keep(packed, gn->variant - 1); /* the other layout goes */
                 gn->packed = packed;
                 st->packed++;

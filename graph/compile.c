@@ -612,10 +612,10 @@ int graph_compile(struct graph *g, unsigned flags, char *err, size_t errlen)
         removed = calloc((size_t)g->nnodes + 1, 1);
         if (!removed)
                 return oom(err, errlen);
-        /* Constants folded at load are computed as the graph's runs compute: in float64 for
-         * a graph that accumulates in float64 (the tuning pass resets the variant). */
-        if (g->accumulate == GRAPH_ACCUMULATE_FLOAT64)
-                ops_sgemm_force(OPS_SGEMM_F64);
+        /* Constants folded at load are computed as the graph's runs compute: under its
+         * accumulation's variant (the tuning pass resets the variant). */
+        if (graph_accumulate_variant(g->accumulate) >= 0)
+                ops_sgemm_force(graph_accumulate_variant(g->accumulate));
         /* One pass at a time, each followed by a compaction, so that every pass sees a
          * graph with current uses and order. */
         /* The pattern passes (GELU, LayerNormalization, then epilogues, which may take a

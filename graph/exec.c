@@ -435,19 +435,19 @@ static int node_begin(struct frame *f, int n, struct ops_call *call, void **mem,
 static int node_kernel(const struct graph *g, const struct graph_node *gn, const struct ops_call *call,
                        const char *label, char *err, size_t errlen)
 {
-        int acc64 = g->accumulate == GRAPH_ACCUMULATE_FLOAT64;
+        int forced = graph_accumulate_variant(g->accumulate), acc = forced >= 0;
         char msg[512];
         int rc;
 
         msg[0] = 0;
         /* a convolution on filters packed at load: straight from input to output, its
          * epilogue included, where the direct path takes it */
-        if (acc64 || !gn->pconv || (rc = graph_conv_direct_rows(gn->pconv, call, 0, 0, msg, sizeof(msg))) > 0) {
+        if (acc || !gn->pconv || (rc = graph_conv_direct_rows(gn->pconv, call, 0, 0, msg, sizeof(msg))) > 0) {
                 /* the kernel variant tuning chose for this node (compile-tune.c); every node
-                 * of a graph loaded to accumulate in float64 runs that variant */
+                 * of a graph loaded to accumulate in float64 or mixed runs that variant */
                 rc = ops_run_variant(gn->def, call,
-                                     acc64 ? OPS_SGEMM_F64 : gn->variant ? gn->variant - 1 : OPS_SGEMM_AUTO,
-                                     gn->packed, acc64 ? NULL : gn->pconv, msg, sizeof(msg));
+                                     acc ? forced : gn->variant ? gn->variant - 1 : OPS_SGEMM_AUTO,
+                                     gn->packed, acc ? NULL : gn->pconv, msg, sizeof(msg));
         }
         if (rc < 0)
                 return err_set(err, errlen, node_code(PROTO_E_EXEC), "%s: %s", label,
@@ -769,8 +769,9 @@ static int run_conv_rows(const struct graph *g, const struct graph_node *gn, con
         int rc;
 
         /* packed filters: the direct convolution reads the part's input rows where they are
-         * and writes its output rows in place; so does float64 accumulation's */
-        int acc64 = g->accumulate == GRAPH_ACCUMULATE_FLOAT64;
+         * and writes its output rows in place; so does float64 accumulation's (a mixed
+         * graph's convolutions accumulate in float64 too) */
+        int acc64 = graph_accumulate_variant(g->accumulate) >= 0;
         if (gn->pconv || acc64) {
                 msg[0] = 0;
                 rc = acc64 ? graph_conv_f64_rows(&p->call, lo, hi, msg, sizeof(msg))
@@ -1139,9 +1140,17 @@ static int estimate_walk(const struct graph *g, int nin, const struct ops_tensor
                                 }
                 }
                 /* a float64 multiply-add takes two float32 ones of the product engine's
-                 * throughput (half the lanes), as on the host (docs/benchmarks.md) */
-                if (g->accumulate == GRAPH_ACCUMULATE_FLOAT64 && gn->def->engine == OPS_ENGINE_CUBE)
-                        flops = flops > UINT64_MAX / 2 ? UINT64_MAX : 2 * flops;
+                 * throughput (half the lanes), as on the host (docs/benchmarks.md); mixed
+                 * accumulation's GEMMs take about 1.5 (its convolutions are float64's) */
+                if (g->accumulate != GRAPH_ACCUMULATE_FLOAT32 && gn->def->engine == OPS_ENGINE_CUBE) {
+                        const struct graph_epilogue *ep = graph_fused_gemm_epilogue(&call);
+                        const struct ops_def *op = ep ? ep->op : gn->def;
+                        int conv = strcmp(op->name, "Conv") == 0;
+                        if (g->accumulate == GRAPH_ACCUMULATE_FLOAT64 || conv)
+                                flops = flops > UINT64_MAX / 2 ? UINT64_MAX : 2 * flops;
+                        else
+                                flops = flops > UINT64_MAX / 3 * 2 ? UINT64_MAX : flops / 2 * 3;
+                }
                 flops_out[k] = flops;
                 bytes_out[k] = bytes;
         }

@@ -32,7 +32,16 @@ void graph_set_accumulate(struct graph *g, int accumulate)
 
 const char *graph_accumulate_name(int accumulate)
 {
-        return accumulate == GRAPH_ACCUMULATE_FLOAT64 ? "float64" : "float32";
+        return accumulate == GRAPH_ACCUMULATE_FLOAT64 ? "float64"
+               : accumulate == GRAPH_ACCUMULATE_MIXED ? "mixed"
+                                                      : "float32";
+}
+
+int graph_accumulate_variant(int accumulate)
+{
+        return accumulate == GRAPH_ACCUMULATE_FLOAT64 ? OPS_SGEMM_F64
+               : accumulate == GRAPH_ACCUMULATE_MIXED ? OPS_SGEMM_MIXED
+                                                      : -1;
 }
 
 int graph_accumulate_parse(const char *name)
@@ -40,6 +49,7 @@ int graph_accumulate_parse(const char *name)
         return !name                       ? -1
                : !strcmp(name, "float32") ? GRAPH_ACCUMULATE_FLOAT32
                : !strcmp(name, "float64") ? GRAPH_ACCUMULATE_FLOAT64
+               : !strcmp(name, "mixed")   ? GRAPH_ACCUMULATE_MIXED
                                           : -1;
 }
 

@@ -74,12 +74,15 @@ struct graph_node {
 };
 
 /* How a graph's products (MatMul, Gemm, Conv and every other kernel built on ops_sgemm)
- * sum their terms: in float32, at the float32 kernels' speed, or in float64 (ops/blas.h,
+ * sum their terms: in float32, at the float32 kernels' speed; in float64 (ops/blas.h,
  * OPS_SGEMM_F64), each element then within a few ulps of the exact sum of its float32
- * products. Chosen at load (graph_load's "accumulate"), for the whole graph. */
+ * products; or mixed (OPS_SGEMM_MIXED): GEMMs sum runs of 32 products in float32 and the
+ * runs in float64, convolutions wholly in float64. Chosen at load (graph_load's
+ * "accumulate"), for the whole graph. */
 enum graph_accumulate {
         GRAPH_ACCUMULATE_FLOAT32 = 0,
         GRAPH_ACCUMULATE_FLOAT64 = 1,
+        GRAPH_ACCUMULATE_MIXED = 2,
 };
 
 struct graph {
@@ -128,6 +131,9 @@ void graph_set_accumulate(struct graph *g, int accumulate);
  * them. */
 const char *graph_accumulate_name(int accumulate);
 int graph_accumulate_parse(const char *name);
+/* The ops_sgemm variant every product node of a graph of this accumulation runs
+ * (OPS_SGEMM_F64, OPS_SGEMM_MIXED), or -1 for float32, whose nodes run what tuning chose. */
+int graph_accumulate_variant(int accumulate);
 
 /* Zeroed memory owned by the graph (freed by graph_free); NULL when out of memory. */
 void *graph_alloc(struct graph *g, size_t size);

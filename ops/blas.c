@@ -39,7 +39,8 @@ int ops_dnnl_wanted(void)
 
 const char *const ops_sgemm_variant_names[OPS_SGEMM_VARIANTS] = { "openblas",      "onednn",
                                                                       "onednn-packed", "onednn-direct",
-                                                                      "xsmm-packed",   "float64" };
+                                                                      "xsmm-packed",   "float64",
+                                                                      "mixed" };
 
 static __thread int forced = OPS_SGEMM_AUTO;
 
@@ -309,6 +310,30 @@ struct ops_packed_b *ops_packed_b_new_f64(const float *b, long k, long n, int tr
         return p;
 }
 
+struct ops_packed_b *ops_packed_b_new_mixed(const float *b, long k, long n, int transb, char *err, size_t errlen)
+{
+        struct ops_packed_b *p = k > 0 && n > 0 ? calloc(1, sizeof(*p)) : NULL;
+        long nb = (n + OPS_XSMM_NB - 1) / OPS_XSMM_NB;
+
+        if (p) {
+                p->src = b;
+                p->k = k;
+                p->n = n;
+                p->transb = transb;
+                p->dnnl_gone = 1;
+                p->x_bytes = (uint64_t)nb * (uint64_t)k * OPS_XSMM_NB * sizeof(float);
+                p->x = aligned_alloc(64, p->x_bytes);
+                if (p->x)
+                        ops_mixed_pack_b(b, k, n, transb, transb ? k : n, p->x);
+        }
+        if (!p || !p->x) {
+                snprintf(err, errlen, k > 0 && n > 0 ? "out of memory" : "empty weights");
+                free(p);
+                return NULL;
+        }
+        return p;
+}
+
 /* The oneDNN copy, its column blocks and its primitives (under p->mu or with p private). */
 static void dnnl_copy_free(struct ops_packed_b *p)
 {
@@ -351,10 +376,11 @@ void ops_packed_b_keep(struct ops_packed_b *p, int variant)
         if (!p)
                 return;
         spin_lock(&p->mu);
-        if (variant == OPS_SGEMM_XSMM_PACKED && p->x) {
+        int on_x = variant == OPS_SGEMM_XSMM_PACKED || variant == OPS_SGEMM_MIXED;
+        if (on_x && p->x) {
                 dnnl_copy_free(p);
                 p->dnnl_gone = 1;
-        } else if (variant != OPS_SGEMM_XSMM_PACKED) {
+        } else if (!on_x) {
                 free(p->x);
                 p->x = NULL;
                 p->x_bytes = 0;
@@ -506,7 +532,7 @@ static int sgemm_packed(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CB
  * parts of a split Gemm need no copy of their own. Each call also has the kernel prefetch
  * the next block of B into L2 while it computes this one: at 32 rows the product reads
  * 4 MB of weights per 1024 x 1024 layer, which do not stay in a core's cache. */
-#define XSMM_NB 32
+#define XSMM_NB OPS_XSMM_NB
 #define XSMM_MB 64 /* rows of our A per kernel call */
 
 static int xsmm_wanted(void)
@@ -555,16 +581,7 @@ static int xsmm_layout(struct ops_packed_b *p)
                 p->x_failed = 1;
                 return -1;
         }
-        for (long j0 = 0; j0 < p->n; j0 += XSMM_NB) {
-                float *blk = x + (size_t)(j0 / XSMM_NB) * (size_t)p->k * XSMM_NB;
-                for (long kk = 0; kk < p->k; kk++)
-                        for (long jj = 0; jj < XSMM_NB; jj++) {
-                                long j = j0 + jj;
-                                blk[kk * XSMM_NB + jj] = j >= p->n ? 0.0f
-                                                         : p->transb ? p->src[j * p->k + kk]
-                                                                     : p->src[kk * p->n + j];
-                        }
-        }
+        ops_mixed_pack_b(p->src, p->k, p->n, p->transb, p->transb ? p->k : p->n, x);
         p->x_bytes = bytes;
         __atomic_store_n(&p->x, x, __ATOMIC_RELEASE);
         return 0;
@@ -683,6 +700,17 @@ void ops_sgemm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANS
                         __atomic_add_fetch(&((struct ops_packed_b *)p)->runs, 1, __ATOMIC_RELAXED);
                 }
                 ops_sgemm_f64(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, on ? &pm : NULL);
+                return;
+        }
+        /* a sum of at most one run is a float32 sum anyway: the float32 path below */
+        if (forced == OPS_SGEMM_MIXED && k > OPS_MIXED_KB) {
+                const struct ops_packed_b *p = cur_packed;
+                const float *x = p ? __atomic_load_n(&p->x, __ATOMIC_ACQUIRE) : NULL;
+                long lo = 0;
+                int on = x && packed_cols(p, order, ta, tb, m, n, k, alpha, lda, b, ldb, beta, ldc, &lo) == 0;
+                if (on)
+                        __atomic_add_fetch(&((struct ops_packed_b *)p)->runs, 1, __ATOMIC_RELAXED);
+                ops_sgemm_mixed(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, on ? x : NULL, lo);
                 return;
         }
         if (forced == OPS_SGEMM_ONEDNN_PACKED && cur_packed && ops_dnnl_wanted() &&

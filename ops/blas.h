@@ -44,7 +44,13 @@ enum {
          * (ops_packed_b_new_f64); Conv lowers to it by im2col in bands. Chosen for a graph
          * loaded with float64 accumulation, never by tuning a float32 one. */
         OPS_SGEMM_F64 = 5,
-        OPS_SGEMM_VARIANTS = 6
+        /* Products summed in float32 over runs of OPS_MIXED_KB terms, the runs added in
+         * float64 (gemm-mixed.c): the error no longer grows with K, at about 80-90 % of the
+         * float32 variants' speed. On constant weights, the libxsmm column-block copy made
+         * once (ops_packed_b_new_mixed); Conv accumulates wholly in float64 as under
+         * OPS_SGEMM_F64. Chosen for a graph loaded with mixed accumulation, never by tuning. */
+        OPS_SGEMM_MIXED = 6,
+        OPS_SGEMM_VARIANTS = 7
 };
 extern const char *const ops_sgemm_variant_names[OPS_SGEMM_VARIANTS];
 /* A variant that computes on a packed B (struct ops_packed_b). */
@@ -191,6 +197,27 @@ void ops_sgemm_f64(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_T
 /* A packed B (the same contract as ops_packed_b_new's) holding only the float64 column
  * blocks of OPS_SGEMM_F64; NULL with a message when memory is short. */
 struct ops_packed_b *ops_packed_b_new_f64(const float *b, long k, long n, int transb, char *err, size_t errlen);
+
+/* The width of a column block of the libxsmm layout of a packed B, and the terms a run of
+ * OPS_SGEMM_MIXED sums in float32. */
+#define OPS_XSMM_NB 32
+#define OPS_MIXED_KB 32
+/* C[m x n] (float32, ldc) = alpha * A B + beta * C under OPS_SGEMM_MIXED: A m x k (k >= 1)
+ * float32 row-major (lda); B the column blocks of OPS_XSMM_NB (k rows each, a block after
+ * the other, as ops_mixed_pack_b lays them out) from column lo. */
+void ops_mixed_product(long m, long n, long k, const float *a, long lda, const float *bx, long lo, float alpha,
+                       float beta, float *c, long ldc);
+/* The k x n operand b (n rows of k when transb), ld ldb, into x (the column blocks of
+ * OPS_XSMM_NB, the last one zero-filled: ceil(n / 32) * 32 * k floats); returns x. */
+float *ops_mixed_pack_b(const float *b, long k, long n, int transb, long ldb, float *x);
+/* ops_sgemm under OPS_SGEMM_MIXED (packed: B's column blocks from column lo when the call
+ * matches a packed B, else NULL: B copied a band of columns at a time). */
+void ops_sgemm_mixed(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, blasint m,
+                     blasint n, blasint k, float alpha, const float *a, blasint lda, const float *b, blasint ldb,
+                     float beta, float *c, blasint ldc, const float *packed, long lo);
+/* A packed B (the same contract as ops_packed_b_new's) holding only the libxsmm column
+ * blocks, for OPS_SGEMM_MIXED; NULL with a message when memory is short. */
+struct ops_packed_b *ops_packed_b_new_mixed(const float *b, long k, long n, int transb, char *err, size_t errlen);
 
 /* A 2-D float32 Conv (NCHW, filters [m, c / group, kh, kw]) under OPS_SGEMM_F64 by shifted
  * float64 products (conv-f64.c): y = the convolution + bias, every multiply-add in float64.

@@ -487,7 +487,9 @@ static int conv_run(const struct ops_def *def, const struct ops_call *call, char
         if (nn_has_in(call, 2))
                 rc |= nn_f32_in(&call->in[2], &b);
         rc |= nn_f32_out(&call->out[0], &y);
-        if (!rc && ops_sgemm_forced() == OPS_SGEMM_F64) {
+        /* mixed accumulation's convolutions accumulate in float64 too: this path is within
+         * about 2x of the float32 one, which has no runs to split its sums into */
+        if (!rc && (ops_sgemm_forced() == OPS_SGEMM_F64 || ops_sgemm_forced() == OPS_SGEMM_MIXED)) {
                 struct ops_conv2d_f64_args a;
                 f64_args(&cs, x.p, w.p, b.p, y.p, 0, 0, &a);
                 rc = cs.ndim == 4 ? ops_conv2d_f64(&a, err, errlen) : 1;

@@ -13,7 +13,7 @@
 #define PROTO_VERSION_MIN 1
 /* Session protocol versions, negotiated by hello (docs/protocol.md section 4). They are
  * separate from the frame version, which version 2 did not change. */
-#define PROTO_SESSION_VERSION 6
+#define PROTO_SESSION_VERSION 7
 #define PROTO_SESSION_VERSION_MIN 1
 #define PROTO_VERSION_OP_ID 2 /* op_resolve and LAUNCH_ID records */
 #define PROTO_VERSION_NOTIFY 3 /* NOTIFY records, "completion" notifications, host_func_done */
@@ -21,6 +21,7 @@
 #define PROTO_VERSION_COMPLETION 4 /* completions as binary COMPLETION frames (completion.h) */
 #define PROTO_VERSION_WAIT_CPU 5 /* waits name the client's CPU ("cpu") */
 #define PROTO_VERSION_ACCUMULATE 6 /* graph_load's "accumulate" */
+#define PROTO_VERSION_MIXED 7 /* graph_load's "accumulate": "mixed" */
 #define PROTO_HEADER_SIZE 24
 #define PROTO_MAX_BODY (16u << 20)     /* any frame */
 #define PROTO_MAX_JSON_BODY (1u << 20) /* JSON frames are parsed only below this */

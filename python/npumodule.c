@@ -1574,13 +1574,16 @@ static PyObject *Context_load(ContextObject *c, PyObject *args, PyObject *kw)
 
         if (!PyArg_ParseTupleAndKeywords(args, kw, "O|iz:load", kwlist, &model, &device, &accumulate))
                 return NULL;
-        if (accumulate && strcmp(accumulate, "float32") && strcmp(accumulate, "float64")) {
-                PyErr_Format(PyExc_ValueError, "load: accumulate must be 'float32' or 'float64', not '%.32s'",
-                             accumulate);
+        if (accumulate && strcmp(accumulate, "float32") && strcmp(accumulate, "float64") &&
+            strcmp(accumulate, "mixed")) {
+                PyErr_Format(PyExc_ValueError,
+                             "load: accumulate must be 'float32', 'float64' or 'mixed', not '%.32s'", accumulate);
                 return NULL;
         }
         if (accumulate && strcmp(accumulate, "float64") == 0)
                 lo.accumulate = NPU_ACCUMULATE_FLOAT64;
+        if (accumulate && strcmp(accumulate, "mixed") == 0)
+                lo.accumulate = NPU_ACCUMULATE_MIXED;
         if (PyUnicode_Check(model) || PyObject_HasAttrString(model, "__fspath__")) {
                 if (!PyUnicode_FSConverter(model, &path))
                         return NULL;

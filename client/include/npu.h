@@ -393,13 +393,18 @@ npu_status_t npu_graph_load(npu_context_t *ctx, int device, const void *model, s
  *   output near zero) can be far more than its own size. NPU_ACCUMULATE_FLOAT64: every
  *   multiply-add in float64 and one rounding to float32, so each element is within a few
  *   ulps of the exact sum of its float32 products, at about half the float32 kernels'
- *   throughput (docs/benchmarks.md measures both). Needs an npud of protocol version 6 for
- *   NPU_ACCUMULATE_FLOAT64 (NPU_ERR_VERSION); other values: NPU_ERR_INVALID. npu_graph_load
+ *   throughput (docs/benchmarks.md measures both). NPU_ACCUMULATE_MIXED: GEMMs and MatMuls
+ *   sum runs of 32 products in float32 and add the runs in float64, so an element's error
+ *   stays about 32 float32 ulps of its terms whatever K is, at about 70 % of the float32
+ *   kernels' throughput; convolutions accumulate wholly in float64 as under
+ *   NPU_ACCUMULATE_FLOAT64. Needs an npud of protocol version 6 for NPU_ACCUMULATE_FLOAT64,
+ *   7 for NPU_ACCUMULATE_MIXED (NPU_ERR_VERSION); other values: NPU_ERR_INVALID. npu_graph_load
  *   (or opts NULL) takes npud's default, its configuration's "graph_accumulate" (float32
  *   unless the operator set it). npu_graph_info's "accumulate" says which a graph uses. */
 enum npu_accumulate {
         NPU_ACCUMULATE_FLOAT32 = 0,
         NPU_ACCUMULATE_FLOAT64 = 1,
+        NPU_ACCUMULATE_MIXED = 2,
 };
 typedef struct npu_load_options {
         size_t size; /* set to sizeof(npu_load_options_t) */

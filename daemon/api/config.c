@@ -374,7 +374,7 @@ int config_load_file(struct npud_config *c, const char *path, char *err, size_t 
         if ((v = json_object_get(root, "graph_accumulate"))) {
                 int a = graph_accumulate_parse(json_string_value(v));
                 if (a < 0) {
-                        snprintf(err, errlen, "graph_accumulate: must be \"float32\" or \"float64\"");
+                        snprintf(err, errlen, "graph_accumulate: must be \"float32\", \"float64\" or \"mixed\"");
                         e = -EINVAL;
                         goto out;
                 }

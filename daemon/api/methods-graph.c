@@ -498,7 +498,7 @@ static void method_graph_load(struct request *req)
                 return;
         if (acc && (accumulate = graph_accumulate_parse(json_string_value(acc))) < 0) {
                 session_reply_error(s, req->id, PROTO_E_INVALID,
-                                    "graph_load: parameter 'accumulate' must be \"float32\" or \"float64\"");
+                                    "graph_load: parameter 'accumulate' must be \"float32\", \"float64\" or \"mixed\"");
                 return;
         }
         dev = device_get(&s->npud->ex.devices, (int)devid);

@@ -157,18 +157,18 @@ static void run_once(struct npud_side *r)
         CHECK(npu_stream_synchronize(r->ctx, r->st));
 }
 
-/* acc64: loaded to accumulate its products in float64 (npu_load_options_t) */
-static void npud_open(const char *sock, const struct bmodel *m, const float *x, int acc64,
+/* acc: how its products accumulate (enum npu_accumulate; float32: npud's default) */
+static void npud_open(const char *sock, const struct bmodel *m, const float *x, int acc,
                       struct npud_side *r)
 {
-        npu_load_options_t lo = { .size = sizeof(lo), .accumulate = NPU_ACCUMULATE_FLOAT64 };
+        npu_load_options_t lo = { .size = sizeof(lo), .accumulate = acc };
         char *info;
         json_t *j, *c;
         double t0 = 0;
 
         memset(r, 0, sizeof(*r));
         CHECK(npu_connect(sock, &r->ctx));
-        CHECK(npu_graph_load_with(r->ctx, 0, m->bytes, m->len, acc64 ? &lo : NULL, &r->g));
+        CHECK(npu_graph_load_with(r->ctx, 0, m->bytes, m->len, acc != NPU_ACCUMULATE_FLOAT32 ? &lo : NULL, &r->g));
         CHECK(npu_graph_info(r->ctx, r->g, &info));
         if (getenv("NPUD_BENCH_INFO")) /* the plan: steps, engines, tuned variants */
                 printf("  graph_info: %s\n", info);
@@ -446,10 +446,12 @@ int main(void)
         static const char *const keys[5] = { "mlp", "resnet", "transformer", "chain", "fixed" };
         for (int k = 0; k < 5; k++) {
                 struct bmodel *m = &models[k];
-                struct npud_side r, r64;
-                /* the same model loaded to accumulate in float64, for every model with
-                 * products (not the one-Relu round trip); NPUD_BENCH_ACC64=0 skips it (to
-                 * profile the float32 side alone) */
+                struct npud_side r, ra[2];
+                /* the same model loaded to accumulate in float64 and mixed, for every model
+                 * with products (not the one-Relu round trip); NPUD_BENCH_ACC64=0 skips both
+                 * (to profile the float32 side alone) */
+                static const int acc_kind[2] = { NPU_ACCUMULATE_FLOAT64, NPU_ACCUMULATE_MIXED };
+                static const char *const acc_name[2] = { "float64", "mixed" };
                 const char *a64 = getenv("NPUD_BENCH_ACC64");
                 int acc64 = k != REF_RELU && !(a64 && strcmp(a64, "0") == 0);
                 if (only && *only && !strstr(only, keys[k]))
@@ -461,9 +463,9 @@ int main(void)
                 int have_ort = !o.skip, have_ort1 = !o.skip && threads > 1;
 
                 fill(x, m->n, 1 + (unsigned)k, 1.0f);
-                npud_open(npud.sock, m, x, 0, &r);
-                if (acc64)
-                        npud_open(npud.sock, m, x, 1, &r64);
+                npud_open(npud.sock, m, x, NPU_ACCUMULATE_FLOAT32, &r);
+                for (int a = 0; acc64 && a < 2; a++)
+                        npud_open(npud.sock, m, x, acc_kind[a], &ra[a]);
                 if (have_ort) {
                         snprintf(path, sizeof(path), "%s/model.onnx", o.dir);
                         int wr = write_file(path, m->bytes, m->len);
@@ -477,8 +479,8 @@ int main(void)
                 /* the sides take turns, so that a busy host slows all alike */
                 for (int round = 0; round < rounds(); round++) {
                         npud_round(&r);
-                        if (acc64)
-                                npud_round(&r64);
+                        for (int a = 0; acc64 && a < 2; a++)
+                                npud_round(&ra[a]);
                         if (have_ort)
                                 have_ort = ort_round(&o, m, threads, r.runs, &ot, ey, version,
                                                      sizeof(version)) == 0;
@@ -487,8 +489,8 @@ int main(void)
                                                       sizeof(version)) == 0;
                 }
                 npud_close(m, &r);
-                if (acc64)
-                        npud_close(m, &r64);
+                for (int a = 0; acc64 && a < 2; a++)
+                        npud_close(m, &ra[a]);
                 om = quant(&ot, 0.5) * 1e3;
                 op90 = quant(&ot, 0.9) * 1e3;
                 o1m = quant(&o1t, 0.5) * 1e3;
@@ -544,12 +546,12 @@ int main(void)
                                 printf("; ORT %.2e, %zu outside", eo, bo);
                         }
                         printf("\n");
-                        if (acc64) {
-                                double m64 = quant(&r64.t, 0.5) * 1e3, e64;
+                        for (int a = 0; acc64 && a < 2; a++) {
+                                double m64 = quant(&ra[a].t, 0.5) * 1e3, e64;
                                 size_t b64;
-                                against_ref(r64.y, ref, m->yn, &e64, &b64);
-                                printf("  npud, float64 accumulation: median %.3f ms  p90 %.3f ms", m64,
-                                       quant(&r64.t, 0.9) * 1e3);
+                                against_ref(ra[a].y, ref, m->yn, &e64, &b64);
+                                printf("  npud, %s accumulation: median %.3f ms  p90 %.3f ms", acc_name[a], m64,
+                                       quant(&ra[a].t, 0.9) * 1e3);
                                 if (have_ort && m->target > 0)
                                         printf(", ratio npud/ORT %.2f (target <= %.1f)%s", m64 / om, m->target,
                                                m64 / om <= m->target ? "" : " MISSED");
@@ -590,9 +592,9 @@ int main(void)
                 free(ey);
                 free(r.y);
                 free(r.t.t);
-                if (acc64) {
-                        free(r64.y);
-                        free(r64.t.t);
+                for (int a = 0; acc64 && a < 2; a++) {
+                        free(ra[a].y);
+                        free(ra[a].t.t);
                 }
                 free(ot.t);
                 free(o1t.t);

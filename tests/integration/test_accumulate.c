@@ -67,6 +67,8 @@ static void teardown(void)
 
 static const npu_load_options_t acc64 = { .size = sizeof(npu_load_options_t),
                                           .accumulate = NPU_ACCUMULATE_FLOAT64 };
+static const npu_load_options_t accmx = { .size = sizeof(npu_load_options_t),
+                                          .accumulate = NPU_ACCUMULATE_MIXED };
 
 /* ---- data and references ---- */
 
@@ -318,8 +320,8 @@ static void cancelling(const float *x, float *w, int k, int n)
 
 START_TEST(test_matmul_cancellation)
 {
-        float *x, *w, y32[MN], y64[MN];
-        double ref[MN], err32 = 0, err64 = 0, worst = 0;
+        float *x, *w, y32[MN], y64[MN], ymx[MN];
+        double ref[MN], err32 = 0, err64 = 0, errmx = 0, worst = 0;
         struct acc a[MN];
         size_t len;
         uint8_t *bytes;
@@ -339,13 +341,17 @@ START_TEST(test_matmul_cancellation)
         npu_graph_t g32 = load(bytes, len, NULL);
         bytes = matmul_model(1, MK, MN, w, &len);
         npu_graph_t g64 = load(bytes, len, &acc64);
+        bytes = matmul_model(1, MK, MN, w, &len);
+        npu_graph_t gmx = load(bytes, len, &accmx);
 
         run(g32, x, 2, (const int64_t[]){ 1, MK }, y32, 2, (const int64_t[]){ 1, MN });
         run(g64, x, 2, (const int64_t[]){ 1, MK }, y64, 2, (const int64_t[]){ 1, MN });
+        run(gmx, x, 2, (const int64_t[]){ 1, MK }, ymx, 2, (const int64_t[]){ 1, MN });
         for (int j = 0; j < MN; j++) {
                 double e32 = fabs((double)y32[j] - ref[j]), e64 = fabs((double)y64[j] - ref[j]);
                 err32 = fmax(err32, e32);
                 err64 = fmax(err64, e64);
+                errmx = fmax(errmx, fabs((double)ymx[j] - ref[j]));
                 worst = fmax(worst, e64 / bound64(ref[j], &a[j], MK));
                 ck_assert_msg(fabs(ref[j]) < WS * 1e-5, "column %d does not cancel: %g", j, ref[j]);
         }
@@ -356,8 +362,16 @@ START_TEST(test_matmul_cancellation)
         ck_assert_msg(worst <= 1.0, "float64 accumulation: an error %g times its bound", worst);
         ck_assert_msg(err32 > 1e-6, "float32 accumulation: max error only %g (the data do not discriminate)",
                       err32);
+        /* Mixed accumulation sums 128 runs of 32 terms: each run's float32 error is that of a
+         * 32-term sum, and they add up like a random walk, several times less than the float32
+         * sum's (measured: 4.8e-5 against 2.5e-4 for this npud's float32 variant; 1.4e-4 to
+         * 5e-4 with the others). A float32 sum over all K stays above 1e-4. */
+        ck_assert_msg(errmx < 1e-4 && errmx < err32 / 2, "mixed accumulation: max error %g, float32's %g", errmx,
+                      err32);
+        ck_assert_msg(errmx > err64, "mixed accumulation: max error %g, float64's %g", errmx, err64);
         OK(npu_graph_unload(ctx, g32));
         OK(npu_graph_unload(ctx, g64));
+        OK(npu_graph_unload(ctx, gmx));
         free(x);
         free(w);
 }
@@ -411,8 +425,15 @@ START_TEST(test_conv_float64)
         npu_graph_t g64 = load(bytes, len, &acc64);
         bytes = conv_model(w, b, &len);
         npu_graph_t g32 = load(bytes, len, NULL);
+        bytes = conv_model(w, b, &len);
+        npu_graph_t gmx = load(bytes, len, &accmx);
         run(g64, x, 4, (const int64_t[]){ 1, CI, H, WD }, y64, 4, (const int64_t[]){ 1, CO, H, WD });
         run(g32, x, 4, (const int64_t[]){ 1, CI, H, WD }, y32, 4, (const int64_t[]){ 1, CO, H, WD });
+        /* a mixed graph's convolutions accumulate in float64: the same results */
+        run(gmx, x, 4, (const int64_t[]){ 1, CI, H, WD }, y32, 4, (const int64_t[]){ 1, CO, H, WD });
+        ck_assert_int_eq(memcmp(y32, y64, NY * sizeof(float)), 0);
+        run(g32, x, 4, (const int64_t[]){ 1, CI, H, WD }, y32, 4, (const int64_t[]){ 1, CO, H, WD });
+        OK(npu_graph_unload(ctx, gmx));
         /* within 2^-22 |ref| + 1e-12 of the exact convolution + bias */
         for (int i = 0; i < NY; i++)
                 ck_assert_msg(fabs((double)y64[i] - ref[i]) <= 0x1p-22 * fabs(ref[i]) + 1e-12,
@@ -570,7 +591,22 @@ START_TEST(test_info_reports_accumulation)
         ck_assert_int_eq(tuned_count(j, NULL, "float64", 1), 0);
         json_decref(j);
 
-        npu_graph_t all[] = { m32, m64, m32b, c64, c32, m64b, m32c };
+        /* mixed: the MatMul and the Conv listed with variant "mixed" */
+        bytes = matmul_model(8, K, N, w, &len);
+        npu_graph_t mmx = load(bytes, len, &accmx);
+        j = info(mmx);
+        ck_assert_str_eq(accumulate_of(j), "mixed");
+        ck_assert_int_eq(tuned_count(j, "MatMul", "mixed", 1), 1);
+        ck_assert_int_eq(tuned_count(j, NULL, "mixed", 0), 0);
+        json_decref(j);
+        bytes = conv_model(cw, cb, &len);
+        npu_graph_t cmx = load(bytes, len, &accmx);
+        j = info(cmx);
+        ck_assert_str_eq(accumulate_of(j), "mixed");
+        ck_assert_int_eq(tuned_count(j, "Conv", "mixed", 1), 1);
+        json_decref(j);
+
+        npu_graph_t all[] = { m32, m64, m32b, c64, c32, m64b, m32c, mmx, cmx };
         for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
                 OK(npu_graph_unload(ctx, all[i]));
         free(w);
@@ -620,7 +656,8 @@ START_TEST(test_raw_bad_accumulate)
 {
         static const char *const bad[] = { ",\"accumulate\":\"float16\"", ",\"accumulate\":64",
                                            ",\"accumulate\":null",        ",\"accumulate\":\"FLOAT64\"",
-                                           ",\"accumulate\":\"\"",        ",\"accumulate\":[\"float64\"]" };
+                                           ",\"accumulate\":\"\"",        ",\"accumulate\":[\"float64\"]",
+                                           ",\"accumulate\":\"MIXED\"" };
         int fd = harness_raw_connect(daemon_proc.sock);
         uint64_t id = 2;
         float *w;
@@ -649,6 +686,7 @@ START_TEST(test_raw_bad_accumulate)
         static const struct {
                 const char *tail, *want;
         } good[] = { { ",\"accumulate\":\"float64\"", "float64" },
+                     { ",\"accumulate\":\"mixed\"", "mixed" },
                      { ",\"accumulate\":\"float32\"", "float32" },
                      { "", "float32" } };
         for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
@@ -701,7 +739,7 @@ START_TEST(test_options_checked)
         ck_assert_msg(strstr(npu_error_message(), "accumulate"), "%s", npu_error_message());
         o.accumulate = -1;
         FAILS(npu_graph_load_with(ctx, 0, bytes, len, &o, &g), NPU_ERR_INVALID);
-        o.accumulate = 2;
+        o.accumulate = 3;
         FAILS(npu_graph_load_with(ctx, 0, bytes, len, &o, &g), NPU_ERR_INVALID);
         ck_assert_uint_eq(g.id, 4242); /* nothing returned */
         ck_assert_int_eq(kill(daemon_proc.pid, SIGCONT), 0);
@@ -812,6 +850,11 @@ START_TEST(test_version_5_session)
         ck_assert_msg(strstr(npu_error_message(), "6") && strstr(npu_error_message(), "5"), "%s",
                       npu_error_message());
         ck_assert_uint_eq(g.id, 4242);
+        /* mixed needs protocol 7 */
+        FAILS(npu_graph_load_with(old, 0, bytes, len, &accmx, &g), NPU_ERR_VERSION);
+        ck_assert_msg(strstr(npu_error_message(), "mixed") && strstr(npu_error_message(), "7"), "%s",
+                      npu_error_message());
+        ck_assert_uint_eq(g.id, 4242);
         /* float32 asked for explicitly: the request goes, without the parameter an npud of 5
          * would refuse (the stand-in says which it got) */
         npu_load_options_t o32 = { .size = sizeof(o32), .accumulate = NPU_ACCUMULATE_FLOAT32 };
@@ -851,12 +894,18 @@ START_TEST(test_plan_estimate)
         npu_graph_t g32 = load(bytes, len, NULL);
         bytes = matmul_inputs_model(1024, 4096, 4096, &len);
         npu_graph_t g64 = load(bytes, len, &acc64);
-        double e32 = mm_est_us(g32), e64 = mm_est_us(g64);
+        bytes = matmul_inputs_model(1024, 4096, 4096, &len);
+        npu_graph_t gmx = load(bytes, len, &accmx);
+        double e32 = mm_est_us(g32), e64 = mm_est_us(g64), emx = mm_est_us(gmx);
 
         ck_assert_msg(e32 > 0 && e64 > 1.8 * e32 && e64 < 2.2 * e32, "MatMul step estimated %.3f us in float32, "
                       "%.3f us in float64", e32, e64);
+        /* mixed: one and a half */
+        ck_assert_msg(emx > 1.35 * e32 && emx < 1.65 * e32, "MatMul step estimated %.3f us in float32, "
+                      "%.3f us mixed", e32, emx);
         OK(npu_graph_unload(ctx, g32));
         OK(npu_graph_unload(ctx, g64));
+        OK(npu_graph_unload(ctx, gmx));
 }
 END_TEST
 

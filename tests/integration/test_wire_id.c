@@ -219,7 +219,7 @@ START_TEST(test_launch_by_id)
         raw_fails(fd, 7, "{\"method\":\"op_resolve\",\"params\":{\"names\":[\"Add\"],\"x\":1}}", NPU_ERR_INVALID, "'x'", NULL);
         /* version reports the range */
         r = harness_raw_call(fd, 8, "{\"method\":\"version\"}");
-        ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(r, "result"), "protocol")), 6); /* graph_load's "accumulate" came with 6 */
+        ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(r, "result"), "protocol")), 7); /* "accumulate": "mixed" came with 7 */
         ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(r, "result"), "protocol_min")), 1);
         json_decref(r);
         close(fd);
