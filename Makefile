@@ -286,6 +286,7 @@ integration: all $(INTEG_TESTS) $(BUILD)/tests/npuctl-hold $(BUILD)/tests/npuctl
 	@set -e; tests/integration/test-npusim.sh $(BUILD)
 	@set -e; tests/onnx/check-expected.sh $(BUILD)
 	@set -e; ONNX_ACCUMULATE=float64 tests/onnx/check-expected.sh $(BUILD)
+	@set -e; ONNX_ACCUMULATE=mixed tests/onnx/check-expected.sh $(BUILD)
 	@set -e; $(MAKE) --no-print-directory python-check
 
 check: deps

@@ -168,8 +168,12 @@ class TestOps(Base):
                             [("X", "float32", (1, k))], [("Y", "float32", (1, 8))], [("W", w)])
         err32 = np.abs(self.ctx.load(m).run({"X": x})["Y"] - exact).max()
         err64 = np.abs(self.ctx.load(m, accumulate="float64").run({"X": x})["Y"] - exact).max()
+        errmx = np.abs(self.ctx.load(m, accumulate="mixed").run({"X": x})["Y"] - exact).max()
         self.assertGreater(err32, 1e-6)
         self.assertLess(err64, 1e-9)
+        # mixed: float32 runs of 32 products summed in float64, between the two
+        self.assertLess(errmx, err32)
+        self.assertGreater(errmx, err64)
         with self.assertRaises(ValueError):
             self.ctx.load(m, accumulate="float16")
 

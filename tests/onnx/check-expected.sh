@@ -6,7 +6,7 @@
 # (an npud crash or timeout, npud's unclean exit, leaks under ASan, sanitizer reports) fails
 # the gate too.
 #   usage: tests/onnx/check-expected.sh BUILD      (ONNX_DATA overrides the test data root;
-#          ONNX_ACCUMULATE=float64 loads every model with float64 accumulation)
+#          ONNX_ACCUMULATE=float64 or mixed loads every model with that accumulation)
 set -u
 BUILD=${1:-build}
 HERE=$(cd "$(dirname "$0")" && pwd)
