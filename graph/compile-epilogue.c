@@ -187,9 +187,10 @@ static const float *resid_at(const struct graph_epilogue *ep, const struct ops_c
 }
 
 /* Bias along the last dim (n elements per row, the bias holding n or 1), the residual (rows
- * x n elements at r, NULL: none) and activation over rows x n float32 elements at y. */
+ * x n elements at r, NULL: none) and activation (unless act_done) over rows x n float32
+ * elements at y. */
 static int epilogue_rows(const struct graph_epilogue *ep, const struct ops_call *call, float *y,
-                         const float *r, int64_t rows, int64_t n, char *err, size_t errlen)
+                         const float *r, int64_t rows, int64_t n, int act_done, char *err, size_t errlen)
 {
         if (ep->bias) {
                 const struct ops_tensor *bt = &call->in[ep->nin_op];
@@ -200,7 +201,7 @@ static int epilogue_rows(const struct graph_epilogue *ep, const struct ops_call 
         }
         if (r)
                 add_f32(y, r, 0, rows * n);
-        return act_f32(ep, call, y, rows * n, err, errlen);
+        return act_done ? 0 : act_f32(ep, call, y, rows * n, err, errlen);
 }
 
 static int is_op(const struct graph_epilogue *ep, const char *name)
@@ -255,10 +256,17 @@ int graph_fused_gemm_rows(const struct ops_call *call, int64_t r0, int64_t r1, c
         c->out[0].dims[0] = r1 - r0;
         c->out[0].dims[1] = n;
         c->out[0].data = (float *)o->data + r0 * n;
+        /* a Relu straight after the product: offered to the operator, whose GEMM may apply
+         * it to each tile as it is made (ops_sgemm_relu_offer) */
+        int offer = ep->act && !ep->bias && !ep->resid && strcmp(ep->act->name, "Relu") == 0;
+        if (offer)
+                ops_sgemm_relu_offer(1);
         rc = ops_run(ep->op, c, err, errlen);
+        int act_done = offer && ops_sgemm_relu_offer(0);
         if (rc < 0)
                 return rc;
-        return epilogue_rows(ep, call, c->out[0].data, resid_at(ep, call, r0 * n), r1 - r0, n, err, errlen);
+        return epilogue_rows(ep, call, c->out[0].data, resid_at(ep, call, r0 * n), r1 - r0, n, act_done, err,
+                             errlen);
 }
 
 /* Any dtype: the operator, then the registry's Add and activation over the whole output. */
@@ -339,7 +347,7 @@ static int fg_run(const struct ops_def *def, const struct ops_call *call, char *
                         return 0;
                 if (!is_op(ep, "Conv"))
                         return epilogue_rows(ep, call, o->data, resid_at(ep, call, 0), ops_tensor_numel(o) / n, n,
-                                             err, errlen);
+                                             0, err, errlen);
                 if (ep->resid)
                         add_f32(o->data, resid_at(ep, call, 0), 0, ops_tensor_numel(o));
                 return act_f32(ep, call, o->data, ops_tensor_numel(o), err, errlen);

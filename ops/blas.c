@@ -54,6 +54,49 @@ int ops_sgemm_forced(void)
         return forced;
 }
 
+static __thread struct ops_sgemm_post cur_post;
+static __thread int post_on, relu_offered, relu_claimed;
+
+void ops_sgemm_post(const struct ops_sgemm_post *post)
+{
+        post_on = post != NULL;
+        cur_post = post ? *post : (struct ops_sgemm_post){ 0 };
+}
+
+int ops_sgemm_relu_offer(int on)
+{
+        int claimed = relu_claimed;
+
+        relu_offered = on;
+        relu_claimed = 0;
+        return claimed;
+}
+
+int ops_sgemm_relu_claim(void)
+{
+        if (!relu_offered)
+                return 0;
+        relu_offered = 0;
+        relu_claimed = 1;
+        return 1;
+}
+
+/* The post-op on rows x w of C (ld ldc) whose first column is column j0 of the call's. */
+static void post_apply(float *c, long ldc, long rows, long w, long j0)
+{
+        const float *b = cur_post.bias ? cur_post.bias + j0 : NULL;
+
+        for (long r = 0; r < rows; r++) {
+                float *cr = c + (size_t)r * (size_t)ldc;
+                if (b)
+                        for (long q = 0; q < w; q++)
+                                cr[q] += b[q];
+                if (cur_post.relu)
+                        for (long q = 0; q < w; q++)
+                                cr[q] = cr[q] < 0 ? 0.0f : cr[q]; /* NaN stays NaN, as Relu's */
+        }
+}
+
 static int use_onednn(long m, long n, long k)
 {
         if (!ops_dnnl_wanted())
@@ -681,15 +724,51 @@ static int sgemm_xsmm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLA
                         float *cr = c + (size_t)r0 * (size_t)ldc + (size_t)(c0 - lo);
                         /* prefetch: this block again for the next rows, else the next block */
                         fn(xa, ar, cr, r0 + mb < m ? xa : next, ar, cr);
+                        if (post_on)
+                                post_apply(cr, ldc, rows, c1 - c0, c0 - lo);
                 }
         }
         __atomic_add_fetch(&p->runs, 1, __ATOMIC_RELAXED);
         return 0;
 }
 
+static void sgemm_run(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, blasint m,
+                      blasint n, blasint k, float alpha, const float *a, blasint lda, const float *b, blasint ldb,
+                      float beta, float *c, blasint ldc);
+
 void ops_sgemm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb,
                blasint m, blasint n, blasint k, float alpha, const float *a, blasint lda,
                const float *b, blasint ldb, float beta, float *c, blasint ldc)
+{
+        if (k <= 0) {
+                /* no products: C = beta C, which dnnl_sgemm leaves undone (C untouched, NaN
+                 * and all, at beta 0); rows of ldc either way, as for any order */
+                long rows = order == CblasRowMajor ? m : n, cols = order == CblasRowMajor ? n : m;
+                for (long i = 0; i < rows; i++)
+                        for (long j = 0; j < cols; j++)
+                                c[i * ldc + j] = beta != 0.0f ? beta * c[i * ldc + j] : 0.0f;
+                if (post_on && order == CblasRowMajor && m > 0 && n > 0)
+                        post_apply(c, ldc, m, n, 0);
+                return;
+        }
+        if (post_on && order == CblasRowMajor) {
+                /* the libxsmm path applies it per tile; the others after the product */
+                if (forced == OPS_SGEMM_XSMM_PACKED && cur_packed &&
+                    sgemm_xsmm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) == 0)
+                        return;
+                post_on = 0;
+                sgemm_run(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+                post_on = 1;
+                if (m > 0 && n > 0)
+                        post_apply(c, ldc, m, n, 0);
+                return;
+        }
+        sgemm_run(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+static void sgemm_run(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, blasint m,
+                      blasint n, blasint k, float alpha, const float *a, blasint lda, const float *b, blasint ldb,
+                      float beta, float *c, blasint ldc)
 {
         if (forced == OPS_SGEMM_F64) {
                 const struct ops_packed_b *p = cur_packed;

@@ -104,6 +104,23 @@ void ops_packed_b_keep(struct ops_packed_b *p, int variant);
  * variant computes on its layout (otherwise it takes the plain path). */
 int ops_xsmm_usable(void);
 
+/* A post-op of this thread's row-major ops_sgemm calls until cleared (NULL): C = relu?(alpha A B
+ * + beta C + bias[j]) with bias (NULL: none) one value per column of the call's C. The
+ * libxsmm path applies it to each tile right after computing it, while the tile is in L1
+ * (Gemm's bias row and a fused Relu then cost no pass of their own over C); the others in
+ * one pass after the product. */
+struct ops_sgemm_post {
+        const float *bias;
+        int relu;
+};
+void ops_sgemm_post(const struct ops_sgemm_post *post);
+/* A fused Relu for the node's product (graph epilogues): ops_sgemm_relu_offer(1) before
+ * running the operator; the operator takes it with ops_sgemm_relu_claim (1: it applies the
+ * Relu itself, as its GEMM's post-op); ops_sgemm_relu_offer(0) withdraws the offer and
+ * answers whether it was claimed (0: the caller applies the Relu). */
+int ops_sgemm_relu_offer(int on);
+int ops_sgemm_relu_claim(void);
+
 /* The variant set by ops_sgemm_force on this thread (OPS_SGEMM_AUTO when none). */
 int ops_sgemm_forced(void);
 

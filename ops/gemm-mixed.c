@@ -95,11 +95,6 @@ static void tile(const struct tile_fns *f, long k, const float *a, long lda, con
         for (long k0 = 0; k0 < k; k0 += MX_KB) {
                 long kn = k - k0 < MX_KB ? k - k0 : MX_KB;
                 libxsmm_smmfunction fn = kn == MX_KB ? f->full : f->tail;
-                /* the panel two runs ahead into L2 (past the last run: the next block's,
-                 * which follows in the packed layout) */
-                const char *pf = (const char *)(bp + (size_t)(k0 + 2 * MX_KB) * MX_NB);
-                for (int l = 0; l < MX_KB * MX_NB * (int)sizeof(float); l += 64)
-                        __builtin_prefetch(pf + l, 0, 2);
                 if (fn)
                         fn(bp + (size_t)k0 * MX_NB, a + k0, t);
                 else
@@ -170,9 +165,11 @@ static inline float at(const float *p, long ld, int trans, long i, long j)
         return trans ? p[j * ld + i] : p[i * ld + j];
 }
 
-/* Without scratch: the same sums in a plain loop (runs of MX_KB in float32, fused
- * multiply-adds like the kernels'). It checks the run context every row and stops when the
- * run must (the recorded stop reason then fails the node). */
+/* Without scratch: the same runs in a plain loop (each summed in float32 with fused
+ * multiply-adds, in k order, which a kernel may split into partial sums of its own: the
+ * results may differ from the kernels' by float32 rounding within a run). It checks the run
+ * context every row and stops when the run must (the recorded stop reason then fails the
+ * node). */
 static void product_loop(long m, long n, long k, float alpha, const float *a, long lda, int ta, const float *b,
                          long ldb, int tb, float beta, float *c, long ldc)
 {

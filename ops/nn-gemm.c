@@ -101,7 +101,7 @@ static int gemm_infer(const struct ops_def *def, struct ops_call *call, char *er
                                 for (j = 0; j < s->n; j++)                                     \
                                         y[i * s->n + j] = beta * c[i * s->c_rs + j * s->c_cs]; \
                         acc = 1;                                                               \
-                } else {                                                                       \
+                } else if (!s->k || alpha == 0) { /* else the product (beta 0) writes y */     \
                         memset(y, 0, (size_t)(s->m * s->n) * sizeof(T));                       \
                 }                                                                              \
                 if (!s->k || alpha == 0)                                                       \
@@ -145,7 +145,21 @@ static int gemm_run(const struct ops_def *def, const struct ops_call *call, char
         if (rc) {
                 rc = ops_fail(err, errlen, -ENOMEM, "Gemm: out of memory");
         } else {
-                rc = gemm_f32(call, &s, y.p, a.p, b.p, c.p, err, errlen);
+                /* A bias row (C of [N] or [1, N], beta 1) and a Relu the graph's epilogue
+                 * offers: the product's post-op, applied to each tile as it is made, rather
+                 * than a fill of Y before the product and a pass over it after. */
+                float alpha = (float)ops_attr_float(call, "alpha", 1.0), beta = (float)ops_attr_float(call, "beta", 1.0);
+                int row_bias = has_c && beta == 1.0f && s.c_rs == 0 && s.c_cs == 1;
+                struct ops_sgemm_post post = { row_bias ? c.p : NULL, 0 };
+                if (s.k && alpha != 0 && (row_bias || !has_c))
+                        post.relu = ops_sgemm_relu_claim();
+                if (s.k && alpha != 0 && (post.bias || post.relu)) {
+                        ops_sgemm_post(&post);
+                        rc = gemm_f32(call, &s, y.p, a.p, b.p, NULL, err, errlen);
+                        ops_sgemm_post(NULL);
+                } else {
+                        rc = gemm_f32(call, &s, y.p, a.p, b.p, c.p, err, errlen);
+                }
                 if (!rc)
                         nn_f32_commit(&call->out[0], &y);
         }

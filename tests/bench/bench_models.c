@@ -449,11 +449,14 @@ int main(void)
                 struct npud_side r, ra[2];
                 /* the same model loaded to accumulate in float64 and mixed, for every model
                  * with products (not the one-Relu round trip); NPUD_BENCH_ACC64=0 skips both
-                 * (to profile the float32 side alone) */
+                 * (to profile the float32 side alone), NPUD_BENCH_ACC=mixed (or float64)
+                 * keeps one */
                 static const int acc_kind[2] = { NPU_ACCUMULATE_FLOAT64, NPU_ACCUMULATE_MIXED };
                 static const char *const acc_name[2] = { "float64", "mixed" };
-                const char *a64 = getenv("NPUD_BENCH_ACC64");
+                const char *a64 = getenv("NPUD_BENCH_ACC64"), *acc_only = getenv("NPUD_BENCH_ACC");
                 int acc64 = k != REF_RELU && !(a64 && strcmp(a64, "0") == 0);
+                int acc_on[2] = { acc64 && (!acc_only || strstr(acc_only, "float64")),
+                                  acc64 && (!acc_only || strstr(acc_only, "mixed")) };
                 if (only && *only && !strstr(only, keys[k]))
                         continue;
                 struct samples ot = { 0 }, o1t = { 0 };
@@ -464,8 +467,9 @@ int main(void)
 
                 fill(x, m->n, 1 + (unsigned)k, 1.0f);
                 npud_open(npud.sock, m, x, NPU_ACCUMULATE_FLOAT32, &r);
-                for (int a = 0; acc64 && a < 2; a++)
-                        npud_open(npud.sock, m, x, acc_kind[a], &ra[a]);
+                for (int a = 0; a < 2; a++)
+                        if (acc_on[a])
+                                npud_open(npud.sock, m, x, acc_kind[a], &ra[a]);
                 if (have_ort) {
                         snprintf(path, sizeof(path), "%s/model.onnx", o.dir);
                         int wr = write_file(path, m->bytes, m->len);
@@ -479,7 +483,8 @@ int main(void)
                 /* the sides take turns, so that a busy host slows all alike */
                 for (int round = 0; round < rounds(); round++) {
                         npud_round(&r);
-                        for (int a = 0; acc64 && a < 2; a++)
+                        for (int a = 0; a < 2; a++)
+                        if (acc_on[a])
                                 npud_round(&ra[a]);
                         if (have_ort)
                                 have_ort = ort_round(&o, m, threads, r.runs, &ot, ey, version,
@@ -489,8 +494,9 @@ int main(void)
                                                       sizeof(version)) == 0;
                 }
                 npud_close(m, &r);
-                for (int a = 0; acc64 && a < 2; a++)
-                        npud_close(m, &ra[a]);
+                for (int a = 0; a < 2; a++)
+                        if (acc_on[a])
+                                npud_close(m, &ra[a]);
                 om = quant(&ot, 0.5) * 1e3;
                 op90 = quant(&ot, 0.9) * 1e3;
                 o1m = quant(&o1t, 0.5) * 1e3;
@@ -546,7 +552,9 @@ int main(void)
                                 printf("; ORT %.2e, %zu outside", eo, bo);
                         }
                         printf("\n");
-                        for (int a = 0; acc64 && a < 2; a++) {
+                        for (int a = 0; a < 2; a++) {
+                                if (!acc_on[a])
+                                        continue;
                                 double m64 = quant(&ra[a].t, 0.5) * 1e3, e64;
                                 size_t b64;
                                 against_ref(ra[a].y, ref, m->yn, &e64, &b64);
@@ -592,10 +600,11 @@ int main(void)
                 free(ey);
                 free(r.y);
                 free(r.t.t);
-                for (int a = 0; acc64 && a < 2; a++) {
-                        free(ra[a].y);
-                        free(ra[a].t.t);
-                }
+                for (int a = 0; a < 2; a++)
+                        if (acc_on[a]) {
+                                free(ra[a].y);
+                                free(ra[a].t.t);
+                        }
                 free(ot.t);
                 free(o1t.t);
                 free(m->bytes);
