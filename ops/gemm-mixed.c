@@ -14,7 +14,12 @@
  * B is read in the column blocks of the libxsmm layout: the constant weights' copy made at
  * load (ops_packed_b_new_mixed), or a band of columns copied per call. Where libxsmm makes no
  * kernel, OpenBLAS's sgemm computes each run; where scratch cannot be had (the run's memory
- * budget), a plain loop makes the same sums. */
+ * budget), a plain loop makes the same runs.
+ *
+ * A call's results are the same from one call to the next. A part of a product (a column
+ * range, a band of rows) gives the whole product's bits where its tiles are the whole's (from
+ * a block edge of 32 columns to a block edge, whole row tiles of 64); elsewhere libxsmm may
+ * split a run's sum differently for a narrower tile, within the same bound. */
 #include <stdlib.h>
 #include <string.h>
 
