@@ -1068,10 +1068,22 @@ struct f64_outcome {
         json_t *info;      /* graph_info of the loaded graph (NULL if none); caller decrefs */
 };
 
-static const npu_load_options_t f64_opts = { .size = sizeof(npu_load_options_t),
-                                             .accumulate = NPU_ACCUMULATE_FLOAT64 };
+/* The accumulation the attacks load with: float64, then mixed (whose GEMMs keep a float32
+ * copy of constant weights and float32 scratch, and whose convolutions are float64's). */
+static int attack_acc = NPU_ACCUMULATE_FLOAT64;
 
-/* Load model with float64 accumulation on device 0 and run it once on x (xnd, xd) into y
+static const char *attack_acc_name(void)
+{
+        return attack_acc == NPU_ACCUMULATE_MIXED ? "mixed" : "float64";
+}
+
+/* The bytes of the packed copy of W [k, n] under attack_acc: column blocks of 32. */
+static long long attack_copy_bytes(int64_t k, int64_t n)
+{
+        return (long long)k * ((n + 31) / 32 * 32) * (attack_acc == NPU_ACCUMULATE_MIXED ? 4 : 8);
+}
+
+/* Load model with attack_acc's accumulation on device 0 and run it once on x (xnd, xd) into y
  * (ynd, yd), each in a buffer of its own; the graph stays loaded in *keep when keep is not
  * NULL and the load succeeded. The first failure's status. */
 static npu_status_t f64_load_run(npu_context_t *c, const struct dpb *model, const float *x, int xnd,
@@ -1088,7 +1100,8 @@ static npu_status_t f64_load_run(npu_context_t *c, const struct dpb *model, cons
 
         memset(o, 0, sizeof(*o));
         o->stage = "load";
-        st = npu_graph_load_with(c, 0, model->b, model->n, &f64_opts, &g);
+        npu_load_options_t opts = { .size = sizeof(opts), .accumulate = attack_acc };
+        st = npu_graph_load_with(c, 0, model->b, model->n, &opts, &g);
         if (st == NPU_OK) {
                 char *js = NULL;
                 have |= 1;
@@ -1138,7 +1151,7 @@ static npu_status_t f64_load_run(npu_context_t *c, const struct dpb *model, cons
 static void f64_report(const char *what, const struct f64_outcome *o)
 {
         /* npud's peak RSS so far: /proc/PID/status is readable by every user */
-        fprintf(stderr, "attacker: %s: %s%s (%d %s) %s, %.2f s; npud peak RSS %ld KiB\n", what,
+        fprintf(stderr, "attacker (%s): %s: %s%s (%d %s) %s, %.2f s; npud peak RSS %ld KiB\n", attack_acc_name(), what,
                 o->st ? "failed at " : "ok", o->st ? o->stage : "", (int)o->st, npu_strerror(o->st), o->msg, o->secs,
                 harness_proc_kib(daemon_proc.pid, "VmHWM"));
 }
@@ -1156,7 +1169,7 @@ static int info_is_f64(const json_t *info)
 {
         const char *acc = info ? json_string_value(json_object_get(info, "accumulate")) : NULL;
 
-        return acc && strcmp(acc, "float64") == 0;
+        return acc && strcmp(acc, attack_acc_name()) == 0;
 }
 
 #define ACHECK(cond, code, ...) \
@@ -1286,7 +1299,7 @@ static int f64_big_conv(npu_context_t *c)
                         rc = 32;
                 }
         } else if (!info_is_f64(o.info)) {
-                fprintf(stderr, "attacker: big conv: graph_info does not say float64\n");
+                fprintf(stderr, "attacker: big conv: graph_info does not say %s\n", attack_acc_name());
                 rc = 33;
         } else {
                 static const int64_t at[][3] = { { 0, 0, 0 },     { 0, 0, 511 },   { 15, 511, 0 }, { 15, 511, 511 },
@@ -1340,9 +1353,9 @@ static int f64_matmul(npu_context_t *c, int64_t k, int64_t n, struct f64_outcome
         matmul_model(&model, k, n, w);
         f64_load_run(c, &model, x, 2, xd, y, 2, yd, o, keep);
         dpb_free(&model);
-        /* the float64 copy: column blocks of 32 (ops_f64_pack_b) */
-        snprintf(what, sizeof(what), "MatMul with W [%lld, %lld] (%lld MiB; float64 copy %lld MiB)", (long long)k,
-                 (long long)n, (long long)(k * n * 4 >> 20), (long long)(k * ((n + 31) / 32 * 32) * 8 >> 20));
+        /* the packed copy: column blocks of 32 (ops_f64_pack_b, ops_mixed_pack_b) */
+        snprintf(what, sizeof(what), "MatMul with W [%lld, %lld] (%lld MiB; packed copy %lld MiB)", (long long)k,
+                 (long long)n, (long long)(k * n * 4 >> 20), attack_copy_bytes(k, n) >> 20);
         f64_report(what, o);
         fprintf(stderr, "attacker: %s: packed_bytes %lld\n", what, info_packed_bytes(o->info));
         for (int64_t i = 0; !o->st && !rc && i < 8; i++)
@@ -1365,7 +1378,10 @@ static int f64_matmul(npu_context_t *c, int64_t k, int64_t n, struct f64_outcome
 /* Attack 2, scratch: Y = X W with X [8, 2^19] (16 MiB, a device buffer) and W [2^19, 1] (2 MiB):
  * no float64 copy of W at load (one column block of 2^19 doubles: 128 MiB, past the room),
  * and at run time B's float64 scratch (the same 128 MiB) exceeds what the quota leaves;
- * gemm-f64.c then sums in a plain float64 loop, and the run computes the exact result. */
+ * gemm-f64.c then sums in a plain float64 loop, and the run computes the exact result. Under
+ * mixed accumulation the same with float32 copies of half the size (64 MiB: past the room too,
+ * at load and at run time), gemm-mixed.c's plain loop, and runs of dyadic products that
+ * float32 sums exactly. */
 static int f64_matmul_scratch(npu_context_t *c)
 {
         const int64_t k = 1 << 19;
@@ -1391,7 +1407,8 @@ static int f64_matmul_attacks(npu_context_t *c)
         npu_buffer_t b;
         int rc;
 
-        /* W [2048, 4096]: 32 MiB charged; its float64 copy (64 MiB) exceeds the 32 MiB left */
+        /* W [2048, 4096]: 32 MiB charged; its float64 copy (64 MiB) exceeds the 32 MiB left
+         * (its float32 copy, 32 MiB, takes it all but what the load itself holds) */
         rc = f64_matmul(c, 2048, 4096, &o, NULL);
         long long packed = info_packed_bytes(o.info);
         int f64 = info_is_f64(o.info);
@@ -1401,8 +1418,9 @@ static int f64_matmul_attacks(npu_context_t *c)
         if (o.st != NPU_OK) { /* a clean refusal over quota is all that may happen instead */
                 ACHECK(o.st == NPU_ERR_QUOTA && strstr(o.msg, "tenant 'attack'"), 42, "big W: not a quota refusal");
         } else {
-                ACHECK(f64, 43, "big W: graph_info does not say float64");
-                ACHECK(packed == 0, 44, "big W: %lld bytes packed past the quota's room", packed);
+                ACHECK(f64, 43, "big W: graph_info does not say %s", attack_acc_name());
+                ACHECK(packed == 0 || (attack_acc == NPU_ACCUMULATE_MIXED && packed <= (long long)(32 * mib)), 44,
+                       "big W: %lld bytes packed past the quota's room", packed);
         }
         ACHECK(o.secs < 10.0, 45, "big W: took %.1f s", o.secs);
 
@@ -1413,9 +1431,10 @@ static int f64_matmul_attacks(npu_context_t *c)
         json_decref(o.info);
         if (rc)
                 return rc;
-        ACHECK(o.st == NPU_OK && f64, 46, "small W: failed or not float64");
-        ACHECK(packed >= (long long)(16 * mib) && packed <= (long long)(20 * mib), 47,
-               "small W: %lld bytes packed, want the 16 MiB float64 copy", packed);
+        ACHECK(o.st == NPU_OK && f64, 46, "small W: failed or not %s", attack_acc_name());
+        long long copy = attack_copy_bytes(1024, 2048);
+        ACHECK(packed >= copy && packed <= copy + copy / 4, 47, "small W: %lld bytes packed, want the %lld MiB copy",
+               packed, copy >> 20);
         uint64_t left = quota - 8 * mib - (uint64_t)packed;
         npu_status_t st = npu_malloc(c, 0, left + mib, &b);
         fprintf(stderr, "attacker: %llu bytes with 8 MiB of weights and %lld packed held: %d %s\n",
@@ -1440,9 +1459,12 @@ static int attack_float64(void *arg)
         (void)arg;
         if (npu_connect(daemon_proc.sock, &c) != NPU_OK)
                 return 2;
-        if ((rc = f64_absurd_convs(c)) || (rc = f64_padded_copy_conv(c)) || (rc = f64_big_conv(c)) ||
-            (rc = f64_matmul_attacks(c)) || (rc = f64_matmul_scratch(c)))
-                return rc;
+        for (int acc = 0; acc < 2; acc++) {
+                attack_acc = acc ? NPU_ACCUMULATE_MIXED : NPU_ACCUMULATE_FLOAT64;
+                if ((rc = f64_absurd_convs(c)) || (rc = f64_padded_copy_conv(c)) || (rc = f64_big_conv(c)) ||
+                    (rc = f64_matmul_attacks(c)) || (rc = f64_matmul_scratch(c)))
+                        return rc + 100 * acc;
+        }
         ACHECK(npu_ping(c) == NPU_OK, 3, "the session is gone: %s", npu_error_message());
         npu_disconnect(c);
         return 0;
