@@ -20,6 +20,15 @@ enum prio_loop_result prio_loop(void)
         return PRIO_LOOP_NONE;
 }
 
+int prio_idle(void)
+{
+        struct sched_param sp = { .sched_priority = 0 };
+
+        if (sched_setscheduler(gettid(), SCHED_IDLE, &sp) == 0)
+                return 0;
+        return setpriority(PRIO_PROCESS, (id_t)gettid(), 19);
+}
+
 void prio_normal(void)
 {
         struct sched_param sp = { .sched_priority = 0 };

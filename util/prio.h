@@ -16,5 +16,9 @@ enum prio_loop_result { PRIO_LOOP_NONE = 0, PRIO_LOOP_NICE, PRIO_LOOP_FIFO };
 enum prio_loop_result prio_loop(void);
 /* The calling thread runs at SCHED_OTHER, nice 0 (a thread may always lower itself). */
 void prio_normal(void);
+/* The calling thread yields its core to any other runnable thread of the host: SCHED_IDLE,
+ * which any thread may take; nice 19 where a kernel refuses it. 0, or -1 (errno set) when
+ * neither took. One way: without privilege a thread may not rise again. */
+int prio_idle(void);
 
 #endif

@@ -4,7 +4,14 @@
  * handed to a helper) and the message list (allocation requests and finished loads going
  * back), plus a condition variable for each direction. A helper wakes the loop by writing
  * an eventfd that the loop watches as an ordinary libevent event, so no libevent call is
- * ever made off the loop thread (libevent here is built without its locking). */
+ * ever made off the loop thread (libevent here is built without its locking).
+ *
+ * A load is work no scheduler grants: its import, constant folding, tuning and step timing
+ * run the kernels for up to tens of milliseconds. A best-effort tenant's loads therefore run
+ * on helpers of their own at idle priority (SCHED_IDLE, which any other thread of the host
+ * preempts), so that its loads, like its kernels, give way to a latency-critical client's
+ * requests (npubench's isolation section loads the best-effort graphs every round). A thread
+ * at idle priority may not rise again without privilege, so the two kinds never swap. */
 #include <errno.h>
 #include <event2/event.h>
 #include <poll.h>
@@ -29,7 +36,7 @@
 #include "npud.h"
 #include "session.h"
 
-#define GRAPH_LOAD_THREADS_MAX 64
+#define GRAPH_LOAD_THREADS_MAX 64 /* of each kind */
 
 static struct {
         /* Loop thread only. */
@@ -38,19 +45,19 @@ static struct {
         uint64_t bytes;                       /* their model bytes */
         struct event *wake_event;
         int efd;
-        pthread_t threads[GRAPH_LOAD_THREADS_MAX];
-        int nthreads;
-        int idle;                             /* helpers waiting for work (under mu) */
+        pthread_t threads[2][GRAPH_LOAD_THREADS_MAX]; /* [background] */
+        int nthreads[2];
+        int idle[2];                          /* helpers waiting for work (under mu) */
         /* Shared, under mu. */
         pthread_mutex_t mu;
-        pthread_cond_t work_cv, alloc_cv;
-        struct graph_load *work, **work_tail;
+        pthread_cond_t work_cv[2], alloc_cv;
+        struct graph_load *work[2], **work_tail[2];
         struct graph_load *msgs;              /* newest first */
         int stopping;
 } pool = {
         .efd = -1,
         .mu = PTHREAD_MUTEX_INITIALIZER,
-        .work_cv = PTHREAD_COND_INITIALIZER,
+        .work_cv = { PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER },
         .alloc_cv = PTHREAD_COND_INITIALIZER,
 };
 
@@ -137,21 +144,25 @@ static void helper_run(struct graph_load *j)
 
 static void *helper_main(void *arg)
 {
-        (void)arg;
+        const int bg = arg != NULL;
+
         prio_normal(); /* started by the loop thread, whose priority is raised */
+        pthread_setname_np(pthread_self(), bg ? "npud-load-bg" : "npud-load"); /* ps -L, top -H */
+        if (bg && prio_idle() != 0)
+                log_warn("graph_load: background helper: cannot lower its priority: %s", strerror(errno));
         pthread_mutex_lock(&pool.mu);
         for (;;) {
                 struct graph_load *j;
-                while (!pool.work && !pool.stopping) {
-                        pool.idle++;
-                        pthread_cond_wait(&pool.work_cv, &pool.mu);
-                        pool.idle--;
+                while (!pool.work[bg] && !pool.stopping) {
+                        pool.idle[bg]++;
+                        pthread_cond_wait(&pool.work_cv[bg], &pool.mu);
+                        pool.idle[bg]--;
                 }
-                if (!(j = pool.work))
+                if (!(j = pool.work[bg]))
                         break;
-                pool.work = j->qnext;
-                if (!pool.work)
-                        pool.work_tail = &pool.work;
+                pool.work[bg] = j->qnext;
+                if (!pool.work[bg])
+                        pool.work_tail[bg] = &pool.work[bg];
                 pthread_mutex_unlock(&pool.mu);
                 helper_run(j);
                 pthread_mutex_lock(&pool.mu);
@@ -207,11 +218,13 @@ static void admit(struct npud *d)
                         continue;
                 if (pool.running && pool.bytes + j->size > lim->max_graph_load_bytes)
                         break;
+                const int bg = j->background;
                 pthread_mutex_lock(&pool.mu);
-                if (!pool.idle && pool.nthreads < (int)threads) {
-                        if (pthread_create(&pool.threads[pool.nthreads], NULL, helper_main, NULL) == 0) {
-                                pool.nthreads++;
-                        } else if (!pool.nthreads) {
+                if (!pool.idle[bg] && pool.nthreads[bg] < (int)threads) {
+                        if (pthread_create(&pool.threads[bg][pool.nthreads[bg]], NULL, helper_main,
+                                           bg ? (void *)&pool : NULL) == 0) {
+                                pool.nthreads[bg]++;
+                        } else if (!pool.nthreads[bg]) {
                                 pthread_mutex_unlock(&pool.mu);
                                 log_error("graph_load: cannot start a helper thread");
                                 return; /* retried at the next load */
@@ -221,9 +234,9 @@ static void admit(struct npud *d)
                 pool.running++;
                 pool.bytes += j->size;
                 j->qnext = NULL;
-                *pool.work_tail = j;
-                pool.work_tail = &j->qnext;
-                pthread_cond_signal(&pool.work_cv);
+                *pool.work_tail[bg] = j;
+                pool.work_tail[bg] = &j->qnext;
+                pthread_cond_signal(&pool.work_cv[bg]);
                 pthread_mutex_unlock(&pool.mu);
         }
 }
@@ -316,7 +329,8 @@ int graph_load_start(struct npud *d, struct graph_load *j, char *err, size_t err
                         goto fail;
                 }
                 pool.jobs_tail = &pool.jobs;
-                pool.work_tail = &pool.work;
+                for (int bg = 0; bg < 2; bg++)
+                        pool.work_tail[bg] = &pool.work[bg];
         }
         j->d = d;
         j->next = NULL;
@@ -371,7 +385,8 @@ void graph_loads_shutdown(struct npud *d)
                 return;
         pthread_mutex_lock(&pool.mu);
         pool.stopping = 1;
-        pthread_cond_broadcast(&pool.work_cv);
+        pthread_cond_broadcast(&pool.work_cv[0]);
+        pthread_cond_broadcast(&pool.work_cv[1]);
         pthread_mutex_unlock(&pool.mu);
         /* Sessions are closed: every load left is on a helper and cancelled, and allocation
          * requests are refused, so each comes back within one cancellation check. */
@@ -382,9 +397,11 @@ void graph_loads_shutdown(struct npud *d)
                 poll(&p, 1, 100);
                 drain(d);
         }
-        for (int i = 0; i < pool.nthreads; i++)
-                pthread_join(pool.threads[i], NULL);
-        pool.nthreads = 0;
+        for (int bg = 0; bg < 2; bg++) {
+                for (int i = 0; i < pool.nthreads[bg]; i++)
+                        pthread_join(pool.threads[bg][i], NULL);
+                pool.nthreads[bg] = 0;
+        }
         while ((j = pool.jobs)) { /* none should be left */
                 pool.jobs = j->next;
                 job_free(j);

@@ -47,6 +47,7 @@ struct graph_load {
          * quota), set on the loop thread before the import and after the weights' charge. */
         int64_t pack_limit;
         int accumulate;           /* enum graph_accumulate, from the request */
+        int background;           /* a best-effort tenant's: on the background helpers */
         /* Round trip of the import's allocation (pool lock). */
         int alloc_wanted, alloc_answered, alloc_rc;
         uint64_t alloc_size;

@@ -545,6 +545,7 @@ static void method_graph_load(struct request *req)
         j->size = size;
         j->pack_limit = quota_room(s, dev->id); /* again once the weights are charged */
         j->accumulate = accumulate;
+        j->background = s->tenant && s->tenant->pol.klass == POLICY_CLASS_BEST_EFFORT;
         /* The import and compilation run on a helper thread (graph-load.c); the reply
          * comes from graph_load_finish. */
         rc = graph_load_start(s->npud, j, err, sizeof(err));

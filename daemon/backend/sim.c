@@ -634,15 +634,11 @@ static void note_loop_cpu(struct sim *s)
         atomic_store_explicit(&s->loop_cpu, sched_getcpu(), memory_order_relaxed);
 }
 
-/* A background worker yields its core to any other runnable thread of the host: SCHED_IDLE,
- * which any thread may take; nice 19 where a kernel refuses it. One way: a thread may not
- * lower its nice value again without privilege, so the pools never swap threads. */
+/* A background worker yields its core to any other runnable thread of the host (prio_idle).
+ * One way: a thread may not rise again without privilege, so the pools never swap threads. */
 static void background_thread(void)
 {
-        struct sched_param sp = { 0 };
-
-        if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp) != 0 &&
-            setpriority(PRIO_PROCESS, (id_t)gettid(), 19) != 0)
+        if (prio_idle() != 0)
                 log_warn("background worker: cannot lower its priority: %s", strerror(errno));
 }
 

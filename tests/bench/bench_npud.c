@@ -838,28 +838,26 @@ static double iso_load_stop(struct iso_load *l, int *wrong)
         return rate;
 }
 
-/* p99 of n MLP requests of the latency-critical client, one every 2 ms. */
-static double iso_lc_p99_ms(struct explicit_path *e, int n, int *wrong, double *ret_p50)
+/* n MLP requests of the latency-critical client, one every 2 ms; their latencies (s) in
+ * lat. */
+static void iso_lc_requests(struct explicit_path *e, int n, double *lat, int *wrong)
 {
-        double *lat = malloc(sizeof(double) * (size_t)n);
         struct serve_req q;
 
-        if (!lat)
-                exit(1);
         serve_req_init(&q, 3);
         for (int i = 0; i < n; i++) {
                 double t0 = now_s();
                 explicit_request(e, &q);
                 lat[i] = now_s() - t0;
+                /* NPUBENCH_ISO_TRACE=1: the slow requests, on CLOCK_MONOTONIC (perf record
+                 * -k CLOCK_MONOTONIC lines a scheduler trace up with them) */
+                if (lat[i] > 1.5e-3 && getenv("NPUBENCH_ISO_TRACE"))
+                        fprintf(stderr, "npubench: LC request at %.6f took %.3f ms\n", t0, lat[i] * 1e3);
                 double rest = 0.002 - (now_s() - t0);
                 if (rest > 0)
                         usleep((useconds_t)(rest * 1e6));
         }
         *wrong |= !serve_req_right(&q);
-        double p = pct(lat, n, 0.99) * 1e3;
-        *ret_p50 = pct(lat, n, 0.5) * 1e3;
-        free(lat);
-        return p;
 }
 
 struct iso_result {
@@ -869,9 +867,15 @@ struct iso_result {
         int lc_wrong, be_wrong;
 };
 
+/* The phases alternate ISO_ROUNDS times, so that a busy host (another process's burst) slows
+ * both sides of each ratio alike rather than one of them: each figure is over the samples of
+ * all its rounds. */
+#define ISO_ROUNDS 4
+
 /* One npud with ndev devices, compute mode, tenants lc and be (this user may join either);
  * the best-effort loads run on device be_dev, the latency-critical client on device 0. For
- * each load: the LC p99 alone, the load alone for a while, then the LC p99 beside it. */
+ * each load, ISO_ROUNDS times: LC requests alone, the load alone for a while, then LC
+ * requests beside it. */
 static void iso_run(int ndev, int be_dev, struct iso_result *res)
 {
         char conf[64], ndevs[8];
@@ -903,19 +907,35 @@ static void iso_run(int ndev, int be_dev, struct iso_result *res)
         serve_req_init(&q, 3);
         for (int i = 0; i < 200; i++)
                 explicit_request(&e, &q);
+        int per = (n + ISO_ROUNDS - 1) / ISO_ROUNDS;
+        double *alone = xmalloc(sizeof(double) * (size_t)per * ISO_ROUNDS);
+        double *loaded = xmalloc(sizeof(double) * (size_t)per * ISO_ROUNDS);
+        /* NPUBENCH_ISO_LOADS=matmul,chain,resnet: only those loads (for tracing one) */
+        const char *only = getenv("NPUBENCH_ISO_LOADS");
+        static const char *const key[ISO_KINDS] = { "matmul", "chain", "resnet" };
         for (int k = 0; k < ISO_KINDS; k++) {
                 struct iso_result *r = &res[k];
 
                 memset(r, 0, sizeof(*r));
-                r->lc_alone = iso_lc_p99_ms(&e, n, &r->lc_wrong, &r->lc_alone50);
-                iso_load_start(&l, proc.sock, be_dev, (enum iso_kind)k);
-                usleep(be_us);
-                r->be_alone = iso_load_stop(&l, &r->be_wrong);
-                iso_load_start(&l, proc.sock, be_dev, (enum iso_kind)k);
-                usleep(100 * 1000); /* the load settles */
-                r->lc_loaded = iso_lc_p99_ms(&e, n, &r->lc_wrong, &r->lc_loaded50);
-                r->be_loaded = iso_load_stop(&l, &r->be_wrong);
+                if (only && *only && !strstr(only, key[k]))
+                        continue;
+                for (int round = 0; round < ISO_ROUNDS; round++) {
+                        iso_lc_requests(&e, per, alone + round * per, &r->lc_wrong);
+                        iso_load_start(&l, proc.sock, be_dev, (enum iso_kind)k);
+                        usleep(be_us / ISO_ROUNDS);
+                        r->be_alone += iso_load_stop(&l, &r->be_wrong) / ISO_ROUNDS;
+                        iso_load_start(&l, proc.sock, be_dev, (enum iso_kind)k);
+                        usleep(100 * 1000); /* the load settles */
+                        iso_lc_requests(&e, per, loaded + round * per, &r->lc_wrong);
+                        r->be_loaded += iso_load_stop(&l, &r->be_wrong) / ISO_ROUNDS;
+                }
+                r->lc_alone = pct(alone, per * ISO_ROUNDS, 0.99) * 1e3;
+                r->lc_alone50 = pct(alone, per * ISO_ROUNDS, 0.5) * 1e3;
+                r->lc_loaded = pct(loaded, per * ISO_ROUNDS, 0.99) * 1e3;
+                r->lc_loaded50 = pct(loaded, per * ISO_ROUNDS, 0.5) * 1e3;
         }
+        free(alone);
+        free(loaded);
         explicit_fini(&e);
         CHECK(npu_graph_unload(ctx, g));
         npu_disconnect(ctx);
@@ -939,6 +959,8 @@ static void isolation_section(void)
         for (int d = 0; d < 2; d++)
                 for (int k = 0; k < ISO_KINDS; k++) {
                         const struct iso_result *r = d ? &other[k] : &same[k];
+                        if (r->lc_alone == 0) /* not run (NPUBENCH_ISO_LOADS) */
+                                continue;
                         double lim = d ? 1.2 : 1.5, lr = r->lc_loaded / r->lc_alone,
                                br = r->be_alone > 0 ? r->be_loaded / r->be_alone : 0;
 

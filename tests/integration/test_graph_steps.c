@@ -9,7 +9,9 @@
  * A tenant's max_run_ms bounds a whole run, not each of its steps or parts: a run of many
  * steps each far shorter than the limit fails when the run passes it. */
 #include <check.h>
+#include <dirent.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -427,6 +429,71 @@ START_TEST(test_run_limit_covers_whole_run)
 }
 END_TEST
 
+/* The threads of npud named comm: how many, and how many run at SCHED_IDLE. */
+static void threads_named(const char *comm, int *ret_n, int *ret_idle)
+{
+        char path[64];
+        struct dirent *e;
+        DIR *d;
+
+        *ret_n = *ret_idle = 0;
+        snprintf(path, sizeof(path), "/proc/%d/task", (int)proc.pid);
+        ck_assert_ptr_nonnull(d = opendir(path));
+        while ((e = readdir(d))) {
+                char p[400], c[32] = "";
+                FILE *f;
+                if (e->d_name[0] == '.')
+                        continue;
+                snprintf(p, sizeof(p), "%s/%s/comm", path, e->d_name);
+                if (!(f = fopen(p, "r")))
+                        continue;
+                if (!fgets(c, sizeof(c), f))
+                        c[0] = 0;
+                fclose(f);
+                c[strcspn(c, "\n")] = 0;
+                if (strcmp(c, comm) != 0)
+                        continue;
+                (*ret_n)++;
+                *ret_idle += sched_getscheduler((pid_t)atoi(e->d_name)) == SCHED_IDLE;
+        }
+        closedir(d);
+}
+
+/* A load is work no scheduler grants (import, folding, tuning and step timing run kernels
+ * for up to tens of milliseconds): a best-effort tenant's loads run on helper threads at
+ * idle priority (npud-load-bg, SCHED_IDLE), which any other thread of the host preempts, and
+ * other tenants' on helpers at normal priority (npud-load). */
+START_TEST(test_best_effort_loads_at_idle_priority)
+{
+        static const char *args[] = { "--sim-mode", "compute", "--workers", "2", NULL };
+        char conf[200];
+        float *x = mm_x(64);
+        struct mm_client be, fg;
+        int n, idle;
+
+        snprintf(conf, sizeof(conf), "{\"tenants\": [{\"name\": \"be\", \"class\": \"best-effort\", \"uids\": [%u]},"
+                 " {\"name\": \"fg\", \"uids\": [%u]}]}", (unsigned)getuid(), (unsigned)getuid());
+        ck_assert_int_eq(harness_start_config(&proc, conf, args), 0);
+        mm_setup(&be, &proc, "be", 64, 3, x);
+        threads_named("npud-load-bg", &n, &idle);
+        ck_assert_msg(n >= 1 && idle == n, "best-effort load: %d npud-load-bg threads, %d at SCHED_IDLE", n, idle);
+        threads_named("npud-load", &n, &idle);
+        ck_assert_msg(n == 0, "best-effort load: %d normal helpers started", n);
+        mm_setup(&fg, &proc, "fg", 64, 3, x);
+        threads_named("npud-load", &n, &idle);
+        ck_assert_msg(n >= 1 && idle == 0, "normal load: %d npud-load threads, %d at SCHED_IDLE", n, idle);
+        /* both graphs compute */
+        mm_start(&be);
+        mm_start(&fg);
+        mm_check(&be, x);
+        mm_check(&fg, x);
+        npu_disconnect(be.c);
+        npu_disconnect(fg.c);
+        free(x);
+        ck_assert_int_eq(harness_stop(&proc), 0);
+}
+END_TEST
+
 int main(void)
 {
         Suite *s = suite_create("integration-graph-steps");
@@ -439,6 +506,7 @@ int main(void)
         tcase_add_test(tc, test_model_mode_from_steps);
         tcase_add_test(tc, test_request_one_unit);
         tcase_add_test(tc, test_run_limit_covers_whole_run);
+        tcase_add_test(tc, test_best_effort_loads_at_idle_priority);
         suite_add_tcase(s, tc);
         return check_run(s);
 }
