@@ -24,6 +24,7 @@
 #include "ops/ops.h"
 #include "ops/tune.h"
 #include "daemon/exec/sched.h"
+#include "daemon/exec/reclaim.h"
 #include "daemon/api/server.h"
 #include "daemon/api/session.h"
 
@@ -213,6 +214,8 @@ int main(int argc, char **argv)
         if (r == 0)
                 r = device_registry_init(&d.ex.devices, d.ex.backend, d.config.policy.min_share, err,
                                          sizeof(err));
+        if (r == 0 && reclaim_start(d.base) < 0) /* else frees clear on the loop thread */
+                log_warn("cannot start the reclaimer thread: large frees run on the loop thread");
         if (r == 0 && tenant_registry_init(&d.tenants, &d.config.policy, d.ex.devices.count) < 0) {
                 snprintf(err, sizeof(err), "out of memory");
                 r = -1;
@@ -272,6 +275,7 @@ out:
         export_free_all(&d.exports);
         sched_pool_drain();
         task_pool_drain();
+        reclaim_stop(); /* blocks being cleared go back to their devices */
         device_registry_deinit(&d.ex.devices); /* unmaps device memory: the backend goes after */
         if (d.ex.backend)
                 d.ex.backend->ops->destroy(d.ex.backend);

@@ -5,6 +5,7 @@
 #include "proto/errors.h"
 #include "proto/frame.h"
 #include "daemon/exec/alloc.h"
+#include "daemon/exec/reclaim.h"
 #include "dispatch.h"
 #include "npud.h"
 #include "session.h"
@@ -22,7 +23,7 @@ static json_t *device_json(struct npud *d, struct device *dev)
         json_t *cores = json_object(), *util = json_object();
         int nsessions = 0;
 
-        alloc_get_stats(dev->alloc, &st);
+        device_mem_stats(dev, &st);
         for (int k = 0; k < OPS_ENGINE_COUNT; k++) {
                 json_object_set_new(cores, engine_names[k], json_integer(dev->desc.cores[k]));
                 json_object_set_new(util, engine_names[k], json_real(dev->util[k] * 100.0));

@@ -33,6 +33,7 @@
 #include "proto/message.h"
 #include "proto/submit.h"
 #include "daemon/exec/alloc.h"
+#include "daemon/exec/reclaim.h"
 #include "dispatch.h"
 #include "export.h"
 #include "ops/blas.h"
@@ -91,7 +92,7 @@ static int storage_alloc(void *ctx, uint64_t size, void **ret, char *err, size_t
                          pol->name, dev->id, rounded, s->tenant->dev[dev->id].mem_used, qdev);
                 return PROTO_E_QUOTA;
         }
-        alloc_get_stats(dev->alloc, &st);
+        device_mem_stats(dev, &st);
         if (reserve && pol->klass != POLICY_CLASS_LATENCY_CRITICAL &&
             (st.free_bytes < reserve || st.free_bytes - reserve < rounded)) {
                 snprintf(err, errlen, "device %d has %" PRIu64 " bytes free, of which %" PRIu64

@@ -10,6 +10,7 @@
 
 #include "proto/errors.h"
 #include "daemon/exec/alloc.h"
+#include "daemon/exec/reclaim.h"
 #include "dispatch.h"
 #include "manage.h"
 #include "npud.h"
@@ -189,7 +190,7 @@ static json_t *mem_device_json(struct request *req, struct device *dev)
         struct alloc_stats st;
         json_t *sessions = json_array(), *tenants = json_array();
 
-        alloc_get_stats(dev->alloc, &st);
+        device_mem_stats(dev, &st);
         TAILQ_FOREACH(s, &me->npud->sessions, link) {
                 if ((!me->admin && s->uid != me->uid) || !s->dev_bytes || !s->dev_bytes[dev->id])
                         continue;

@@ -7,6 +7,7 @@
 #include "proto/errors.h"
 #include "proto/frame.h"
 #include "daemon/exec/alloc.h"
+#include "daemon/exec/reclaim.h"
 #include "proto/message.h"
 #include "dispatch.h"
 #include "npud.h"
@@ -21,7 +22,7 @@ static void check_watermark(struct npud *d, struct device *dev)
         struct session *s;
         double mark = d->tenants.policy->low_watermark;
 
-        alloc_get_stats(dev->alloc, &st);
+        device_mem_stats(dev, &st);
         int low = (double)st.free_bytes < mark * (double)st.capacity;
         if (low == dev->low_memory)
                 return;
@@ -97,7 +98,7 @@ static void method_mem_alloc(struct request *req)
         uint64_t reserve = s->npud->tenants.policy->lc_reserved;
         if (reserve && pol->klass != POLICY_CLASS_LATENCY_CRITICAL) {
                 struct alloc_stats st;
-                alloc_get_stats(dev->alloc, &st);
+                device_mem_stats(dev, &st);
                 if (st.free_bytes < reserve || st.free_bytes - reserve < rounded) {
                         session_reply_error(s, req->id, PROTO_E_NO_MEMORY,
                                             "mem_alloc: device %d has %" PRIu64 " bytes free, of which %" PRIu64
@@ -109,7 +110,7 @@ static void method_mem_alloc(struct request *req)
         e = buffer_new(dev, size, &b);
         if (e < 0) {
                 struct alloc_stats st;
-                alloc_get_stats(dev->alloc, &st);
+                device_mem_stats(dev, &st);
                 session_reply_error(s, req->id, PROTO_E_NO_MEMORY,
                                     "mem_alloc: device %d cannot fit %" PRIu64 " bytes (%" PRIu64
                                     " free, largest free block %" PRIu64 ")",

@@ -9,6 +9,7 @@
 #include "dispatch.h"
 #include "npud.h"
 #include "daemon/exec/sched.h"
+#include "daemon/exec/reclaim.h"
 #include "session.h"
 #include "daemon/exec/tenant.h"
 #include "daemon/exec/alloc.h"
@@ -119,7 +120,7 @@ static struct device *place_stream(struct session *s)
                 struct alloc_stats st;
                 uint64_t backlog = 0;
                 int cores = 0;
-                alloc_get_stats(dev->alloc, &st);
+                device_mem_stats(dev, &st);
                 for (int e = 0; e < OPS_ENGINE_COUNT; e++) {
                         backlog += dev->pd.backlog_ns[e];
                         cores += dev->desc.cores[e];

@@ -34,6 +34,9 @@ struct device {
         uint8_t *mem_host;  /* the device's memory mapped for npud's own use (mem_map) */
         struct alloc *alloc;
         uint64_t mem_used; /* bytes reserved by live buffers, rounded to the granule */
+        /* Freed blocks the reclaimer is clearing (reclaim.h): still allocated, already
+         * counted free (mem_used, device_mem_stats); loop thread only. */
+        uint64_t reclaiming, reclaiming_largest;
         enum device_health health;
         int draining;        /* takes no new streams */
         int low_memory;      /* free memory below the low watermark (clients were told) */

@@ -10,6 +10,7 @@
 
 #include "alloc.h"
 #include "mem.h"
+#include "reclaim.h"
 #include "tenant.h"
 
 int buffer_new(struct device *dev, uint64_t size, struct buffer **ret)
@@ -24,6 +25,8 @@ int buffer_new(struct device *dev, uint64_t size, struct buffer **ret)
         if (!b)
                 return -ENOMEM;
         e = alloc_reserve(dev->alloc, size, &off);
+        if (e < 0 && reclaim_drain() > 0) /* blocks being cleared: room once they are */
+                e = alloc_reserve(dev->alloc, size, &off);
         if (e < 0) {
                 free(b);
                 return e;
@@ -134,7 +137,9 @@ void buffer_unref(struct buffer *b)
         }
         dev = b->dev;
         block = alloc_block_size(dev->alloc, b->offset);
-        if (alloc_release_span(dev->alloc, b->offset, &free_off, &free_size) == 0) {
+        if (reclaim_block(dev, b->offset, block) == 0) { /* released once clear */
+                dev->mem_used -= block;
+        } else if (alloc_release_span(dev->alloc, b->offset, &free_off, &free_size) == 0) {
                 dev->mem_used -= block;
                 mem_clear_released(dev->mem_host, b->offset, block, free_off, free_size);
         }
@@ -205,6 +210,7 @@ void region_unref(struct region *r)
 {
         if (!r || --r->refs > 0)
                 return;
-        munmap(r->map, r->size);
+        if (reclaim_unmap(r->map, r->size) != 0)
+                munmap(r->map, r->size);
         free(r);
 }
