@@ -332,21 +332,33 @@ struct ops_packed_b *ops_packed_b_new(const float *b, long k, long n, int transb
         return p;
 }
 
-struct ops_packed_b *ops_packed_b_new_f64(const float *b, long k, long n, int transb, char *err, size_t errlen)
+/* A packed B of b (k x n, n rows of k when transb) that holds only a layout of our own (no
+ * oneDNN copy): the caller makes it; NULL with a message when k or n is 0 or memory is short. */
+static struct ops_packed_b *packed_own_new(const float *b, long k, long n, int transb, char *err, size_t errlen)
 {
         struct ops_packed_b *p = k > 0 && n > 0 ? calloc(1, sizeof(*p)) : NULL;
 
-        if (p) {
-                p->src = b;
-                p->k = k;
-                p->n = n;
-                p->transb = transb;
-                p->dnnl_gone = 1;
-                p->x_failed = 1;
-                p->xd = ops_f64_pack_b(b, k, n, transb, transb ? k : n, &p->xd_bytes);
-        }
-        if (!p || !p->xd) {
+        if (!p) {
                 snprintf(err, errlen, k > 0 && n > 0 ? "out of memory" : "empty weights");
+                return NULL;
+        }
+        p->src = b;
+        p->k = k;
+        p->n = n;
+        p->transb = transb;
+        p->dnnl_gone = 1;
+        return p;
+}
+
+struct ops_packed_b *ops_packed_b_new_f64(const float *b, long k, long n, int transb, char *err, size_t errlen)
+{
+        struct ops_packed_b *p = packed_own_new(b, k, n, transb, err, errlen);
+
+        if (!p)
+                return NULL;
+        p->x_failed = 1;
+        if (!(p->xd = ops_f64_pack_b(b, k, n, transb, transb ? k : n, &p->xd_bytes))) {
+                snprintf(err, errlen, "out of memory");
                 free(p);
                 return NULL;
         }
@@ -355,25 +367,18 @@ struct ops_packed_b *ops_packed_b_new_f64(const float *b, long k, long n, int tr
 
 struct ops_packed_b *ops_packed_b_new_mixed(const float *b, long k, long n, int transb, char *err, size_t errlen)
 {
-        struct ops_packed_b *p = k > 0 && n > 0 ? calloc(1, sizeof(*p)) : NULL;
+        struct ops_packed_b *p = packed_own_new(b, k, n, transb, err, errlen);
         long nb = (n + OPS_XSMM_NB - 1) / OPS_XSMM_NB;
 
-        if (p) {
-                p->src = b;
-                p->k = k;
-                p->n = n;
-                p->transb = transb;
-                p->dnnl_gone = 1;
-                p->x_bytes = (uint64_t)nb * (uint64_t)k * OPS_XSMM_NB * sizeof(float);
-                p->x = aligned_alloc(64, p->x_bytes);
-                if (p->x)
-                        ops_mixed_pack_b(b, k, n, transb, transb ? k : n, p->x);
-        }
-        if (!p || !p->x) {
-                snprintf(err, errlen, k > 0 && n > 0 ? "out of memory" : "empty weights");
+        if (!p)
+                return NULL;
+        p->x_bytes = (uint64_t)nb * (uint64_t)k * OPS_XSMM_NB * sizeof(float);
+        if (!(p->x = aligned_alloc(64, p->x_bytes))) {
+                snprintf(err, errlen, "out of memory");
                 free(p);
                 return NULL;
         }
+        ops_mixed_pack_b(b, k, n, transb, transb ? k : n, p->x);
         return p;
 }
 
