@@ -673,9 +673,10 @@ static int packed_cols(const struct ops_packed_b *p, enum CBLAS_ORDER order, enu
         return 0;
 }
 
+/* post: apply the thread's post-op (ops_sgemm_post) to each tile as it is made. */
 static int sgemm_xsmm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb,
                       blasint m, blasint n, blasint k, float alpha, const float *a, blasint lda,
-                      const float *b, blasint ldb, float beta, float *c, blasint ldc)
+                      const float *b, blasint ldb, float beta, float *c, blasint ldc, int post)
 {
         struct ops_packed_b *p = (struct ops_packed_b *)cur_packed;
         long lo;
@@ -729,7 +730,7 @@ static int sgemm_xsmm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLA
                         float *cr = c + (size_t)r0 * (size_t)ldc + (size_t)(c0 - lo);
                         /* prefetch: this block again for the next rows, else the next block */
                         fn(xa, ar, cr, r0 + mb < m ? xa : next, ar, cr);
-                        if (post_on)
+                        if (post)
                                 post_apply(cr, ldc, rows, c1 - c0, c0 - lo);
                 }
         }
@@ -759,11 +760,9 @@ void ops_sgemm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANS
         if (post_on && order == CblasRowMajor) {
                 /* the libxsmm path applies it per tile; the others after the product */
                 if (forced == OPS_SGEMM_XSMM_PACKED && cur_packed &&
-                    sgemm_xsmm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) == 0)
+                    sgemm_xsmm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, 1) == 0)
                         return;
-                post_on = 0;
                 sgemm_run(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-                post_on = 1;
                 if (m > 0 && n > 0)
                         post_apply(c, ldc, m, n, 0);
                 return;
@@ -801,7 +800,7 @@ static void sgemm_run(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLA
             sgemm_packed(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) == 0)
                 return;
         if (forced == OPS_SGEMM_XSMM_PACKED && cur_packed &&
-            sgemm_xsmm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) == 0)
+            sgemm_xsmm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, 0) == 0)
                 return;
         if (use_onednn(m, n, k)) {
                 dnnl_status_t st;

@@ -190,6 +190,13 @@ int ops_conv_direct(const struct ops_conv_direct_args *a, char *err, size_t errl
 int ops_conv_rows(const struct ops_packed_conv *p, const struct ops_call *call, int act, float alpha,
                   int64_t lo, int64_t hi, char *err, size_t errlen);
 
+/* Element (i, j) of a row-major operand, transposed or not (the plain loops of the float64
+ * and mixed variants). */
+static inline float ops_mat_at(const float *p, long ld, int trans, long i, long j)
+{
+        return trans ? p[j * ld + i] : p[i * ld + j];
+}
+
 /* A float64 operand of ops_f64_product: row-major with leading dimension ld, or (blocked)
  * the column blocks of ops_f64_pack_b, from column lo of the packed matrix. */
 struct ops_dmat {

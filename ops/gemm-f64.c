@@ -132,12 +132,6 @@ double *ops_f64_pack_b(const float *b, long k, long n, int transb, long ldb, uin
         return x;
 }
 
-/* Element (i, j) of a row-major operand, transposed or not. */
-static inline float at(const float *p, long ld, int trans, long i, long j)
-{
-        return trans ? p[j * ld + i] : p[i * ld + j];
-}
-
 /* Without scratch: the same sums in a plain loop. It checks the run context every row and
  * stops when the run must (the recorded stop reason then fails the node). */
 static void product_loop(long m, long n, long k, float alpha, const float *a, long lda, int ta, const float *b,
@@ -147,7 +141,7 @@ static void product_loop(long m, long n, long k, float alpha, const float *a, lo
                 for (long j = 0; j < n; j++) {
                         double s = 0.0;
                         for (long kk = 0; kk < k; kk++)
-                                s += (double)at(a, lda, ta, i, kk) * (double)at(b, ldb, tb, kk, j);
+                                s += (double)ops_mat_at(a, lda, ta, i, kk) * (double)ops_mat_at(b, ldb, tb, kk, j);
                         s *= alpha;
                         if (beta != 0.0f)
                                 s += (double)beta * (double)c[i * ldc + j];

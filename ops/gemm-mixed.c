@@ -164,12 +164,6 @@ float *ops_mixed_pack_b(const float *b, long k, long n, int transb, long ldb, fl
         return x;
 }
 
-/* Element (i, j) of a row-major operand, transposed or not. */
-static inline float at(const float *p, long ld, int trans, long i, long j)
-{
-        return trans ? p[j * ld + i] : p[i * ld + j];
-}
-
 /* Without scratch: the same runs in a plain loop (each summed in float32 with fused
  * multiply-adds, in k order, which a kernel may split into partial sums of its own: the
  * results may differ from the kernels' by float32 rounding within a run). It checks the run
@@ -184,7 +178,7 @@ static void product_loop(long m, long n, long k, float alpha, const float *a, lo
                         for (long k0 = 0; k0 < k; k0 += MX_KB) {
                                 float r = 0.0f;
                                 for (long kk = k0; kk < k && kk < k0 + MX_KB; kk++)
-                                        r = __builtin_fmaf(at(a, lda, ta, i, kk), at(b, ldb, tb, kk, j), r);
+                                        r = __builtin_fmaf(ops_mat_at(a, lda, ta, i, kk), ops_mat_at(b, ldb, tb, kk, j), r);
                                 s += r;
                         }
                         s *= alpha;

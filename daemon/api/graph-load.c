@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <poll.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,7 +145,7 @@ static void helper_run(struct graph_load *j)
 
 static void *helper_main(void *arg)
 {
-        const int bg = arg != NULL;
+        const int bg = (int)(intptr_t)arg;
 
         prio_normal(); /* started by the loop thread, whose priority is raised */
         pthread_setname_np(pthread_self(), bg ? "npud-load-bg" : "npud-load"); /* ps -L, top -H */
@@ -222,7 +223,7 @@ static void admit(struct npud *d)
                 pthread_mutex_lock(&pool.mu);
                 if (!pool.idle[bg] && pool.nthreads[bg] < (int)threads) {
                         if (pthread_create(&pool.threads[bg][pool.nthreads[bg]], NULL, helper_main,
-                                           bg ? (void *)&pool : NULL) == 0) {
+                                           (void *)(intptr_t)bg) == 0) {
                                 pool.nthreads[bg]++;
                         } else if (!pool.nthreads[bg]) {
                                 pthread_mutex_unlock(&pool.mu);

@@ -183,19 +183,14 @@ int reclaim_start(struct event_base *base)
         return 0;
 }
 
-static int queue(struct job *j)
+static void queue(struct job *j)
 {
-        if (!rc.started) {
-                free(j);
-                return -1;
-        }
         j->next = NULL;
         pthread_mutex_lock(&rc.mu);
         *rc.todo_tail = j;
         rc.todo_tail = &j->next;
         pthread_cond_signal(&rc.work_cv);
         pthread_mutex_unlock(&rc.mu);
-        return 0;
 }
 
 int reclaim_block(struct device *dev, uint64_t off, uint64_t block)
@@ -207,8 +202,7 @@ int reclaim_block(struct device *dev, uint64_t off, uint64_t block)
         j->dev = dev;
         j->off = off;
         j->block = block;
-        if (queue(j) != 0)
-                return -1;
+        queue(j);
         dev->reclaiming += block;
         if (block > dev->reclaiming_largest)
                 dev->reclaiming_largest = block;
@@ -223,7 +217,8 @@ int reclaim_unmap(void *map, size_t size)
                 return -1;
         j->map = map;
         j->map_size = size;
-        return queue(j);
+        queue(j);
+        return 0;
 }
 
 int reclaim_drain(void)
