@@ -742,6 +742,28 @@ static void sgemm_run(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLA
                       blasint n, blasint k, float alpha, const float *a, blasint lda, const float *b, blasint ldb,
                       float beta, float *c, blasint ldc);
 
+/* Whether the product runs under OPS_SGEMM_MIXED's runs: a sum of at most one run is a
+ * float32 sum anyway, which the float32 paths make. */
+static int mixed_runs(long k)
+{
+        return forced == OPS_SGEMM_MIXED && k > OPS_MIXED_KB;
+}
+
+/* The product under OPS_SGEMM_MIXED, on the thread's packed B when the call matches it. */
+static void sgemm_mixed(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, blasint m,
+                        blasint n, blasint k, float alpha, const float *a, blasint lda, const float *b, blasint ldb,
+                        float beta, float *c, blasint ldc, const struct ops_sgemm_post *post)
+{
+        const struct ops_packed_b *p = cur_packed;
+        const float *x = p ? __atomic_load_n(&p->x, __ATOMIC_ACQUIRE) : NULL;
+        long lo = 0;
+        int on = x && packed_cols(p, order, ta, tb, m, n, k, alpha, lda, b, ldb, beta, ldc, &lo) == 0;
+
+        if (on)
+                __atomic_add_fetch(&((struct ops_packed_b *)p)->runs, 1, __ATOMIC_RELAXED);
+        ops_sgemm_mixed(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, on ? x : NULL, lo, post);
+}
+
 void ops_sgemm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb,
                blasint m, blasint n, blasint k, float alpha, const float *a, blasint lda,
                const float *b, blasint ldb, float beta, float *c, blasint ldc)
@@ -758,10 +780,14 @@ void ops_sgemm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANS
                 return;
         }
         if (post_on && order == CblasRowMajor) {
-                /* the libxsmm path applies it per tile; the others after the product */
+                /* the libxsmm paths apply it per tile; the others after the product */
                 if (forced == OPS_SGEMM_XSMM_PACKED && cur_packed &&
                     sgemm_xsmm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, 1) == 0)
                         return;
+                if (mixed_runs(k)) {
+                        sgemm_mixed(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, &cur_post);
+                        return;
+                }
                 sgemm_run(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
                 if (m > 0 && n > 0)
                         post_apply(c, ldc, m, n, 0);
@@ -785,15 +811,8 @@ static void sgemm_run(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLA
                 ops_sgemm_f64(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, on ? &pm : NULL);
                 return;
         }
-        /* a sum of at most one run is a float32 sum anyway: the float32 path below */
-        if (forced == OPS_SGEMM_MIXED && k > OPS_MIXED_KB) {
-                const struct ops_packed_b *p = cur_packed;
-                const float *x = p ? __atomic_load_n(&p->x, __ATOMIC_ACQUIRE) : NULL;
-                long lo = 0;
-                int on = x && packed_cols(p, order, ta, tb, m, n, k, alpha, lda, b, ldb, beta, ldc, &lo) == 0;
-                if (on)
-                        __atomic_add_fetch(&((struct ops_packed_b *)p)->runs, 1, __ATOMIC_RELAXED);
-                ops_sgemm_mixed(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, on ? x : NULL, lo);
+        if (mixed_runs(k)) {
+                sgemm_mixed(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL);
                 return;
         }
         if (forced == OPS_SGEMM_ONEDNN_PACKED && cur_packed && ops_dnnl_wanted() &&

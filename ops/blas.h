@@ -228,17 +228,20 @@ struct ops_packed_b *ops_packed_b_new_f64(const float *b, long k, long n, int tr
 #define OPS_MIXED_KB 32
 /* C[m x n] (float32, ldc) = alpha * A B + beta * C under OPS_SGEMM_MIXED: A m x k (k >= 1)
  * float32 row-major (lda); B the column blocks of OPS_XSMM_NB (k rows each, a block after
- * the other, as ops_mixed_pack_b lays them out) from column lo. */
+ * the other, as ops_mixed_pack_b lays them out) from column lo; then the post-op when post
+ * is not NULL (its bias the product's first column's), on each tile as it is rounded. */
 void ops_mixed_product(long m, long n, long k, const float *a, long lda, const float *bx, long lo, float alpha,
-                       float beta, float *c, long ldc);
+                       float beta, float *c, long ldc, const struct ops_sgemm_post *post);
 /* The k x n operand b (n rows of k when transb), ld ldb, into x (the column blocks of
  * OPS_XSMM_NB, the last one zero-filled: ceil(n / 32) * 32 * k floats); returns x. */
 float *ops_mixed_pack_b(const float *b, long k, long n, int transb, long ldb, float *x);
 /* ops_sgemm under OPS_SGEMM_MIXED (packed: B's column blocks from column lo when the call
- * matches a packed B, else NULL: B copied a band of columns at a time). */
+ * matches a packed B, else NULL: B copied a band of columns at a time); post: the post-op
+ * (ops_sgemm_post) of a row-major call, applied to each tile as it is rounded, or NULL. */
 void ops_sgemm_mixed(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, blasint m,
                      blasint n, blasint k, float alpha, const float *a, blasint lda, const float *b, blasint ldb,
-                     float beta, float *c, blasint ldc, const float *packed, long lo);
+                     float beta, float *c, blasint ldc, const float *packed, long lo,
+                     const struct ops_sgemm_post *post);
 /* A packed B (the same contract as ops_packed_b_new's) holding only the libxsmm column
  * blocks, for OPS_SGEMM_MIXED; NULL with a message when memory is short. */
 struct ops_packed_b *ops_packed_b_new_mixed(const float *b, long k, long n, int transb, char *err, size_t errlen);

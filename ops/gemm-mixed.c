@@ -40,7 +40,7 @@ static libxsmm_smmfunction run_kernel(long w, long rows, long kb, long lda)
 {
         libxsmm_blasint ia = MX_NB, ib = lda, ic = MX_NB;
         float alpha = 1.0f, beta = 0.0f;
-        int flags = LIBXSMM_GEMM_FLAG_NONE, prefetch = LIBXSMM_GEMM_PREFETCH_NONE;
+        int flags = LIBXSMM_GEMM_FLAG_NONE, prefetch = LIBXSMM_GEMM_PREFETCH_AL2;
 
         if (!ops_xsmm_usable())
                 return NULL;
@@ -62,9 +62,22 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) static void add_run
         }
 }
 
-/* C = alpha * acc + beta * C, rounded once. */
-static void store_tile(const double *restrict acc, long rows, long w, float alpha, float beta, float *restrict c,
-                       long ldc)
+/* The post-op on w values of a row of C (bias: the first one's). */
+static void post_row(float *restrict cr, long w, const float *restrict bias, int relu)
+{
+        if (bias)
+                for (long q = 0; q < w; q++)
+                        cr[q] += bias[q];
+        if (relu)
+                for (long q = 0; q < w; q++)
+                        cr[q] = cr[q] < 0 ? 0.0f : cr[q]; /* NaN stays NaN, as Relu's */
+}
+
+/* C = alpha * acc + beta * C, rounded once, then the post-op (bias, the bias of the tile's
+ * first column at bias; Relu) as ops_sgemm applies it after a product: in float32, on the
+ * rounded value. */
+static void store_tile(const double *restrict acc, long rows, long w, float alpha, float beta,
+                       const float *restrict bias, int relu, float *restrict c, long ldc)
 {
         for (long r = 0; r < rows; r++) {
                 float *restrict cr = c + (size_t)r * (size_t)ldc;
@@ -80,6 +93,7 @@ static void store_tile(const double *restrict acc, long rows, long w, float alph
                                 cr[q] = (float)v;
                         }
                 }
+                post_row(cr, w, bias, relu);
         }
 }
 
@@ -90,9 +104,10 @@ struct tile_fns {
 };
 
 /* rows x w of C from rows of A (row-major, lda) and the column panel bp (k x MX_NB, block
- * layout, the tile's first column at bp). */
-static void tile(const struct tile_fns *f, long k, const float *a, long lda, const float *bp, float alpha, float beta,
-                 float *c, long ldc)
+ * layout, the tile's first column at bp); next: what to prefetch after the panel's last
+ * run. */
+static void tile(const struct tile_fns *f, long k, const float *a, long lda, const float *bp, const float *next,
+                 float alpha, float beta, const float *bias, int relu, float *c, long ldc)
 {
         double acc[MX_MB * MX_NB] __attribute__((aligned(64)));
         float t[MX_MB * MX_NB] __attribute__((aligned(64)));
@@ -100,20 +115,27 @@ static void tile(const struct tile_fns *f, long k, const float *a, long lda, con
         for (long k0 = 0; k0 < k; k0 += MX_KB) {
                 long kn = k - k0 < MX_KB ? k - k0 : MX_KB;
                 libxsmm_smmfunction fn = kn == MX_KB ? f->full : f->tail;
+                /* the kernel prefetches the next run's block of B into L2 as it computes
+                 * this one: with few rows (an MLP layer's 32) the weights stream from
+                 * memory, and without it the product took 1.5-1.8x float32's time instead
+                 * of 1.15-1.3x */
+                const float *pa = k0 + MX_KB < k ? bp + (size_t)(k0 + MX_KB) * MX_NB : next;
                 if (fn)
-                        fn(bp + (size_t)k0 * MX_NB, a + k0, t);
+                        fn(bp + (size_t)k0 * MX_NB, a + k0, t, pa, a + k0, t);
                 else
                         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)f->rows, (blasint)f->w,
                                     (blasint)kn, 1.0f, a + k0, (blasint)lda, bp + (size_t)k0 * MX_NB, MX_NB, 0.0f,
                                     t, MX_NB);
                 add_run(acc, t, f->rows, k0 == 0);
         }
-        store_tile(acc, f->rows, f->w, alpha, beta, c, ldc);
+        store_tile(acc, f->rows, f->w, alpha, beta, bias, relu, c, ldc);
 }
 
 void ops_mixed_product(long m, long n, long k, const float *a, long lda, const float *bx, long lo, float alpha,
-                       float beta, float *c, long ldc)
+                       float beta, float *c, long ldc, const struct ops_sgemm_post *post)
 {
+        const float *bias = post ? post->bias : NULL;
+        int relu = post && post->relu;
         /* kernels for at most three widths (a first partial block, whole ones, a last
          * partial one) by two row counts */
         struct tile_fns fns[6];
@@ -133,8 +155,11 @@ void ops_mixed_product(long m, long n, long k, const float *a, long lda, const f
                                 fns[nf++] = (struct tile_fns){ w, rows, run_kernel(w, rows, MX_KB, lda),
                                                                k % MX_KB ? run_kernel(w, rows, k % MX_KB, lda)
                                                                          : NULL };
-                        tile(&fns[q], k, a + (size_t)i0 * (size_t)lda, lda, bp, alpha, beta,
-                             c + (size_t)i0 * (size_t)ldc + (size_t)j, ldc);
+                        /* what the last runs prefetch: the panel again for the next rows,
+                         * else the next block's */
+                        const float *next = i0 + mb < m || j + w >= n ? bp : bp - off + (size_t)k * MX_NB;
+                        tile(&fns[q], k, a + (size_t)i0 * (size_t)lda, lda, bp, next, alpha, beta,
+                             bias ? bias + j : NULL, relu, c + (size_t)i0 * (size_t)ldc + (size_t)j, ldc);
                 }
                 j += w;
         }
@@ -190,8 +215,12 @@ static void product_loop(long m, long n, long k, float alpha, const float *a, lo
 
 void ops_sgemm_mixed(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, blasint m,
                      blasint n, blasint k, float alpha, const float *a, blasint lda, const float *b, blasint ldb,
-                     float beta, float *c, blasint ldc, const float *packed, long lo)
+                     float beta, float *c, blasint ldc, const float *packed, long lo,
+                     const struct ops_sgemm_post *post)
 {
+        const float *bias = post ? post->bias : NULL;
+        int relu = post && post->relu;
+
         if (m <= 0 || n <= 0)
                 return;
         if (k <= 0) { /* no products: C = beta C (rows of ldc either way, as for any order) */
@@ -199,11 +228,14 @@ void ops_sgemm_mixed(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS
                 for (long i = 0; i < rows; i++)
                         for (long j = 0; j < cols; j++)
                                 c[i * ldc + j] = beta != 0.0f ? (float)((double)beta * c[i * ldc + j]) : 0.0f;
+                for (long i = 0; order == CblasRowMajor && i < m; i++)
+                        post_row(c + i * ldc, n, bias, relu);
                 return;
         }
         if (order != CblasRowMajor) {
-                /* column-major C is the row-major C^T = B^T A^T */
-                ops_sgemm_mixed(CblasRowMajor, tb, ta, n, m, k, alpha, b, ldb, a, lda, beta, c, ldc, NULL, 0);
+                /* column-major C is the row-major C^T = B^T A^T (a post-op is for row-major
+                 * calls: ops_sgemm applies it to those only) */
+                ops_sgemm_mixed(CblasRowMajor, tb, ta, n, m, k, alpha, b, ldb, a, lda, beta, c, ldc, NULL, 0, NULL);
                 return;
         }
         int tra = ta != CblasNoTrans, trb = tb != CblasNoTrans;
@@ -217,6 +249,8 @@ void ops_sgemm_mixed(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS
                 ops_buf_free(ad);
                 ops_buf_free(bd);
                 product_loop(m, n, k, alpha, a, lda, tra, b, ldb, trb, beta, c, ldc);
+                for (long i = 0; i < m; i++)
+                        post_row(c + (size_t)i * (size_t)ldc, n, bias, relu);
                 return;
         }
         for (long j0 = 0; j0 < n; j0 += nc) {
@@ -239,7 +273,8 @@ void ops_sgemm_mixed(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS
                                 ld = k;
                         }
                         ops_mixed_product(rows, cols, k, ar, ld, bx, blo, alpha, beta,
-                                          c + (size_t)i0 * (size_t)ldc + (size_t)j0, ldc);
+                                          c + (size_t)i0 * (size_t)ldc + (size_t)j0, ldc,
+                                          post ? &(struct ops_sgemm_post){ bias ? bias + j0 : NULL, relu } : NULL);
                 }
         }
         ops_buf_free(ad);

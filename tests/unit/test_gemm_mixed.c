@@ -26,7 +26,10 @@
  *     block's padding zero;
  *   - with no scratch to be had (a run's memory budget of one byte), the plain loop is
  *     within the bound, allocates nothing, records no stop reason, and gives the same floats
- *     as the kernels.
+ *     as the kernels;
+ *   - the post-op (bias row, Relu) applied per tile gives the floats of the product followed
+ *     by the bias and the Relu, packed or not, without scratch, for k = 0, k <= 32 and
+ *     k > 32.
  * The bit-for-bit checks hold only when every run is summed as 32 consecutive fused
  * multiply-adds whatever the tile's shape; they sit in tests of their own
  * (test_mixed_packed_bits, test_mixed_product_range, the end of test_mixed_no_scratch), after
@@ -102,7 +105,7 @@ static void mixed_gemm(int direct, enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE 
                        blasint ldb, float beta, float *c, blasint ldc)
 {
         if (direct) {
-                ops_sgemm_mixed(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL, 0);
+                ops_sgemm_mixed(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL, 0, NULL);
                 return;
         }
         ops_sgemm_force(OPS_SGEMM_MIXED);
@@ -716,7 +719,8 @@ START_TEST(test_mixed_product_range)
         fill(a, (size_t)M * K, 61);
         fill(b, (size_t)K * N, 62);
         ck_assert_ptr_eq(ops_mixed_pack_b(b, K, N, 0, N, x), x);
-        ops_sgemm_mixed(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, a, K, b, N, 0.0f, whole, N, NULL, 0);
+        ops_sgemm_mixed(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, a, K, b, N, 0.0f, whole, N, NULL, 0,
+                        NULL);
         check_product(whole, 0, M, N, K, 1.0f, a, b, N, 0.0f, whole, "whole");
         for (size_t q = 0; q < NELEM(cols); q++) {
                 int lo = cols[q][0], w = cols[q][1];
@@ -724,7 +728,7 @@ START_TEST(test_mixed_product_range)
                 for (int i = 0; i < M; i++)
                         for (int j = 0; j < w; j++)
                                 c[i * LDC + j] = NAN;
-                ops_mixed_product(M, w, K, a, K, x, lo, 1.0f, 0.0f, c, LDC);
+                ops_mixed_product(M, w, K, a, K, x, lo, 1.0f, 0.0f, c, LDC, NULL);
                 for (int i = 0; i < M; i++)
                         for (int j = w; j < LDC; j++)
                                 CHECK(c[i * LDC + j] == SENTINEL, "columns %d..%d: wrote [%d,%d]", lo, lo + w, i, j);
@@ -744,7 +748,7 @@ START_TEST(test_mixed_product_range)
                 int lo = cols[q][0], w = cols[q][1];
                 if (!block_aligned(lo, w, N))
                         continue; /* within the bound (above) */
-                ops_mixed_product(M, w, K, a, K, x, lo, 1.0f, 0.0f, c, LDC);
+                ops_mixed_product(M, w, K, a, K, x, lo, 1.0f, 0.0f, c, LDC, NULL);
                 for (int i = 0; i < M; i++)
                         for (int j = 0; j < w; j++)
                                 CHECK(same_bits(c[i * LDC + j], whole[i * N + lo + j]),
@@ -814,10 +818,10 @@ START_TEST(test_mixed_no_scratch)
                 set_all(c0[t], (size_t)M * N, NAN);
                 set_all(c1[t], (size_t)M * N, NAN);
                 ops_sgemm_mixed(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
-                                K, 1.0f, a, lda, b, ldb, 0.0f, c0[t], N, NULL, 0);
+                                K, 1.0f, a, lda, b, ldb, 0.0f, c0[t], N, NULL, 0, NULL);
                 ops_runctx_set(&ctx);
                 ops_sgemm_mixed(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
-                                K, 1.0f, a, lda, b, ldb, 0.0f, c1[t], N, NULL, 0);
+                                K, 1.0f, a, lda, b, ldb, 0.0f, c1[t], N, NULL, 0, NULL);
                 ops_runctx_set(NULL);
                 ck_assert_int_eq(ctx.code, 0);
                 ck_assert_uint_eq(atomic_load(&budget.used), 0);
@@ -849,6 +853,74 @@ START_TEST(test_mixed_no_scratch)
 }
 END_TEST
 
+/* ---- the post-op ---- */
+
+/* The post-op (ops_sgemm_post: a bias row and Relu, as a Gemm with bias and a fused Relu set
+ * it) under OPS_SGEMM_MIXED, applied to each tile as it is rounded: the same floats as the
+ * product without it followed by the bias added in float32 and the Relu, on packed weights
+ * and unpacked, through the plain loop (no scratch), for k = 0, for alpha 0.5 / beta 2 over a
+ * filled C, and for k <= 32 (ops_sgemm's float32 path, which applies it after the product).
+ * A NaN in the product stays NaN through the Relu. */
+static const int post_k[] = { 0, 20, 32, 33, 300 };
+
+START_TEST(test_mixed_post)
+{
+        enum { M = 70, N = 100 };
+        int K = post_k[_i];
+        size_t ka = K > 0 ? (size_t)K : 1;
+        float *a = malloc(sizeof(float) * M * ka), *b = malloc(sizeof(float) * ka * N), *bias = malloc(sizeof(float) * N);
+        float *want = malloc(sizeof(float) * M * N), *got = malloc(sizeof(float) * M * N);
+        char err[128] = "";
+        struct ops_mem_budget budget = { .name = "test", .limit = 1 };
+        struct ops_runctx ctx = { .mem = &budget };
+
+        fill(a, (size_t)M * ka, 81);
+        fill(b, ka * N, 82);
+        fill(bias, N, 83);
+        if (K > 0)
+                a[5 * K + 3] = NAN; /* row 5 of the product is NaN */
+        struct ops_packed_b *p = K > 0 ? ops_packed_b_new_mixed(b, K, N, 0, err, sizeof(err)) : NULL;
+        ck_assert_msg(K == 0 || p, "pack: %s", err);
+        for (int how = 0; how < 3; how++) /* 0 unpacked, 1 packed, 2 no scratch */
+                for (int relu = 0; relu < 2; relu++)
+                        for (int ab = 0; ab < 2; ab++) {
+                                float alpha = ab ? 0.5f : 1.0f, beta = ab ? 2.0f : 0.0f;
+                                struct ops_sgemm_post post = { bias, relu };
+                                fill(want, (size_t)M * N, 84);
+                                memcpy(got, want, sizeof(float) * M * N);
+                                if (how == 2)
+                                        ops_runctx_set(&ctx);
+                                mixed_packed_gemm(how == 1 ? p : NULL, 0, M, N, K, alpha, a, b, N, beta, want, N);
+                                ops_runctx_set(NULL);
+                                for (int i = 0; i < M; i++)
+                                        for (int j = 0; j < N; j++) {
+                                                float v = want[i * N + j] + bias[j];
+                                                want[i * N + j] = relu && v < 0 ? 0.0f : v;
+                                        }
+                                if (how == 2)
+                                        ops_runctx_set(&ctx);
+                                ops_sgemm_post(&post);
+                                mixed_packed_gemm(how == 1 ? p : NULL, 0, M, N, K, alpha, a, b, N, beta, got, N);
+                                ops_sgemm_post(NULL);
+                                ops_runctx_set(NULL);
+                                for (int i = 0; i < M; i++)
+                                        for (int j = 0; j < N; j++)
+                                                CHECK(same_bits(got[i * N + j], want[i * N + j]),
+                                                      "k %d how %d relu %d alpha %g: (%d,%d) %.9g, want %.9g", K,
+                                                      how, relu, alpha, i, j, got[i * N + j], want[i * N + j]);
+                                if (K > 0)
+                                        ck_assert(isnan(got[5 * N + 7]));
+                        }
+        ck_assert_int_eq(ctx.code, 0);
+        ops_packed_b_free(p);
+        free(a);
+        free(b);
+        free(bias);
+        free(want);
+        free(got);
+}
+END_TEST
+
 int main(void)
 {
         Suite *s = suite_create("gemm_mixed");
@@ -865,6 +937,7 @@ int main(void)
         tcase_add_test(tc, test_mixed_product_range);
         tcase_add_test(tc, test_mixed_pack_layout);
         tcase_add_test(tc, test_mixed_no_scratch);
+        tcase_add_loop_test(tc, test_mixed_post, 0, (int)NELEM(post_k));
         suite_add_tcase(s, tc);
         return check_run(s);
 }
