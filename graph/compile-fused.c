@@ -1,6 +1,7 @@
 /* FusedElementwise: a chain of elementwise operators applied block by block (see compile.h).
  *
- * The chain's steps are registry operators; each block of GRAPH_FUSE_BLOCK elements goes
+ * The chain's steps are registry operators; each block of GRAPH_FUSE_BLOCK_BYTES (of its
+ * widest element type) goes
  * through every step with the intermediate results in two small buffers on the stack, so
  * that the intermediates never reach memory and each input and the output are touched once.
  * That needs every tensor of the chain to be element-aligned with the output: every input
@@ -105,24 +106,30 @@ static int overlaps(const struct ops_tensor *a, const struct ops_tensor *b)
         return na && nb && pa < pb + nb && pb < pa + na;
 }
 
-/* Can the chain run block by block? */
-static int blockable(const struct graph_fused *fz, const struct ops_call *call,
-                     const struct ops_tensor *res, int64_t n)
+/* Can the chain run block by block? Its elements a block when it can (those of its widest
+ * type that fill a buffer), else 0. */
+static int64_t blockable(const struct graph_fused *fz, const struct ops_call *call,
+                         const struct ops_tensor *res, int64_t n)
 {
-        for (int s = 0; s < fz->nsteps; s++)
-                if (ops_tensor_numel(&res[s]) != n || proto_dtype_size(res[s].dtype) > 8 ||
-                    proto_dtype_size(res[s].dtype) == 0 || res[s].dtype == PROTO_DTYPE_STRING)
+        size_t widest = 1;
+
+        for (int s = 0; s < fz->nsteps; s++) {
+                size_t es = proto_dtype_size(res[s].dtype);
+                if (ops_tensor_numel(&res[s]) != n || es > 8 || es == 0 || res[s].dtype == PROTO_DTYPE_STRING)
                         return 0;
+                widest = es > widest ? es : widest;
+        }
         for (int i = 0; i < call->nin; i++) {
                 int64_t m;
                 if (!call->in[i].dtype)
                         continue;
                 m = ops_tensor_numel(&call->in[i]);
-                if ((m != n && m != 1) || proto_dtype_size(call->in[i].dtype) > 8 ||
-                    call->in[i].dtype == PROTO_DTYPE_STRING)
+                size_t es = proto_dtype_size(call->in[i].dtype);
+                if ((m != n && m != 1) || es > 8 || call->in[i].dtype == PROTO_DTYPE_STRING)
                         return 0;
+                widest = es > widest ? es : widest;
         }
-        return 1;
+        return (int64_t)(GRAPH_FUSE_BLOCK_BYTES / widest);
 }
 
 /* Step by step over whole tensors (shapes that broadcast for real). */
@@ -171,8 +178,8 @@ static int fused_run(const struct ops_def *def, const struct ops_call *call, cha
         struct ops_tensor res[GRAPH_FUSE_MAX_STEPS];
         /* per step: its call, prepared once; only data pointers and extents change */
         struct ops_call *calls;
-        uint64_t buf[2][GRAPH_FUSE_BLOCK];
-        int64_t n = ops_tensor_numel(&call->out[0]);
+        uint64_t buf[2][GRAPH_FUSE_BLOCK_BYTES / sizeof(uint64_t)];
+        int64_t n = ops_tensor_numel(&call->out[0]), block;
         char msg[256];
         int rc, alias = 0;
 
@@ -181,7 +188,8 @@ static int fused_run(const struct ops_def *def, const struct ops_call *call, cha
         rc = chain_infer(fz, call, res, err, errlen);
         if (rc)
                 return rc;
-        if (!blockable(fz, call, res, n))
+        block = blockable(fz, call, res, n);
+        if (!block)
                 return run_unblocked(fz, call, res, err, errlen);
         calls = ops_buf_alloc(sizeof(*calls) * (uint64_t)fz->nsteps, msg, sizeof(msg));
         if (!calls) {
@@ -208,12 +216,12 @@ static int fused_run(const struct ops_def *def, const struct ops_call *call, cha
          * then writes to the stack too and the block is copied out. */
         for (int i = 0; i < call->nin && !alias; i++)
                 alias = call->in[i].data && overlaps(&call->in[i], &call->out[0]);
-        for (int64_t off = 0; off < n && !rc; off += GRAPH_FUSE_BLOCK) {
-                int64_t blk = n - off < GRAPH_FUSE_BLOCK ? n - off : GRAPH_FUSE_BLOCK;
+        for (int64_t off = 0, nb = 0; off < n && !rc; off += block, nb++) {
+                int64_t blk = n - off < block ? n - off : block;
                 int cur = 0;
                 /* The kernels poll the run context per call, and a block is far below
                  * their polling interval: the chain polls for them (cancel, deadline). */
-                if (off && off % (GRAPH_FUSE_BLOCK * 32) == 0 && ops_runctx_check(msg, sizeof(msg))) {
+                if (nb && nb % 8 == 0 && ops_runctx_check(msg, sizeof(msg))) {
                         snprintf(err, errlen, "fused chain stopped: %s", msg);
                         rc = -ECANCELED;
                         break;

@@ -150,7 +150,7 @@ static void compile(struct graph *g, unsigned flags)
 
 /* ---- the elementwise chain of the bench: 8 operators, two of them with a tensor ---- */
 
-#define CHAIN_N 10000 /* not a multiple of the block: the last block is short */
+#define CHAIN_N 40000 /* blocks of 16384 float32 (GRAPH_FUSE_BLOCK_BYTES): the last one is short */
 
 static struct graph *chain(void)
 {
@@ -195,7 +195,10 @@ START_TEST(test_fuse_chain)
 END_TEST
 
 /* Dtypes change along the chain (float -> int32 -> double -> float): the blocks carry each
- * step's own element type. */
+ * step's own element type, in blocks of the widest's (8192 elements: 2 whole and a short
+ * one). */
+#define CASTS_N 20000
+
 static struct graph *casts(void)
 {
         struct ops_attr to_i32 = { .name = "to", .type = OPS_ATTR_INT, .i = PROTO_DTYPE_INT32 };
@@ -203,7 +206,7 @@ static struct graph *casts(void)
         struct ops_attr to_f32 = { .name = "to", .type = OPS_ATTR_INT, .i = PROTO_DTYPE_FLOAT32 };
 
         begin();
-        value("x", GRAPH_VALUE_INPUT, 1, (int64_t[]){ 5000 });
+        value("x", GRAPH_VALUE_INPUT, 1, (int64_t[]){ CASTS_N });
         scalar("k", 2.75f);
         N2("Mul", "a", "x", "k");
         node("Cast", "b", 1, (const char *const[]){ "a" }, 1, &to_i32);
@@ -217,14 +220,14 @@ static struct graph *casts(void)
 START_TEST(test_fuse_casts)
 {
         struct graph *plain = casts(), *fused = casts();
-        static float x[5000];
+        static float x[CASTS_N];
 
-        for (int i = 0; i < 5000; i++)
-                x[i] = (float)(i - 2500) / 7.0f;
+        for (int i = 0; i < CASTS_N; i++)
+                x[i] = (float)(i - CASTS_N / 2) / 7.0f;
         compile(fused, GRAPH_COMPILE_ALL);
         ck_assert_int_eq(fused->nnodes, 1);
         ck_assert_int_eq(fused->stats->fused_nodes, 5);
-        same_runs(plain, fused, x, 1, (int64_t[]){ 5000 }, 1, (int64_t[]){ 5000 }, 5000, 0);
+        same_runs(plain, fused, x, 1, (int64_t[]){ CASTS_N }, 1, (int64_t[]){ CASTS_N }, CASTS_N, 0);
 }
 END_TEST
 
