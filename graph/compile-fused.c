@@ -1,9 +1,9 @@
 /* FusedElementwise: a chain of elementwise operators applied block by block (see compile.h).
  *
- * The chain's steps are registry operators; each block of GRAPH_FUSE_BLOCK_BYTES (of its
- * widest element type) goes
- * through every step with the intermediate results in two small buffers on the stack, so
- * that the intermediates never reach memory and each input and the output are touched once.
+ * The chain's steps are registry operators; each block (GRAPH_FUSE_BLOCK_BYTES of the
+ * chain's widest element type) goes through every step with the intermediate results in two
+ * buffers on the stack, so that the intermediates stay in the core's cache and each input
+ * and the output are touched once.
  * That needs every tensor of the chain to be element-aligned with the output: every input
  * and every step's result has the output's element count (then broadcasting only adds
  * leading or unit dims and the row-major orders agree) or is a single element. When a run's

@@ -86,7 +86,7 @@ struct graph_plan {
  * elements a block. Each step of a block is a kernel call whose setup (the call's plan,
  * strides, attributes) costs about as much as a few thousand elements of an elementwise
  * kernel, so blocks of 2048 elements spent a third of the chain's time there; blocks of
- * 64 KiB stay in the core's L2 (bench_models' chain: 15-20 % faster). */
+ * 64 KiB stay in the core's L2 (bench_models' chain: 10-20 % faster). */
 #define GRAPH_FUSE_BLOCK_BYTES (64 * 1024)
 /* Longest chain one fused node takes. */
 #define GRAPH_FUSE_MAX_STEPS 32
