@@ -81,20 +81,24 @@ int ops_sgemm_relu_claim(void)
         return 1;
 }
 
-/* The post-op on rows x w of C (ld ldc) whose first column is column j0 of the call's. */
-static void post_apply(float *c, long ldc, long rows, long w, long j0)
+void ops_sgemm_post_rows(float *c, long ldc, long rows, long w, const float *bias, int relu)
 {
-        const float *b = cur_post.bias ? cur_post.bias + j0 : NULL;
-
         for (long r = 0; r < rows; r++) {
                 float *cr = c + (size_t)r * (size_t)ldc;
-                if (b)
+                if (bias)
                         for (long q = 0; q < w; q++)
-                                cr[q] += b[q];
-                if (cur_post.relu)
+                                cr[q] += bias[q];
+                if (relu)
                         for (long q = 0; q < w; q++)
                                 cr[q] = cr[q] < 0 ? 0.0f : cr[q]; /* NaN stays NaN, as Relu's */
         }
+}
+
+/* The thread's post-op on rows x w of C (ld ldc) whose first column is column j0 of the
+ * call's. */
+static void post_apply(float *c, long ldc, long rows, long w, long j0)
+{
+        ops_sgemm_post_rows(c, ldc, rows, w, cur_post.bias ? cur_post.bias + j0 : NULL, cur_post.relu);
 }
 
 static int use_onednn(long m, long n, long k)

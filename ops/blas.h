@@ -114,6 +114,9 @@ struct ops_sgemm_post {
         int relu;
 };
 void ops_sgemm_post(const struct ops_sgemm_post *post);
+/* The post-op on rows x w of C (ld ldc): bias[q] added to column q (bias NULL: none), in
+ * float32, then the Relu (a NaN stays NaN). */
+void ops_sgemm_post_rows(float *c, long ldc, long rows, long w, const float *bias, int relu);
 /* A fused Relu for the node's product (graph epilogues): ops_sgemm_relu_offer(1) before
  * running the operator; the operator takes it with ops_sgemm_relu_claim (1: it applies the
  * Relu itself, as its GEMM's post-op); ops_sgemm_relu_offer(0) withdraws the offer and

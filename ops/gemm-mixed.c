@@ -62,17 +62,6 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) static void add_run
         }
 }
 
-/* The post-op on w values of a row of C (bias: the first one's). */
-static void post_row(float *restrict cr, long w, const float *restrict bias, int relu)
-{
-        if (bias)
-                for (long q = 0; q < w; q++)
-                        cr[q] += bias[q];
-        if (relu)
-                for (long q = 0; q < w; q++)
-                        cr[q] = cr[q] < 0 ? 0.0f : cr[q]; /* NaN stays NaN, as Relu's */
-}
-
 /* C = alpha * acc + beta * C, rounded once, then the post-op (bias, the bias of the tile's
  * first column at bias; Relu) as ops_sgemm applies it after a product: in float32, on the
  * rounded value. */
@@ -93,8 +82,8 @@ static void store_tile(const double *restrict acc, long rows, long w, float alph
                                 cr[q] = (float)v;
                         }
                 }
-                post_row(cr, w, bias, relu);
         }
+        ops_sgemm_post_rows(c, ldc, rows, w, bias, relu);
 }
 
 /* The kernels of one tile shape: runs of MX_KB and the last, shorter one. */
@@ -228,8 +217,8 @@ void ops_sgemm_mixed(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS
                 for (long i = 0; i < rows; i++)
                         for (long j = 0; j < cols; j++)
                                 c[i * ldc + j] = beta != 0.0f ? (float)((double)beta * c[i * ldc + j]) : 0.0f;
-                for (long i = 0; order == CblasRowMajor && i < m; i++)
-                        post_row(c + i * ldc, n, bias, relu);
+                if (order == CblasRowMajor)
+                        ops_sgemm_post_rows(c, ldc, m, n, bias, relu);
                 return;
         }
         if (order != CblasRowMajor) {
@@ -249,8 +238,7 @@ void ops_sgemm_mixed(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS
                 ops_buf_free(ad);
                 ops_buf_free(bd);
                 product_loop(m, n, k, alpha, a, lda, tra, b, ldb, trb, beta, c, ldc);
-                for (long i = 0; i < m; i++)
-                        post_row(c + (size_t)i * (size_t)ldc, n, bias, relu);
+                ops_sgemm_post_rows(c, ldc, m, n, bias, relu);
                 return;
         }
         for (long j0 = 0; j0 < n; j0 += nc) {

@@ -15,8 +15,8 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <poll.h>
-#include <stdint.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

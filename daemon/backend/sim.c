@@ -712,9 +712,11 @@ static void *worker_main(void *arg)
                 if (u->gang < 1) {
                         queue_remove_head(s, bg);
                         pthread_mutex_unlock(&s->lock);
-                        atomic_fetch_add(&s->bg_running, bg);
+                        if (bg)
+                                atomic_fetch_add(&s->bg_running, 1);
                         unit_run(s, u);
-                        atomic_fetch_sub(&s->bg_running, bg);
+                        if (bg)
+                                atomic_fetch_sub(&s->bg_running, 1);
                         done_push(s, u);
                         pthread_mutex_lock(&s->lock);
                         continue;
@@ -727,9 +729,11 @@ static void *worker_main(void *arg)
                 if (u->g_members++ == 0)
                         u->start_ns = now_ns();
                 pthread_mutex_unlock(&s->lock);
-                atomic_fetch_add(&s->bg_running, bg);
+                if (bg)
+                        atomic_fetch_add(&s->bg_running, 1);
                 int left = gang_work(s, u, bg);
-                atomic_fetch_sub(&s->bg_running, bg);
+                if (bg)
+                        atomic_fetch_sub(&s->bg_running, 1);
                 pthread_mutex_lock(&s->lock);
                 if (left)
                         continue;

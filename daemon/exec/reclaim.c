@@ -88,6 +88,16 @@ static void finished_locked(struct job *j)
         }
 }
 
+/* Under mu: the first queued job, or NULL. */
+static struct job *take_locked(void)
+{
+        struct job *j = rc.todo;
+
+        if (j && !(rc.todo = j->next))
+                rc.todo_tail = &rc.todo;
+        return j;
+}
+
 static void *reclaim_main(void *arg)
 {
         (void)arg;
@@ -105,11 +115,8 @@ static void *reclaim_main(void *arg)
                         pthread_cond_broadcast(&rc.idle_cv);
                         pthread_cond_wait(&rc.work_cv, &rc.mu);
                 }
-                if (!(j = rc.todo))
+                if (!(j = take_locked()))
                         break;
-                rc.todo = j->next;
-                if (!rc.todo)
-                        rc.todo_tail = &rc.todo;
                 rc.busy = 1;
                 pthread_mutex_unlock(&rc.mu);
                 job_do(j);
@@ -229,10 +236,7 @@ int reclaim_drain(void)
                 return 0;
         /* the queued jobs here, rather than after a thread at nice 19; then the one it holds */
         pthread_mutex_lock(&rc.mu);
-        while ((j = rc.todo)) {
-                rc.todo = j->next;
-                if (!rc.todo)
-                        rc.todo_tail = &rc.todo;
+        while ((j = take_locked())) {
                 pthread_mutex_unlock(&rc.mu);
                 job_do(j);
                 pthread_mutex_lock(&rc.mu);

@@ -6,8 +6,8 @@
  * megabytes that is milliseconds of kernel work, and on the loop thread, which runs at
  * SCHED_FIFO where permitted, it held a CPU and every client's dispatch: a best-effort
  * client freeing its 16 MiB buffers delayed a latency-critical client's requests by 3-8 ms
- * (npubench isolation, perf sched). From RECLAIM_MIN_BYTES up, a reclaimer thread at normal
- * priority does that work instead. A block stays allocated (so nobody can be handed memory
+ * (npubench isolation, perf sched). From RECLAIM_MIN_BYTES up, a reclaimer thread at nice 19
+ * does that work instead. A block stays allocated (so nobody can be handed memory
  * that is not yet clear) until the thread has cleared it; the loop thread then releases it
  * (an eventfd wakes it). Accounting does not wait: the tenant's charge and the device's
  * mem_used drop when the buffer is freed, and an allocation that finds no room first waits
