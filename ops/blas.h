@@ -235,6 +235,11 @@ struct ops_packed_b *ops_packed_b_new_f64(const float *b, long k, long n, int tr
  * is not NULL (its bias the product's first column's), on each tile as it is rounded. */
 void ops_mixed_product(long m, long n, long k, const float *a, long lda, const float *bx, long lo, float alpha,
                        float beta, float *c, long ldc, const struct ops_sgemm_post *post);
+/* Whether OPS_SGEMM_MIXED's products run on its AVX-512 kernel (1; the default where the
+ * CPU has AVX-512F) or on libxsmm's float32 kernels, a run at a time (0): avx512 1 or 0
+ * chooses (1 only where the CPU has it), -1 only asks. Both give sums within the same bound;
+ * the AVX-512 kernel's are the plain loop's bit for bit. */
+int ops_mixed_kernel(int avx512);
 /* The k x n operand b (n rows of k when transb), ld ldb, into x (the column blocks of
  * OPS_XSMM_NB, the last one zero-filled: ceil(n / 32) * 32 * k floats); returns x. */
 float *ops_mixed_pack_b(const float *b, long k, long n, int transb, long ldb, float *x);

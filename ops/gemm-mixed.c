@@ -1,25 +1,34 @@
 /* Products of float32 operands summed in float32 over runs of OPS_MIXED_KB terms, the runs
- * added in float64 (blas.h, OPS_SGEMM_MIXED).
+ * added four at a time in float32 and those sums in float64 (blas.h, OPS_SGEMM_MIXED).
  *
  * A float32 GEMM's error grows with K: each of its K partial sums is rounded, so an element
  * carries up to about K * 2^-24 of the magnitude of its terms, which after cancellation (a
  * pre-activation near zero, a residual branch, a LayerNorm's centred input) is more than the
- * ONNX suite's tolerance allows. Summing runs of 32 terms in float32 and the runs in float64
- * bounds that error by about 32 * 2^-24 whatever K is (plus K * 2^-53 for the float64 sum),
- * while the multiply-adds stay float32 ones: the kernels are libxsmm's float32 JIT kernels at
- * K = OPS_MIXED_KB, each writing a float32 tile that is added into a float64 tile kept in L1,
- * rounded to float32 once at the end. It runs at about 80-90 % of the float32 variants' speed,
- * against about 45 % for float64 accumulation.
+ * ONNX suite's tolerance allows. Here each run of 32 terms is summed in float32 (32
+ * roundings), a quad of consecutive runs is summed as (r0 + r1) + (r2 + r3) in float32 (two
+ * more roundings on any path, each of a sum no larger than the quad's magnitudes), and the
+ * quads in float64: the error stays within about (OPS_MIXED_KB + 2) * 2^-24 of the terms'
+ * magnitudes whatever K is (plus K / 128 * 2^-53 for the float64 sum), rounded to float32
+ * once at the end, while the multiply-adds stay float32 ones. Widening and adding in float64
+ * once per 128 terms instead of once per run is what makes the AVX-512 kernel below run at
+ * about 0.9-0.95 of the float32 kernels' speed.
+ *
+ * Two kernels make the runs:
+ *   - where the CPU has AVX-512F (ops_mixed_kernel), our own (mx_rows), which keeps the
+ *     runs in registers and sums each by fused multiply-adds in k order: the plain loop's
+ *     sums (product_loop) bit for bit, whatever the tile, the rows or the columns a call
+ *     covers;
+ *   - elsewhere libxsmm's float32 JIT kernels at K = OPS_MIXED_KB, each writing a float32
+ *     tile of a run (OpenBLAS's sgemm where libxsmm makes no kernel), which may split a
+ *     run's sum in its own way for a narrower tile, within the same bound: a part of a
+ *     product (a column range, a band of rows) then gives the whole product's bits only
+ *     where its tiles are the whole's (from a block edge of 32 columns to a block edge,
+ *     whole row tiles of 64).
  *
  * B is read in the column blocks of the libxsmm layout: the constant weights' copy made at
- * load (ops_packed_b_new_mixed), or a band of columns copied per call. Where libxsmm makes no
- * kernel, OpenBLAS's sgemm computes each run; where scratch cannot be had (the run's memory
- * budget), a plain loop makes the same runs.
- *
- * A call's results are the same from one call to the next. A part of a product (a column
- * range, a band of rows) gives the whole product's bits where its tiles are the whole's (from
- * a block edge of 32 columns to a block edge, whole row tiles of 64); elsewhere libxsmm may
- * split a run's sum differently for a narrower tile, within the same bound. */
+ * load (ops_packed_b_new_mixed), or a band of columns copied per call. Where scratch cannot
+ * be had (the run's memory budget), the plain loop makes the same sums. A call's results are
+ * the same from one call to the next. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,18 +56,18 @@ static libxsmm_smmfunction run_kernel(long w, long rows, long kb, long lda)
         return libxsmm_smmdispatch(w, rows, kb, &ia, &ib, &ic, &alpha, &beta, &flags, &prefetch);
 }
 
-/* acc (rows x MX_NB) += t, or = t when first: the one pass a run adds to the product, in
- * the CPU's widest vectors (16 conversions a step with AVX-512, 2 in the baseline's SSE2). */
-__attribute__((target_clones("avx512f", "avx2", "default"))) static void add_run(double *restrict acc, const float *restrict t, long rows, int first)
+/* acc (n) = or += the quad t (four run tiles of n floats, ld apart; a run past k all +0):
+ * (t0 + t1) + (t2 + t3) in float32, widened, in the CPU's widest vectors */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void add_quad(double *restrict acc, const float *restrict t, long ld, long n, int first)
 {
-        long n = rows * MX_NB;
+        const float *t1 = t + ld, *t2 = t1 + ld, *t3 = t2 + ld;
 
         if (first) {
                 for (long i = 0; i < n; i++)
-                        acc[i] = t[i];
+                        acc[i] = (double)((t[i] + t1[i]) + (t2[i] + t3[i]));
         } else {
                 for (long i = 0; i < n; i++)
-                        acc[i] += t[i];
+                        acc[i] += (double)((t[i] + t1[i]) + (t2[i] + t3[i]));
         }
 }
 
@@ -86,6 +95,166 @@ static void store_tile(const double *restrict acc, long rows, long w, float alph
         ops_sgemm_post_rows(c, ldc, rows, w, bias, relu);
 }
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+/* The AVX-512 kernel. A register tile is up to MX_MR rows of a column block (32 columns:
+ * two vectors of float32 a row), or MX_MR1 rows of its first 16 columns when the call needs
+ * no more of the block (a product 10 columns wide). A run is up to 32 fused multiply-adds
+ * into float32 vectors that start at zero, in k order; the quad's first two runs go into two
+ * sets of vectors and their sum to L1, the last two into the same sets, and the quad's sum
+ * is widened and added to the float64 sums in acc (L1). Six rows keep twelve independent
+ * sums in flight (the multiply-add's latency times its two pipes needs at least eight) in 27
+ * of the 32 registers. B's block is read a quad's terms (16 KiB) at a time, which stay in L1
+ * while every row tile uses them; the hardware prefetcher streams the next ones (a software
+ * prefetch made the MLP layer slower).
+ *
+ * Figures (bench_kernels f64, this host): the kernel alone runs at about 94 % of a float32
+ * kernel of the same shape (89 % widening each pair of runs, 85-90 % each run); in a 2-thread
+ * MLP layer it takes 1.05-1.15x libxsmm's float32 time, where libxsmm's kernels a run at a
+ * time take 1.2-1.25x. */
+#define MX_MR 6   /* rows of a register tile of 32 columns */
+#define MX_MR1 12 /* of 16 columns */
+#define MX_QUAD (4 * MX_KB) /* terms of a quad of runs */
+
+static int mx_avx512_on = -1; /* -1: not decided yet (ops_mixed_kernel) */
+
+/* one run, terms [k0, k1), of mr rows by nv vectors of columns into s (set to it) */
+#define MX_RUN(s, k0, k1)                                                                                  \
+        do {                                                                                               \
+                _Pragma("GCC unroll 12") for (int r = 0; r < mr; r++) for (int v = 0; v < nv; v++) s[r][v] = \
+                        _mm512_setzero_ps();                                                               \
+                for (long kk = (k0); kk < (k1); kk++) {                                                    \
+                        __m512 b0 = _mm512_loadu_ps(bp + kk * MX_NB);                                      \
+                        __m512 b1 = nv > 1 ? _mm512_loadu_ps(bp + kk * MX_NB + 16) : b0;                   \
+                        _Pragma("GCC unroll 12") for (int r = 0; r < mr; r++)                              \
+                        {                                                                                  \
+                                __m512 x = _mm512_set1_ps(a[r * lda + kk]);                                \
+                                s[r][0] = _mm512_fmadd_ps(x, b0, s[r][0]);                                 \
+                                if (nv > 1)                                                                \
+                                        s[r][1] = _mm512_fmadd_ps(x, b1, s[r][1]);                         \
+                        }                                                                                  \
+                }                                                                                          \
+        } while (0)
+
+/* acc[r][0..16 nv) (+)= the quad of runs of terms [k0, k1) (k0 a multiple of MX_QUAD, k1 at
+ * most MX_QUAD on; an empty run sums to +0) of rows r < mr: set by the quad at term 0, added
+ * to after */
+static inline __attribute__((always_inline, target("avx512f"))) void
+mx_rows(const int mr, const int nv, long k0, long k1, const float *a, long lda, const float *bp,
+        double *acc)
+{
+        __m512 s[MX_MR1][2], t[MX_MR1][2];
+        float pair[MX_MR1 * 2 * 16] __attribute__((aligned(64)));
+        long m1 = k0 + MX_KB < k1 ? k0 + MX_KB : k1, m2 = m1 + MX_KB < k1 ? m1 + MX_KB : k1;
+        long m3 = m2 + MX_KB < k1 ? m2 + MX_KB : k1;
+
+        MX_RUN(s, k0, m1);
+        MX_RUN(t, m1, m2);
+#pragma GCC unroll 12
+        for (int r = 0; r < mr; r++)
+#pragma GCC unroll 2
+                for (int v = 0; v < nv; v++)
+                        _mm512_store_ps(pair + (r * 2 + v) * 16, _mm512_add_ps(s[r][v], t[r][v]));
+        MX_RUN(s, m2, m3);
+        MX_RUN(t, m3, k1);
+#pragma GCC unroll 12
+        for (int r = 0; r < mr; r++)
+#pragma GCC unroll 2
+                for (int v = 0; v < nv; v++) {
+                        double *p = acc + r * MX_NB + 16 * v;
+                        __m512 u = _mm512_add_ps(_mm512_load_ps(pair + (r * 2 + v) * 16),
+                                                 _mm512_add_ps(s[r][v], t[r][v]));
+                        __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(u));
+                        __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(u), 1)));
+                        if (k0) {
+                                lo = _mm512_add_pd(_mm512_load_pd(p), lo);
+                                hi = _mm512_add_pd(_mm512_load_pd(p + 8), hi);
+                        }
+                        _mm512_store_pd(p, lo);
+                        _mm512_store_pd(p + 8, hi);
+                }
+}
+#undef MX_RUN
+
+/* One row tile (mr rows) of a chunk, the kernel specialised for its shape. */
+#define MX_CASE(mr, nv)                                                    \
+        case mr:                                                           \
+                mx_rows(mr, nv, k0, k1, ar, lda, bp, accr);                \
+                break
+
+/* acc (rows x MX_NB, aligned, ld MX_NB) = the sums of quads of runs of rows of A (lda) by the
+ * block bp (k x MX_NB, the block's first column at bp), its first 16 columns only when
+ * narrow: row tiles of MX_MR (MX_MR1 when narrow), the last two shared out evenly rather
+ * than leaving a tile of a row or two (32 rows: 6, 6, 6, 6, 4, 4) */
+__attribute__((target("avx512f"))) static void mx_tile_avx512(long rows, long k, const float *a, long lda,
+                                                              const float *bp, double *acc, int narrow)
+{
+        long most = narrow ? MX_MR1 : MX_MR;
+
+        for (long k0 = 0; k0 < k; k0 += MX_QUAD) {
+                long k1 = k0 + MX_QUAD < k ? k0 + MX_QUAD : k;
+                for (long r = 0; r < rows;) {
+                        long left = rows - r, mr = left <= most ? left : left < 2 * most ? (left + 1) / 2 : most;
+                        const float *ar = a + r * lda;
+                        double *accr = acc + r * MX_NB;
+                        if (narrow) {
+                                switch (mr) {
+                                        MX_CASE(12, 1);
+                                        MX_CASE(11, 1);
+                                        MX_CASE(10, 1);
+                                        MX_CASE(9, 1);
+                                        MX_CASE(8, 1);
+                                        MX_CASE(7, 1);
+                                        MX_CASE(6, 1);
+                                        MX_CASE(5, 1);
+                                        MX_CASE(4, 1);
+                                        MX_CASE(3, 1);
+                                        MX_CASE(2, 1);
+                                        MX_CASE(1, 1);
+                                default:
+                                        break;
+                                }
+                        } else {
+                                switch (mr) {
+                                        MX_CASE(6, 2);
+                                        MX_CASE(5, 2);
+                                        MX_CASE(4, 2);
+                                        MX_CASE(3, 2);
+                                        MX_CASE(2, 2);
+                                        MX_CASE(1, 2);
+                                default:
+                                        break;
+                                }
+                        }
+                        r += mr;
+                }
+        }
+}
+#undef MX_CASE
+
+int ops_mixed_kernel(int avx512)
+{
+        if (mx_avx512_on < 0)
+                mx_avx512_on = __builtin_cpu_supports("avx512f") ? 1 : 0;
+        if (avx512 >= 0)
+                mx_avx512_on = avx512 && __builtin_cpu_supports("avx512f");
+        return mx_avx512_on;
+}
+#else
+static void mx_tile_avx512(long rows, long k, const float *a, long lda, const float *bp, double *acc, int narrow)
+{
+        (void)rows, (void)k, (void)a, (void)lda, (void)bp, (void)acc, (void)narrow;
+        abort();
+}
+
+int ops_mixed_kernel(int avx512)
+{
+        (void)avx512;
+        return 0;
+}
+#endif
+
 /* The kernels of one tile shape: runs of MX_KB and the last, shorter one. */
 struct tile_fns {
         long w, rows;
@@ -99,23 +268,30 @@ static void tile(const struct tile_fns *f, long k, const float *a, long lda, con
                  float alpha, float beta, const float *bias, int relu, float *c, long ldc)
 {
         double acc[MX_MB * MX_NB] __attribute__((aligned(64)));
-        float t[MX_MB * MX_NB] __attribute__((aligned(64)));
+        float t[4][MX_MB * MX_NB] __attribute__((aligned(64)));
+        long n = f->rows * MX_NB;
 
-        for (long k0 = 0; k0 < k; k0 += MX_KB) {
-                long kn = k - k0 < MX_KB ? k - k0 : MX_KB;
-                libxsmm_smmfunction fn = kn == MX_KB ? f->full : f->tail;
-                /* the kernel prefetches the next run's block of B into L2 as it computes
-                 * this one: with few rows (an MLP layer's 32) the weights stream from
-                 * memory, and without it the product took 1.5-1.8x float32's time instead
-                 * of 1.15-1.3x */
-                const float *pa = k0 + MX_KB < k ? bp + (size_t)(k0 + MX_KB) * MX_NB : next;
-                if (fn)
-                        fn(bp + (size_t)k0 * MX_NB, a + k0, t, pa, a + k0, t);
-                else
-                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)f->rows, (blasint)f->w,
-                                    (blasint)kn, 1.0f, a + k0, (blasint)lda, bp + (size_t)k0 * MX_NB, MX_NB, 0.0f,
-                                    t, MX_NB);
-                add_run(acc, t, f->rows, k0 == 0);
+        for (long q0 = 0; q0 < k; q0 += MX_QUAD) {
+                for (int q = 0; q < 4; q++) {
+                        long k0 = q0 + q * MX_KB, kn = k - k0 < MX_KB ? k - k0 : MX_KB;
+                        if (kn <= 0) { /* past k: a run of no terms */
+                                memset(t[q], 0, sizeof(float) * (size_t)n);
+                                continue;
+                        }
+                        libxsmm_smmfunction fn = kn == MX_KB ? f->full : f->tail;
+                        /* the kernel prefetches the next run's block of B into L2 as it
+                         * computes this one: with few rows (an MLP layer's 32) the weights
+                         * stream from memory, and without it the product took 1.5-1.8x
+                         * float32's time instead of 1.15-1.3x */
+                        const float *pa = k0 + MX_KB < k ? bp + (size_t)(k0 + MX_KB) * MX_NB : next;
+                        if (fn)
+                                fn(bp + (size_t)k0 * MX_NB, a + k0, t[q], pa, a + k0, t[q]);
+                        else
+                                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)f->rows,
+                                            (blasint)f->w, (blasint)kn, 1.0f, a + k0, (blasint)lda,
+                                            bp + (size_t)k0 * MX_NB, MX_NB, 0.0f, t[q], MX_NB);
+                }
+                add_quad(acc, t[0], MX_MB * MX_NB, n, q0 == 0);
         }
         store_tile(acc, f->rows, f->w, alpha, beta, bias, relu, c, ldc);
 }
@@ -131,6 +307,22 @@ void ops_mixed_product(long m, long n, long k, const float *a, long lda, const f
         int nf = 0;
         long mb = m < MX_MB ? m : MX_MB;
 
+        if (ops_mixed_kernel(-1)) {
+                double acc[MX_MB * MX_NB] __attribute__((aligned(64)));
+                for (long j = 0; j < n;) {
+                        long abs = lo + j, blk = abs / MX_NB, off = abs % MX_NB;
+                        long w = n - j < MX_NB - off ? n - j : MX_NB - off;
+                        const float *bp = bx + (size_t)blk * (size_t)k * MX_NB;
+                        for (long i0 = 0; i0 < m; i0 += mb) {
+                                long rows = m - i0 < mb ? m - i0 : mb;
+                                mx_tile_avx512(rows, k, a + (size_t)i0 * (size_t)lda, lda, bp, acc, off + w <= 16);
+                                store_tile(acc + off, rows, w, alpha, beta, bias ? bias + j : NULL, relu,
+                                           c + (size_t)i0 * (size_t)ldc + (size_t)j, ldc);
+                        }
+                        j += w;
+                }
+                return;
+        }
         for (long j = 0; j < n;) {
                 long abs = lo + j, blk = abs / MX_NB, off = abs % MX_NB;
                 long w = n - j < MX_NB - off ? n - j : MX_NB - off;
@@ -178,22 +370,27 @@ float *ops_mixed_pack_b(const float *b, long k, long n, int transb, long ldb, fl
         return x;
 }
 
-/* Without scratch: the same runs in a plain loop (each summed in float32 with fused
- * multiply-adds, in k order, which a kernel may split into partial sums of its own: the
- * results may differ from the kernels' by float32 rounding within a run). It checks the run
- * context every row and stops when the run must (the recorded stop reason then fails the
- * node). */
+/* Without scratch: the same sums in a plain loop (each run by fused multiply-adds in k
+ * order, as the AVX-512 kernel sums it; libxsmm's kernels may split a run's sum into partial
+ * sums of their own, within the same bound). It checks the run context every row and stops
+ * when the run must (the recorded stop reason then fails the node). */
 static void product_loop(long m, long n, long k, float alpha, const float *a, long lda, int ta, const float *b,
                          long ldb, int tb, float beta, float *c, long ldc)
 {
         for (long i = 0; i < m && !ops_runctx_check(NULL, 0); i++)
                 for (long j = 0; j < n; j++) {
                         double s = 0.0;
-                        for (long k0 = 0; k0 < k; k0 += MX_KB) {
-                                float r = 0.0f;
-                                for (long kk = k0; kk < k && kk < k0 + MX_KB; kk++)
-                                        r = __builtin_fmaf(ops_mat_at(a, lda, ta, i, kk), ops_mat_at(b, ldb, tb, kk, j), r);
-                                s += r;
+                        for (long q0 = 0; q0 < k; q0 += MX_QUAD) {
+                                float r[4];
+                                for (int q = 0; q < 4; q++) {
+                                        long k0 = q0 + q * MX_KB;
+                                        r[q] = 0.0f;
+                                        for (long kk = k0; kk < k && kk < k0 + MX_KB; kk++)
+                                                r[q] = __builtin_fmaf(ops_mat_at(a, lda, ta, i, kk),
+                                                                      ops_mat_at(b, ldb, tb, kk, j), r[q]);
+                                }
+                                float quad = (r[0] + r[1]) + (r[2] + r[3]);
+                                s = q0 ? s + (double)quad : (double)quad;
                         }
                         s *= alpha;
                         if (beta != 0.0f)

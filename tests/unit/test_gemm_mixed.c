@@ -78,9 +78,12 @@ static int same_bits(float x, float y)
 /* A call computes its elements with the same kernels (so the same bits) as the whole
  * product only where its tiles are the whole's: libxsmm may split a run's sum in its own
  * way for a narrower tile or fewer rows, and the results then differ within the bound.
- * Column ranges from a block edge to a block edge (or B's end) keep the whole's tiles. */
+ * Column ranges from a block edge to a block edge (or B's end) keep the whole's tiles. The
+ * AVX-512 kernel sums every element the same way whatever the tile: any range. */
 static int block_aligned(int lo, int w, int n)
 {
+        if (ops_mixed_kernel(-1)) /* the AVX-512 kernel's sums do not depend on the tile */
+                return 1;
         return lo % OPS_XSMM_NB == 0 && ((lo + w) % OPS_XSMM_NB == 0 || lo + w == n);
 }
 
@@ -853,6 +856,92 @@ START_TEST(test_mixed_no_scratch)
 }
 END_TEST
 
+/* ---- the AVX-512 kernel against the plain loop ---- */
+
+/* Under the AVX-512 kernel (ops_mixed_kernel), every element is the plain loop's (no
+ * scratch) bit for bit: row counts around its register tiles (6 rows of 32 columns, 12 of
+ * 16, the last tiles shared out) and the 64-row tiles, widths that take the 16-column
+ * kernel (inside a block's first half) or not, k around the runs of 32 and the quads of
+ * 128, every transposition, alpha 1 / beta 0 and alpha 0.5 / beta 2 over a filled C; and
+ * column ranges of a packed B starting anywhere give those columns of the whole. Skipped
+ * (with a message) where the CPU has no AVX-512F. */
+static const int kern_k[] = { 1, 31, 32, 33, 64, 100, 127, 128, 129, 256, 300, 1000 };
+
+START_TEST(test_mixed_kernel_plain)
+{
+        static const int ms[] = { 1, 2, 5, 6, 7, 8, 12, 13, 25, 32, 64, 65, 130 };
+        static const int ns[] = { 1, 10, 16, 17, 32, 33, 70 };
+        int K = kern_k[_i];
+        struct ops_mem_budget budget = { .name = "test", .limit = 1 };
+        struct ops_runctx ctx = { .mem = &budget };
+
+        if (!ops_mixed_kernel(-1)) {
+                printf("test_mixed_kernel_plain: the AVX-512 kernel is not in use, skipped\n");
+                return;
+        }
+        for (size_t mi = 0; mi < NELEM(ms); mi++)
+                for (size_t ni = 0; ni < NELEM(ns); ni++)
+                        for (int t = 0; t < 8; t++) {
+                                int m = ms[mi], n = ns[ni], ta = t & 1, tb = (t >> 1) & 1, ab = t >> 2;
+                                /* every transposition for the smaller shapes, row-major
+                                 * operands for the larger */
+                                if ((ta || tb) && (long)m * n * K > 200000)
+                                        continue;
+                                float alpha = ab ? 0.5f : 1.0f, beta = ab ? 2.0f : 0.0f;
+                                int lda = (ta ? m : K) + 1, ldb = (tb ? K : n) + 2, ldc = n + 3;
+                                size_t na = (size_t)(ta ? K : m) * (size_t)lda, nb = (size_t)(tb ? n : K) * (size_t)ldb;
+                                size_t nc = (size_t)m * (size_t)ldc;
+                                float *a = malloc(na * 4), *b = malloc(nb * 4), *c[2] = { malloc(nc * 4), malloc(nc * 4) };
+                                fill(a, na, (uint32_t)(m * 131 + K));
+                                fill(b, nb, (uint32_t)(n * 17 + K));
+                                for (int side = 0; side < 2; side++) {
+                                        fill(c[side], nc, 7);
+                                        if (side)
+                                                ops_runctx_set(&ctx); /* no scratch: the plain loop */
+                                        ops_sgemm_mixed(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                                                        tb ? CblasTrans : CblasNoTrans, m, n, K, alpha, a, lda, b,
+                                                        ldb, beta, c[side], ldc, NULL, 0, NULL);
+                                        ops_runctx_set(NULL);
+                                }
+                                ck_assert_int_eq(ctx.code, 0);
+                                for (size_t i = 0; i < nc; i++)
+                                        CHECK(same_bits(c[0][i], c[1][i]),
+                                              "%dx%dx%d ta %d tb %d alpha %g beta %g: [%zu,%zu] kernel %.9g, plain %.9g", m,
+                                              n, K, ta, tb, alpha, beta, i / (size_t)ldc, i % (size_t)ldc, c[0][i],
+                                              c[1][i]);
+                                free(a);
+                                free(b);
+                                free(c[0]);
+                                free(c[1]);
+                        }
+        /* column ranges of a packed B from anywhere: those columns of the whole, bit for bit */
+        enum { M = 29, N = 75 };
+        long nblk = (N + OPS_XSMM_NB - 1) / OPS_XSMM_NB;
+        float *a = malloc(sizeof(float) * M * (size_t)K), *b = malloc(sizeof(float) * (size_t)K * N);
+        float *x = malloc(sizeof(float) * (size_t)nblk * (size_t)K * OPS_XSMM_NB);
+        float *whole = malloc(sizeof(float) * M * N), *c = malloc(sizeof(float) * M * N);
+        static const int cols[][2] = { { 3, 10 }, { 16, 16 }, { 17, 15 }, { 20, 5 }, { 30, 40 }, { 64, 11 }, { 70, 5 } };
+        fill(a, (size_t)M * (size_t)K, 91);
+        fill(b, (size_t)K * N, 92);
+        ck_assert_ptr_eq(ops_mixed_pack_b(b, K, N, 0, N, x), x);
+        ops_mixed_product(M, N, K, a, K, x, 0, 1.0f, 0.0f, whole, N, NULL);
+        for (size_t q = 0; q < NELEM(cols); q++) {
+                int lo = cols[q][0], w = cols[q][1];
+                ops_mixed_product(M, w, K, a, K, x, lo, 1.0f, 0.0f, c, w, NULL);
+                for (int i = 0; i < M; i++)
+                        for (int j = 0; j < w; j++)
+                                CHECK(same_bits(c[i * w + j], whole[i * N + lo + j]),
+                                      "k %d columns %d..%d: [%d,%d] %.9g, whole %.9g", K, lo, lo + w, i, lo + j,
+                                      c[i * w + j], whole[i * N + lo + j]);
+        }
+        free(a);
+        free(b);
+        free(x);
+        free(whole);
+        free(c);
+}
+END_TEST
+
 /* ---- the post-op ---- */
 
 /* The post-op (ops_sgemm_post: a bias row and Relu, as a Gemm with bias and a fused Relu set
@@ -921,10 +1010,10 @@ START_TEST(test_mixed_post)
 }
 END_TEST
 
-int main(void)
+static Suite *gemm_mixed_suite(const char *name)
 {
-        Suite *s = suite_create("gemm_mixed");
-        TCase *tc = tcase_create("gemm_mixed");
+        Suite *s = suite_create(name);
+        TCase *tc = tcase_create(name);
 
         tcase_set_timeout(tc, 60);
         tcase_add_loop_test(tc, test_mixed_shapes, 0, (int)NELEM(shape_k));
@@ -938,6 +1027,22 @@ int main(void)
         tcase_add_test(tc, test_mixed_pack_layout);
         tcase_add_test(tc, test_mixed_no_scratch);
         tcase_add_loop_test(tc, test_mixed_post, 0, (int)NELEM(post_k));
+        tcase_add_loop_test(tc, test_mixed_kernel_plain, 0, (int)NELEM(kern_k));
         suite_add_tcase(s, tc);
-        return check_run(s);
+        return s;
+}
+
+/* Every test under both kernels: the AVX-512 one where the CPU has AVX-512F, then
+ * libxsmm's a run at a time (the tests run in forked children, which inherit the choice). */
+int main(void)
+{
+        int failed = 0;
+
+        if (ops_mixed_kernel(1))
+                failed |= check_run(gemm_mixed_suite("gemm_mixed (AVX-512 kernel)"));
+        else
+                printf("no AVX-512F: the AVX-512 kernel is not tested here\n");
+        ops_mixed_kernel(0);
+        failed |= check_run(gemm_mixed_suite("gemm_mixed (libxsmm kernels)"));
+        return failed;
 }
