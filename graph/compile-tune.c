@@ -368,8 +368,9 @@ static void tune_node(struct graph *g, struct graph_node *gn, const struct ops_t
         struct ops_packed_conv *pconv = NULL;
         int forced = graph_accumulate_variant(g->accumulate), acc = forced >= 0;
         int acc64 = forced == OPS_SGEMM_F64;
-        /* the signature's mark of the graph's accumulation, packed or not */
-        const char *acc_sig = acc64 ? " f64" : " mixed", *acc_sig_packed = acc64 ? " f64-packed" : " mixed-packed";
+        /* the signature's mark of the graph's accumulation, packed or not ("mixed-q": the
+         * kernels that sum quads of runs; a time measured with the earlier ones is not taken) */
+        const char *acc_sig = acc64 ? " f64" : " mixed-q", *acc_sig_packed = acc64 ? " f64-packed" : " mixed-q-packed";
 
         /* the executor runs every node of such a graph under its accumulation's variant;
          * this node's packed copy and time are made below when its shapes allow */
