@@ -81,7 +81,7 @@ int ops_sgemm_relu_claim(void)
         return 1;
 }
 
-void ops_sgemm_post_rows(float *c, long ldc, long rows, long w, const float *bias, int relu)
+__attribute__((target_clones("avx512f", "avx2", "default"))) void ops_sgemm_post_rows(float *c, long ldc, long rows, long w, const float *bias, int relu)
 {
         for (long r = 0; r < rows; r++) {
                 float *cr = c + (size_t)r * (size_t)ldc;
