@@ -29,6 +29,7 @@
  * load (ops_packed_b_new_mixed), or a band of columns copied per call. Where scratch cannot
  * be had (the run's memory budget), the plain loop makes the same sums. A call's results are
  * the same from one call to the next. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +43,14 @@
 #define MX_MB 64          /* rows of a tile */
 #define MX_NC 256         /* columns of B copied at a time (not packed) */
 #define MX_KB OPS_MIXED_KB
+#define MX_QUAD (4 * MX_KB) /* terms of a quad of runs */
+/* The most of B a call may read to run on the AVX-512 kernel: L2's size. Each row tile
+ * reads a quad's B (16 KiB) from memory at the multiply-adds' pace, which the hardware
+ * prefetcher does not keep up with when B streams from DRAM (an MLP layer's 4 MB of weights
+ * out of cache: 1.35-1.45x float32's time, where libxsmm's kernels, each prefetching the
+ * next run's block, take 1.0-1.1x); a software prefetch of the next quad fixed that but cost
+ * 4 % when B is in L3 (the same layer run after run). A larger B takes libxsmm's kernels. */
+#define MX_AVX512_MAX_B (1u << 20)
 
 /* C' (w x rows, ld MX_NB) = A' B' in libxsmm's column-major terms: A' the w x kb block of B
  * (ld MX_NB), B' the kb x rows block of our A (ld lda). NULL without libxsmm. */
@@ -124,7 +133,6 @@ static void store_tile(const double *restrict acc, long rows, long w, float alph
  * time take 1.2-1.25x. */
 #define MX_MR 6   /* rows of a register tile of 32 columns */
 #define MX_MR1 12 /* of 16 columns */
-#define MX_QUAD (4 * MX_KB) /* terms of a quad of runs */
 
 static int mx_avx512_on = -1; /* -1: not decided yet (ops_mixed_kernel) */
 
@@ -316,7 +324,10 @@ void ops_mixed_product(long m, long n, long k, const float *a, long lda, const f
         int nf = 0;
         long mb = m < MX_MB ? m : MX_MB;
 
-        if (ops_mixed_kernel(-1)) {
+        /* the blocks of B the call reads (from lo's block to its last column's) */
+        uint64_t b_bytes = (uint64_t)((lo + n - 1) / MX_NB - lo / MX_NB + 1) * (uint64_t)k * MX_NB * sizeof(float);
+
+        if (ops_mixed_kernel(-1) && b_bytes <= MX_AVX512_MAX_B) {
                 double acc[MX_MB * MX_NB] __attribute__((aligned(64)));
                 for (long j = 0; j < n;) {
                         long abs = lo + j, blk = abs / MX_NB, off = abs % MX_NB;

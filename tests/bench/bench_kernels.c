@@ -322,53 +322,63 @@ static double rel_err(const float *a, const float *b, const float *c, int m, int
 
 static void bench_f64(void)
 {
-        printf("float64 and mixed accumulation, one thread: OPS_SGEMM_F64 and OPS_SGEMM_MIXED against the best "
-               "float32 variant in the same run (error: largest |c - exact| / sum |a b|)\n");
+        int avx512 = ops_mixed_kernel(-1);
+
+        printf("float64 and mixed accumulation, one thread: OPS_SGEMM_F64 and OPS_SGEMM_MIXED (%s, and libxsmm's "
+               "kernels a run at a time) against the best float32 variant in the same run (error: largest |c - "
+               "exact| / sum |a b|)\n",
+               avx512 ? "its AVX-512 kernel" : "no AVX-512F: libxsmm's kernels on both mixed sides");
         for (size_t s = 0; s < sizeof(shapes64) / sizeof(shapes64[0]); s++) {
                 int m = shapes64[s].m, n = shapes64[s].n, k = shapes64[s].k, tb = shapes64[s].tb;
-                double flop = 2.0 * m * n * k, best[3] = { 1e9, 1e9, 1e9 };
+                double flop = 2.0 * m * n * k, best[4] = { 1e9, 1e9, 1e9, 1e9 };
                 float *a = rand_buf((size_t)m * k, 3), *b = rand_buf((size_t)k * n, 4);
-                float *c[3];
+                float *c[4];
                 char err[128] = "";
                 /* float32: libxsmm on its packed layout for constant weights, else ops_sgemm's
                  * plain path (oneDNN) */
                 int packed = shapes64[s].packed;
-                struct ops_packed_b *p[3] = {
+                struct ops_packed_b *p[4] = {
                         packed ? ops_packed_b_new(b, k, n, tb, m, err, sizeof(err)) : NULL,
                         packed ? ops_packed_b_new_f64(b, k, n, tb, err, sizeof(err)) : NULL,
                         packed ? ops_packed_b_new_mixed(b, k, n, tb, err, sizeof(err)) : NULL,
+                        NULL,
                 };
                 int f32 = p[0] && ops_xsmm_usable() ? OPS_SGEMM_XSMM_PACKED : OPS_SGEMM_AUTO;
-                int variant[3] = { f32, OPS_SGEMM_F64, OPS_SGEMM_MIXED };
+                int variant[4] = { f32, OPS_SGEMM_F64, OPS_SGEMM_MIXED, OPS_SGEMM_MIXED };
                 int reps = (int)(1e8 / flop) + 1;
 
-                for (int side = 0; side < 3; side++)
+                p[3] = p[2]; /* the same copy: sides 2 and 3 differ in the kernel only */
+                for (int side = 0; side < 4; side++)
                         if (!(c[side] = malloc(sizeof(float) * (size_t)m * n))) {
                                 perror("malloc");
                                 exit(1);
                         }
                 for (int round = 0; round < 6; round++)
-                        for (int side = 0; side < 3; side++) {
+                        for (int side = 0; side < 4; side++) {
                                 ops_sgemm_force(variant[side]);
                                 ops_sgemm_packed(p[side]);
+                                ops_mixed_kernel(side == 3 ? 0 : avx512);
                                 double t = time_gemm(ops_sgemm, m, n, k, tb, a, b, c[side], round ? reps : 1);
                                 if (round && t < best[side]) /* round 0 warms up */
                                         best[side] = t;
                         }
                 ops_sgemm_force(OPS_SGEMM_AUTO);
                 ops_sgemm_packed(NULL);
+                ops_mixed_kernel(avx512);
                 printf("  %-30s %4dx%4dx%4d%s: float32 (%s) %7.1f us %5.1f GFLOP/s, error %.1e; "
                        "float64 %7.1f us %5.1f GFLOP/s, error %.1e, %.2fx float32's time; "
-                       "mixed %7.1f us %5.1f GFLOP/s, error %.1e, %.2fx\n",
+                       "mixed %7.1f us %5.1f GFLOP/s, error %.1e, %.2fx; "
+                       "mixed on libxsmm %7.1f us, %.2fx\n",
                        shapes64[s].what, m, n, k, tb ? "^T" : "  ",
                        f32 == OPS_SGEMM_XSMM_PACKED ? "xsmm-packed" : ops_sgemm_backend(m, n, k), best[0] * 1e6,
                        flop / best[0] * 1e-9, rel_err(a, b, c[0], m, n, k, tb), best[1] * 1e6,
                        flop / best[1] * 1e-9, rel_err(a, b, c[1], m, n, k, tb), best[1] / best[0],
-                       best[2] * 1e6, flop / best[2] * 1e-9, rel_err(a, b, c[2], m, n, k, tb), best[2] / best[0]);
-                for (int side = 0; side < 3; side++) {
+                       best[2] * 1e6, flop / best[2] * 1e-9, rel_err(a, b, c[2], m, n, k, tb), best[2] / best[0],
+                       best[3] * 1e6, best[3] / best[0]);
+                for (int side = 0; side < 3; side++)
                         ops_packed_b_free(p[side]);
+                for (int side = 0; side < 4; side++)
                         free(c[side]);
-                }
                 free(a);
                 free(b);
         }

@@ -79,7 +79,8 @@ static int same_bits(float x, float y)
  * product only where its tiles are the whole's: libxsmm may split a run's sum in its own
  * way for a narrower tile or fewer rows, and the results then differ within the bound.
  * Column ranges from a block edge to a block edge (or B's end) keep the whole's tiles. The
- * AVX-512 kernel sums every element the same way whatever the tile: any range. */
+ * AVX-512 kernel sums every element the same way whatever the tile: any range (it takes
+ * the calls that read at most 1 MiB of B, as every call checked for bits here does). */
 static int block_aligned(int lo, int w, int n)
 {
         if (ops_mixed_kernel(-1)) /* the AVX-512 kernel's sums do not depend on the tile */
