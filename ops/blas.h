@@ -44,9 +44,9 @@ enum {
          * (ops_packed_b_new_f64); Conv lowers to it by im2col in bands. Chosen for a graph
          * loaded with float64 accumulation, never by tuning a float32 one. */
         OPS_SGEMM_F64 = 5,
-        /* Products summed in float32 over runs of OPS_MIXED_KB terms, the runs added in
-         * float64 (gemm-mixed.c): the error no longer grows with K, at about 80-90 % of the
-         * float32 variants' speed. On constant weights, the libxsmm column-block copy made
+        /* Products summed in float32 over runs of OPS_MIXED_KB terms, four runs added in
+         * float32 and those sums in float64 (gemm-mixed.c): the error no longer grows with
+         * K, at about 90 % of the float32 variants' speed. On constant weights, the libxsmm column-block copy made
          * once (ops_packed_b_new_mixed); Conv accumulates wholly in float64 as under
          * OPS_SGEMM_F64. Chosen for a graph loaded with mixed accumulation, never by tuning. */
         OPS_SGEMM_MIXED = 6,
@@ -226,7 +226,8 @@ void ops_sgemm_f64(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_T
 struct ops_packed_b *ops_packed_b_new_f64(const float *b, long k, long n, int transb, char *err, size_t errlen);
 
 /* The width of a column block of the libxsmm layout of a packed B, and the terms a run of
- * OPS_SGEMM_MIXED sums in float32. */
+ * OPS_SGEMM_MIXED sums in float32 (a quad of four runs is then summed in float32 as
+ * (r0 + r1) + (r2 + r3), the quads in float64). */
 #define OPS_XSMM_NB 32
 #define OPS_MIXED_KB 32
 /* C[m x n] (float32, ldc) = alpha * A B + beta * C under OPS_SGEMM_MIXED: A m x k (k >= 1)
@@ -235,10 +236,11 @@ struct ops_packed_b *ops_packed_b_new_f64(const float *b, long k, long n, int tr
  * is not NULL (its bias the product's first column's), on each tile as it is rounded. */
 void ops_mixed_product(long m, long n, long k, const float *a, long lda, const float *bx, long lo, float alpha,
                        float beta, float *c, long ldc, const struct ops_sgemm_post *post);
-/* Whether OPS_SGEMM_MIXED's products run on its AVX-512 kernel (1; the default where the
- * CPU has AVX-512F) or on libxsmm's float32 kernels, a run at a time (0): avx512 1 or 0
- * chooses (1 only where the CPU has it), -1 only asks. Both give sums within the same bound;
- * the AVX-512 kernel's are the plain loop's bit for bit. */
+/* Whether OPS_SGEMM_MIXED's products that read at most 1 MiB of B run on its AVX-512
+ * kernel (1; the default where the CPU has AVX-512F) or on libxsmm's float32 kernels, a run
+ * at a time (0; a larger B always does): avx512 1 or 0 chooses (1 only where the CPU has it),
+ * -1 only asks. Both give sums within the same bound; the AVX-512 kernel's are the plain
+ * loop's bit for bit. */
 int ops_mixed_kernel(int avx512);
 /* The k x n operand b (n rows of k when transb), ld ldb, into x (the column blocks of
  * OPS_XSMM_NB, the last one zero-filled: ceil(n / 32) * 32 * k floats); returns x. */

@@ -10,15 +10,15 @@
  * quads in float64: the error stays within about (OPS_MIXED_KB + 2) * 2^-24 of the terms'
  * magnitudes whatever K is (plus K / 128 * 2^-53 for the float64 sum), rounded to float32
  * once at the end, while the multiply-adds stay float32 ones. Widening and adding in float64
- * once per 128 terms instead of once per run is what makes the AVX-512 kernel below run at
- * about 0.9-0.95 of the float32 kernels' speed.
+ * once per 128 terms instead of once per run is what brings the mixed products to about
+ * 0.9 of the float32 kernels' speed (0.75-0.85 adding each run in float64).
  *
  * Two kernels make the runs:
- *   - where the CPU has AVX-512F (ops_mixed_kernel), our own (mx_rows), which keeps the
- *     runs in registers and sums each by fused multiply-adds in k order: the plain loop's
- *     sums (product_loop) bit for bit, whatever the tile, the rows or the columns a call
- *     covers;
- *   - elsewhere libxsmm's float32 JIT kernels at K = OPS_MIXED_KB, each writing a float32
+ *   - where the CPU has AVX-512F (ops_mixed_kernel) and the call reads at most 1 MiB of B
+ *     (MX_AVX512_MAX_B), our own (mx_rows), which keeps the runs in registers and sums each
+ *     by fused multiply-adds in k order: the plain loop's sums (product_loop) bit for bit,
+ *     whatever the tile, the rows or the columns a call covers;
+ *   - otherwise libxsmm's float32 JIT kernels at K = OPS_MIXED_KB, each writing a float32
  *     tile of a run (OpenBLAS's sgemm where libxsmm makes no kernel), which may split a
  *     run's sum in its own way for a narrower tile, within the same bound: a part of a
  *     product (a column range, a band of rows) then gives the whole product's bits only

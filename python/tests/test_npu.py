@@ -171,7 +171,7 @@ class TestOps(Base):
         errmx = np.abs(self.ctx.load(m, accumulate="mixed").run({"X": x})["Y"] - exact).max()
         self.assertGreater(err32, 1e-6)
         self.assertLess(err64, 1e-9)
-        # mixed: float32 runs of 32 products summed in float64, between the two
+        # mixed: runs of 32 products in float32, four runs at a time, then float64: between the two
         self.assertLess(errmx, err32)
         self.assertGreater(errmx, err64)
         with self.assertRaises(ValueError):

@@ -1,6 +1,9 @@
 /* The mixed-accumulation GEMM variant (ops/blas.h, OPS_SGEMM_MIXED; ops/gemm-mixed.c, and
- * its branch in ops_sgemm): products summed in float32 over runs of OPS_MIXED_KB terms, the
- * runs added in float64, rounded to float32 once.
+ * its branch in ops_sgemm): products summed in float32 over runs of OPS_MIXED_KB terms,
+ * quads of four runs summed in float32 and the quads in float64, rounded to float32 once.
+ * Every test runs twice: under the AVX-512 kernel (where the CPU has AVX-512F; it takes the
+ * calls reading at most 1 MiB of B, which is every call here but the largest shapes) and
+ * under libxsmm's kernels a run at a time.
  *   - ops_sgemm under it and ops_sgemm_mixed called directly, row-major, every
  *     transposition, alpha 1 / beta 0 (over a C full of NaN) and alpha 0.5 / beta 2 (over a
  *     filled C), leading dimensions wider than the operands, m on both sides of the 64-row
@@ -25,15 +28,17 @@
  *   - ops_mixed_pack_b's layout: element (kk, j) at (j / 32) k 32 + kk 32 + j % 32, the last
  *     block's padding zero;
  *   - with no scratch to be had (a run's memory budget of one byte), the plain loop is
- *     within the bound, allocates nothing, records no stop reason, and gives the same floats
- *     as the kernels;
+ *     within the bound, allocates nothing and records no stop reason;
  *   - the post-op (bias row, Relu) applied per tile gives the floats of the product followed
  *     by the bias and the Relu, packed or not, without scratch, for k = 0, k <= 32 and
- *     k > 32.
- * The bit-for-bit checks hold only when every run is summed as 32 consecutive fused
- * multiply-adds whatever the tile's shape; they sit in tests of their own
- * (test_mixed_packed_bits, test_mixed_product_range, the end of test_mixed_no_scratch), after
- * the accuracy checks of the same calls. */
+ *     k > 32;
+ *   - under the AVX-512 kernel, every element is the plain loop's bit for bit (row counts
+ *     around its register tiles, the 16-column kernel, k around the runs and quads, every
+ *     transposition, alpha and beta), and a column range of a packed B from anywhere gives
+ *     those columns of the whole (test_mixed_kernel_plain).
+ * Under libxsmm's kernels the bit-for-bit checks of ranges hold only where a part's tiles are
+ * the whole's (block_aligned); they sit in tests of their own (test_mixed_packed_bits,
+ * test_mixed_product_range), after the accuracy checks of the same calls. */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
@@ -89,9 +94,9 @@ static int block_aligned(int lo, int w, int n)
 }
 
 /* got is within the bound of a mixed sum of the exact result: its one rounding to float32
- * (with room), and a float32 run's roundings, at most OPS_MIXED_KB + 2 units of 2^-24 of
- * the terms' magnitudes (terms: sum |a_i b_i|, plus |beta C| for the float32 path of
- * k <= OPS_MIXED_KB, which rounds beta C too). */
+ * (with room), and a float32 run's roundings and its quad's two, at most OPS_MIXED_KB + 2
+ * units of 2^-24 of the terms' magnitudes (terms: sum |a_i b_i|, plus |beta C| for the
+ * float32 path of k <= OPS_MIXED_KB, which rounds beta C too). */
 static double mixed_bound(double exact, double terms)
 {
         return ldexp(fabs(exact), -23) + (OPS_MIXED_KB + 2) * ldexp(terms, -24) + 1e-30;
@@ -707,6 +712,17 @@ START_TEST(test_mixed_packed_bits)
 }
 END_TEST
 
+/* Columns [lo, lo + w) of the m-row product c (ld ldc) are those of whole (ld n), bit for
+ * bit. */
+static void range_bits(const float *c, int ldc, const float *whole, int n, int m, int k, int lo, int w)
+{
+        for (int i = 0; i < m; i++)
+                for (int j = 0; j < w; j++)
+                        CHECK(same_bits(c[i * ldc + j], whole[i * n + lo + j]),
+                              "k %d columns %d..%d: [%d,%d] %.9g, whole %.9g", k, lo, lo + w, i, lo + j,
+                              c[i * ldc + j], whole[i * n + lo + j]);
+}
+
 /* ops_mixed_product on a column range of ops_mixed_pack_b's blocks: within the bound, and
  * nothing written past them; from a block edge to a block edge, those columns of the whole
  * product bit for bit. */
@@ -753,11 +769,7 @@ START_TEST(test_mixed_product_range)
                 if (!block_aligned(lo, w, N))
                         continue; /* within the bound (above) */
                 ops_mixed_product(M, w, K, a, K, x, lo, 1.0f, 0.0f, c, LDC, NULL);
-                for (int i = 0; i < M; i++)
-                        for (int j = 0; j < w; j++)
-                                CHECK(same_bits(c[i * LDC + j], whole[i * N + lo + j]),
-                                      "columns %d..%d: [%d,%d] %.9g, whole %.9g", lo, lo + w, i, lo + j,
-                                      c[i * LDC + j], whole[i * N + lo + j]);
+                range_bits(c, LDC, whole, N, M, K, lo, w);
         }
         ops_sgemm_force(OPS_SGEMM_AUTO);
         ops_sgemm_packed(NULL);
@@ -868,13 +880,43 @@ END_TEST
  * (with a message) where the CPU has no AVX-512F. */
 static const int kern_k[] = { 1, 31, 32, 33, 64, 100, 127, 128, 129, 256, 300, 1000 };
 
+/* One product under the AVX-512 kernel and in the plain loop (no scratch): the same bits. */
+static void kernel_vs_plain(int m, int n, int k, int ta, int tb, float alpha, float beta)
+{
+        struct ops_mem_budget budget = { .name = "test", .limit = 1 };
+        struct ops_runctx ctx = { .mem = &budget };
+        int lda = (ta ? m : k) + 1, ldb = (tb ? k : n) + 2, ldc = n + 3;
+        size_t na = (size_t)(ta ? k : m) * (size_t)lda, nb = (size_t)(tb ? n : k) * (size_t)ldb;
+        size_t nc = (size_t)m * (size_t)ldc;
+        float *a = malloc(na * 4), *b = malloc(nb * 4);
+        float *c[2] = { malloc(nc * 4), malloc(nc * 4) };
+
+        fill(a, na, (uint32_t)(m * 131 + k));
+        fill(b, nb, (uint32_t)(n * 17 + k));
+        for (int side = 0; side < 2; side++) {
+                fill(c[side], nc, 7);
+                if (side)
+                        ops_runctx_set(&ctx); /* no scratch: the plain loop */
+                ops_sgemm_mixed(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+                                k, alpha, a, lda, b, ldb, beta, c[side], ldc, NULL, 0, NULL);
+                ops_runctx_set(NULL);
+        }
+        ck_assert_int_eq(ctx.code, 0);
+        for (size_t i = 0; i < nc; i++)
+                CHECK(same_bits(c[0][i], c[1][i]),
+                      "%dx%dx%d ta %d tb %d alpha %g beta %g: [%zu,%zu] kernel %.9g, plain %.9g", m, n, k, ta, tb,
+                      alpha, beta, i / (size_t)ldc, i % (size_t)ldc, c[0][i], c[1][i]);
+        free(a);
+        free(b);
+        free(c[0]);
+        free(c[1]);
+}
+
 START_TEST(test_mixed_kernel_plain)
 {
         static const int ms[] = { 1, 2, 5, 6, 7, 8, 12, 13, 25, 32, 64, 65, 130 };
         static const int ns[] = { 1, 10, 16, 17, 32, 33, 70 };
         int K = kern_k[_i];
-        struct ops_mem_budget budget = { .name = "test", .limit = 1 };
-        struct ops_runctx ctx = { .mem = &budget };
 
         if (!ops_mixed_kernel(-1)) {
                 printf("test_mixed_kernel_plain: the AVX-512 kernel is not in use, skipped\n");
@@ -883,37 +925,12 @@ START_TEST(test_mixed_kernel_plain)
         for (size_t mi = 0; mi < NELEM(ms); mi++)
                 for (size_t ni = 0; ni < NELEM(ns); ni++)
                         for (int t = 0; t < 8; t++) {
-                                int m = ms[mi], n = ns[ni], ta = t & 1, tb = (t >> 1) & 1, ab = t >> 2;
+                                int ta = t & 1, tb = (t >> 1) & 1, ab = t >> 2;
                                 /* every transposition for the smaller shapes, row-major
                                  * operands for the larger */
-                                if ((ta || tb) && (long)m * n * K > 200000)
+                                if ((ta || tb) && (long)ms[mi] * ns[ni] * K > 200000)
                                         continue;
-                                float alpha = ab ? 0.5f : 1.0f, beta = ab ? 2.0f : 0.0f;
-                                int lda = (ta ? m : K) + 1, ldb = (tb ? K : n) + 2, ldc = n + 3;
-                                size_t na = (size_t)(ta ? K : m) * (size_t)lda, nb = (size_t)(tb ? n : K) * (size_t)ldb;
-                                size_t nc = (size_t)m * (size_t)ldc;
-                                float *a = malloc(na * 4), *b = malloc(nb * 4), *c[2] = { malloc(nc * 4), malloc(nc * 4) };
-                                fill(a, na, (uint32_t)(m * 131 + K));
-                                fill(b, nb, (uint32_t)(n * 17 + K));
-                                for (int side = 0; side < 2; side++) {
-                                        fill(c[side], nc, 7);
-                                        if (side)
-                                                ops_runctx_set(&ctx); /* no scratch: the plain loop */
-                                        ops_sgemm_mixed(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-                                                        tb ? CblasTrans : CblasNoTrans, m, n, K, alpha, a, lda, b,
-                                                        ldb, beta, c[side], ldc, NULL, 0, NULL);
-                                        ops_runctx_set(NULL);
-                                }
-                                ck_assert_int_eq(ctx.code, 0);
-                                for (size_t i = 0; i < nc; i++)
-                                        CHECK(same_bits(c[0][i], c[1][i]),
-                                              "%dx%dx%d ta %d tb %d alpha %g beta %g: [%zu,%zu] kernel %.9g, plain %.9g", m,
-                                              n, K, ta, tb, alpha, beta, i / (size_t)ldc, i % (size_t)ldc, c[0][i],
-                                              c[1][i]);
-                                free(a);
-                                free(b);
-                                free(c[0]);
-                                free(c[1]);
+                                kernel_vs_plain(ms[mi], ns[ni], K, ta, tb, ab ? 0.5f : 1.0f, ab ? 2.0f : 0.0f);
                         }
         /* column ranges of a packed B from anywhere: those columns of the whole, bit for bit */
         enum { M = 29, N = 75 };
@@ -921,7 +938,8 @@ START_TEST(test_mixed_kernel_plain)
         float *a = malloc(sizeof(float) * M * (size_t)K), *b = malloc(sizeof(float) * (size_t)K * N);
         float *x = malloc(sizeof(float) * (size_t)nblk * (size_t)K * OPS_XSMM_NB);
         float *whole = malloc(sizeof(float) * M * N), *c = malloc(sizeof(float) * M * N);
-        static const int cols[][2] = { { 3, 10 }, { 16, 16 }, { 17, 15 }, { 20, 5 }, { 30, 40 }, { 64, 11 }, { 70, 5 } };
+        static const int cols[][2] = { { 3, 10 },  { 16, 16 }, { 17, 15 }, { 20, 5 },
+                                       { 30, 40 }, { 64, 11 }, { 70, 5 } };
         fill(a, (size_t)M * (size_t)K, 91);
         fill(b, (size_t)K * N, 92);
         ck_assert_ptr_eq(ops_mixed_pack_b(b, K, N, 0, N, x), x);
@@ -929,11 +947,7 @@ START_TEST(test_mixed_kernel_plain)
         for (size_t q = 0; q < NELEM(cols); q++) {
                 int lo = cols[q][0], w = cols[q][1];
                 ops_mixed_product(M, w, K, a, K, x, lo, 1.0f, 0.0f, c, w, NULL);
-                for (int i = 0; i < M; i++)
-                        for (int j = 0; j < w; j++)
-                                CHECK(same_bits(c[i * w + j], whole[i * N + lo + j]),
-                                      "k %d columns %d..%d: [%d,%d] %.9g, whole %.9g", K, lo, lo + w, i, lo + j,
-                                      c[i * w + j], whole[i * N + lo + j]);
+                range_bits(c, w, whole, N, M, K, lo, w);
         }
         free(a);
         free(b);
