@@ -236,7 +236,7 @@ struct ops_packed_b *ops_packed_b_new_f64(const float *b, long k, long n, int tr
  * is not NULL (its bias the product's first column's), on each tile as it is rounded. */
 void ops_mixed_product(long m, long n, long k, const float *a, long lda, const float *bx, long lo, float alpha,
                        float beta, float *c, long ldc, const struct ops_sgemm_post *post);
-/* Whether OPS_SGEMM_MIXED's products that read at most 1 MiB of B run on its AVX-512
+/* Whether OPS_SGEMM_MIXED's products that read at most 8 MiB of B run on its AVX-512
  * kernel (1; the default where the CPU has AVX-512F) or on libxsmm's float32 kernels, a run
  * at a time (0; a larger B always does): avx512 1 or 0 chooses (1 only where the CPU has it),
  * -1 only asks. Both give sums within the same bound; the AVX-512 kernel's are the plain

@@ -14,7 +14,7 @@
  * 0.9 of the float32 kernels' speed (0.75-0.85 adding each run in float64).
  *
  * Two kernels make the runs:
- *   - where the CPU has AVX-512F (ops_mixed_kernel) and the call reads at most 1 MiB of B
+ *   - where the CPU has AVX-512F (ops_mixed_kernel) and the call reads at most 8 MiB of B
  *     (MX_AVX512_MAX_B), our own (mx_rows), which keeps the runs in registers and sums each
  *     by fused multiply-adds in k order: the plain loop's sums (product_loop) bit for bit,
  *     whatever the tile, the rows or the columns a call covers;
@@ -44,13 +44,15 @@
 #define MX_NC 256         /* columns of B copied at a time (not packed) */
 #define MX_KB OPS_MIXED_KB
 #define MX_QUAD (4 * MX_KB) /* terms of a quad of runs */
-/* The most of B a call may read to run on the AVX-512 kernel: L2's size. Each row tile
- * reads a quad's B (16 KiB) from memory at the multiply-adds' pace, which the hardware
- * prefetcher does not keep up with when B streams from DRAM (an MLP layer's 4 MB of weights
- * out of cache: 1.35-1.45x float32's time, where libxsmm's kernels, each prefetching the
- * next run's block, take 1.0-1.1x); a software prefetch of the next quad fixed that but cost
- * 4 % when B is in L3 (the same layer run after run). A larger B takes libxsmm's kernels. */
-#define MX_AVX512_MAX_B (1u << 20)
+/* The most of B a call may read to run on the AVX-512 kernel: what L3 may still hold from
+ * the previous call. Its first row tile reads a quad's B (16 KiB) at the multiply-adds'
+ * pace, which the hardware prefetcher keeps up with from L3 but not from DRAM: an MLP layer's
+ * 4 MB of weights read cold take it 1.35-1.45x float32's time, where libxsmm's kernels, each
+ * prefetching the next run's block, take 1.0-1.1x. Run after run, as a served model's
+ * weights are, it is the faster (the bench MLP: mixed 1.07x float32's time at 2 threads,
+ * 1.08-1.15x with libxsmm's kernels). A software prefetch of the next quad fixed the cold case
+ * but cost 4-8 % in the warm one, so it was not kept. A larger B takes libxsmm's kernels. */
+#define MX_AVX512_MAX_B (8u << 20)
 
 /* C' (w x rows, ld MX_NB) = A' B' in libxsmm's column-major terms: A' the w x kb block of B
  * (ld MX_NB), B' the kb x rows block of our A (ld lda). NULL without libxsmm. */

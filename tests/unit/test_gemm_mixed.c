@@ -2,7 +2,7 @@
  * its branch in ops_sgemm): products summed in float32 over runs of OPS_MIXED_KB terms,
  * quads of four runs summed in float32 and the quads in float64, rounded to float32 once.
  * Every test runs twice: under the AVX-512 kernel (where the CPU has AVX-512F; it takes the
- * calls reading at most 1 MiB of B, which is every call here but the largest shapes) and
+ * calls reading at most 8 MiB of B, which is every call here) and
  * under libxsmm's kernels a run at a time.
  *   - ops_sgemm under it and ops_sgemm_mixed called directly, row-major, every
  *     transposition, alpha 1 / beta 0 (over a C full of NaN) and alpha 0.5 / beta 2 (over a
@@ -85,7 +85,7 @@ static int same_bits(float x, float y)
  * way for a narrower tile or fewer rows, and the results then differ within the bound.
  * Column ranges from a block edge to a block edge (or B's end) keep the whole's tiles. The
  * AVX-512 kernel sums every element the same way whatever the tile: any range (it takes
- * the calls that read at most 1 MiB of B, as every call checked for bits here does). */
+ * the calls that read at most 8 MiB of B, as every call here does). */
 static int block_aligned(int lo, int w, int n)
 {
         if (ops_mixed_kernel(-1)) /* the AVX-512 kernel's sums do not depend on the tile */
