@@ -81,7 +81,9 @@ int ops_sgemm_relu_claim(void)
         return 1;
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void ops_sgemm_post_rows(float *c, long ldc, long rows, long w, const float *bias, int relu)
+/* ops_sgemm_post_rows in the CPU's widest vectors (static: clang makes a target_clones
+ * function's dispatcher visible to its own unit only) */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void post_rows(float *c, long ldc, long rows, long w, const float *bias, int relu)
 {
         for (long r = 0; r < rows; r++) {
                 float *cr = c + (size_t)r * (size_t)ldc;
@@ -92,6 +94,11 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void ops_sgemm_post
                         for (long q = 0; q < w; q++)
                                 cr[q] = cr[q] < 0 ? 0.0f : cr[q]; /* NaN stays NaN, as Relu's */
         }
+}
+
+void ops_sgemm_post_rows(float *c, long ldc, long rows, long w, const float *bias, int relu)
+{
+        post_rows(c, ldc, rows, w, bias, relu);
 }
 
 /* The thread's post-op on rows x w of C (ld ldc) whose first column is column j0 of the
