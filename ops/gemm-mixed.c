@@ -136,7 +136,7 @@ static void store_tile(const double *restrict acc, long rows, long w, float alph
 #define MX_MR 6   /* rows of a register tile of 32 columns */
 #define MX_MR1 12 /* of 16 columns */
 
-static int mx_avx512_on = -1; /* -1: not decided yet (ops_mixed_kernel) */
+static int mx_avx512_off; /* set by ops_mixed_kernel(0), before any product runs */
 
 /* one run, terms [k0, k1), of mr rows by nv vectors of columns into s (set to it) */
 #define MX_RUN(s, k0, k1)                                                                                  \
@@ -254,11 +254,9 @@ __attribute__((target("avx512f"))) static void mx_tile_avx512(long rows, long k,
 
 int ops_mixed_kernel(int avx512)
 {
-        if (mx_avx512_on < 0)
-                mx_avx512_on = __builtin_cpu_supports("avx512f") ? 1 : 0;
         if (avx512 >= 0)
-                mx_avx512_on = avx512 && __builtin_cpu_supports("avx512f");
-        return mx_avx512_on;
+                mx_avx512_off = !avx512;
+        return !mx_avx512_off && __builtin_cpu_supports("avx512f");
 }
 #else
 static void mx_tile_avx512(long rows, long k, const float *a, long lda, const float *bp, double *acc, int narrow)
@@ -320,37 +318,29 @@ void ops_mixed_product(long m, long n, long k, const float *a, long lda, const f
 {
         const float *bias = post ? post->bias : NULL;
         int relu = post && post->relu;
-        /* kernels for at most three widths (a first partial block, whole ones, a last
-         * partial one) by two row counts */
+        /* libxsmm's kernels for at most three widths (a first partial block, whole ones, a
+         * last partial one) by two row counts */
         struct tile_fns fns[6];
         int nf = 0;
         long mb = m < MX_MB ? m : MX_MB;
-
         /* the blocks of B the call reads (from lo's block to its last column's) */
         uint64_t b_bytes = (uint64_t)((lo + n - 1) / MX_NB - lo / MX_NB + 1) * (uint64_t)k * MX_NB * sizeof(float);
+        int avx512 = ops_mixed_kernel(-1) && b_bytes <= MX_AVX512_MAX_B;
+        double acc[MX_MB * MX_NB] __attribute__((aligned(64))); /* the AVX-512 kernel's tile */
 
-        if (ops_mixed_kernel(-1) && b_bytes <= MX_AVX512_MAX_B) {
-                double acc[MX_MB * MX_NB] __attribute__((aligned(64)));
-                for (long j = 0; j < n;) {
-                        long abs = lo + j, blk = abs / MX_NB, off = abs % MX_NB;
-                        long w = n - j < MX_NB - off ? n - j : MX_NB - off;
-                        const float *bp = bx + (size_t)blk * (size_t)k * MX_NB;
-                        for (long i0 = 0; i0 < m; i0 += mb) {
-                                long rows = m - i0 < mb ? m - i0 : mb;
-                                mx_tile_avx512(rows, k, a + (size_t)i0 * (size_t)lda, lda, bp, acc, off + w <= 16);
-                                store_tile(acc + off, rows, w, alpha, beta, bias ? bias + j : NULL, relu,
-                                           c + (size_t)i0 * (size_t)ldc + (size_t)j, ldc);
-                        }
-                        j += w;
-                }
-                return;
-        }
         for (long j = 0; j < n;) {
                 long abs = lo + j, blk = abs / MX_NB, off = abs % MX_NB;
                 long w = n - j < MX_NB - off ? n - j : MX_NB - off;
-                const float *bp = bx + (size_t)blk * (size_t)k * MX_NB + (size_t)off;
+                const float *block = bx + (size_t)blk * (size_t)k * MX_NB;
                 for (long i0 = 0; i0 < m; i0 += mb) {
                         long rows = m - i0 < mb ? m - i0 : mb;
+                        const float *ar = a + (size_t)i0 * (size_t)lda, *bj = bias ? bias + j : NULL;
+                        float *cr = c + (size_t)i0 * (size_t)ldc + (size_t)j;
+                        if (avx512) {
+                                mx_tile_avx512(rows, k, ar, lda, block, acc, off + w <= 16);
+                                store_tile(acc + off, rows, w, alpha, beta, bj, relu, cr, ldc);
+                                continue;
+                        }
                         int q = 0;
                         while (q < nf && (fns[q].w != w || fns[q].rows != rows))
                                 q++;
@@ -360,9 +350,8 @@ void ops_mixed_product(long m, long n, long k, const float *a, long lda, const f
                                                                          : NULL };
                         /* what the last runs prefetch: the panel again for the next rows,
                          * else the next block's */
-                        const float *next = i0 + mb < m || j + w >= n ? bp : bp - off + (size_t)k * MX_NB;
-                        tile(&fns[q], k, a + (size_t)i0 * (size_t)lda, lda, bp, next, alpha, beta,
-                             bias ? bias + j : NULL, relu, c + (size_t)i0 * (size_t)ldc + (size_t)j, ldc);
+                        const float *next = i0 + mb < m || j + w >= n ? block + off : block + (size_t)k * MX_NB;
+                        tile(&fns[q], k, ar, lda, block + off, next, alpha, beta, bj, relu, cr, ldc);
                 }
                 j += w;
         }
