@@ -121,36 +121,32 @@ static void store_tile(const double *restrict acc, long rows, long w, float alph
 /* The AVX-512 kernel. A register tile is up to MX_MR rows of a column block (32 columns:
  * two vectors of float32 a row), or MX_MR1 rows of its first 16 columns when the call needs
  * no more of the block (a product 10 columns wide). A run is up to 32 fused multiply-adds
- * into float32 vectors that start at zero, in k order; each run's sums go to L1 as it ends,
- * where the first two and the last two are added, and the quad's sum (r0 + r1) + (r2 + r3)
- * is widened and added to the float64 sums in acc (L1). With one set of sums in registers a
- * tile is eight rows: sixteen independent sums in flight (the multiply-add's latency times
- * its two pipes needs at least eight) in 19 of the 32 registers, and an MLP layer's 32 rows
- * are four whole tiles. (Two sets, the second run's sums beside the first's until their
- * pair was added, fit six rows in 27 registers: 32 rows were tiles of 6, 6, 6, 6, 4 and 4,
- * and the MLP layer's parts took 2-3 % longer.) B's block is read a quad's terms (16 KiB) at
- * a time, which stay in L1 while every row tile uses them; the hardware prefetcher streams
- * the next ones (a software prefetch of the next quad, a block ahead, or a burst after each
- * row tile, gained at most 1 % where it did not cost).
+ * into float32 vectors that start at zero, in k order; the quad's first two runs go into two
+ * sets of vectors and their sum to L1, the last two into the same sets, and the quad's sum
+ * is widened and added to the float64 sums in acc (L1). Six rows keep twelve independent
+ * sums in flight (the multiply-add's latency times its two pipes needs at least eight) in 27
+ * of the 32 registers. B's block is read a quad's terms (16 KiB) at a time, which stay in L1
+ * while every row tile uses them; the hardware prefetcher streams the next ones (a software
+ * prefetch made the MLP layer slower).
  *
  * Figures (bench_kernels f64, this host): the kernel alone runs at about 94 % of a float32
  * kernel of the same shape (89 % widening each pair of runs, 85-90 % each run); in a 2-thread
  * MLP layer it takes 1.05-1.15x libxsmm's float32 time, where libxsmm's kernels a run at a
  * time take 1.2-1.25x. */
-#define MX_MR 8   /* rows of a register tile of 32 columns */
-#define MX_MR1 16 /* of 16 columns */
+#define MX_MR 6   /* rows of a register tile of 32 columns */
+#define MX_MR1 12 /* of 16 columns */
 
 static int mx_avx512_off; /* set by ops_mixed_kernel(0), before any product runs */
 
 /* one run, terms [k0, k1), of mr rows by nv vectors of columns into s (set to it) */
 #define MX_RUN(s, k0, k1)                                                                                  \
         do {                                                                                               \
-                _Pragma("GCC unroll 16") for (int r = 0; r < mr; r++) for (int v = 0; v < nv; v++) s[r][v] = \
+                _Pragma("GCC unroll 12") for (int r = 0; r < mr; r++) for (int v = 0; v < nv; v++) s[r][v] = \
                         _mm512_setzero_ps();                                                               \
                 for (long kk = (k0); kk < (k1); kk++) {                                                    \
                         __m512 b0 = _mm512_loadu_ps(bp + kk * MX_NB);                                      \
                         __m512 b1 = nv > 1 ? _mm512_loadu_ps(bp + kk * MX_NB + 16) : b0;                   \
-                        _Pragma("GCC unroll 16") for (int r = 0; r < mr; r++)                              \
+                        _Pragma("GCC unroll 12") for (int r = 0; r < mr; r++)                              \
                         {                                                                                  \
                                 __m512 x = _mm512_set1_ps(a[r * lda + kk]);                                \
                                 s[r][0] = _mm512_fmadd_ps(x, b0, s[r][0]);                                 \
@@ -167,38 +163,27 @@ static inline __attribute__((always_inline, target("avx512f"))) void
 mx_rows(const int mr, const int nv, long k0, long k1, const float *a, long lda, const float *bp,
         double *acc)
 {
-        __m512 s[MX_MR1][2];
-        float pair[2][MX_MR1 * 2 * 16] __attribute__((aligned(64))); /* r0 + r1, then r2 */
+        __m512 s[MX_MR1][2], t[MX_MR1][2];
+        float pair[MX_MR1 * 2 * 16] __attribute__((aligned(64)));
         long m1 = k0 + MX_KB < k1 ? k0 + MX_KB : k1, m2 = m1 + MX_KB < k1 ? m1 + MX_KB : k1;
         long m3 = m2 + MX_KB < k1 ? m2 + MX_KB : k1;
 
         MX_RUN(s, k0, m1);
-#pragma GCC unroll 16
+        MX_RUN(t, m1, m2);
+#pragma GCC unroll 12
         for (int r = 0; r < mr; r++)
 #pragma GCC unroll 2
                 for (int v = 0; v < nv; v++)
-                        _mm512_store_ps(pair[0] + (r * 2 + v) * 16, s[r][v]);
-        MX_RUN(s, m1, m2);
-#pragma GCC unroll 16
-        for (int r = 0; r < mr; r++)
-#pragma GCC unroll 2
-                for (int v = 0; v < nv; v++)
-                        _mm512_store_ps(pair[0] + (r * 2 + v) * 16,
-                                        _mm512_add_ps(_mm512_load_ps(pair[0] + (r * 2 + v) * 16), s[r][v]));
+                        _mm512_store_ps(pair + (r * 2 + v) * 16, _mm512_add_ps(s[r][v], t[r][v]));
         MX_RUN(s, m2, m3);
-#pragma GCC unroll 16
-        for (int r = 0; r < mr; r++)
-#pragma GCC unroll 2
-                for (int v = 0; v < nv; v++)
-                        _mm512_store_ps(pair[1] + (r * 2 + v) * 16, s[r][v]);
-        MX_RUN(s, m3, k1);
-#pragma GCC unroll 16
+        MX_RUN(t, m3, k1);
+#pragma GCC unroll 12
         for (int r = 0; r < mr; r++)
 #pragma GCC unroll 2
                 for (int v = 0; v < nv; v++) {
                         double *p = acc + r * MX_NB + 16 * v;
-                        __m512 u = _mm512_add_ps(_mm512_load_ps(pair[0] + (r * 2 + v) * 16),
-                                                 _mm512_add_ps(_mm512_load_ps(pair[1] + (r * 2 + v) * 16), s[r][v]));
+                        __m512 u = _mm512_add_ps(_mm512_load_ps(pair + (r * 2 + v) * 16),
+                                                 _mm512_add_ps(s[r][v], t[r][v]));
                         __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(u));
                         __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(u), 1)));
                         if (k0) {
@@ -220,7 +205,7 @@ mx_rows(const int mr, const int nv, long k0, long k1, const float *a, long lda, 
 /* acc (rows x MX_NB, aligned, ld MX_NB) = the sums of quads of runs of rows of A (lda) by the
  * block bp (k x MX_NB, the block's first column at bp), its first 16 columns only when
  * narrow: row tiles of MX_MR (MX_MR1 when narrow), the last two shared out evenly rather
- * than leaving a tile of a row or two (32 rows: four of 8; 20 rows: 8, 6, 6) */
+ * than leaving a tile of a row or two (32 rows: 6, 6, 6, 6, 4, 4) */
 __attribute__((target("avx512f"))) static void mx_tile_avx512(long rows, long k, const float *a, long lda,
                                                               const float *bp, double *acc, int narrow)
 {
@@ -234,10 +219,6 @@ __attribute__((target("avx512f"))) static void mx_tile_avx512(long rows, long k,
                         double *accr = acc + r * MX_NB;
                         if (narrow) {
                                 switch (mr) {
-                                        MX_CASE(16, 1);
-                                        MX_CASE(15, 1);
-                                        MX_CASE(14, 1);
-                                        MX_CASE(13, 1);
                                         MX_CASE(12, 1);
                                         MX_CASE(11, 1);
                                         MX_CASE(10, 1);
@@ -255,8 +236,6 @@ __attribute__((target("avx512f"))) static void mx_tile_avx512(long rows, long k,
                                 }
                         } else {
                                 switch (mr) {
-                                        MX_CASE(8, 2);
-                                        MX_CASE(7, 2);
                                         MX_CASE(6, 2);
                                         MX_CASE(5, 2);
                                         MX_CASE(4, 2);
