@@ -1,6 +1,8 @@
 /* Kernel tuning cache (tune.h). */
+#include <elf.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,47 @@ static char *file;                /* NULL: memory only */
 
 static pthread_once_t profile_once = PTHREAD_ONCE_INIT;
 static char profile[TUNE_PROFILE_MAX];
+
+/* The linker's build ID (NT_GNU_BUILD_ID) of the object that holds this code, its first
+ * bytes in hex: kernels change from one build to the next, and times measured with another
+ * build's kernels would choose for them. */
+struct build_find {
+        uintptr_t addr;
+        char hex[13];
+};
+
+static int build_id_of(struct dl_phdr_info *info, size_t size, void *arg)
+{
+        struct build_find *f = arg;
+        int mine = 0;
+
+        (void)size;
+        for (int i = 0; i < info->dlpi_phnum; i++) {
+                const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+                uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+                if (ph->p_type == PT_LOAD && f->addr >= lo && f->addr - lo < ph->p_memsz)
+                        mine = 1;
+        }
+        for (int i = 0; mine && i < info->dlpi_phnum; i++) {
+                const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+                if (ph->p_type != PT_NOTE)
+                        continue;
+                const char *p = (const char *)(info->dlpi_addr + ph->p_vaddr), *end = p + ph->p_memsz;
+                while ((size_t)(end - p) >= sizeof(ElfW(Nhdr))) {
+                        const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)(const void *)p;
+                        const char *name = p + sizeof(*n), *desc = name + ((n->n_namesz + 3) & ~3u);
+                        if (desc > end || n->n_descsz > (size_t)(end - desc))
+                                break;
+                        if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && memcmp(name, "GNU", 4) == 0) {
+                                for (size_t j = 0; j < n->n_descsz && j < (sizeof(f->hex) - 1) / 2; j++)
+                                        snprintf(f->hex + 2 * j, 3, "%02x", (unsigned char)desc[j]);
+                                return 1;
+                        }
+                        p = desc + ((n->n_descsz + 3) & ~3u);
+                }
+        }
+        return mine;
+}
 
 static void profile_init(void)
 {
@@ -45,10 +88,12 @@ static void profile_init(void)
                 if (*p == '\t' || *p == ';')
                         *p = ' ';
         __builtin_cpu_init();
-        snprintf(profile, sizeof(profile), "cpu=%s;isa=%s;openblas=%s", model,
+        struct build_find bf = { .addr = (uintptr_t)&profile_init, .hex = "" };
+        dl_iterate_phdr(build_id_of, &bf);
+        snprintf(profile, sizeof(profile), "cpu=%.96s;isa=%s;openblas=%.16s;build=%s", model,
                  __builtin_cpu_supports("avx512f") ? "avx512" :
                  __builtin_cpu_supports("avx2") ? "avx2" : "base",
-                 core && *core && !strpbrk(core, "\t\n;") ? core : "auto");
+                 core && *core && !strpbrk(core, "\t\n;") ? core : "auto", bf.hex[0] ? bf.hex : "unknown");
 }
 
 const char *tune_profile(void)

@@ -6,8 +6,10 @@
  * restart skips the search.
  *
  * The profile names what the measurements depend on: the host CPU (model and the vector ISA
- * the kernels may use) and the kernel libraries' settings that change their speed. Entries
- * of another profile in the file are kept but never used.
+ * the kernels may use), the kernel libraries' settings that change their speed, and the
+ * build of npud's own kernels (the linker's build ID: an upgraded npud measures anew). Entries
+ * of another profile in the file are kept but never used (the oldest go past
+ * TUNE_MAX_ENTRIES).
  *
  * Thread-safe: lookups and stores take a mutex; measuring runs outside it (two threads that
  * tune the same key at once both measure, and the later result stands). */
@@ -40,7 +42,7 @@ struct tune_entry {
         uint64_t when;                            /* wall-clock seconds of the measurement */
 };
 
-/* This host's profile ("cpu=...;isa=...;blas=..."). */
+/* This host's profile ("cpu=...;isa=...;openblas=...;build=..."). */
 const char *tune_profile(void);
 
 /* Use path as the cache file (NULL: memory only) and load its entries. 0, or -1 with a

@@ -173,6 +173,36 @@ START_TEST(test_malformed_and_foreign_lines)
 }
 END_TEST
 
+/* The profile names this build (the linker's build ID, its first 6 bytes in hex), so that
+ * an upgraded npud does not take times measured with another build's kernels; a cache line
+ * of another build is foreign. (Debian's toolchain links every executable with a build ID.) */
+START_TEST(test_profile_names_the_build)
+{
+        const char *p = strstr(tune_profile(), ";build=");
+        char other[TUNE_PROFILE_MAX];
+        FILE *fp;
+        char err[256];
+        int skipped = -1;
+
+        ck_assert_msg(p != NULL, "profile '%s' names no build", tune_profile());
+        p += strlen(";build=");
+        ck_assert_uint_eq(strlen(p), 12);
+        ck_assert_uint_eq(strspn(p, "0123456789abcdef"), 12);
+        /* the same line from another build is not used */
+        snprintf(other, sizeof(other), "%.*s;build=000000000000", (int)(p - strlen(";build=") - tune_profile()),
+                 tune_profile());
+        fp = fopen(path, "w");
+        ck_assert_ptr_nonnull(fp);
+        fprintf(fp, "npud-tune 1\n%s\tMatMul\t7x7 7x7 |\t100\t1\topenblas=10\tonednn=5\n", other);
+        fprintf(fp, "%s\tMatMul\t8x8 8x8 |\t100\t1\topenblas=10\tonednn=5\n", tune_profile());
+        fclose(fp);
+        ck_assert_int_eq(tune_open(path, &skipped, err, sizeof(err)), 0);
+        ck_assert_int_eq(skipped, 0);
+        ck_assert_int_eq(tune_lookup("MatMul", "7x7 7x7 |"), -1); /* another build's */
+        ck_assert_int_eq(tune_lookup("MatMul", "8x8 8x8 |"), 1);
+}
+END_TEST
+
 START_TEST(test_clear)
 {
         struct fake f = { .cost = { 10, 20 } };
@@ -227,6 +257,7 @@ int main(void)
         tcase_add_test(tc, test_weighted_margin);
         tcase_add_test(tc, test_file_survives_reopen);
         tcase_add_test(tc, test_malformed_and_foreign_lines);
+        tcase_add_test(tc, test_profile_names_the_build);
         tcase_add_test(tc, test_clear);
         tcase_add_test(tc, test_sgemm_variants_agree);
         suite_add_tcase(s, tc);
