@@ -15,7 +15,8 @@
  *   - where the exact result cancels (K = 4096: a product +H and its -H about 4000 terms
  *     later, the other terms in shuffled pairs x b, -x b, and a small remainder), the error
  *     stays within that bound and under 1/8 of float32 accumulation's (OpenBLAS and the
- *     default path), through ops_sgemm, ops_sgemm_mixed and on a packed B;
+ *     default path; 1/3 on libxsmm's kernels, whose split of a run depends on the CPU),
+ *     through ops_sgemm, ops_sgemm_mixed and on a packed B;
  *   - on packed weights (ops_packed_b_new_mixed, transposed B or not), the whole product,
  *     accumulating into C, a row part and column ranges (starting inside a 32-column block,
  *     across blocks, B's last) are computed on the packed copy (ops_packed_b_runs) and equal
@@ -476,8 +477,14 @@ START_TEST(test_mixed_cancellation)
                                       "%s tb %d: C[%d,%d] %.9g, exact %.12g (bound %.3g)", mixname[d], tb, i / N,
                                       i % N, c[i], ref[i], mixed_bound(ref[i], terms[i]));
                         }
+                        /* The AVX-512 kernel sums each run in k order: 1/8 of float32's
+                         * error here with room to spare. libxsmm's kernels split a run among
+                         * partial sums of their own, as their JIT picks per CPU: 1/8 held on
+                         * AMD Zen 5, 1/4.6 on an Intel Xeon (model 207) whose kernels sum
+                         * otherwise; both stay within the bound checked above. */
+                        double factor = ops_mixed_kernel(-1) ? 8.0 : 3.0;
                         for (int v = 0; v < 2; v++)
-                                ck_assert_msg(errmix[d] < err32[v] / 8,
+                                ck_assert_msg(errmix[d] < err32[v] / factor,
                                               "%s tb %d: mixed accumulation is off by %g, float32 (%s) by %g",
                                               mixname[d], tb, errmix[d], f32name[v], err32[v]);
                 }
@@ -748,7 +755,7 @@ START_TEST(test_mixed_product_range)
                 for (int i = 0; i < M; i++)
                         for (int j = 0; j < w; j++)
                                 c[i * LDC + j] = NAN;
-                ops_mixed_product(M, w, K, a, K, x, lo, 1.0f, 0.0f, c, LDC, NULL);
+                ops_mixed_product(M, w, K, a, K, x, lo, 1.0f, 0.0f, c, LDC, NULL, NULL);
                 for (int i = 0; i < M; i++)
                         for (int j = w; j < LDC; j++)
                                 CHECK(c[i * LDC + j] == SENTINEL, "columns %d..%d: wrote [%d,%d]", lo, lo + w, i, j);
@@ -768,7 +775,7 @@ START_TEST(test_mixed_product_range)
                 int lo = cols[q][0], w = cols[q][1];
                 if (!block_aligned(lo, w, N))
                         continue; /* within the bound (above) */
-                ops_mixed_product(M, w, K, a, K, x, lo, 1.0f, 0.0f, c, LDC, NULL);
+                ops_mixed_product(M, w, K, a, K, x, lo, 1.0f, 0.0f, c, LDC, NULL, NULL);
                 range_bits(c, LDC, whole, N, M, K, lo, w);
         }
         ops_sgemm_force(OPS_SGEMM_AUTO);
@@ -943,10 +950,10 @@ START_TEST(test_mixed_kernel_plain)
         fill(a, (size_t)M * (size_t)K, 91);
         fill(b, (size_t)K * N, 92);
         ck_assert_ptr_eq(ops_mixed_pack_b(b, K, N, 0, N, x), x);
-        ops_mixed_product(M, N, K, a, K, x, 0, 1.0f, 0.0f, whole, N, NULL);
+        ops_mixed_product(M, N, K, a, K, x, 0, 1.0f, 0.0f, whole, N, NULL, NULL);
         for (size_t q = 0; q < NELEM(cols); q++) {
                 int lo = cols[q][0], w = cols[q][1];
-                ops_mixed_product(M, w, K, a, K, x, lo, 1.0f, 0.0f, c, w, NULL);
+                ops_mixed_product(M, w, K, a, K, x, lo, 1.0f, 0.0f, c, w, NULL, NULL);
                 range_bits(c, w, whole, N, M, K, lo, w);
         }
         free(a);
