@@ -454,17 +454,17 @@ int graph_conv_direct_rows(const struct ops_packed_conv *p, const struct ops_cal
         return rc ? rc : band_epilogue(ep, call, lo, hi, err, errlen);
 }
 
-int graph_conv_f64_rows(const struct ops_call *call, int64_t lo, int64_t hi, char *err, size_t errlen)
+int graph_conv_acc_rows(const struct ops_call *call, int mixed, int64_t lo, int64_t hi, char *err, size_t errlen)
 {
         const struct graph_epilogue *ep = ep_of(call);
 
         if (!ep)
-                return ops_conv_rows_f64(call, lo, hi, err, errlen);
+                return ops_conv_rows_acc(call, mixed, lo, hi, err, errlen);
         if (ep->bias || ep->nin_op > call->nin || call->nout < 1 || strcmp(ep->op->name, "Conv") != 0)
                 return 1;
         struct ops_call *c = __builtin_alloca(sizeof(*c));
         op_call(ep, call, c);
         c->out[0] = call->out[0];
-        int rc = ops_conv_rows_f64(c, lo, hi, err, errlen);
+        int rc = ops_conv_rows_acc(c, mixed, lo, hi, err, errlen);
         return rc || (!ep->resid && !ep->act) ? rc : band_epilogue(ep, call, lo, hi, err, errlen);
 }

@@ -224,9 +224,10 @@ int graph_fused_gemm_rows(const struct ops_call *call, int64_t r0, int64_t r1, c
 struct ops_packed_conv;
 int graph_conv_direct_rows(const struct ops_packed_conv *p, const struct ops_call *call, int64_t lo, int64_t hi,
                            char *err, size_t errlen);
-/* The same under float64 accumulation (ops_conv_rows_f64): output rows [lo, hi) of a float32
- * 2-D Conv node, or a FusedGemm of one without an epilogue bias (its residual and activation
- * then applied to the band's rows): 0, 1 when it does not apply (nothing written), < 0. */
-int graph_conv_f64_rows(const struct ops_call *call, int64_t lo, int64_t hi, char *err, size_t errlen);
+/* The same under float64 accumulation (mixed 0) or mixed accumulation (mixed 1)
+ * (ops_conv_rows_acc): output rows [lo, hi) of a float32 2-D Conv node, or a FusedGemm of one
+ * without an epilogue bias (its residual and activation then applied to the band's rows): 0,
+ * 1 when it does not apply (nothing written), < 0. */
+int graph_conv_acc_rows(const struct ops_call *call, int mixed, int64_t lo, int64_t hi, char *err, size_t errlen);
 
 #endif

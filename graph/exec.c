@@ -769,12 +769,11 @@ static int run_conv_rows(const struct graph *g, const struct graph_node *gn, con
         int rc;
 
         /* packed filters: the direct convolution reads the part's input rows where they are
-         * and writes its output rows in place; so does float64 accumulation's (a mixed
-         * graph's convolutions accumulate in float64 too) */
-        int acc64 = graph_accumulate_variant(g->accumulate) >= 0;
-        if (gn->pconv || acc64) {
+         * and writes its output rows in place; so do float64 and mixed accumulation's */
+        int acc = graph_accumulate_variant(g->accumulate);
+        if (gn->pconv || acc >= 0) {
                 msg[0] = 0;
-                rc = acc64 ? graph_conv_f64_rows(&p->call, lo, hi, msg, sizeof(msg))
+                rc = acc >= 0 ? graph_conv_acc_rows(&p->call, acc == OPS_SGEMM_MIXED, lo, hi, msg, sizeof(msg))
                            : graph_conv_direct_rows(gn->pconv, &p->call, lo, hi, msg, sizeof(msg));
                 if (rc < 0) {
                         int code = ops_runctx_code();
@@ -1141,13 +1140,10 @@ static int estimate_walk(const struct graph *g, int nin, const struct ops_tensor
                 }
                 /* a float64 multiply-add takes two float32 ones of the product engine's
                  * throughput (half the lanes), as on the host (docs/benchmarks.md); mixed
-                 * accumulation's GEMMs take about 1.2 (bench_kernels f64: 0.95-1.3; its
-                 * convolutions are float64's) */
+                 * accumulation's products, GEMMs and convolutions alike, take about 1.2
+                 * (bench_kernels f64: 0.95-1.3) */
                 if (g->accumulate != GRAPH_ACCUMULATE_FLOAT32 && gn->def->engine == OPS_ENGINE_CUBE) {
-                        const struct graph_epilogue *ep = graph_fused_gemm_epilogue(&call);
-                        const struct ops_def *op = ep ? ep->op : gn->def;
-                        int conv = strcmp(op->name, "Conv") == 0;
-                        if (g->accumulate == GRAPH_ACCUMULATE_FLOAT64 || conv)
+                        if (g->accumulate == GRAPH_ACCUMULATE_FLOAT64)
                                 flops = flops > UINT64_MAX / 2 ? UINT64_MAX : 2 * flops;
                         else
                                 flops = flops > UINT64_MAX / 6 * 5 ? UINT64_MAX : flops / 5 * 6;

@@ -77,7 +77,8 @@ struct graph_node {
  * sum their terms: in float32, at the float32 kernels' speed; in float64 (ops/blas.h,
  * OPS_SGEMM_F64), each element then within a few ulps of the exact sum of its float32
  * products; or mixed (OPS_SGEMM_MIXED): GEMMs sum runs of 32 products in float32, four
- * runs at a time in float32 and those sums in float64, convolutions wholly in float64. Chosen at load (graph_load's
+ * runs at a time in float32 and those sums in float64, convolutions as the GEMM of their
+ * im2col in the same runs. Chosen at load (graph_load's
  * "accumulate"), for the whole graph. */
 enum graph_accumulate {
         GRAPH_ACCUMULATE_FLOAT32 = 0,

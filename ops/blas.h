@@ -47,8 +47,9 @@ enum {
         /* Products summed in float32 over runs of OPS_MIXED_KB terms, four runs added in
          * float32 and those sums in float64 (gemm-mixed.c): the error no longer grows with
          * K, at about 90 % of the float32 variants' speed. On constant weights, the libxsmm column-block copy made
-         * once (ops_packed_b_new_mixed); Conv accumulates wholly in float64 as under
-         * OPS_SGEMM_F64. Chosen for a graph loaded with mixed accumulation, never by tuning. */
+         * once (ops_packed_b_new_mixed); Conv as the product of its filters by its im2col,
+         * a band of output lines at a time in the column-block layout (nn-conv.c). Chosen
+         * for a graph loaded with mixed accumulation, never by tuning. */
         OPS_SGEMM_MIXED = 6,
         OPS_SGEMM_VARIANTS = 7
 };
@@ -230,12 +231,21 @@ struct ops_packed_b *ops_packed_b_new_f64(const float *b, long k, long n, int tr
  * (r0 + r1) + (r2 + r3), the quads in float64). */
 #define OPS_XSMM_NB 32
 #define OPS_MIXED_KB 32
-/* C[m x n] (float32, ldc) = alpha * A B + beta * C under OPS_SGEMM_MIXED: A m x k (k >= 1)
- * float32 row-major (lda); B the column blocks of OPS_XSMM_NB (k rows each, a block after
- * the other, as ops_mixed_pack_b lays them out) from column lo; then the post-op when post
- * is not NULL (its bias the product's first column's), on each tile as it is rounded. */
+/* C[m x n] (float32, ldc) = alpha * A B + beta * C (+ rbias[i] on row i, when rbias is not
+ * NULL) under OPS_SGEMM_MIXED, summed in float64 and rounded once: A m x k (k >= 1) float32
+ * row-major (lda); B the column blocks of OPS_XSMM_NB (k rows each, a block after the other,
+ * as ops_mixed_pack_b lays them out) from column lo; then the post-op when post is not NULL
+ * (its bias the product's first column's), on each tile as it is rounded. */
 void ops_mixed_product(long m, long n, long k, const float *a, long lda, const float *bx, long lo, float alpha,
-                       float beta, float *c, long ldc, const struct ops_sgemm_post *post);
+                       float beta, float *c, long ldc, const float *rbias, const struct ops_sgemm_post *post);
+/* C = A B (+ rbias[i] on row i, when rbias is not NULL) under OPS_SGEMM_MIXED on its
+ * AVX-512 kernel, B's row kk read at xp + off[kk] (k offsets): C's positions p in [0, npos),
+ * 32 at a time (reading up to 31 positions past npos), position p of row i stored at
+ * c[i * ldc + (p / pitch) * lpitch + p % pitch] where p % pitch < width and dropped
+ * otherwise (a convolution over a padded input whose lines are pitch apart: conv_mixed).
+ * 0 done, 1 when the AVX-512 kernel is not in use (nothing written). */
+int ops_mixed_product_off(long m, long npos, long k, const float *a, long lda, const float *xp, const long *off,
+                          long pitch, long width, float *c, long lpitch, long ldc, const float *rbias);
 /* Whether OPS_SGEMM_MIXED's products that read at most 8 MiB of B run on its AVX-512
  * kernel (1; the default where the CPU has AVX-512F) or on libxsmm's float32 kernels, a run
  * at a time (0; a larger B always does): avx512 1 or 0 chooses (1 only where the CPU has it),
@@ -270,9 +280,11 @@ struct ops_conv2d_f64_args {
 };
 int ops_conv2d_f64(const struct ops_conv2d_f64_args *a, char *err, size_t errlen);
 /* Output rows [lo, hi) of every image of a float32 2-D Conv call (its inputs, attributes and
- * output, the whole node's, bias input included) through ops_conv2d_f64: 0, 1 when the call
- * is not one it takes (nothing written), -ECANCELED. */
-int ops_conv_rows_f64(const struct ops_call *call, int64_t lo, int64_t hi, char *err, size_t errlen);
+ * output, the whole node's, bias input included; hi 0: all) under float64 accumulation
+ * (mixed 0: through ops_conv2d_f64) or mixed accumulation (mixed 1: the band's im2col in
+ * OPS_SGEMM_MIXED's column blocks, then ops_mixed_product): 0, 1 when the call is not one it
+ * takes (nothing written), < 0 with err set (-ECANCELED, -ENOMEM). */
+int ops_conv_rows_acc(const struct ops_call *call, int mixed, int64_t lo, int64_t hi, char *err, size_t errlen);
 
 /* "onednn" or "openblas": what ops_sgemm uses for an m x n x k product. */
 const char *ops_sgemm_backend(long m, long n, long k);

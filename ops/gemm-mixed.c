@@ -90,15 +90,28 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) static void round_r
                 for (long q = 0; q < w; q++)
                         c[r * ldc + q] = (float)acc[r * MX_NB + q];
 }
-
-/* C = alpha * acc + beta * C, rounded once, then the post-op (bias, the bias of the tile's
- * first column at bias; Relu) as ops_sgemm applies it after a product: in float32, on the
- * rounded value. (alpha and beta other than 1 and 0 take a plain loop, without the fused
- * multiply-adds a vector clone could contract them into: the plain product's roundings.) */
-static void store_tile(const double *restrict acc, long rows, long w, float alpha, float beta,
-                       const float *restrict bias, int relu, float *restrict c, long ldc)
+/* the same with row r's rbias[r] added in float64 first */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void round_rows_rb(const double *restrict acc, long rows, long w, const float *restrict rbias, float *restrict c, long ldc)
 {
-        if (alpha == 1.0f && beta == 0.0f) {
+        for (long r = 0; r < rows; r++) {
+                double rb = rbias[r];
+                for (long q = 0; q < w; q++)
+                        c[r * ldc + q] = (float)(acc[r * MX_NB + q] + rb);
+        }
+}
+
+/* C = alpha * acc + beta * C (+ rbias[r] on row r when rbias is not NULL, in float64),
+ * rounded once, then the post-op (bias, the bias of the tile's first column at bias; Relu)
+ * as ops_sgemm applies it after a product: in float32, on the rounded value. (alpha and beta
+ * other than 1 and 0 take a plain loop, without the fused multiply-adds a vector clone could
+ * contract them into: the plain product's roundings.) */
+static void store_tile(const double *restrict acc, long rows, long w, float alpha, float beta,
+                       const float *restrict rbias, const float *restrict bias, int relu, float *restrict c,
+                       long ldc)
+{
+        if (alpha == 1.0f && beta == 0.0f && rbias) {
+                round_rows_rb(acc, rows, w, rbias, c, ldc);
+        } else if (alpha == 1.0f && beta == 0.0f) {
                 round_rows(acc, rows, w, c, ldc);
         } else {
                 for (long r = 0; r < rows; r++) {
@@ -108,6 +121,8 @@ static void store_tile(const double *restrict acc, long rows, long w, float alph
                                 double v = (double)alpha * ar[q];
                                 if (beta != 0.0f)
                                         v += (double)beta * (double)cr[q];
+                                if (rbias)
+                                        v += (double)rbias[r];
                                 cr[q] = (float)v;
                         }
                 }
@@ -138,14 +153,16 @@ static void store_tile(const double *restrict acc, long rows, long w, float alph
 
 static int mx_avx512_off; /* set by ops_mixed_kernel(0), before any product runs */
 
-/* one run, terms [k0, k1), of mr rows by nv vectors of columns into s (set to it) */
+/* one run, terms [k0, k1), of mr rows by nv vectors of columns into s (set to it); B's row
+ * kk at bp + kk * MX_NB, or at bp + off[kk] when off is not NULL */
 #define MX_RUN(s, k0, k1)                                                                                  \
         do {                                                                                               \
                 _Pragma("GCC unroll 12") for (int r = 0; r < mr; r++) for (int v = 0; v < nv; v++) s[r][v] = \
                         _mm512_setzero_ps();                                                               \
                 for (long kk = (k0); kk < (k1); kk++) {                                                    \
-                        __m512 b0 = _mm512_loadu_ps(bp + kk * MX_NB);                                      \
-                        __m512 b1 = nv > 1 ? _mm512_loadu_ps(bp + kk * MX_NB + 16) : b0;                   \
+                        const float *br = off ? bp + off[kk] : bp + kk * MX_NB;                            \
+                        __m512 b0 = _mm512_loadu_ps(br);                                                   \
+                        __m512 b1 = nv > 1 ? _mm512_loadu_ps(br + 16) : b0;                                \
                         _Pragma("GCC unroll 12") for (int r = 0; r < mr; r++)                              \
                         {                                                                                  \
                                 __m512 x = _mm512_set1_ps(a[r * lda + kk]);                                \
@@ -161,7 +178,7 @@ static int mx_avx512_off; /* set by ops_mixed_kernel(0), before any product runs
  * to after */
 static inline __attribute__((always_inline, target("avx512f"))) void
 mx_rows(const int mr, const int nv, long k0, long k1, const float *a, long lda, const float *bp,
-        double *acc)
+        const long *off, double *acc)
 {
         __m512 s[MX_MR1][2], t[MX_MR1][2];
         float pair[MX_MR1 * 2 * 16] __attribute__((aligned(64)));
@@ -199,15 +216,16 @@ mx_rows(const int mr, const int nv, long k0, long k1, const float *a, long lda, 
 /* One row tile (mr rows) of a chunk, the kernel specialised for its shape. */
 #define MX_CASE(mr, nv)                                                    \
         case mr:                                                           \
-                mx_rows(mr, nv, k0, k1, ar, lda, bp, accr);                \
+                mx_rows(mr, nv, k0, k1, ar, lda, bp, off, accr);           \
                 break
 
 /* acc (rows x MX_NB, aligned, ld MX_NB) = the sums of quads of runs of rows of A (lda) by the
- * block bp (k x MX_NB, the block's first column at bp), its first 16 columns only when
- * narrow: row tiles of MX_MR (MX_MR1 when narrow), the last two shared out evenly rather
- * than leaving a tile of a row or two (32 rows: 6, 6, 6, 6, 4, 4) */
-__attribute__((target("avx512f"))) static void mx_tile_avx512(long rows, long k, const float *a, long lda,
-                                                              const float *bp, double *acc, int narrow)
+ * block bp (k x MX_NB, the block's first column at bp; or row kk at bp + off[kk]), its
+ * first 16 columns only when narrow: row tiles of MX_MR (MX_MR1 when narrow), the last two
+ * shared out evenly rather than leaving a tile of a row or two (32 rows: 6, 6, 6, 6, 4, 4).
+ * Inlined into the two callers below with off and narrow constant where they can be. */
+static inline __attribute__((always_inline, target("avx512f"))) void
+mx_tile_rows(long rows, long k, const float *a, long lda, const float *bp, const long *off, double *acc, int narrow)
 {
         long most = narrow ? MX_MR1 : MX_MR;
 
@@ -252,6 +270,20 @@ __attribute__((target("avx512f"))) static void mx_tile_avx512(long rows, long k,
 }
 #undef MX_CASE
 
+/* on a packed block */
+__attribute__((target("avx512f"))) static void mx_tile_avx512(long rows, long k, const float *a, long lda,
+                                                              const float *bp, double *acc, int narrow)
+{
+        mx_tile_rows(rows, k, a, lda, bp, NULL, acc, narrow);
+}
+
+/* on B's rows at offsets: 32 columns */
+__attribute__((target("avx512f"))) static void mx_tile_off(long rows, long k, const float *a, long lda,
+                                                           const float *bp, const long *off, double *acc)
+{
+        mx_tile_rows(rows, k, a, lda, bp, off, acc, 0);
+}
+
 int ops_mixed_kernel(int avx512)
 {
         if (avx512 >= 0)
@@ -262,6 +294,11 @@ int ops_mixed_kernel(int avx512)
 static void mx_tile_avx512(long rows, long k, const float *a, long lda, const float *bp, double *acc, int narrow)
 {
         (void)rows, (void)k, (void)a, (void)lda, (void)bp, (void)acc, (void)narrow;
+        abort();
+}
+static void mx_tile_off(long rows, long k, const float *a, long lda, const float *bp, const long *off, double *acc)
+{
+        (void)rows, (void)k, (void)a, (void)lda, (void)bp, (void)off, (void)acc;
         abort();
 }
 
@@ -282,7 +319,7 @@ struct tile_fns {
  * layout, the tile's first column at bp); next: what to prefetch after the panel's last
  * run. */
 static void tile(const struct tile_fns *f, long k, const float *a, long lda, const float *bp, const float *next,
-                 float alpha, float beta, const float *bias, int relu, float *c, long ldc)
+                 float alpha, float beta, const float *rbias, const float *bias, int relu, float *c, long ldc)
 {
         double acc[MX_MB * MX_NB] __attribute__((aligned(64)));
         float t[4][MX_MB * MX_NB] __attribute__((aligned(64)));
@@ -310,11 +347,11 @@ static void tile(const struct tile_fns *f, long k, const float *a, long lda, con
                 }
                 add_quad(acc, t[0], MX_MB * MX_NB, n, q0 == 0);
         }
-        store_tile(acc, f->rows, f->w, alpha, beta, bias, relu, c, ldc);
+        store_tile(acc, f->rows, f->w, alpha, beta, rbias, bias, relu, c, ldc);
 }
 
 void ops_mixed_product(long m, long n, long k, const float *a, long lda, const float *bx, long lo, float alpha,
-                       float beta, float *c, long ldc, const struct ops_sgemm_post *post)
+                       float beta, float *c, long ldc, const float *rbias, const struct ops_sgemm_post *post)
 {
         const float *bias = post ? post->bias : NULL;
         int relu = post && post->relu;
@@ -335,10 +372,11 @@ void ops_mixed_product(long m, long n, long k, const float *a, long lda, const f
                 for (long i0 = 0; i0 < m; i0 += mb) {
                         long rows = m - i0 < mb ? m - i0 : mb;
                         const float *ar = a + (size_t)i0 * (size_t)lda, *bj = bias ? bias + j : NULL;
+                        const float *rb = rbias ? rbias + i0 : NULL;
                         float *cr = c + (size_t)i0 * (size_t)ldc + (size_t)j;
                         if (avx512) {
                                 mx_tile_avx512(rows, k, ar, lda, block, acc, off + w <= 16);
-                                store_tile(acc + off, rows, w, alpha, beta, bj, relu, cr, ldc);
+                                store_tile(acc + off, rows, w, alpha, beta, rb, bj, relu, cr, ldc);
                                 continue;
                         }
                         int q = 0;
@@ -351,10 +389,37 @@ void ops_mixed_product(long m, long n, long k, const float *a, long lda, const f
                         /* what the last runs prefetch: the panel again for the next rows,
                          * else the next block's */
                         const float *next = i0 + mb < m || j + w >= n ? block + off : block + (size_t)k * MX_NB;
-                        tile(&fns[q], k, ar, lda, block + off, next, alpha, beta, bj, relu, cr, ldc);
+                        tile(&fns[q], k, ar, lda, block + off, next, alpha, beta, rb, bj, relu, cr, ldc);
                 }
                 j += w;
         }
+}
+
+int ops_mixed_product_off(long m, long npos, long k, const float *a, long lda, const float *xp, const long *off,
+                          long pitch, long width, float *c, long lpitch, long ldc, const float *rbias)
+{
+        double acc[MX_MB * MX_NB] __attribute__((aligned(64)));
+
+        if (!ops_mixed_kernel(-1))
+                return 1;
+        for (long p0 = 0; p0 < npos; p0 += MX_NB) {
+                long w = npos - p0 < MX_NB ? npos - p0 : MX_NB;
+                for (long i0 = 0; i0 < m; i0 += MX_MB) {
+                        long rows = m - i0 < MX_MB ? m - i0 : MX_MB;
+                        mx_tile_off(rows, k, a + (size_t)i0 * (size_t)lda, lda, xp + p0, off, acc);
+                        /* the block's positions, a piece per line, those past width dropped */
+                        for (long q = 0; q < w;) {
+                                long p = p0 + q, line = p / pitch, col = p % pitch;
+                                long len = w - q < pitch - col ? w - q : pitch - col;
+                                if (col < width)
+                                        store_tile(acc + q, rows, len < width - col ? len : width - col, 1.0f, 0.0f,
+                                                   rbias ? rbias + i0 : NULL, NULL, 0,
+                                                   c + (size_t)i0 * (size_t)ldc + (size_t)(line * lpitch + col), ldc);
+                                q += len;
+                        }
+                }
+        }
+        return 0;
 }
 
 float *ops_mixed_pack_b(const float *b, long k, long n, int transb, long ldb, float *x)
@@ -469,7 +534,7 @@ void ops_sgemm_mixed(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS
                                 ld = k;
                         }
                         ops_mixed_product(rows, cols, k, ar, ld, bx, blo, alpha, beta,
-                                          c + (size_t)i0 * (size_t)ldc + (size_t)j0, ldc,
+                                          c + (size_t)i0 * (size_t)ldc + (size_t)j0, ldc, NULL,
                                           post ? &(struct ops_sgemm_post){ bias ? bias + j0 : NULL, relu } : NULL);
                 }
         }

@@ -396,8 +396,8 @@ npu_status_t npu_graph_load(npu_context_t *ctx, int device, const void *model, s
  *   throughput (docs/benchmarks.md measures both). NPU_ACCUMULATE_MIXED: GEMMs and MatMuls
  *   sum runs of 32 products in float32, four runs at a time in float32, and those sums in
  *   float64, so an element's error stays about 34 float32 ulps of its terms whatever K is,
- *   at about 90 % of the float32 kernels' throughput; convolutions accumulate wholly in float64 as under
- *   NPU_ACCUMULATE_FLOAT64. Needs an npud of protocol version 6 for NPU_ACCUMULATE_FLOAT64,
+ *   at about 90 % of the float32 kernels' throughput; convolutions sum the same runs over
+ *   their im2col (channel, then kernel position), the bias added in float64. Needs an npud of protocol version 6 for NPU_ACCUMULATE_FLOAT64,
  *   7 for NPU_ACCUMULATE_MIXED (NPU_ERR_VERSION); other values: NPU_ERR_INVALID. npu_graph_load
  *   (or opts NULL) takes npud's default, its configuration's "graph_accumulate" (float32
  *   unless the operator set it). npu_graph_info's "accumulate" says which a graph uses. */

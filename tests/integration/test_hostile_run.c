@@ -1069,7 +1069,8 @@ struct f64_outcome {
 };
 
 /* The accumulation the attacks load with: float64, then mixed (whose GEMMs keep a float32
- * copy of constant weights and float32 scratch, and whose convolutions are float64's). */
+ * copy of constant weights and float32 scratch, and whose convolutions an im2col of a band
+ * of lines in float32 column blocks). */
 static int attack_acc = NPU_ACCUMULATE_FLOAT64;
 
 static const char *attack_acc_name(void)

@@ -19,8 +19,13 @@
  *     and together give exactly the whole call's result;
  *   - Conv through the registry under the variant (ops_run_variant): 2-D (ops_conv2d_f64),
  *     1-D and 3-D (conv_acc64's float64 im2col, in several bands of lines for the 3-D one)
- *     within the same bound; ops_conv_rows_f64 gives the 2-D call's lines exactly and refuses
- *     the others without writing. */
+ *     within the same bound; ops_conv_rows_acc gives the 2-D call's lines exactly and refuses
+ *     the others without writing;
+ *   - Conv under OPS_SGEMM_MIXED (nn-conv.c's conv_mixed) on every geometry above: within the
+ *     mixed bound of the exact sums, on the AVX-512 kernel the sums of its runs (im2col order,
+ *     float32 runs, quads in float32, the rest and the bias in float64) bit for bit, on
+ *     libxsmm's kernels within the bound; ops_conv_rows_acc(mixed) as for float64 (its lines
+ *     within the bound only on libxsmm's kernels). */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
@@ -679,18 +684,18 @@ START_TEST(test_conv_registry_f64)
         ck_assert_int_eq(ops_sgemm_forced(), OPS_SGEMM_AUTO);
         check_conv(g, y, ref, "registry Conv", _i);
 
-        /* ops_conv_rows_f64: the lines of a 2-D call exactly; others refused, unwritten */
+        /* ops_conv_rows_acc: the lines of a 2-D call exactly; others refused, unwritten */
         cc->call.out[0].data = yr;
         set_all(yr, ny, SENTINEL);
         if (g->nsp == 2) {
                 int64_t oh = out_ext(g, 1);
-                ck_assert_int_eq(ops_conv_rows_f64(&cc->call, 2, oh, err, sizeof(err)), 0);
-                ck_assert_int_eq(ops_conv_rows_f64(&cc->call, 0, 2, err, sizeof(err)), 0);
+                ck_assert_int_eq(ops_conv_rows_acc(&cc->call, 0, 2, oh, err, sizeof(err)), 0);
+                ck_assert_int_eq(ops_conv_rows_acc(&cc->call, 0, 0, 2, err, sizeof(err)), 0);
                 ck_assert_int_eq(memcmp(yr, y, ny * 4), 0);
         } else {
-                ck_assert_int_eq(ops_conv_rows_f64(&cc->call, 0, 1, err, sizeof(err)), 1);
+                ck_assert_int_eq(ops_conv_rows_acc(&cc->call, 0, 0, 1, err, sizeof(err)), 1);
                 for (size_t i = 0; i < ny; i++)
-                        CHECK(yr[i] == SENTINEL, "%d-D: ops_conv_rows_f64 refused but wrote y[%zu]", g->nsp, i);
+                        CHECK(yr[i] == SENTINEL, "%d-D: ops_conv_rows_acc refused but wrote y[%zu]", g->nsp, i);
         }
         free(cc);
         free(x);
@@ -699,6 +704,127 @@ START_TEST(test_conv_registry_f64)
         free(y);
         free(yr);
         free(ref);
+}
+END_TEST
+
+/* ---- Conv under OPS_SGEMM_MIXED ---- */
+
+/* Output element (n, m, o) of the convolution as the mixed Conv sums it: the terms in the
+ * im2col's order (channel, then the kernel's extents; a tap in the padding is a zero term),
+ * float32 runs of OPS_MIXED_KB by fused multiply-adds, four runs added as (r0 + r1) +
+ * (r2 + r3) in float32, those sums and the bias in float64, rounded once; *ret_abs: the sum
+ * of the terms' magnitudes. */
+static float mixed_point(const struct cgeo *g, const float *x, const float *w, const float *b, int64_t n, int64_t m,
+                         const int64_t o[3], double *ret_abs)
+{
+        int64_t cg = g->c / g->group, mg = g->m / g->group, ks = g->k[0] * g->k[1] * g->k[2], terms = cg * ks;
+        double s = 0.0, abs = 0.0;
+
+        for (int64_t q0 = 0; q0 < terms; q0 += 4 * OPS_MIXED_KB) {
+                float r[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+                for (int64_t t = q0; t < terms && t < q0 + 4 * OPS_MIXED_KB; t++) {
+                        int64_t c = t / ks, kz = t % ks / (g->k[1] * g->k[2]), kr = t % (g->k[1] * g->k[2]) / g->k[2];
+                        int64_t kq = t % g->k[2];
+                        int64_t iz = o[0] * g->s[0] - g->pb[0] + kz * g->d[0];
+                        int64_t ir = o[1] * g->s[1] - g->pb[1] + kr * g->d[1];
+                        int64_t iq = o[2] * g->s[2] - g->pb[2] + kq * g->d[2];
+                        const float *xc = x + (n * g->c + (m / mg) * cg + c) * g->in[0] * g->in[1] * g->in[2];
+                        float xv = iz < 0 || iz >= g->in[0] || ir < 0 || ir >= g->in[1] || iq < 0 || iq >= g->in[2]
+                                           ? 0.0f
+                                           : xc[(iz * g->in[1] + ir) * g->in[2] + iq];
+                        float wv = w[(m * cg + c) * ks + (kz * g->k[1] + kr) * g->k[2] + kq];
+                        r[(t - q0) / OPS_MIXED_KB] = fmaf(xv, wv, r[(t - q0) / OPS_MIXED_KB]);
+                        abs += fabs((double)xv * (double)wv);
+                }
+                s += (double)((r[0] + r[1]) + (r[2] + r[3]));
+        }
+        *ret_abs = abs;
+        return (float)(s + (b ? (double)b[m] : 0.0));
+}
+
+/* Every geometry of both tables, 2-D ones first. */
+static const struct cgeo *mixed_geo(int i)
+{
+        return i < (int)NELEM(conv2d) ? &conv2d[i] : &conv_reg[i - (int)NELEM(conv2d)];
+}
+
+/* Conv through the registry under OPS_SGEMM_MIXED (nn-conv.c's conv_mixed: the im2col in the
+ * mixed product's column blocks, bands of lines), on the AVX-512 kernel where the CPU has
+ * it and on libxsmm's kernels: within the mixed bound of the exact sums (one rounding, and
+ * (OPS_MIXED_KB + 2) 2^-24 of the terms' magnitudes), on the AVX-512 kernel the runs' sums
+ * above bit for bit; ops_conv_rows_acc(mixed) gives a 2-D call's lines (exactly on the
+ * AVX-512 kernel, within the bound on libxsmm's) and refuses the others without writing. */
+START_TEST(test_conv_registry_mixed)
+{
+        const struct cgeo *g = mixed_geo(_i);
+        const struct ops_def *def = ops_lookup_onnx(NULL, "Conv", 17);
+        size_t nx = nx_of(g), nw = nw_of(g), ny = ny_of(g);
+        float *x = malloc(nx * 4), *w = malloc(nw * 4), *b = malloc((size_t)g->m * 4);
+        float *y = malloc(ny * 4), *yr = malloc(ny * 4), *want = malloc(ny * 4);
+        double *ref = malloc(ny * sizeof(double)), *abs = malloc(ny * sizeof(double));
+        struct conv_call *cc = malloc(sizeof(*cc));
+        char err[256] = "";
+        int64_t o[3];
+        size_t yi = 0;
+
+        ck_assert_ptr_nonnull(def);
+        fill(x, nx, 61 + (uint32_t)_i);
+        fill(w, nw, 62);
+        fill(b, (size_t)g->m, 63);
+        ref_conv(g, x, w, g->bias ? b : NULL, ref);
+        for (int64_t n = 0; n < g->n; n++)
+                for (int64_t m = 0; m < g->m; m++)
+                        for (o[0] = 0; o[0] < out_ext(g, 0); o[0]++)
+                                for (o[1] = 0; o[1] < out_ext(g, 1); o[1]++)
+                                        for (o[2] = 0; o[2] < out_ext(g, 2); o[2]++, yi++)
+                                                want[yi] = mixed_point(g, x, w, g->bias ? b : NULL, n, m, o, &abs[yi]);
+        conv_call_init(cc, g, x, w, b, y);
+        ck_assert_msg(ops_check(def, &cc->call, err, sizeof(err)) == 0, "check: %s", err);
+        for (int avx512 = 1; avx512 >= 0; avx512--) {
+                int exact = ops_mixed_kernel(avx512);
+                cc->call.out[0].data = y;
+                set_all(y, ny, SENTINEL);
+                int rc = ops_run_variant(def, &cc->call, OPS_SGEMM_MIXED, NULL, NULL, err, sizeof(err));
+                ck_assert_msg(rc == 0, "Conv: %s", err);
+                for (size_t i = 0; i < ny; i++) {
+                        CHECK(fabs((double)y[i] - ref[i]) <=
+                                      ldexp(fabs(ref[i]), -23) + (OPS_MIXED_KB + 2) * ldexp(abs[i], -24) + 1e-30,
+                              "mixed Conv %d: y[%zu] %.9g, double %.12g", _i, i, y[i], ref[i]);
+                        CHECK(!exact || y[i] == want[i], "mixed Conv %d (AVX-512): y[%zu] %.9g, the runs' sums %.9g",
+                              _i, i, y[i], want[i]);
+                }
+                cc->call.out[0].data = yr;
+                set_all(yr, ny, SENTINEL);
+                if (g->nsp == 2) {
+                        int64_t oh = out_ext(g, 1);
+                        ck_assert_int_eq(ops_conv_rows_acc(&cc->call, 1, 2, oh, err, sizeof(err)), 0);
+                        ck_assert_int_eq(ops_conv_rows_acc(&cc->call, 1, 0, 2, err, sizeof(err)), 0);
+                        /* libxsmm's kernels may split a run's sum by the band's tiles: the
+                         * bound only */
+                        for (size_t i = 0; i < ny; i++)
+                                CHECK(exact ? yr[i] == y[i]
+                                            : fabs((double)yr[i] - ref[i]) <= ldexp(fabs(ref[i]), -23) +
+                                                                                  (OPS_MIXED_KB + 2) *
+                                                                                          ldexp(abs[i], -24) +
+                                                                                  1e-30,
+                                      "mixed Conv %d, lines: y[%zu] %.9g, the whole call's %.9g", _i, i, yr[i], y[i]);
+                } else {
+                        ck_assert_int_eq(ops_conv_rows_acc(&cc->call, 1, 0, 1, err, sizeof(err)), 1);
+                        for (size_t i = 0; i < ny; i++)
+                                CHECK(yr[i] == SENTINEL, "%d-D: ops_conv_rows_acc refused but wrote y[%zu]", g->nsp,
+                                      i);
+                }
+        }
+        ops_mixed_kernel(1);
+        free(cc);
+        free(x);
+        free(w);
+        free(b);
+        free(y);
+        free(yr);
+        free(want);
+        free(ref);
+        free(abs);
 }
 END_TEST
 
@@ -714,6 +840,7 @@ int main(void)
         tcase_add_test(tc, test_sgemm_f64_packed);
         tcase_add_loop_test(tc, test_conv2d_f64, 0, (int)NELEM(conv2d));
         tcase_add_loop_test(tc, test_conv_registry_f64, 0, (int)NELEM(conv_reg));
+        tcase_add_loop_test(tc, test_conv_registry_mixed, 0, (int)(NELEM(conv2d) + NELEM(conv_reg)));
         suite_add_tcase(s, tc);
         return check_run(s);
 }
