@@ -279,6 +279,9 @@ struct ops_conv2d_f64_args {
         int64_t lo, hi;                            /* output lines [lo, hi) of each image; hi 0: all */
 };
 int ops_conv2d_f64(const struct ops_conv2d_f64_args *a, char *err, size_t errlen);
+/* The same convolution under OPS_SGEMM_MIXED (conv_mixed in nn-conv.c, as a mixed graph's
+ * Conv runs): 0, < 0 with err set, 1 when the arguments are not a convolution it takes. */
+int ops_conv2d_mixed(const struct ops_conv2d_f64_args *a, char *err, size_t errlen);
 /* Output rows [lo, hi) of every image of a float32 2-D Conv call (its inputs, attributes and
  * output, the whole node's, bias input included; hi 0: all) under float64 accumulation
  * (mixed 0: through ops_conv2d_f64) or mixed accumulation (mixed 1: the band's im2col in

@@ -513,6 +513,26 @@ static int conv_mixed(const struct conv_shape *cs, const float *x, const float *
         return rc;
 }
 
+int ops_conv2d_mixed(const struct ops_conv2d_f64_args *a, char *err, size_t errlen)
+{
+        struct conv_shape cs = { .n = a->n, .c = a->c, .m = a->m, .group = a->group, .ndim = 4 };
+
+        if (a->n < 0 || a->c <= 0 || a->m <= 0 || a->group <= 0 || a->c % a->group || a->m % a->group ||
+            a->ih <= 0 || a->iw <= 0 || a->oh < 0 || a->ow < 0 || a->kh <= 0 || a->kw <= 0)
+                return 1;
+        cs.cg = a->c / a->group;
+        cs.mg = a->m / a->group;
+        cs.g = (struct nn_geom){ .nsp = 2, .in = { 1, a->ih, a->iw }, .k = { 1, a->kh, a->kw },
+                                 .out = { 1, a->oh, a->ow }, .stride = { 1, a->strides[0], a->strides[1] },
+                                 .dil = { 1, a->dilations[0], a->dilations[1] }, .pb = { 0, a->pads[0], a->pads[1] },
+                                 .pe = { 0, a->pads[2], a->pads[3] } };
+        cs.in_size = a->ih * a->iw;
+        cs.k_size = a->kh * a->kw;
+        cs.out_size = a->oh * a->ow;
+        return conv_mixed(&cs, a->x, a->w, a->bias, a->y, a->lo, a->hi > 0 && a->hi < a->oh ? a->hi : a->oh, err,
+                          errlen);
+}
+
 /* ops_conv2d_f64's arguments for output rows [lo, hi) of a 2-D Conv of shape cs. */
 static void f64_args(const struct conv_shape *cs, const float *x, const float *w, const float *b, float *y,
                      int64_t lo, int64_t hi, struct ops_conv2d_f64_args *a)
