@@ -380,6 +380,9 @@ _Static_assert(NN_COL_BLOCK == OPS_XSMM_NB, "the im2col's blocks are the mixed p
  * runs in float32, the rest in float64, the bias added in float64, rounded once. */
 /* Lines of a band of the implicit product (conv_mixed_padded): a poll between bands. */
 #define CONV_MIXED_LINES 16
+/* The most bytes of padded planes conv_mixed_padded lays out (a part's input rows; the
+ * whole image's for a Conv run in one piece): past it, the im2col in bands. */
+#define CONV_MIXED_PAD_MAX (64ull << 20)
 
 /* conv_mixed for a 2-D convolution of strides 1 on the AVX-512 kernel, without an im2col:
  * per image and group, the input rows under lines [lo, hi) copied once into zero-padded
@@ -404,11 +407,19 @@ static int conv_mixed_padded(const struct conv_shape *cs, const float *x, const 
         if (cs->ndim != 4 || g->stride[1] != 1 || g->stride[2] != 1 || pt < 0 || pl < 0 || g->pe[2] < 0 ||
             !ops_mixed_kernel(-1))
                 return 1;
+        /* Extents past 2^30 (pads or dilations far larger than the image, as a model may
+         * declare) and planes past CONV_MIXED_PAD_MAX take the im2col, which needs less. */
+        const int64_t big = (int64_t)1 << 30;
+        if (OW > big || KW > big || dw > big || KH > big || dh > big || hi - lo > big || pl > big || W > big)
+                return 1;
         /* pl + W + the right pad, rounded up to whole cache lines: with the planes aligned,
          * the kernel's loads of taps j = 0 split no cache line */
         const int64_t span = OW + (KW - 1) * dw, pitch = (span + 15) / 16 * 16;
-        const int64_t hp = hi - lo + (KH - 1) * dh, plane = hp * pitch, planes = cs->cg;
-        if (span < pl + W || (uint64_t)plane > ((uint64_t)1 << 40) / (uint64_t)(planes + 1))
+        const int64_t hp = hi - lo + (KH - 1) * dh, planes = cs->cg;
+        if (span < pl + W || pitch > big || hp > big)
+                return 1;
+        const int64_t plane = hp * pitch;
+        if (ops_bytes(ops_bytes((uint64_t)plane, (uint64_t)planes), sizeof(float)) > CONV_MIXED_PAD_MAX)
                 return 1;
         char msg[200] = "";
         /* the planes, slack for the reads past the last line, then the offsets */
