@@ -26,9 +26,11 @@
  *     whole row tiles of 64).
  *
  * B is read in the column blocks of the libxsmm layout: the constant weights' copy made at
- * load (ops_packed_b_new_mixed), or a band of columns copied per call. Where scratch cannot
- * be had (the run's memory budget), the plain loop makes the same sums. A call's results are
- * the same from one call to the next. */
+ * load (ops_packed_b_new_mixed), or a band of columns copied per call; or, for a
+ * convolution on the AVX-512 kernel, each of its rows in place at an offset of its own
+ * (ops_mixed_product_off: nn-conv.c's padded input planes). Where scratch cannot be had (the
+ * run's memory budget), the plain loop makes the same sums. A call's results are the same
+ * from one call to the next. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -529,7 +529,7 @@ int ops_conv2d_mixed(const struct ops_conv2d_f64_args *a, char *err, size_t errl
         struct conv_shape cs = { .n = a->n, .c = a->c, .m = a->m, .group = a->group, .ndim = 4 };
 
         if (a->n < 0 || a->c <= 0 || a->m <= 0 || a->group <= 0 || a->c % a->group || a->m % a->group ||
-            a->ih <= 0 || a->iw <= 0 || a->oh < 0 || a->ow < 0 || a->kh <= 0 || a->kw <= 0)
+            a->ih <= 0 || a->iw <= 0 || a->oh < 0 || a->ow < 0 || a->kh <= 0 || a->kw <= 0 || a->lo < 0)
                 return 1;
         cs.cg = a->c / a->group;
         cs.mg = a->m / a->group;
