@@ -660,6 +660,26 @@ static void conv_call_init(struct conv_call *cc, const struct cgeo *g, float *x,
         c->nattr = 4;
 }
 
+/* Lines [2, OH) then [0, 2) of a 2-D call into yr through ops_conv_rows_acc (mixed or
+ * float64): 1; for another call, that it is refused and nothing written: 0. */
+static int rows_in_two(struct conv_call *cc, const struct cgeo *g, int mixed, float *yr, size_t ny)
+{
+        char err[256] = "";
+
+        cc->call.out[0].data = yr;
+        set_all(yr, ny, SENTINEL);
+        if (g->nsp != 2) {
+                ck_assert_int_eq(ops_conv_rows_acc(&cc->call, mixed, 0, 1, err, sizeof(err)), 1);
+                for (size_t i = 0; i < ny; i++)
+                        CHECK(yr[i] == SENTINEL, "%d-D: ops_conv_rows_acc refused but wrote y[%zu]", g->nsp, i);
+                return 0;
+        }
+        int64_t oh = out_ext(g, 1);
+        ck_assert_msg(ops_conv_rows_acc(&cc->call, mixed, 2, oh, err, sizeof(err)) == 0, "lines 2..: %s", err);
+        ck_assert_msg(ops_conv_rows_acc(&cc->call, mixed, 0, 2, err, sizeof(err)) == 0, "lines 0, 1: %s", err);
+        return 1;
+}
+
 START_TEST(test_conv_registry_f64)
 {
         const struct cgeo *g = &conv_reg[_i];
@@ -685,18 +705,8 @@ START_TEST(test_conv_registry_f64)
         check_conv(g, y, ref, "registry Conv", _i);
 
         /* ops_conv_rows_acc: the lines of a 2-D call exactly; others refused, unwritten */
-        cc->call.out[0].data = yr;
-        set_all(yr, ny, SENTINEL);
-        if (g->nsp == 2) {
-                int64_t oh = out_ext(g, 1);
-                ck_assert_int_eq(ops_conv_rows_acc(&cc->call, 0, 2, oh, err, sizeof(err)), 0);
-                ck_assert_int_eq(ops_conv_rows_acc(&cc->call, 0, 0, 2, err, sizeof(err)), 0);
+        if (rows_in_two(cc, g, 0, yr, ny))
                 ck_assert_int_eq(memcmp(yr, y, ny * 4), 0);
-        } else {
-                ck_assert_int_eq(ops_conv_rows_acc(&cc->call, 0, 0, 1, err, sizeof(err)), 1);
-                for (size_t i = 0; i < ny; i++)
-                        CHECK(yr[i] == SENTINEL, "%d-D: ops_conv_rows_acc refused but wrote y[%zu]", g->nsp, i);
-        }
         free(cc);
         free(x);
         free(w);
@@ -740,6 +750,13 @@ static float mixed_point(const struct cgeo *g, const float *x, const float *w, c
         }
         *ret_abs = abs;
         return (float)(s + (b ? (double)b[m] : 0.0));
+}
+
+/* y within the mixed bound of the exact ref whose terms' magnitudes sum to abs: one rounding
+ * and (OPS_MIXED_KB + 2) 2^-24 of abs. */
+static int mixed_ok(float y, double ref, double abs)
+{
+        return fabs((double)y - ref) <= ldexp(fabs(ref), -23) + (OPS_MIXED_KB + 2) * ldexp(abs, -24) + 1e-30;
 }
 
 /* Every geometry of both tables, 2-D ones first. */
@@ -787,33 +804,16 @@ START_TEST(test_conv_registry_mixed)
                 int rc = ops_run_variant(def, &cc->call, OPS_SGEMM_MIXED, NULL, NULL, err, sizeof(err));
                 ck_assert_msg(rc == 0, "Conv: %s", err);
                 for (size_t i = 0; i < ny; i++) {
-                        CHECK(fabs((double)y[i] - ref[i]) <=
-                                      ldexp(fabs(ref[i]), -23) + (OPS_MIXED_KB + 2) * ldexp(abs[i], -24) + 1e-30,
-                              "mixed Conv %d: y[%zu] %.9g, double %.12g", _i, i, y[i], ref[i]);
+                        CHECK(mixed_ok(y[i], ref[i], abs[i]), "mixed Conv %d: y[%zu] %.9g, double %.12g", _i, i, y[i],
+                              ref[i]);
                         CHECK(!exact || y[i] == want[i], "mixed Conv %d (AVX-512): y[%zu] %.9g, the runs' sums %.9g",
                               _i, i, y[i], want[i]);
                 }
-                cc->call.out[0].data = yr;
-                set_all(yr, ny, SENTINEL);
-                if (g->nsp == 2) {
-                        int64_t oh = out_ext(g, 1);
-                        ck_assert_int_eq(ops_conv_rows_acc(&cc->call, 1, 2, oh, err, sizeof(err)), 0);
-                        ck_assert_int_eq(ops_conv_rows_acc(&cc->call, 1, 0, 2, err, sizeof(err)), 0);
-                        /* libxsmm's kernels may split a run's sum by the band's tiles: the
-                         * bound only */
+                /* libxsmm's kernels may split a run's sum by the band's tiles: the bound only */
+                if (rows_in_two(cc, g, 1, yr, ny))
                         for (size_t i = 0; i < ny; i++)
-                                CHECK(exact ? yr[i] == y[i]
-                                            : fabs((double)yr[i] - ref[i]) <= ldexp(fabs(ref[i]), -23) +
-                                                                                  (OPS_MIXED_KB + 2) *
-                                                                                          ldexp(abs[i], -24) +
-                                                                                  1e-30,
+                                CHECK(exact ? yr[i] == y[i] : mixed_ok(yr[i], ref[i], abs[i]),
                                       "mixed Conv %d, lines: y[%zu] %.9g, the whole call's %.9g", _i, i, yr[i], y[i]);
-                } else {
-                        ck_assert_int_eq(ops_conv_rows_acc(&cc->call, 1, 0, 1, err, sizeof(err)), 1);
-                        for (size_t i = 0; i < ny; i++)
-                                CHECK(yr[i] == SENTINEL, "%d-D: ops_conv_rows_acc refused but wrote y[%zu]", g->nsp,
-                                      i);
-                }
         }
         ops_mixed_kernel(1);
         free(cc);
