@@ -48,7 +48,8 @@ enum {
          * float32 and those sums in float64 (gemm-mixed.c): the error no longer grows with
          * K, at about 90 % of the float32 variants' speed. On constant weights, the libxsmm column-block copy made
          * once (ops_packed_b_new_mixed); Conv as the product of its filters by its im2col,
-         * a band of output lines at a time in the column-block layout (nn-conv.c). Chosen
+         * read in place from a padded copy of the input or a band of lines at a time in the
+         * column-block layout (nn-conv.c). Chosen
          * for a graph loaded with mixed accumulation, never by tuning. */
         OPS_SGEMM_MIXED = 6,
         OPS_SGEMM_VARIANTS = 7
@@ -284,9 +285,9 @@ int ops_conv2d_f64(const struct ops_conv2d_f64_args *a, char *err, size_t errlen
 int ops_conv2d_mixed(const struct ops_conv2d_f64_args *a, char *err, size_t errlen);
 /* Output rows [lo, hi) of every image of a float32 2-D Conv call (its inputs, attributes and
  * output, the whole node's, bias input included; hi 0: all) under float64 accumulation
- * (mixed 0: through ops_conv2d_f64) or mixed accumulation (mixed 1: the band's im2col in
- * OPS_SGEMM_MIXED's column blocks, then ops_mixed_product): 0, 1 when the call is not one it
- * takes (nothing written), < 0 with err set (-ECANCELED, -ENOMEM). */
+ * (mixed 0: through ops_conv2d_f64) or mixed accumulation (mixed 1: ops_conv2d_mixed's
+ * product): 0, 1 when the call is not one it takes (nothing written), < 0 with err set
+ * (-ECANCELED, -ENOMEM). */
 int ops_conv_rows_acc(const struct ops_call *call, int mixed, int64_t lo, int64_t hi, char *err, size_t errlen);
 
 /* "onednn" or "openblas": what ops_sgemm uses for an m x n x k product. */

@@ -607,59 +607,6 @@ NN_IM2COL(nn_im2col_f32, float, float)
 NN_IM2COL(nn_im2col_f64, double, double)
 NN_IM2COL(nn_im2col_f32_f64, float, double)
 
-void nn_im2col_f32_blocks(const float *restrict x, int64_t channels, const struct nn_geom *g, int64_t r0,
-                          int64_t r1, float *restrict bx, float *restrict row)
-{
-        enum { NB = NN_COL_BLOCK };
-        const int64_t D = g->in[0], H = g->in[1], W = g->in[2];
-        const int64_t OH = g->out[1], OW = g->out[2], sw = g->stride[2];
-        const int64_t rows = channels * g->k[0] * g->k[1] * g->k[2], blk = rows * NB;
-        const int64_t npos = (r1 - r0) * OW, nblk = (npos + NB - 1) / NB;
-        int64_t c, kd, kh, kw, lo, hi, kk = 0;
-
-        /* Each im2col row of the band is made whole in row (the lines one after the other,
-         * padded with zeros to whole blocks, L1), then copied a block's width at a time to
-         * its blocks: a few long copies and fixed-size ones rather than a piece per block
-         * and line, which took half as long again as the product. */
-        memset(row + npos, 0, (size_t)(nblk * NB - npos) * sizeof(float));
-        for (c = 0; c < channels; c++)
-        for (kd = 0; kd < g->k[0]; kd++)
-        for (kh = 0; kh < g->k[1]; kh++)
-        for (kw = 0; kw < g->k[2]; kw++, kk++) {
-                int64_t offw = kw * g->dil[2], od = r0 / OH, oh = r0 % OH;
-
-                valid_range(OW, sw, g->pb[2], offw, W, &lo, &hi);
-                for (float *d = row; d < row + npos; d += OW) {
-                        int64_t id = od * g->stride[0] - g->pb[0] + kd * g->dil[0];
-                        int64_t ih = oh * g->stride[1] - g->pb[1] + kh * g->dil[1];
-
-                        if (++oh == OH) {
-                                oh = 0;
-                                od++;
-                        }
-                        if (id < 0 || id >= D || ih < 0 || ih >= H) {
-                                memset(d, 0, (size_t)OW * sizeof(float));
-                                continue;
-                        }
-                        int64_t base = ((c * D + id) * H + ih) * W - g->pb[2] + offw;
-                        for (int64_t o = 0; o < lo; o++)
-                                d[o] = 0.0f;
-                        if (sw == 1)
-                                for (int64_t o = lo; o < hi; o++)
-                                        d[o] = x[base + o];
-                        else
-                                for (int64_t o = lo; o < hi; o++)
-                                        d[o] = x[base + o * sw];
-                        for (int64_t o = hi; o < OW; o++)
-                                d[o] = 0.0f;
-                }
-                float *dst = bx + kk * NB;
-                for (int64_t b = 0; b < nblk; b++, dst += blk)
-                        for (int q = 0; q < NB; q++)
-                                dst[q] = row[b * NB + q];
-        }
-}
-
 void nn_col2im_f32(const float *col, int64_t channels, const struct nn_geom *g, float *x)
 {
         const int64_t D = g->in[0], H = g->in[1], W = g->in[2];

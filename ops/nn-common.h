@@ -94,14 +94,6 @@ void nn_im2col_f64(const double *x, int64_t channels, const struct nn_geom *g, i
 /* float32 in, float64 out (the float64 accumulation of OPS_SGEMM_F64). */
 void nn_im2col_f32_f64(const float *x, int64_t channels, const struct nn_geom *g, int64_t r0, int64_t r1,
                        double *col);
-/* nn_im2col_f32's matrix laid out in column blocks of NN_COL_BLOCK positions
- * (ops_mixed_pack_b's layout: OPS_XSMM_NB is the same width): position p's column of row kk
- * at bx[(p / NN_COL_BLOCK) * rows * NN_COL_BLOCK + kk * NN_COL_BLOCK + p % NN_COL_BLOCK]
- * (rows: channels x the kernel's size), the last block's columns past the band zero. row:
- * scratch of the band's positions rounded up to whole blocks. */
-#define NN_COL_BLOCK 32
-void nn_im2col_f32_blocks(const float *restrict x, int64_t channels, const struct nn_geom *g, int64_t r0,
-                          int64_t r1, float *restrict bx, float *restrict row);
 /* The adjoint of im2col: adds every col entry into its x position (padding dropped). */
 void nn_col2im_f32(const float *col, int64_t channels, const struct nn_geom *g, float *x);
 

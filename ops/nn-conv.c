@@ -367,17 +367,10 @@ out:
         return rc;
 }
 
-/* Bytes of the im2col of one band of output lines under mixed accumulation (conv_mixed), in
- * column blocks: in L2 with the filters while the band's product runs. */
+/* Bytes of the im2col of one band of output lines under mixed accumulation (conv_mixed; as
+ * much again for its copy in column blocks): in L2 with the filters while the band's
+ * product runs. */
 #define CONV_MIXED_BAND (512 << 10)
-_Static_assert(NN_COL_BLOCK == OPS_XSMM_NB, "the im2col's blocks are the mixed product's");
-
-/* A float32 Conv under OPS_SGEMM_MIXED (blas.h), output lines [lo, hi) of every image (a
- * line: od * OH + oh): per image and group, a band of lines at a time, the band's im2col
- * straight into OPS_SGEMM_MIXED's column blocks, then the product of the group's filters
- * (mg x kk, as stored) by it through ops_mixed_product, each element's sum in float32 runs
- * of OPS_MIXED_KB terms taken in the im2col's order (channel, then kernel position), four
- * runs in float32, the rest in float64, the bias added in float64, rounded once. */
 /* Lines of a band of the implicit product (conv_mixed_padded): a poll between bands. */
 #define CONV_MIXED_LINES 16
 /* The most bytes of padded planes conv_mixed_padded lays out (a part's input rows; the
@@ -474,12 +467,18 @@ static int conv_mixed_padded(const struct conv_shape *cs, const float *x, const 
         return rc;
 }
 
+/* A float32 Conv under OPS_SGEMM_MIXED (blas.h), output lines [lo, hi) of every image (a
+ * line: od * OH + oh): the product of the group's filters (mg x kk, as stored) by the
+ * im2col, each element's sum in float32 runs of OPS_MIXED_KB terms taken in the im2col's
+ * order (channel, then kernel position), four runs in float32, the rest in float64, the bias
+ * added in float64, rounded once. Without an im2col where conv_mixed_padded takes the call;
+ * else per image and group a band of lines at a time: the band's im2col (nn_im2col_f32),
+ * copied into OPS_SGEMM_MIXED's column blocks (ops_mixed_pack_b), then ops_mixed_product. */
 static int conv_mixed(const struct conv_shape *cs, const float *x, const float *w, const float *b, float *y,
                       int64_t lo, int64_t hi, char *err, size_t errlen)
 {
-        const int64_t nb = NN_COL_BLOCK;
+        const int64_t nb = OPS_XSMM_NB;
         int64_t kk = cs->cg * cs->k_size, ow = cs->g.out[2];
-        int64_t band = ow && kk ? CONV_MIXED_BAND / (int64_t)sizeof(float) / (kk * ow) : 1;
         char msg[200] = "";
 
         if (!cs->out_size || !cs->mg || lo >= hi)
@@ -494,15 +493,16 @@ static int conv_mixed(const struct conv_shape *cs, const float *x, const float *
         if (rc <= 0)
                 return rc;
         rc = 0;
+        int64_t band = ow ? CONV_MIXED_BAND / (int64_t)sizeof(float) / (kk * ow) : 1;
         band = band < 1 ? 1 : band > hi - lo ? hi - lo : band;
         int64_t blocks = (band * ow + nb - 1) / nb;
-        /* the band's column blocks, then one im2col row of it */
-        float *bx = ops_buf_alloc(
-                ops_bytes(ops_bytes((uint64_t)blocks * (uint64_t)nb, (uint64_t)kk + 1), sizeof(float)), msg,
-                sizeof(msg));
+        /* the band's column blocks, then its im2col */
+        float *bx = ops_buf_alloc(ops_bytes(ops_bytes((uint64_t)(blocks * nb + band * ow), (uint64_t)kk),
+                                            sizeof(float)),
+                                  msg, sizeof(msg));
         if (!bx)
                 return ops_fail(err, errlen, -ENOMEM, "Conv: %s", msg[0] ? msg : "out of memory");
-        float *row = bx + blocks * nb * kk;
+        float *col = bx + blocks * nb * kk;
         for (int64_t g = 0; g < cs->group && !rc; g++) {
                 const float *wg = w + g * cs->mg * kk;
                 for (int64_t n = 0; n < cs->n && !rc; n++) {
@@ -514,7 +514,8 @@ static int conv_mixed(const struct conv_shape *cs, const float *x, const float *
                                         rc = -ECANCELED;
                                         break;
                                 }
-                                nn_im2col_f32_blocks(xg, cs->cg, &cs->g, r0, r1, bx, row);
+                                nn_im2col_f32(xg, cs->cg, &cs->g, r0, r1, col);
+                                ops_mixed_pack_b(col, kk, npos, 0, npos, bx);
                                 ops_mixed_product(cs->mg, npos, kk, wg, kk, bx, 0, 1.0f, 0.0f, yg + r0 * ow,
                                                   cs->out_size, b ? b + g * cs->mg : NULL, NULL);
                         }
