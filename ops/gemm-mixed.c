@@ -52,8 +52,12 @@
  * 4 MB of weights read cold take it 1.35-1.45x float32's time, where libxsmm's kernels, each
  * prefetching the next run's block, take 1.0-1.1x. Run after run, as a served model's
  * weights are, it is the faster (the bench MLP: mixed 1.07x float32's time at 2 threads,
- * 1.08-1.15x with libxsmm's kernels). A software prefetch of the next quad fixed the cold case
- * but cost 4-8 % in the warm one, so it was not kept. A larger B takes libxsmm's kernels. */
+ * 1.08-1.15x with libxsmm's kernels). The first two row tiles now prefetch the next quad's B
+ * into L2, a line per term (mx_tile_rows): on the Intel host (2 MiB of L2 a core), a 2-thread
+ * MLP layer (32x1024x512 a thread, its B from L3) went from 1.2x float32's time to 1.08x
+ * (p10 233-238 us against 253-271 us; float32 212-223 us), and no slower with B in L2
+ * (an earlier prefetch of the whole quad at once had cost 4-8 % there). A larger B takes
+ * libxsmm's kernels. */
 #define MX_AVX512_MAX_B (8u << 20)
 
 /* C' (w x rows, ld MX_NB) = A' B' in libxsmm's column-major terms: A' the w x kb block of B
@@ -163,6 +167,11 @@ static int mx_avx512_off; /* set by ops_mixed_kernel(0), before any product runs
                         _mm512_setzero_ps();                                                               \
                 for (long kk = (k0); kk < (k1); kk++) {                                                    \
                         const float *br = off ? bp + off[kk] : bp + kk * MX_NB;                            \
+                        if (!off && pf) {                                                                  \
+                                _mm_prefetch((const char *)(pf + (kk - kq) * 16), _MM_HINT_T1);            \
+                                if (pf2)                                                                   \
+                                        _mm_prefetch((const char *)(pf2 + (kk - kq) * 16), _MM_HINT_T1);   \
+                        }                                                                                  \
                         __m512 b0 = _mm512_loadu_ps(br);                                                   \
                         __m512 b1 = nv > 1 ? _mm512_loadu_ps(br + 16) : b0;                                \
                         _Pragma("GCC unroll 12") for (int r = 0; r < mr; r++)                              \
@@ -180,8 +189,9 @@ static int mx_avx512_off; /* set by ops_mixed_kernel(0), before any product runs
  * to after */
 static inline __attribute__((always_inline, target("avx512f"))) void
 mx_rows(const int mr, const int nv, long k0, long k1, const float *a, long lda, const float *bp,
-        const long *off, double *acc)
+        const long *off, const float *pf, const float *pf2, double *acc)
 {
+        const long kq = k0;
         __m512 s[MX_MR1][2], t[MX_MR1][2];
         float pair[MX_MR1 * 2 * 16] __attribute__((aligned(64)));
         long m1 = k0 + MX_KB < k1 ? k0 + MX_KB : k1, m2 = m1 + MX_KB < k1 ? m1 + MX_KB : k1;
@@ -218,7 +228,7 @@ mx_rows(const int mr, const int nv, long k0, long k1, const float *a, long lda, 
 /* One row tile (mr rows) of a chunk, the kernel specialised for its shape. */
 #define MX_CASE(mr, nv)                                                    \
         case mr:                                                           \
-                mx_rows(mr, nv, k0, k1, ar, lda, bp, off, accr);           \
+                mx_rows(mr, nv, k0, k1, ar, lda, bp, off, pf, pf2, accr);  \
                 break
 
 /* acc (rows x MX_NB, aligned, ld MX_NB) = the sums of quads of runs of rows of A (lda) by the
@@ -237,6 +247,15 @@ mx_tile_rows(long rows, long k, const float *a, long lda, const float *bp, const
                         long left = rows - r, mr = left <= most ? left : left < 2 * most ? (left + 1) / 2 : most;
                         const float *ar = a + r * lda;
                         double *accr = acc + r * MX_NB;
+                        /* The first two row tiles prefetch the next quad's rows of the block
+                         * into L2 (after the last quad, the next block's first: the blocks
+                         * follow each other), a line per term: tile 0 the first half, tile 1
+                         * the second, a lone tile both. */
+                        const float *half = bp + (size_t)k1 * MX_NB + MX_QUAD * MX_NB / 2;
+                        const float *pf = off || r ? NULL : bp + (size_t)k1 * MX_NB;
+                        const float *pf2 = off || r >= 2 * most ? NULL : !r && mr < rows ? NULL : half;
+                        if (!pf && pf2) /* tile 1 */
+                                pf = pf2, pf2 = NULL;
                         if (narrow) {
                                 switch (mr) {
                                         MX_CASE(12, 1);
