@@ -247,6 +247,22 @@ void ops_mixed_product(long m, long n, long k, const float *a, long lda, const f
  * 0 done, 1 when the AVX-512 kernel is not in use (nothing written). */
 int ops_mixed_product_off(long m, long npos, long k, const float *a, long lda, const float *xp, const long *off,
                           long pitch, long width, float *c, long lpitch, long ldc, const float *rbias);
+/* The same sums as ops_mixed_product_off's, tiled the other way (output channels across
+ * the vectors, no position past width computed): C's m rows (channels, ldc apart) by the
+ * positions [0, width) of each of lines lines (line l's at c + l * lpitch, its terms at
+ * xp + l * pitch + p + off[kk]), the filters wp as ops_mixed_pack_wt lays them out. 0 done,
+ * 1 when the AVX-512 kernel is not in use (nothing written). */
+int ops_mixed_conv_lines(long m, long k, const float *wp, const float *xp, const long *off, long pitch, long lines,
+                         long width, float *c, long lpitch, long ldc, const float *rbias);
+/* The m x k filters w (ld ldw) transposed for ops_mixed_conv_lines into wp: blocks of 64
+ * channels, k rows of 64 each, the last block's missing channels zero
+ * (ops_mixed_wt_floats(m, k) floats); returns wp. */
+float *ops_mixed_pack_wt(const float *w, long m, long k, long ldw, float *wp);
+long ops_mixed_wt_floats(long m, long k);
+/* Whether convolutions may take ops_mixed_conv_lines (1, the default where the AVX-512
+ * kernel is in use) or always ops_mixed_product_off (0): on 1 or 0 chooses, -1 only asks
+ * (tests and benches: both give the same sums). */
+int ops_mixed_conv_transposed(int on);
 /* Whether OPS_SGEMM_MIXED's products that read at most 8 MiB of B run on its AVX-512
  * kernel (1; the default where the CPU has AVX-512F) or on libxsmm's float32 kernels, a run
  * at a time (0; a larger B always does): avx512 1 or 0 chooses (1 only where the CPU has it),

@@ -28,9 +28,10 @@
  * B is read in the column blocks of the libxsmm layout: the constant weights' copy made at
  * load (ops_packed_b_new_mixed), or a band of columns copied per call; or, for a
  * convolution on the AVX-512 kernel, each of its rows in place at an offset of its own
- * (ops_mixed_product_off: nn-conv.c's padded input planes). Where scratch cannot be had (the
- * run's memory budget), the plain loop makes the same sums. A call's results are the same
- * from one call to the next. */
+ * (ops_mixed_product_off: nn-conv.c's padded input planes), or the product transposed, the
+ * filters across the vectors and the padded input broadcast (ops_mixed_conv_lines). Where
+ * scratch cannot be had (the run's memory budget), the plain loop makes the same sums. A
+ * call's results are the same from one call to the next. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -305,6 +306,131 @@ __attribute__((target("avx512f"))) static void mx_tile_off(long rows, long k, co
         mx_tile_rows(rows, k, a, lda, bp, off, acc, 0);
 }
 
+/* ---- convolutions with the product transposed: output channels across the vectors ----
+ *
+ * ops_mixed_conv_lines: a register tile is up to MC_MR output positions of one line (each
+ * term of a position a scalar of the padded input, broadcast) by up to four vectors of 16
+ * output channels (the filters, transposed into rows of MC_NB channels per term by
+ * ops_mixed_pack_wt). Every element's sum is the same as the other kernels' (runs of
+ * OPS_MIXED_KB terms by fused multiply-adds in k order, a quad's runs as (r0 + r1) +
+ * (r2 + r3) in float32, the quads in float64); only the tiling differs. A run's 24 sums are
+ * all the registers it keeps (the pair and the third run wait in L1), the filters' quad
+ * (32 KiB for 64 channels) stays in L1 while every tile of the line uses it, and no position
+ * past a line's last output is computed: a 3x3 convolution over 56-wide lines, whose padded
+ * lines are 64 floats apart, does an eighth fewer multiply-adds than ops_mixed_product_off. */
+#define MC_NB 64  /* channels of a block of the transposed filters: four vectors */
+#define MC_MR 6   /* positions of a register tile */
+#define MC_PC 60  /* positions of a line summed at a time (their float64 sums: 30 KiB) */
+
+/* one run, terms [k0, k1), of positions x[off[kk] + r] (r < mr) by nv vectors of w's rows
+ * (kk * MC_NB) into s (set to it) */
+#define MC_RUN(s, k0, k1)                                                                                  \
+        do {                                                                                               \
+                _Pragma("GCC unroll 6") for (int r = 0; r < mr; r++) _Pragma("GCC unroll 4") for (int v = 0; \
+                                                                                               v < nv; v++) \
+                        s[r][v] = _mm512_setzero_ps();                                                     \
+                for (long kk = (k0); kk < (k1); kk++) {                                                    \
+                        const float *wr = w + kk * MC_NB, *xr = x + off[kk];                               \
+                        __m512 b[4];                                                                       \
+                        _Pragma("GCC unroll 4") for (int v = 0; v < nv; v++) b[v] = _mm512_loadu_ps(wr + 16 * v); \
+                        _Pragma("GCC unroll 6") for (int r = 0; r < mr; r++)                               \
+                        {                                                                                  \
+                                __m512 xb = _mm512_set1_ps(xr[r]);                                         \
+                                _Pragma("GCC unroll 4") for (int v = 0; v < nv; v++) s[r][v] =             \
+                                        _mm512_fmadd_ps(xb, b[v], s[r][v]);                                \
+                        }                                                                                  \
+                }                                                                                          \
+        } while (0)
+
+/* acc[r][0 .. 16 nv) (ld MC_NB) (+)= the quad of runs of terms [k0, k1) of position r < mr:
+ * set at term 0, added to after */
+static inline __attribute__((always_inline, target("avx512f"))) void
+mc_rows(const int mr, const int nv, long k0, long k1, const float *x, const long *off, const float *w,
+        double *acc)
+{
+        __m512 s[MC_MR][4];
+        float pair[MC_MR * 4 * 16] __attribute__((aligned(64))), r2[MC_MR * 4 * 16] __attribute__((aligned(64)));
+        long m1 = k0 + MX_KB < k1 ? k0 + MX_KB : k1, m2 = m1 + MX_KB < k1 ? m1 + MX_KB : k1;
+        long m3 = m2 + MX_KB < k1 ? m2 + MX_KB : k1;
+
+        MC_RUN(s, k0, m1);
+#pragma GCC unroll 6
+        for (int r = 0; r < mr; r++)
+#pragma GCC unroll 4
+                for (int v = 0; v < nv; v++)
+                        _mm512_store_ps(pair + (r * 4 + v) * 16, s[r][v]);
+        MC_RUN(s, m1, m2);
+#pragma GCC unroll 6
+        for (int r = 0; r < mr; r++)
+#pragma GCC unroll 4
+                for (int v = 0; v < nv; v++) /* r0 + r1 */
+                        _mm512_store_ps(pair + (r * 4 + v) * 16,
+                                        _mm512_add_ps(_mm512_load_ps(pair + (r * 4 + v) * 16), s[r][v]));
+        MC_RUN(s, m2, m3);
+#pragma GCC unroll 6
+        for (int r = 0; r < mr; r++)
+#pragma GCC unroll 4
+                for (int v = 0; v < nv; v++)
+                        _mm512_store_ps(r2 + (r * 4 + v) * 16, s[r][v]);
+        MC_RUN(s, m3, k1);
+#pragma GCC unroll 6
+        for (int r = 0; r < mr; r++)
+#pragma GCC unroll 4
+                for (int v = 0; v < nv; v++) {
+                        double *p = acc + r * MC_NB + 16 * v;
+                        __m512 u = _mm512_add_ps(_mm512_load_ps(pair + (r * 4 + v) * 16),
+                                                 _mm512_add_ps(_mm512_load_ps(r2 + (r * 4 + v) * 16), s[r][v]));
+                        __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(u));
+                        __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(u), 1)));
+                        if (k0) {
+                                lo = _mm512_add_pd(_mm512_load_pd(p), lo);
+                                hi = _mm512_add_pd(_mm512_load_pd(p + 8), hi);
+                        }
+                        _mm512_store_pd(p, lo);
+                        _mm512_store_pd(p + 8, hi);
+                }
+}
+#undef MC_RUN
+
+#define MC_CASE(mr, nv)                                                            \
+        case mr:                                                                   \
+                mc_rows(mr, nv, k0, k1, x + p, off, w, acc + p * MC_NB);           \
+                break
+#define MC_CASES(nv)                                                               \
+        switch (mr) {                                                              \
+                MC_CASE(6, nv);                                                    \
+                MC_CASE(5, nv);                                                    \
+                MC_CASE(4, nv);                                                    \
+                MC_CASE(3, nv);                                                    \
+                MC_CASE(2, nv);                                                    \
+                MC_CASE(1, nv);                                                    \
+        default:                                                                   \
+                break;                                                             \
+        }
+
+/* acc (n x MC_NB, aligned) = the sums of positions x + p (p < n) by nv vectors of the
+ * block w: quad by quad, every tile of the positions (MC_MR, the last two shared out
+ * evenly) on the quad's filters while they are in L1 */
+__attribute__((target("avx512f"))) static void mc_positions(long n, long k, const float *x, const long *off,
+                                                            const float *w, int nv, double *acc)
+{
+        for (long k0 = 0; k0 < k; k0 += MX_QUAD) {
+                long k1 = k0 + MX_QUAD < k ? k0 + MX_QUAD : k;
+                for (long p = 0; p < n;) {
+                        long left = n - p, mr = left <= MC_MR ? left : left < 2 * MC_MR ? (left + 1) / 2 : MC_MR;
+                        if (nv == 4)
+                                MC_CASES(4)
+                        else if (nv == 2)
+                                MC_CASES(2)
+                        else
+                                MC_CASES(1)
+                        p += mr;
+                }
+        }
+}
+#undef MC_CASES
+#undef MC_CASE
+
 int ops_mixed_kernel(int avx512)
 {
         if (avx512 >= 0)
@@ -320,6 +446,11 @@ static void mx_tile_avx512(long rows, long k, const float *a, long lda, const fl
 static void mx_tile_off(long rows, long k, const float *a, long lda, const float *bp, const long *off, double *acc)
 {
         (void)rows, (void)k, (void)a, (void)lda, (void)bp, (void)off, (void)acc;
+        abort();
+}
+static void mc_positions(long n, long k, const float *x, const long *off, const float *w, int nv, double *acc)
+{
+        (void)n, (void)k, (void)x, (void)off, (void)w, (void)nv, (void)acc;
         abort();
 }
 
@@ -440,6 +571,67 @@ int ops_mixed_product_off(long m, long npos, long k, const float *a, long lda, c
                         }
                 }
         }
+        return 0;
+}
+
+long ops_mixed_wt_floats(long m, long k)
+{
+        return (m + MC_NB - 1) / MC_NB * MC_NB * k;
+}
+
+float *ops_mixed_pack_wt(const float *w, long m, long k, long ldw, float *wp)
+{
+        for (long cb = 0; cb < m; cb += MC_NB) {
+                float *blk = wp + cb * k;
+                long nc = m - cb < MC_NB ? m - cb : MC_NB;
+                for (long kk = 0; kk < k; kk++) {
+                        float *row = blk + kk * MC_NB;
+                        for (long c = 0; c < nc; c++)
+                                row[c] = w[(cb + c) * ldw + kk];
+                        for (long c = nc; c < MC_NB; c++)
+                                row[c] = 0.0f;
+                }
+        }
+        return wp;
+}
+
+static int mc_off; /* set by ops_mixed_conv_transposed(0) */
+
+int ops_mixed_conv_transposed(int on)
+{
+        if (on >= 0)
+                mc_off = !on;
+        return !mc_off && ops_mixed_kernel(-1);
+}
+
+int ops_mixed_conv_lines(long m, long k, const float *wp, const float *xp, const long *off, long pitch, long lines,
+                         long width, float *c, long lpitch, long ldc, const float *rbias)
+{
+        double acc[MC_PC * MC_NB] __attribute__((aligned(64)));
+
+        if (!ops_mixed_kernel(-1))
+                return 1;
+        for (long l = 0; l < lines; l++)
+                for (long cb = 0; cb < m; cb += MC_NB) {
+                        long nc = m - cb < MC_NB ? m - cb : MC_NB;
+                        int nv = nc > 32 ? 4 : nc > 16 ? 2 : 1;
+                        for (long p0 = 0; p0 < width; p0 += MC_PC) {
+                                long n = width - p0 < MC_PC ? width - p0 : MC_PC;
+                                mc_positions(n, k, xp + l * pitch + p0, off, wp + cb * k, nv, acc);
+                                float *cl = c + cb * ldc + l * lpitch + p0;
+                                for (long ch = 0; ch < nc; ch++) {
+                                        float *cr = cl + ch * ldc;
+                                        if (rbias) {
+                                                double rb = (double)rbias[cb + ch];
+                                                for (long p = 0; p < n; p++)
+                                                        cr[p] = (float)(acc[p * MC_NB + ch] + rb);
+                                        } else {
+                                                for (long p = 0; p < n; p++)
+                                                        cr[p] = (float)acc[p * MC_NB + ch];
+                                        }
+                                }
+                        }
+                }
         return 0;
 }
 

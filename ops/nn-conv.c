@@ -387,8 +387,15 @@ out:
  * hence the same sums. On the ResNet block's 3x3 convolution, one thread: 64 GFMA/s, as
  * oneDNN's float32 direct convolution, against 53 through the im2col and 44 with the pitch
  * not rounded (loads split across cache lines); a copy per filter column, shifted so that
- * every tap's loads are aligned, took three times the memory and ran at 58. 1 when the call
- * is not one it takes. */
+ * every tap's loads are aligned, took three times the memory and ran at 58.
+ *
+ * Where the filters fill blocks of vectors better than the output lines fill the pitch
+ * (64 filters over 56-wide lines: none empty against 8 columns of 64 computed and dropped),
+ * the filters are transposed once per group and ops_mixed_conv_lines puts the channels
+ * across the vectors instead, the same sums again: on the Intel host, one thread, 1.11-1.22x
+ * oneDNN's time against 1.31-1.44x (bench_kernels f64), and the ResNet block under mixed
+ * went from 1.31-1.39x ONNX Runtime's time to 1.07-1.14x. 1 when the call is not one it
+ * takes. */
 static int conv_mixed_padded(const struct conv_shape *cs, const float *x, const float *w, const float *b, float *y,
                              int64_t lo, int64_t hi, char *err, size_t errlen)
 {
@@ -415,14 +422,22 @@ static int conv_mixed_padded(const struct conv_shape *cs, const float *x, const 
         if (ops_bytes(ops_bytes((uint64_t)plane, (uint64_t)planes), sizeof(float)) > CONV_MIXED_PAD_MAX)
                 return 1;
         char msg[200] = "";
-        /* the planes, slack for the reads past the last line, then the offsets */
+        /* The filters transposed (ops_mixed_conv_lines) where that computes fewer
+         * multiply-adds: the channels a block of vectors leaves empty against the columns
+         * past each line's last output. */
+        const int64_t mg = cs->mg, mpad = mg / 64 * 64 + (mg % 64 > 32 ? 64 : mg % 64 > 16 ? 32 : mg % 64 ? 16 : 0);
+        const int transposed = mg * pitch > mpad * OW && ops_mixed_conv_transposed(-1);
+        const uint64_t nwt = transposed ? (uint64_t)ops_mixed_wt_floats(mg, kk) : 0;
+        /* the planes, slack for the reads past the last line, the filters transposed, then
+         * the offsets */
         uint64_t nf = ops_bytes((uint64_t)plane, (uint64_t)planes) + (uint64_t)pitch + 64;
-        float *mem = ops_buf_alloc(ops_bytes(nf, sizeof(float)) + ops_bytes((uint64_t)kk, sizeof(long)) + 128, msg,
-                                   sizeof(msg));
+        float *mem = ops_buf_alloc(ops_bytes(nf + nwt + 16, sizeof(float)) + ops_bytes((uint64_t)kk, sizeof(long)) + 128,
+                                   msg, sizeof(msg));
         if (!mem)
                 return ops_fail(err, errlen, -ENOMEM, "Conv: %s", msg[0] ? msg : "out of memory");
         float *xp = (float *)((uintptr_t)mem + 63 - ((uintptr_t)mem + 63) % 64);
-        long *off = (long *)((uintptr_t)(xp + nf) + 63 - ((uintptr_t)(xp + nf) + 63) % 64);
+        float *wt = transposed ? xp + nf + (16 - nf % 16) % 16 : NULL;
+        long *off = (long *)((uintptr_t)(xp + nf + nwt + 16) + 63 - ((uintptr_t)(xp + nf + nwt + 16) + 63) % 64);
         for (int64_t c = 0, t = 0; c < cs->cg; c++)
                 for (int64_t i = 0; i < KH; i++)
                         for (int64_t j = 0; j < KW; j++)
@@ -431,6 +446,8 @@ static int conv_mixed_padded(const struct conv_shape *cs, const float *x, const 
         int rc = 0;
         for (int64_t gi = 0; gi < cs->group && !rc; gi++) {
                 const float *wg = w + gi * cs->mg * kk;
+                if (wt)
+                        ops_mixed_pack_wt(wg, mg, kk, kk, wt);
                 for (int64_t n = 0; n < cs->n && !rc; n++) {
                         const float *xg = x + (n * cs->c + gi * cs->cg) * cs->in_size;
                         float *yg = y + (n * cs->m + gi * cs->mg) * cs->out_size;
@@ -457,9 +474,14 @@ static int conv_mixed_padded(const struct conv_shape *cs, const float *x, const 
                                         rc = -ECANCELED;
                                         break;
                                 }
-                                ops_mixed_product_off(cs->mg, (r1 - r0) * pitch, kk, wg, kk, xp + (r0 - lo) * pitch,
-                                                      off, pitch, OW, yg + r0 * OW, OW, cs->out_size,
-                                                      b ? b + gi * cs->mg : NULL);
+                                if (wt)
+                                        ops_mixed_conv_lines(mg, kk, wt, xp + (r0 - lo) * pitch, off, pitch, r1 - r0,
+                                                             OW, yg + r0 * OW, OW, cs->out_size,
+                                                             b ? b + gi * cs->mg : NULL);
+                                else
+                                        ops_mixed_product_off(cs->mg, (r1 - r0) * pitch, kk, wg, kk,
+                                                              xp + (r0 - lo) * pitch, off, pitch, OW, yg + r0 * OW,
+                                                              OW, cs->out_size, b ? b + gi * cs->mg : NULL);
                         }
                 }
         }

@@ -386,14 +386,15 @@ static void bench_f64(void)
 
 /* The ResNet block's 3x3 convolution (64 channels, 56x56, pads 1): float64 accumulation
  * (ops_conv2d_f64, shifted products) and mixed accumulation (ops_conv2d_mixed: the mixed
- * kernel over a padded copy of the input) against the float32 direct convolution on packed
- * filters (oneDNN, the variant tuning picks for it). */
+ * kernel over a padded copy of the input, channels across the vectors, and on AVX-512 also
+ * positions across them: ops_mixed_conv_transposed) against the float32 direct convolution
+ * on packed filters (oneDNN, the variant tuning picks for it). */
 static void bench_conv_f64(void)
 {
         const int64_t c = 64, m = 64, h = 56, w = 56;
         float *x = rand_buf((size_t)(c * h * w), 5), *f = rand_buf((size_t)(m * c * 9), 6);
-        float *y[3] = { malloc(sizeof(float) * (size_t)(m * h * w)), malloc(sizeof(float) * (size_t)(m * h * w)),
-                        malloc(sizeof(float) * (size_t)(m * h * w)) };
+        float *y[4] = { malloc(sizeof(float) * (size_t)(m * h * w)), malloc(sizeof(float) * (size_t)(m * h * w)),
+                        malloc(sizeof(float) * (size_t)(m * h * w)), malloc(sizeof(float) * (size_t)(m * h * w)) };
         int64_t wd[4] = { m, c, 3, 3 }, st[2] = { 1, 1 }, dil[2] = { 1, 1 }, hw[2] = { h, w }, pads[4] = { 1, 1, 1, 1 };
         char err[128] = "";
         struct ops_packed_conv *pc = ops_packed_conv_new(f, wd, st, dil, hw, pads, err, sizeof(err));
@@ -403,20 +404,24 @@ static void bench_conv_f64(void)
         struct ops_conv2d_f64_args a = { .x = x, .w = f, .y = y[1], .n = 1, .c = c, .ih = h, .iw = w, .m = m, .oh = h,
                                          .ow = w, .kh = 3, .kw = 3, .group = 1, .strides = { 1, 1 },
                                          .dilations = { 1, 1 }, .pads = { 1, 1, 1, 1 } };
-        struct ops_conv2d_f64_args am = a;
-        double flop = 2.0 * m * h * w * c * 9, best[3] = { 1e9, 1e9, 1e9 }, diff = 0, diffm = 0;
+        struct ops_conv2d_f64_args am = a, ap = a;
+        double flop = 2.0 * m * h * w * c * 9, best[4] = { 1e9, 1e9, 1e9, 1e9 }, diff = 0, diffm = 0;
+        int transposed = ops_mixed_conv_transposed(-1), same = 1;
 
         am.y = y[2];
-        if (!y[0] || !y[1] || !y[2]) {
+        ap.y = y[3];
+        if (!y[0] || !y[1] || !y[2] || !y[3]) {
                 perror("malloc");
                 exit(1);
         }
         for (int round = 0; round < 6; round++)
-                for (int side = 0; side < 3; side++) {
-                        if (side == 0 && !pc)
+                for (int side = 0; side < 4; side++) {
+                        if ((side == 0 && !pc) || (side == 3 && !transposed))
                                 continue;
+                        ops_mixed_conv_transposed(side == 2);
                         double t = now_s();
-                        int rc = side == 2   ? ops_conv2d_mixed(&am, err, sizeof(err))
+                        int rc = side == 3   ? ops_conv2d_mixed(&ap, err, sizeof(err))
+                                 : side == 2 ? ops_conv2d_mixed(&am, err, sizeof(err))
                                  : side == 1 ? ops_conv2d_f64(&a, err, sizeof(err))
                                              : ops_conv_direct(&d, err, sizeof(err));
                         t = now_s() - t;
@@ -432,21 +437,30 @@ static void bench_conv_f64(void)
                 double em = fabs((double)y[2][i] - y[1][i]) / (1 + fabs((double)y[1][i]));
                 diff = e > diff ? e : diff;
                 diffm = em > diffm ? em : diffm;
+                same &= !transposed || y[3][i] == y[2][i];
         }
+        ops_mixed_conv_transposed(transposed);
         printf("  %-30s 64ch 56x56 3x3  : float32 (onednn-direct) %8.1f us %6.1f GFLOP/s; float64 (shifted "
                "products) %8.1f us %6.1f GFLOP/s; float64/float32 time %.2fx; max rel diff %.1e\n",
                "conv of the ResNet block", best[0] * 1e6, flop / best[0] * 1e-9, best[1] * 1e6,
                flop / best[1] * 1e-9, best[1] / best[0], diff);
         printf("  %-30s 64ch 56x56 3x3  : mixed (%s) %8.1f us %6.1f GFLOP/s; mixed/float32 time %.2fx; max rel "
                "diff to float64 %.1e\n",
-               "conv of the ResNet block", ops_mixed_kernel(-1) ? "AVX-512 kernel, padded input" : "libxsmm, im2col",
+               "conv of the ResNet block",
+               transposed ? "AVX-512 kernel, padded input, channels across the vectors" : "libxsmm, im2col",
                best[2] * 1e6, flop / best[2] * 1e-9, best[2] / best[0], diffm);
+        if (transposed)
+                printf("  %-30s 64ch 56x56 3x3  : mixed (AVX-512 kernel, padded input, positions across the "
+                       "vectors) %8.1f us %6.1f GFLOP/s; %.2fx the channels' time; the same sums: %s\n",
+                       "conv of the ResNet block", best[3] * 1e6, flop / best[3] * 1e-9, best[3] / best[2],
+                       same ? "yes" : "NO");
         ops_packed_conv_free(pc);
         free(x);
         free(f);
         free(y[0]);
         free(y[1]);
         free(y[2]);
+        free(y[3]);
 }
 
 int main(int argc, char **argv)

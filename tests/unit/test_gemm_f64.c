@@ -449,6 +449,10 @@ static const struct cgeo conv2d[] = {
         G2(2, 3, 9, 13, 4, 5, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0),     /* 5x3, no pads */
         G2(1, 2, 4, 5, 3, 3, 3, 1, 1, 1, 1, 1, 4, 3, 4, 3, 1),      /* lines in the padding only */
         G2(1, 16, 20, 40, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1),  /* wider */
+        /* enough filters for mixed accumulation's transposed kernel (ops_mixed_conv_lines) */
+        G2(1, 8, 9, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1),    /* 64 filters, k 72 */
+        G2(1, 20, 7, 9, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0),    /* 70: blocks of 64 and 6, k 180 */
+        G2(2, 6, 6, 7, 80, 3, 3, 2, 1, 1, 1, 2, 1, 2, 1, 2, 1),     /* two groups of 40, dilations 1,2 */
 };
 
 static int64_t out_ext(const struct cgeo *g, int i)
@@ -767,7 +771,8 @@ static const struct cgeo *mixed_geo(int i)
 
 /* Conv through the registry under OPS_SGEMM_MIXED (nn-conv.c's conv_mixed: the im2col in the
  * mixed product's column blocks, bands of lines), on the AVX-512 kernel where the CPU has
- * it and on libxsmm's kernels: within the mixed bound of the exact sums (one rounding, and
+ * it (with the filters transposed where conv_mixed_padded takes them, and without) and on
+ * libxsmm's kernels: within the mixed bound of the exact sums (one rounding, and
  * (OPS_MIXED_KB + 2) 2^-24 of the terms' magnitudes), on the AVX-512 kernel the runs' sums
  * above bit for bit; ops_conv_rows_acc(mixed) gives a 2-D call's lines (exactly on the
  * AVX-512 kernel, within the bound on libxsmm's) and refuses the others without writing. */
@@ -797,8 +802,10 @@ START_TEST(test_conv_registry_mixed)
                                                 want[yi] = mixed_point(g, x, w, g->bias ? b : NULL, n, m, o, &abs[yi]);
         conv_call_init(cc, g, x, w, b, y);
         ck_assert_msg(ops_check(def, &cc->call, err, sizeof(err)) == 0, "check: %s", err);
-        for (int avx512 = 1; avx512 >= 0; avx512--) {
-                int exact = ops_mixed_kernel(avx512);
+        /* the AVX-512 kernel with and without the transposed one, then libxsmm's */
+        for (int pass = 2; pass >= 0; pass--) {
+                int exact = ops_mixed_kernel(pass > 0);
+                ops_mixed_conv_transposed(pass == 2);
                 cc->call.out[0].data = y;
                 set_all(y, ny, SENTINEL);
                 int rc = ops_run_variant(def, &cc->call, OPS_SGEMM_MIXED, NULL, NULL, err, sizeof(err));
@@ -816,6 +823,7 @@ START_TEST(test_conv_registry_mixed)
                                       "mixed Conv %d, lines: y[%zu] %.9g, the whole call's %.9g", _i, i, yr[i], y[i]);
         }
         ops_mixed_kernel(1);
+        ops_mixed_conv_transposed(1);
         free(cc);
         free(x);
         free(w);
