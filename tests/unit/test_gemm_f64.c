@@ -453,6 +453,7 @@ static const struct cgeo conv2d[] = {
         G2(1, 8, 9, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1),    /* 64 filters, k 72 */
         G2(1, 20, 7, 9, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0),    /* 70: blocks of 64 and 6, k 180 */
         G2(2, 6, 6, 7, 80, 3, 3, 2, 1, 1, 1, 2, 1, 2, 1, 2, 1),     /* two groups of 40, dilations 1,2 */
+        G2(1, 4, 5, 37, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1),    /* lines of 37: 16 + 16 + 5 positions */
 };
 
 static int64_t out_ext(const struct cgeo *g, int i)
