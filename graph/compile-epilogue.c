@@ -465,6 +465,12 @@ int graph_conv_acc_rows(const struct ops_call *call, int mixed, int64_t lo, int6
         struct ops_call *c = __builtin_alloca(sizeof(*c));
         op_call(ep, call, c);
         c->out[0] = call->out[0];
+        /* a residual and Relu go into the kernel's store (ops_conv_post); another
+         * activation takes the band's pass */
+        if (!ep->act || strcmp(ep->act->name, "Relu") == 0) {
+                struct ops_conv_post post = { resid_at(ep, call, 0), ep->act != NULL };
+                return ops_conv_rows_acc_post(c, mixed, lo, hi, &post, err, errlen);
+        }
         int rc = ops_conv_rows_acc(c, mixed, lo, hi, err, errlen);
-        return rc || (!ep->resid && !ep->act) ? rc : band_epilogue(ep, call, lo, hi, err, errlen);
+        return rc ? rc : band_epilogue(ep, call, lo, hi, err, errlen);
 }

@@ -247,13 +247,23 @@ void ops_mixed_product(long m, long n, long k, const float *a, long lda, const f
  * 0 done, 1 when the AVX-512 kernel is not in use (nothing written). */
 int ops_mixed_product_off(long m, long npos, long k, const float *a, long lda, const float *xp, const long *off,
                           long pitch, long width, float *c, long lpitch, long ldc, const float *rbias);
+/* What a convolution's caller applies to each output element after its one rounding, in
+ * float32: the residual's element at the same index (resid: a tensor laid out as the
+ * output, at the same element as the output pointer it goes with; NULL: none), then Relu
+ * (relu: a negative element becomes +0; NaN and -0 stay). */
+struct ops_conv_post {
+        const float *resid;
+        int relu;
+};
 /* The same sums as ops_mixed_product_off's, tiled the other way (output channels across
  * the vectors, no position past width computed): C's m rows (channels, ldc apart) by the
  * positions [0, width) of each of lines lines (line l's at c + l * lpitch, its terms at
- * xp + l * pitch + p + off[kk]), the filters wp as ops_mixed_pack_wt lays them out. 0 done,
- * 1 when the AVX-512 kernel is not in use (nothing written). */
+ * xp + l * pitch + p + off[kk]), the filters wp as ops_mixed_pack_wt lays them out, then
+ * post (NULL: none; its resid at c's element) as each tile is stored. 0 done, 1 when the
+ * AVX-512 kernel is not in use (nothing written). */
 int ops_mixed_conv_lines(long m, long k, const float *wp, const float *xp, const long *off, long pitch, long lines,
-                         long width, float *c, long lpitch, long ldc, const float *rbias);
+                         long width, float *c, long lpitch, long ldc, const float *rbias,
+                         const struct ops_conv_post *post);
 /* The m x k filters w (ld ldw) transposed for ops_mixed_conv_lines into wp: blocks of 64
  * channels, k rows of 64 each, the last block's missing channels zero
  * (ops_mixed_wt_floats(m, k) floats); returns wp. */
@@ -305,6 +315,12 @@ int ops_conv2d_mixed(const struct ops_conv2d_f64_args *a, char *err, size_t errl
  * product): 0, 1 when the call is not one it takes (nothing written), < 0 with err set
  * (-ECANCELED, -ENOMEM). */
 int ops_conv_rows_acc(const struct ops_call *call, int mixed, int64_t lo, int64_t hi, char *err, size_t errlen);
+/* The same, then post (NULL: none; its resid at the output's first element) on those rows:
+ * in the store of ops_mixed_conv_lines' tiles where the call takes it, else over each band
+ * of lines as it is done, or over the rows at the end (the graph's Relu and residual
+ * epilogues). */
+int ops_conv_rows_acc_post(const struct ops_call *call, int mixed, int64_t lo, int64_t hi,
+                           const struct ops_conv_post *post, char *err, size_t errlen);
 
 /* "onednn" or "openblas": what ops_sgemm uses for an m x n x k product. */
 const char *ops_sgemm_backend(long m, long n, long k);

@@ -464,10 +464,11 @@ static inline __attribute__((always_inline, target("avx512f"))) void mc_transpos
 }
 
 /* c[ch * ldc + p] = acc[p][ch] (+ rbias[ch] in float64) rounded to float32, p < n,
- * ch < nc: 16 positions by 16 channels at a time, rounded in vectors and transposed in
- * registers (a scalar loop over the strided sums took a tenth of the convolution) */
+ * ch < nc, then + resid[ch * ldc + p] (resid not NULL) and Relu (relu): 16 positions by 16
+ * channels at a time, rounded in vectors and transposed in registers (a scalar loop over
+ * the strided sums took a tenth of the convolution) */
 __attribute__((target("avx512f"))) static void mc_store(const double *acc, long n, long nc, const float *rbias,
-                                                        float *c, long ldc)
+                                                        const float *resid, int relu, float *c, long ldc)
 {
         for (long c0 = 0; c0 < nc; c0 += 16) {
                 long cw = nc - c0 < 16 ? nc - c0 : 16;
@@ -498,8 +499,15 @@ __attribute__((target("avx512f"))) static void mc_store(const double *acc, long 
                                         _mm256_castps_pd(_mm512_cvtpd_ps(hi)), 1));
                         }
                         mc_transpose16(r);
-                        for (long q = 0; q < cw; q++)
-                                _mm512_mask_storeu_ps(c + (c0 + q) * ldc + p0, pm, r[q]);
+                        for (long q = 0; q < cw; q++) {
+                                __m512 v = r[q];
+                                if (resid)
+                                        v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(pm, resid + (c0 + q) * ldc + p0));
+                                if (relu)
+                                        v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ),
+                                                                 v, _mm512_setzero_ps());
+                                _mm512_mask_storeu_ps(c + (c0 + q) * ldc + p0, pm, v);
+                        }
                 }
         }
 }
@@ -547,9 +555,10 @@ static void mc_positions(long n, long k, const float *x, const long *off, const 
         (void)n, (void)k, (void)x, (void)off, (void)w, (void)nv, (void)acc;
         abort();
 }
-static void mc_store(const double *acc, long n, long nc, const float *rbias, float *c, long ldc)
+static void mc_store(const double *acc, long n, long nc, const float *rbias, const float *resid, int relu, float *c,
+                     long ldc)
 {
-        (void)acc, (void)n, (void)nc, (void)rbias, (void)c, (void)ldc;
+        (void)acc, (void)n, (void)nc, (void)rbias, (void)resid, (void)relu, (void)c, (void)ldc;
         abort();
 }
 static void mc_pack(const float *w, long m, long k, long ldw, float *wp)
@@ -713,8 +722,11 @@ int ops_mixed_conv_transposed(int on)
 }
 
 int ops_mixed_conv_lines(long m, long k, const float *wp, const float *xp, const long *off, long pitch, long lines,
-                         long width, float *c, long lpitch, long ldc, const float *rbias)
+                         long width, float *c, long lpitch, long ldc, const float *rbias,
+                         const struct ops_conv_post *post)
 {
+        const float *resid = post ? post->resid : NULL;
+        int relu = post && post->relu;
         double acc[MC_PC * MC_NB] __attribute__((aligned(64)));
 
         if (!ops_mixed_kernel(-1))
@@ -729,7 +741,9 @@ int ops_mixed_conv_lines(long m, long k, const float *wp, const float *xp, const
                         for (long p0 = 0; p0 < width; p0 += chunk) {
                                 long n = width - p0 < chunk ? width - p0 : chunk;
                                 mc_positions(n, k, xp + l * pitch + p0, off, wp + cb * k, nv, acc);
-                                mc_store(acc, n, nc, rbias ? rbias + cb : NULL, c + cb * ldc + l * lpitch + p0, ldc);
+                                long at = cb * ldc + l * lpitch + p0;
+                                mc_store(acc, n, nc, rbias ? rbias + cb : NULL, resid ? resid + at : NULL, relu, c + at,
+                                         ldc);
                         }
                 }
         return 0;

@@ -377,6 +377,22 @@ out:
  * whole image's for a Conv run in one piece): past it, the im2col in bands. */
 #define CONV_MIXED_PAD_MAX (64ull << 20)
 
+/* post (residual, Relu: struct ops_conv_post, its resid at y's element) on n elements of
+ * each of planes planes of y, out_size apart */
+static void conv_post_lines(const struct ops_conv_post *post, float *y, int64_t planes, int64_t out_size, int64_t n)
+{
+        if (!post || (!post->resid && !post->relu))
+                return;
+        for (int64_t k = 0; k < planes; k++) {
+                float *yk = y + k * out_size;
+                const float *rk = post->resid ? post->resid + k * out_size : NULL;
+                for (int64_t i = 0; i < n; i++) {
+                        float v = rk ? yk[i] + rk[i] : yk[i];
+                        yk[i] = post->relu && v < 0 ? 0.0f : v;
+                }
+        }
+}
+
 /* conv_mixed for a 2-D convolution of strides 1 on the AVX-512 kernel, without an im2col:
  * per image and group, the input rows under lines [lo, hi) copied once into zero-padded
  * planes, one per channel (pitch: the padded width rounded up to a cache line, the planes
@@ -397,7 +413,7 @@ out:
  * went from 1.31-1.39x ONNX Runtime's time to 1.07-1.14x. 1 when the call is not one it
  * takes. */
 static int conv_mixed_padded(const struct conv_shape *cs, const float *x, const float *w, const float *b, float *y,
-                             int64_t lo, int64_t hi, char *err, size_t errlen)
+                             int64_t lo, int64_t hi, const struct ops_conv_post *post, char *err, size_t errlen)
 {
         const struct nn_geom *g = &cs->g;
         const int64_t H = g->in[1], W = g->in[2], OW = g->out[2], KH = g->k[1], KW = g->k[2];
@@ -474,14 +490,21 @@ static int conv_mixed_padded(const struct conv_shape *cs, const float *x, const 
                                         rc = -ECANCELED;
                                         break;
                                 }
-                                if (wt)
+                                /* the post-op's residual at the same element as the lines' output */
+                                struct ops_conv_post pg = { post && post->resid ? post->resid + (yg - y) + r0 * OW
+                                                                                : NULL,
+                                                            post && post->relu };
+                                if (wt) {
                                         ops_mixed_conv_lines(mg, kk, wt, xp + (r0 - lo) * pitch, off, pitch, r1 - r0,
                                                              OW, yg + r0 * OW, OW, cs->out_size,
-                                                             b ? b + gi * cs->mg : NULL);
-                                else
+                                                             b ? b + gi * cs->mg : NULL, post ? &pg : NULL);
+                                } else {
                                         ops_mixed_product_off(cs->mg, (r1 - r0) * pitch, kk, wg, kk,
                                                               xp + (r0 - lo) * pitch, off, pitch, OW, yg + r0 * OW,
                                                               OW, cs->out_size, b ? b + gi * cs->mg : NULL);
+                                        conv_post_lines(post ? &pg : NULL, yg + r0 * OW, cs->mg, cs->out_size,
+                                                        (r1 - r0) * OW);
+                                }
                         }
                 }
         }
@@ -497,7 +520,7 @@ static int conv_mixed_padded(const struct conv_shape *cs, const float *x, const 
  * else per image and group a band of lines at a time: the band's im2col (nn_im2col_f32),
  * copied into OPS_SGEMM_MIXED's column blocks (ops_mixed_pack_b), then ops_mixed_product. */
 static int conv_mixed(const struct conv_shape *cs, const float *x, const float *w, const float *b, float *y,
-                      int64_t lo, int64_t hi, char *err, size_t errlen)
+                      int64_t lo, int64_t hi, const struct ops_conv_post *post, char *err, size_t errlen)
 {
         const int64_t nb = OPS_XSMM_NB;
         int64_t kk = cs->cg * cs->k_size, ow = cs->g.out[2];
@@ -505,13 +528,16 @@ static int conv_mixed(const struct conv_shape *cs, const float *x, const float *
 
         if (!cs->out_size || !cs->mg || lo >= hi)
                 return 0;
+        /* the post-op over every plane's lines [lo, hi), where it was not applied band by band */
+        struct ops_conv_post pl = { post && post->resid ? post->resid + lo * ow : NULL, post && post->relu };
         if (!kk) { /* no inputs: the bias */
                 for (int64_t i = 0; i < cs->n * cs->m; i++)
                         for (int64_t p = lo * ow; p < hi * ow; p++)
                                 y[i * cs->out_size + p] = b ? b[i % cs->m] : 0.0f;
+                conv_post_lines(post ? &pl : NULL, y + lo * ow, cs->n * cs->m, cs->out_size, (hi - lo) * ow);
                 return 0;
         }
-        int rc = conv_mixed_padded(cs, x, w, b, y, lo, hi, err, errlen);
+        int rc = conv_mixed_padded(cs, x, w, b, y, lo, hi, post, err, errlen);
         if (rc <= 0)
                 return rc;
         rc = 0;
@@ -544,6 +570,8 @@ static int conv_mixed(const struct conv_shape *cs, const float *x, const float *
                 }
         }
         ops_buf_free(bx);
+        if (!rc)
+                conv_post_lines(post ? &pl : NULL, y + lo * ow, cs->n * cs->m, cs->out_size, (hi - lo) * ow);
         return rc;
 }
 
@@ -563,7 +591,7 @@ int ops_conv2d_mixed(const struct ops_conv2d_f64_args *a, char *err, size_t errl
         cs.in_size = a->ih * a->iw;
         cs.k_size = a->kh * a->kw;
         cs.out_size = a->oh * a->ow;
-        return conv_mixed(&cs, a->x, a->w, a->bias, a->y, a->lo, a->hi > 0 && a->hi < a->oh ? a->hi : a->oh, err,
+        return conv_mixed(&cs, a->x, a->w, a->bias, a->y, a->lo, a->hi > 0 && a->hi < a->oh ? a->hi : a->oh, NULL, err,
                           errlen);
 }
 
@@ -583,6 +611,12 @@ static void f64_args(const struct conv_shape *cs, const float *x, const float *w
 
 int ops_conv_rows_acc(const struct ops_call *call, int mixed, int64_t lo, int64_t hi, char *err, size_t errlen)
 {
+        return ops_conv_rows_acc_post(call, mixed, lo, hi, NULL, err, errlen);
+}
+
+int ops_conv_rows_acc_post(const struct ops_call *call, int mixed, int64_t lo, int64_t hi,
+                           const struct ops_conv_post *post, char *err, size_t errlen)
+{
         struct ops_conv2d_f64_args a;
         struct conv_shape cs;
 
@@ -592,12 +626,18 @@ int ops_conv_rows_acc(const struct ops_call *call, int mixed, int64_t lo, int64_
             conv_shape_of(call, "Conv", 0, 1, 0, &cs, NULL, 0) || cs.ndim != 4 || call->out[0].ndim != 4 ||
             call->out[0].dims[2] != cs.g.out[1] || call->out[0].dims[3] != cs.g.out[2])
                 return 1;
+        int64_t end = hi > 0 && hi < cs.g.out[1] ? hi : cs.g.out[1], ow = cs.g.out[2];
         if (mixed)
                 return conv_mixed(&cs, call->in[0].data, call->in[1].data, nn_has_in(call, 2) ? call->in[2].data : NULL,
-                                  call->out[0].data, lo, hi > 0 && hi < cs.g.out[1] ? hi : cs.g.out[1], err, errlen);
+                                  call->out[0].data, lo, end, post, err, errlen);
         f64_args(&cs, call->in[0].data, call->in[1].data, nn_has_in(call, 2) ? call->in[2].data : NULL,
                  call->out[0].data, lo, hi, &a);
-        return ops_conv2d_f64(&a, err, errlen);
+        int rc = ops_conv2d_f64(&a, err, errlen);
+        if (!rc && post && lo < end) {
+                struct ops_conv_post pl = { post->resid ? post->resid + lo * ow : NULL, post->relu };
+                conv_post_lines(&pl, (float *)call->out[0].data + lo * ow, cs.n * cs.m, cs.out_size, (end - lo) * ow);
+        }
+        return rc;
 }
 
 /* The direct convolution's arguments for output rows [lo, hi) of a Conv of shape cs. */
@@ -691,7 +731,7 @@ static int conv_run(const struct ops_def *def, const struct ops_call *call, char
                 rc |= nn_f32_in(&call->in[2], &b);
         rc |= nn_f32_out(&call->out[0], &y);
         if (!rc && ops_sgemm_forced() == OPS_SGEMM_MIXED) {
-                rc = conv_mixed(&cs, x.p, w.p, b.p, y.p, 0, cs.g.out[0] * cs.g.out[1], err, errlen);
+                rc = conv_mixed(&cs, x.p, w.p, b.p, y.p, 0, cs.g.out[0] * cs.g.out[1], NULL, err, errlen);
                 if (!rc)
                         nn_f32_commit(&call->out[0], &y);
                 goto done;

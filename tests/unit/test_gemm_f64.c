@@ -685,6 +685,37 @@ static int rows_in_two(struct conv_call *cc, const struct cgeo *g, int mixed, fl
         return 1;
 }
 
+/* ops_conv_rows_acc_post on the lines rows_in_two took ([2, OH), then [0, 2)), with a
+ * residual and Relu, then Relu alone: each element yr's (the same lines without the
+ * post-op) plus the residual's, in float32, then negatives +0, bit for bit. */
+static void post_matches(struct conv_call *cc, const struct cgeo *g, int mixed, const float *yr, size_t ny)
+{
+        float *yp = malloc(ny * 4), *r = malloc(ny * 4);
+        int64_t oh = out_ext(g, 1);
+        char err[256] = "";
+
+        ck_assert_ptr_nonnull(yp);
+        ck_assert_ptr_nonnull(r);
+        fill(r, ny, 71);
+        for (int with_resid = 1; with_resid >= 0; with_resid--) {
+                struct ops_conv_post post = { with_resid ? r : NULL, 1 };
+                cc->call.out[0].data = yp;
+                set_all(yp, ny, SENTINEL);
+                ck_assert_msg(ops_conv_rows_acc_post(&cc->call, mixed, 2, oh, &post, err, sizeof(err)) == 0,
+                              "post, lines 2..: %s", err);
+                ck_assert_msg(ops_conv_rows_acc_post(&cc->call, mixed, 0, 2, &post, err, sizeof(err)) == 0,
+                              "post, lines 0, 1: %s", err);
+                for (size_t i = 0; i < ny; i++) {
+                        float v = with_resid ? yr[i] + r[i] : yr[i];
+                        v = v < 0 ? 0.0f : v;
+                        CHECK(memcmp(&yp[i], &v, 4) == 0, "%s Conv, %s: y[%zu] %.9g, want %.9g",
+                              mixed ? "mixed" : "float64", with_resid ? "residual and Relu" : "Relu", i, yp[i], v);
+                }
+        }
+        free(yp);
+        free(r);
+}
+
 START_TEST(test_conv_registry_f64)
 {
         const struct cgeo *g = &conv_reg[_i];
@@ -710,8 +741,10 @@ START_TEST(test_conv_registry_f64)
         check_conv(g, y, ref, "registry Conv", _i);
 
         /* ops_conv_rows_acc: the lines of a 2-D call exactly; others refused, unwritten */
-        if (rows_in_two(cc, g, 0, yr, ny))
+        if (rows_in_two(cc, g, 0, yr, ny)) {
                 ck_assert_int_eq(memcmp(yr, y, ny * 4), 0);
+                post_matches(cc, g, 0, yr, ny);
+        }
         free(cc);
         free(x);
         free(w);
@@ -818,10 +851,12 @@ START_TEST(test_conv_registry_mixed)
                               _i, i, y[i], want[i]);
                 }
                 /* libxsmm's kernels may split a run's sum by the band's tiles: the bound only */
-                if (rows_in_two(cc, g, 1, yr, ny))
+                if (rows_in_two(cc, g, 1, yr, ny)) {
                         for (size_t i = 0; i < ny; i++)
                                 CHECK(exact ? yr[i] == y[i] : mixed_ok(yr[i], ref[i], abs[i]),
                                       "mixed Conv %d, lines: y[%zu] %.9g, the whole call's %.9g", _i, i, yr[i], y[i]);
+                        post_matches(cc, g, 1, yr, ny);
+                }
         }
         ops_mixed_kernel(1);
         ops_mixed_conv_transposed(1);
