@@ -442,13 +442,19 @@ static int conv_mixed_padded(const struct conv_shape *cs, const float *x, const 
          * multiply-adds: the channels a block of vectors leaves empty against the columns
          * past each line's last output. */
         const int64_t mg = cs->mg, mpad = mg / 64 * 64 + (mg % 64 > 32 ? 64 : mg % 64 > 16 ? 32 : mg % 64 ? 16 : 0);
-        const int transposed = mg * pitch > mpad * OW && ops_mixed_conv_transposed(-1);
-        const uint64_t nwt = transposed ? (uint64_t)ops_mixed_wt_floats(mg, kk) : 0;
+        int transposed = mg * pitch > mpad * OW && ops_mixed_conv_transposed(-1);
+        uint64_t nwt = transposed ? (uint64_t)ops_mixed_wt_floats(mg, kk) : 0;
         /* the planes, slack for the reads past the last line, the filters transposed, then
-         * the offsets */
+         * the offsets; without the filters' copy (as large as the filters) where the run's
+         * budget cannot spare it */
         uint64_t nf = ops_bytes((uint64_t)plane, (uint64_t)planes) + (uint64_t)pitch + 64;
-        float *mem = ops_buf_alloc(ops_bytes(nf + nwt + 16, sizeof(float)) + ops_bytes((uint64_t)kk, sizeof(long)) + 128,
-                                   msg, sizeof(msg));
+        uint64_t fixed = ops_bytes((uint64_t)kk, sizeof(long)) + 128;
+        float *mem = transposed ? ops_buf_try_alloc(ops_bytes(nf + nwt + 16, sizeof(float)) + fixed) : NULL;
+        if (!mem) {
+                transposed = 0;
+                nwt = 0;
+                mem = ops_buf_alloc(ops_bytes(nf + 16, sizeof(float)) + fixed, msg, sizeof(msg));
+        }
         if (!mem)
                 return ops_fail(err, errlen, -ENOMEM, "Conv: %s", msg[0] ? msg : "out of memory");
         float *xp = (float *)((uintptr_t)mem + 63 - ((uintptr_t)mem + 63) % 64);

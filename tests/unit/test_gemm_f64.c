@@ -35,6 +35,7 @@
 
 #include "ops/blas.h"
 #include "ops/ops.h"
+#include "ops/runctx.h"
 #include "proto/dtype.h"
 
 #include "tests/check-run.h"
@@ -872,6 +873,68 @@ START_TEST(test_conv_registry_mixed)
 }
 END_TEST
 
+/* The transposed kernel's copy of the filters is taken only where the run's budget can
+ * spare it: with a budget of exactly what the convolution needs without it, the call still
+ * succeeds (the other kernel), records no stop reason, and gives the same sums. */
+START_TEST(test_conv_mixed_budget)
+{
+        const struct cgeo *g = NULL;
+        for (size_t i = 0; i < NELEM(conv2d) && !g; i++)
+                if (conv2d[i].m == 64)
+                        g = &conv2d[i];
+        ck_assert_ptr_nonnull(g);
+        if (!ops_mixed_conv_transposed(-1)) {
+                printf("test_conv_mixed_budget: the AVX-512 kernel is not in use, skipped\n");
+                return;
+        }
+        const struct ops_def *def = ops_lookup_onnx(NULL, "Conv", 17);
+        size_t nx = nx_of(g), nw = nw_of(g), ny = ny_of(g);
+        float *x = malloc(nx * 4), *w = malloc(nw * 4), *b = malloc((size_t)g->m * 4);
+        float *y[3] = { malloc(ny * 4), malloc(ny * 4), malloc(ny * 4) };
+        struct conv_call *cc = malloc(sizeof(*cc));
+        uint64_t peak[2] = { 0, 0 };
+        char err[256] = "";
+
+        fill(x, nx, 81);
+        fill(w, nw, 82);
+        fill(b, (size_t)g->m, 83);
+        conv_call_init(cc, g, x, w, b, y[0]);
+        /* peak[0]: without the copy, peak[1]: with it (no limit) */
+        for (int t = 0; t < 2; t++) {
+                struct ops_mem_budget budget = { .name = "test" };
+                struct ops_runctx ctx = { .mem = &budget };
+                ops_mixed_conv_transposed(t);
+                cc->call.out[0].data = y[t];
+                ops_runctx_set(&ctx);
+                int rc = ops_run_variant(def, &cc->call, OPS_SGEMM_MIXED, NULL, NULL, err, sizeof(err));
+                ops_runctx_set(NULL);
+                ck_assert_msg(rc == 0, "Conv: %s", err);
+                peak[t] = atomic_load(&budget.peak);
+        }
+        ck_assert_msg(peak[1] > peak[0], "the copy of the filters took no memory: %llu, %llu",
+                      (unsigned long long)peak[0], (unsigned long long)peak[1]);
+        ck_assert_int_eq(memcmp(y[0], y[1], ny * 4), 0);
+        struct ops_mem_budget budget = { .name = "test", .limit = peak[0] };
+        struct ops_runctx ctx = { .mem = &budget };
+        ops_mixed_conv_transposed(1);
+        cc->call.out[0].data = y[2];
+        set_all(y[2], ny, SENTINEL);
+        ops_runctx_set(&ctx);
+        int rc = ops_run_variant(def, &cc->call, OPS_SGEMM_MIXED, NULL, NULL, err, sizeof(err));
+        ops_runctx_set(NULL);
+        ck_assert_msg(rc == 0, "Conv within %llu bytes: %s", (unsigned long long)peak[0], err);
+        ck_assert_int_eq(ctx.code, 0);
+        ck_assert_uint_le(atomic_load(&budget.peak), peak[0]);
+        ck_assert_int_eq(memcmp(y[2], y[0], ny * 4), 0);
+        free(cc);
+        free(x);
+        free(w);
+        free(b);
+        for (int t = 0; t < 3; t++)
+                free(y[t]);
+}
+END_TEST
+
 int main(void)
 {
         Suite *s = suite_create("gemm_f64");
@@ -885,6 +948,7 @@ int main(void)
         tcase_add_loop_test(tc, test_conv2d_f64, 0, (int)NELEM(conv2d));
         tcase_add_loop_test(tc, test_conv_registry_f64, 0, (int)NELEM(conv_reg));
         tcase_add_loop_test(tc, test_conv_registry_mixed, 0, (int)(NELEM(conv2d) + NELEM(conv_reg)));
+        tcase_add_test(tc, test_conv_mixed_budget);
         suite_add_tcase(s, tc);
         return check_run(s);
 }
