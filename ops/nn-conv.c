@@ -408,10 +408,11 @@ static void conv_post_lines(const struct ops_conv_post *post, float *y, int64_t 
  * Where the filters fill blocks of vectors better than the output lines fill the pitch
  * (64 filters over 56-wide lines: none empty against 8 columns of 64 computed and dropped),
  * the filters are transposed once per group and ops_mixed_conv_lines puts the channels
- * across the vectors instead, the same sums again: on the Intel host, one thread, 1.11-1.22x
- * oneDNN's time against 1.31-1.44x (bench_kernels f64), and the ResNet block under mixed
- * went from 1.31-1.39x ONNX Runtime's time to 1.07-1.14x. 1 when the call is not one it
- * takes. */
+ * across the vectors instead, the same sums again: on the Intel host, one thread, 1.05-1.07x
+ * oneDNN's time against 1.36-1.38x that (bench_kernels f64), and the ResNet block under
+ * mixed went from 1.31-1.39x ONNX Runtime's time to 0.98-1.03x. Without the budget for the
+ * filters' copy, the positions kernel. post (the graph's residual and Relu): in the store
+ * there, per band of lines here. 1 when the call is not one it takes. */
 static int conv_mixed_padded(const struct conv_shape *cs, const float *x, const float *w, const float *b, float *y,
                              int64_t lo, int64_t hi, const struct ops_conv_post *post, char *err, size_t errlen)
 {
