@@ -148,8 +148,9 @@ static void store_tile(const double *restrict acc, long rows, long w, float alph
  * is widened and added to the float64 sums in acc (L1). Six rows keep twelve independent
  * sums in flight (the multiply-add's latency times its two pipes needs at least eight) in 27
  * of the 32 registers. B's block is read a quad's terms (16 KiB) at a time, which stay in L1
- * while every row tile uses them; the hardware prefetcher streams the next ones (a software
- * prefetch made the MLP layer slower).
+ * while every row tile uses them; the first two row tiles prefetch the next quad's into L2,
+ * a line per term (mx_tile_rows; a prefetch of the whole quad at once had made the MLP layer
+ * slower).
  *
  * Figures (bench_kernels f64, this host): the kernel alone runs at about 94 % of a float32
  * kernel of the same shape (89 % widening each pair of runs, 85-90 % each run); in a 2-thread
