@@ -36,6 +36,14 @@ static const struct graph_epilogue *ep_of(const struct ops_call *call)
         return NULL;
 }
 
+const struct graph_bn_affine *graph_bn_affine_of(const struct ops_call *call)
+{
+        for (int a = 0; a < call->nattr; a++)
+                if (call->attr[a].type == OPS_ATTR_OPAQUE && strcmp(call->attr[a].name, "bn_affine") == 0)
+                        return call->attr[a].graph;
+        return NULL;
+}
+
 const struct graph_epilogue *graph_fused_gemm_epilogue(const struct ops_call *call)
 {
         return ep_of(call);
@@ -457,20 +465,37 @@ int graph_conv_direct_rows(const struct ops_packed_conv *p, const struct ops_cal
 int graph_conv_acc_rows(const struct ops_call *call, int mixed, int64_t lo, int64_t hi, char *err, size_t errlen)
 {
         const struct graph_epilogue *ep = ep_of(call);
+        const struct graph_bn_affine *bn = graph_bn_affine_of(call);
 
-        if (!ep)
+        if (!ep && !bn)
                 return ops_conv_rows_acc(call, mixed, lo, hi, err, errlen);
-        if (ep->bias || ep->nin_op > call->nin || call->nout < 1 || strcmp(ep->op->name, "Conv") != 0)
+        if (ep && (ep->bias || ep->nin_op > call->nin || call->nout < 1 || strcmp(ep->op->name, "Conv") != 0))
                 return 1;
         struct ops_call *c = __builtin_alloca(sizeof(*c));
-        op_call(ep, call, c);
-        c->out[0] = call->out[0];
+        if (ep) {
+                op_call(ep, call, c);
+                c->out[0] = call->out[0];
+        } else {
+                *c = *call;
+        }
+        /* a folded BatchNormalization: the model's filters and the factors in float64, of
+         * the call's output channels (a part of the node may hold a range of them) */
+        int64_t m0 = 0;
+        if (bn) {
+                const float *wc = c->nin >= 2 ? c->in[1].data : NULL;
+                int64_t n = c->nin >= 2 ? ops_tensor_numel(&c->in[1]) : -1;
+                if (!wc || c->in[1].dtype != PROTO_DTYPE_FLOAT32 || bn->per <= 0 || wc < bn->wf ||
+                    wc >= bn->wf + bn->m * bn->per || (wc - bn->wf) % bn->per || n % bn->per ||
+                    (wc - bn->wf) + n > bn->m * bn->per)
+                        return 1; /* not the folded filters: the call runs on what it holds */
+                m0 = (wc - bn->wf) / bn->per;
+                c->in[1].data = (void *)(bn->w + (wc - bn->wf));
+        }
         /* a residual and Relu go into the kernel's store (ops_conv_post); another
          * activation takes the band's pass */
-        if (!ep->act || strcmp(ep->act->name, "Relu") == 0) {
-                struct ops_conv_post post = { resid_at(ep, call, 0), ep->act != NULL };
-                return ops_conv_rows_acc_post(c, mixed, lo, hi, &post, err, errlen);
-        }
-        int rc = ops_conv_rows_acc(c, mixed, lo, hi, err, errlen);
-        return rc ? rc : band_epilogue(ep, call, lo, hi, err, errlen);
+        int fuse = ep && (!ep->act || strcmp(ep->act->name, "Relu") == 0);
+        struct ops_conv_post post = { fuse ? resid_at(ep, call, 0) : NULL, fuse && ep->act != NULL,
+                                      bn ? bn->scale + m0 : NULL, bn ? bn->shift + m0 : NULL };
+        int rc = ops_conv_rows_acc_post(c, mixed, lo, hi, &post, err, errlen);
+        return rc || !ep || fuse ? rc : band_epilogue(ep, call, lo, hi, err, errlen);
 }

@@ -496,8 +496,10 @@ static int match_epilogue(struct graph *g, char *removed, int c, const struct op
 
         if (cn->nout != 1 || cn->nin > OPS_MAX_INPUTS - 3 || cn->nattr >= OPS_MAX_ATTRS)
                 return 0;
+        /* (a folded BatchNormalization's "bn_affine" goes with the Conv into the FusedGemm) */
         for (int a = 0; a < cn->nattr; a++)
-                if (cn->attr[a].type == OPS_ATTR_GRAPH || cn->attr[a].type == OPS_ATTR_OPAQUE)
+                if (cn->attr[a].type == OPS_ATTR_GRAPH ||
+                    (cn->attr[a].type == OPS_ATTR_OPAQUE && strcmp(cn->attr[a].name, "bn_affine") != 0))
                         return 0;
         ad = reader(g, removed, out0(g, c));
         if (ad >= 0 && is(g, ad, "Add") && bias_ok(g, c, other(g, ad, out0(g, c)))) {

@@ -272,7 +272,9 @@ static int new_init(struct graph *g, const char *base, const char *suffix, int n
 
 /* Conv(X, W[, B]) -> y, y read only by BatchNormalization(y, scale, beta, mean, var) in
  * inference form: W' = W * s per output channel, B' = (B - mean) * s + beta, with
- * s = scale / sqrt(var + epsilon); the Conv takes the BatchNormalization's output. */
+ * s = scale / sqrt(var + epsilon); the Conv takes the BatchNormalization's output. Under
+ * float64 or mixed accumulation the Conv also gets a "bn_affine" (struct graph_bn_affine):
+ * W itself, s and B' in float64. */
 static int fold_bn(struct graph *g, int bn, char *removed, struct graph_compile_stats *st)
 {
         struct graph_node *b = &g->nodes[bn];
@@ -317,20 +319,48 @@ static int fold_bn(struct graph *g, int bn, char *removed, struct graph_compile_
         if (!w || !scale || !beta || !mean || !var)
                 return 0;
         eps = attr_f(b, "epsilon", 1e-5);
+        if (graph_accumulate_variant(g->accumulate) >= 0 && g->nodes[c].nattr >= OPS_MAX_ATTRS)
+                return 0; /* no room for its "bn_affine" */
         nw = new_init(g, g->nodes[c].name, "bn_w", (int)wndim, wdims, &nwd);
         if (nw < 0)
                 return nw;
         nb = new_init(g, g->nodes[c].name, "bn_b", 1, (int64_t[]){ M }, &nbd);
         if (nb < 0)
                 return nb;
+        struct graph_bn_affine *aff = NULL;
+        struct ops_attr *attr = NULL;
+        if (graph_accumulate_variant(g->accumulate) >= 0) {
+                aff = graph_alloc(g, sizeof(*aff));
+                double *d = aligned_graph_alloc(g, sizeof(double) * 2 * (uint64_t)M);
+                attr = graph_alloc(g, sizeof(*attr) * (size_t)(g->nodes[c].nattr + 1));
+                if (!aff || !d || !attr)
+                        return -ENOMEM;
+                *aff = (struct graph_bn_affine){ w, nwd, M, per, d, d + M };
+        }
         /* graph_add_value may have moved the value table: nothing above points into it */
         for (int m = 0; m < M; m++) {
                 double s = scale[m] / sqrt((double)var[m] + eps);
+                double sh = ((bias ? bias[m] : 0.0) - mean[m]) * s + beta[m];
                 for (int64_t k = 0; k < per; k++)
                         nwd[m * per + k] = (float)(w[m * per + k] * s);
-                nbd[m] = (float)(((bias ? bias[m] : 0.0) - mean[m]) * s + beta[m]);
+                nbd[m] = (float)sh;
+                if (aff) {
+                        aff->scale[m] = s;
+                        aff->shift[m] = sh;
+                }
         }
         struct graph_node *cn = &g->nodes[c];
+        if (aff) {
+                if (cn->nattr)
+                        memcpy(attr, cn->attr, sizeof(attr[0]) * (size_t)cn->nattr);
+                memset(&attr[cn->nattr], 0, sizeof(attr[0]));
+                snprintf(attr[cn->nattr].name, sizeof(attr[0].name), "bn_affine");
+                attr[cn->nattr].type = OPS_ATTR_OPAQUE;
+                attr[cn->nattr].graph = aff;
+                cn->attr = attr;
+                cn->nattr++;
+                st->bn_exact++;
+        }
         if (cn->nin < 3) {
                 int *in = graph_alloc(g, sizeof(int) * 3);
                 if (!in)

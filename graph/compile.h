@@ -44,6 +44,8 @@ struct graph_compile_stats {
         int nodes_before, nodes_after;
         int folded;               /* nodes computed at load */
         int bn_folded;            /* BatchNormalization nodes folded into a Conv */
+        int bn_exact;             /* of those, folded with the factors kept in float64
+                                   * (struct graph_bn_affine) */
         int dead;                 /* nodes removed as dead */
         int fused_groups;         /* FusedElementwise nodes made */
         int fused_nodes;          /* nodes they replace */
@@ -182,6 +184,23 @@ struct graph_epilogue {
         struct ops_attr act_attr[GRAPH_EPILOGUE_ATTRS];
         int opset;
 };
+
+/* A BatchNormalization folded into the Conv before it under float64 or mixed accumulation
+ * (compile.c): the node still holds the filters and bias folded in float32, on which every
+ * other path runs, and its OPS_ATTR_OPAQUE "bn_affine" points to this, which
+ * graph_conv_acc_rows runs on instead: the model's own filters and each output channel's
+ * factor and shift in float64 (struct ops_row_affine), so that the fold adds no rounding
+ * of its own (on the ResNet bench block under mixed it had been a third of the largest
+ * errors). */
+struct graph_bn_affine {
+        const float *w;        /* the Conv's filters, as the model holds them */
+        const float *wf;       /* the folded ones the node holds (a part of the node, a range
+                                * of output channels, holds a range of them) */
+        int64_t m, per;        /* output channels; filter elements per channel */
+        double *scale, *shift; /* per output channel */
+};
+/* The "bn_affine" of a Conv's or FusedGemm's call; NULL without one. */
+const struct graph_bn_affine *graph_bn_affine_of(const struct ops_call *call);
 
 /* known[v] (zeroed by the caller) for what the model fixes before any run: initializers
  * with their data, graph inputs whose dtype and every extent are declared (no data). */

@@ -440,9 +440,15 @@ static int node_kernel(const struct graph *g, const struct graph_node *gn, const
         int rc;
 
         msg[0] = 0;
+        /* a BatchNormalization folded under float64 or mixed accumulation: on the model's
+         * filters and the factors in float64, where that path takes the convolution */
+        rc = acc && graph_bn_affine_of(call)
+                     ? graph_conv_acc_rows(call, forced == OPS_SGEMM_MIXED, 0, 0, msg, sizeof(msg))
+                     : 1;
         /* a convolution on filters packed at load: straight from input to output, its
          * epilogue included, where the direct path takes it */
-        if (acc || !gn->pconv || (rc = graph_conv_direct_rows(gn->pconv, call, 0, 0, msg, sizeof(msg))) > 0) {
+        if (rc > 0 &&
+            (acc || !gn->pconv || (rc = graph_conv_direct_rows(gn->pconv, call, 0, 0, msg, sizeof(msg))) > 0)) {
                 /* the kernel variant tuning chose for this node (compile-tune.c); every node
                  * of a graph loaded to accumulate in float64 or mixed runs that variant */
                 rc = ops_run_variant(gn->def, call,

@@ -232,21 +232,33 @@ struct ops_packed_b *ops_packed_b_new_f64(const float *b, long k, long n, int tr
  * (r0 + r1) + (r2 + r3), the quads in float64). */
 #define OPS_XSMM_NB 32
 #define OPS_MIXED_KB 32
-/* C[m x n] (float32, ldc) = alpha * A B + beta * C (+ rbias[i] on row i, when rbias is not
+/* What a product adds to row i's float64 sum (a convolution's output channel i) before its
+ * one rounding to float32: bias[i], widened; or, where scale is not NULL, the sum times
+ * scale[i] plus shift[i] (shift NULL: 0) in one fused multiply-add. The second is a
+ * BatchNormalization folded into the convolution with its factors kept in float64
+ * (graph/compile.c, under float64 and mixed accumulation): rounding them into the filters
+ * would add an error of its own. */
+struct ops_row_affine {
+        const float *bias;
+        const double *scale, *shift;
+};
+
+/* C[m x n] (float32, ldc) = alpha * A B + beta * C (then row i's affine ra, when ra is not
  * NULL) under OPS_SGEMM_MIXED, summed in float64 and rounded once: A m x k (k >= 1) float32
  * row-major (lda); B the column blocks of OPS_XSMM_NB (k rows each, a block after the other,
  * as ops_mixed_pack_b lays them out) from column lo; then the post-op when post is not NULL
  * (its bias the product's first column's), on each tile as it is rounded. */
 void ops_mixed_product(long m, long n, long k, const float *a, long lda, const float *bx, long lo, float alpha,
-                       float beta, float *c, long ldc, const float *rbias, const struct ops_sgemm_post *post);
-/* C = A B (+ rbias[i] on row i, when rbias is not NULL) under OPS_SGEMM_MIXED on its
+                       float beta, float *c, long ldc, const struct ops_row_affine *ra,
+                       const struct ops_sgemm_post *post);
+/* C = A B (then row i's affine ra, when ra is not NULL) under OPS_SGEMM_MIXED on its
  * AVX-512 kernel, B's row kk read at xp + off[kk] (k offsets): C's positions p in [0, npos),
  * 32 at a time (reading up to 31 positions past npos), position p of row i stored at
  * c[i * ldc + (p / pitch) * lpitch + p % pitch] where p % pitch < width and dropped
  * otherwise (a convolution over a padded input whose lines are pitch apart: conv_mixed).
  * 0 done, 1 when the AVX-512 kernel is not in use (nothing written). */
 int ops_mixed_product_off(long m, long npos, long k, const float *a, long lda, const float *xp, const long *off,
-                          long pitch, long width, float *c, long lpitch, long ldc, const float *rbias);
+                          long pitch, long width, float *c, long lpitch, long ldc, const struct ops_row_affine *ra);
 /* What a convolution's caller applies to each output element after its one rounding, in
  * float32: the residual's element at the same index (resid: a tensor laid out as the
  * output, at the same element as the output pointer it goes with; NULL: none), then Relu
@@ -254,6 +266,10 @@ int ops_mixed_product_off(long m, long npos, long k, const float *a, long lda, c
 struct ops_conv_post {
         const float *resid;
         int relu;
+        /* when scale is not NULL (ops_conv_rows_acc_post): the output channels' affine in
+         * float64 (struct ops_row_affine; [m] each, the whole convolution's), in place of the
+         * call's bias, applied before the rounding */
+        const double *scale, *shift;
 };
 /* The same sums as ops_mixed_product_off's, tiled the other way (output channels across
  * the vectors, no position past width computed): C's m rows (channels, ldc apart) by the
@@ -262,7 +278,7 @@ struct ops_conv_post {
  * post (NULL: none; its resid at c's element) as each tile is stored. 0 done, 1 when the
  * AVX-512 kernel is not in use (nothing written). */
 int ops_mixed_conv_lines(long m, long k, const float *wp, const float *xp, const long *off, long pitch, long lines,
-                         long width, float *c, long lpitch, long ldc, const float *rbias,
+                         long width, float *c, long lpitch, long ldc, const struct ops_row_affine *ra,
                          const struct ops_conv_post *post);
 /* The m x k filters w (ld ldw) transposed for ops_mixed_conv_lines into wp: blocks of 64
  * channels, k rows of 64 each, the last block's missing channels zero
@@ -300,6 +316,8 @@ struct ops_packed_b *ops_packed_b_new_mixed(const float *b, long k, long n, int 
  * the call by im2col instead. */
 struct ops_conv2d_f64_args {
         const float *x, *w, *bias; /* bias [m] or NULL */
+        const double *scale, *shift; /* scale not NULL: the channels' affine in place of bias
+                                      * (struct ops_row_affine) */
         float *y;
         int64_t n, c, ih, iw, m, oh, ow, kh, kw, group;
         int64_t strides[2], dilations[2], pads[4]; /* pads: top, left, bottom, right */

@@ -14,6 +14,7 @@
  * where libxsmm makes none); no im2col matrix is laid out, and the conversions in and out
  * run along contiguous lines. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -44,6 +45,15 @@ static void tap_product(long ow, long mg, long cg, const double *a, long lda, co
         else
                 cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (blasint)ow, (blasint)mg, (blasint)cg, 1.0, a,
                             (blasint)lda, b, (blasint)cg, beta, c, (blasint)ow);
+}
+
+/* y[o] = fma(t[o], sc, sh) rounded to float32, o < n (a channel's affine: struct
+ * ops_row_affine), in the CPU's widest vectors (a call to libm's fma an element took as
+ * long as the convolution) */
+__attribute__((target_clones("avx512f", "fma", "default"))) static void round_line_af(const double *restrict t, int64_t n, double sc, double sh, float *restrict y)
+{
+        for (int64_t o = 0; o < n; o++)
+                y[o] = (float)fma(t[o], sc, sh);
 }
 
 int ops_conv2d_f64(const struct ops_conv2d_f64_args *a, char *err, size_t errlen)
@@ -132,10 +142,16 @@ int ops_conv2d_f64(const struct ops_conv2d_f64_args *a, char *err, size_t errlen
                                                 tap_product(a->ow, mg, cg, win, plane, wt + (i * kw + j) * mg * cg, tile,
                                                             i || j);
                                         }
-                                /* the line of every channel, rounded once with its bias */
+                                /* the line of every channel, rounded once with its bias
+                                 * (or its affine: struct ops_row_affine) */
                                 for (int64_t m = 0; m < mg; m++) {
                                         float *yr = y + (m * a->oh + oh) * a->ow;
                                         const double *tr = tile + m * a->ow;
+                                        if (a->scale) {
+                                                round_line_af(tr, a->ow, a->scale[g * mg + m],
+                                                              a->shift ? a->shift[g * mg + m] : 0.0, yr);
+                                                continue;
+                                        }
                                         double b = bias ? (double)bias[m] : 0.0;
                                         for (int64_t o = 0; o < a->ow; o++)
                                                 yr[o] = (float)(tr[o] + b);

@@ -32,6 +32,7 @@
  * filters across the vectors and the padded input broadcast (ops_mixed_conv_lines). Where
  * scratch cannot be had (the run's memory budget), the plain loop makes the same sums. A
  * call's results are the same from one call to the next. */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,7 +98,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) static void round_r
                 for (long q = 0; q < w; q++)
                         c[r * ldc + q] = (float)acc[r * MX_NB + q];
 }
-/* the same with row r's rbias[r] added in float64 first */
+/* the same with row r's bias ra->bias[r] added in float64 first */
 __attribute__((target_clones("avx512f", "avx2", "default"))) static void round_rows_rb(const double *restrict acc, long rows, long w, const float *restrict rbias, float *restrict c, long ldc)
 {
         for (long r = 0; r < rows; r++) {
@@ -106,18 +107,49 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) static void round_r
                         c[r * ldc + q] = (float)(acc[r * MX_NB + q] + rb);
         }
 }
+/* the same with row r's affine instead: fma(acc, scale[r], shift[r]) (shift NULL: 0) */
+__attribute__((target_clones("avx512f", "fma", "default"))) static void round_rows_af(const double *restrict acc, long rows, long w, const double *restrict scale, const double *restrict shift, float *restrict c, long ldc)
+{
+        for (long r = 0; r < rows; r++) {
+                double sc = scale[r], sh = shift ? shift[r] : 0.0;
+                for (long q = 0; q < w; q++)
+                        c[r * ldc + q] = (float)fma(acc[r * MX_NB + q], sc, sh);
+        }
+}
 
-/* C = alpha * acc + beta * C (+ rbias[r] on row r when rbias is not NULL, in float64),
+/* ra's rows from row i on (into *at); NULL when ra is */
+static const struct ops_row_affine *ra_from(const struct ops_row_affine *ra, long i, struct ops_row_affine *at)
+{
+        if (!ra)
+                return NULL;
+        *at = (struct ops_row_affine){ ra->bias ? ra->bias + i : NULL, ra->scale ? ra->scale + i : NULL,
+                                       ra->shift ? ra->shift + i : NULL };
+        return at;
+}
+
+/* what ra adds to row r's float64 sum v before the rounding */
+static inline double ra_apply(const struct ops_row_affine *ra, long r, double v)
+{
+        if (!ra)
+                return v;
+        if (ra->scale)
+                return fma(v, ra->scale[r], ra->shift ? ra->shift[r] : 0.0);
+        return ra->bias ? v + (double)ra->bias[r] : v;
+}
+
+/* C = alpha * acc + beta * C (then row r's affine ra, struct ops_row_affine, in float64),
  * rounded once, then the post-op (bias, the bias of the tile's first column at bias; Relu)
  * as ops_sgemm applies it after a product: in float32, on the rounded value. (alpha and beta
  * other than 1 and 0 take a plain loop, without the fused multiply-adds a vector clone could
  * contract them into: the plain product's roundings.) */
 static void store_tile(const double *restrict acc, long rows, long w, float alpha, float beta,
-                       const float *restrict rbias, const float *restrict bias, int relu, float *restrict c,
+                       const struct ops_row_affine *ra, const float *restrict bias, int relu, float *restrict c,
                        long ldc)
 {
-        if (alpha == 1.0f && beta == 0.0f && rbias) {
-                round_rows_rb(acc, rows, w, rbias, c, ldc);
+        if (alpha == 1.0f && beta == 0.0f && ra && ra->scale) {
+                round_rows_af(acc, rows, w, ra->scale, ra->shift, c, ldc);
+        } else if (alpha == 1.0f && beta == 0.0f && ra && ra->bias) {
+                round_rows_rb(acc, rows, w, ra->bias, c, ldc);
         } else if (alpha == 1.0f && beta == 0.0f) {
                 round_rows(acc, rows, w, c, ldc);
         } else {
@@ -128,9 +160,7 @@ static void store_tile(const double *restrict acc, long rows, long w, float alph
                                 double v = (double)alpha * ar[q];
                                 if (beta != 0.0f)
                                         v += (double)beta * (double)cr[q];
-                                if (rbias)
-                                        v += (double)rbias[r];
-                                cr[q] = (float)v;
+                                cr[q] = (float)ra_apply(ra, r, v);
                         }
                 }
         }
@@ -473,21 +503,32 @@ static inline __attribute__((always_inline, target("avx512f"))) void mc_transpos
         }
 }
 
-/* c[ch * ldc + p] = acc[p][ch] (+ rbias[ch] in float64) rounded to float32, p < n,
+/* c[ch * ldc + p] = acc[p][ch] (then channel ch's affine ra, in float64) rounded to float32, p < n,
  * ch < nc, then + resid[ch * ldc + p] (resid not NULL) and Relu (relu): 16 positions by 16
  * channels at a time, rounded in vectors and transposed in registers (a scalar loop over
  * the strided sums took a tenth of the convolution) */
-__attribute__((target("avx512f"))) static void mc_store(const double *acc, long n, long nc, const float *rbias,
-                                                        const float *resid, int relu, float *c, long ldc)
+__attribute__((target("avx512f"))) static void mc_store(const double *acc, long n, long nc,
+                                                        const struct ops_row_affine *ra, const float *resid, int relu,
+                                                        float *c, long ldc)
 {
+        const float *rbias = ra && !ra->scale ? ra->bias : NULL;
+        const double *scale = ra ? ra->scale : NULL;
         for (long c0 = 0; c0 < nc; c0 += 16) {
                 long cw = nc - c0 < 16 ? nc - c0 : 16;
                 __mmask16 cm = (__mmask16)((1u << cw) - 1);
-                __m512d b0 = _mm512_setzero_pd(), b1 = b0;
+                __m512d b0 = _mm512_setzero_pd(), b1 = b0, s0 = b0, s1 = b0;
                 if (rbias) {
                         __m512 bv = _mm512_maskz_loadu_ps(cm, rbias + c0);
                         b0 = _mm512_cvtps_pd(_mm512_castps512_ps256(bv));
                         b1 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(bv), 1)));
+                }
+                if (scale) {
+                        s0 = _mm512_maskz_loadu_pd((__mmask8)cm, scale + c0);
+                        s1 = _mm512_maskz_loadu_pd((__mmask8)(cm >> 8), scale + c0 + 8);
+                        if (ra->shift) {
+                                b0 = _mm512_maskz_loadu_pd((__mmask8)cm, ra->shift + c0);
+                                b1 = _mm512_maskz_loadu_pd((__mmask8)(cm >> 8), ra->shift + c0 + 8);
+                        }
                 }
                 for (long p0 = 0; p0 < n; p0 += 16) {
                         long pw = n - p0 < 16 ? n - p0 : 16;
@@ -500,7 +541,10 @@ __attribute__((target("avx512f"))) static void mc_store(const double *acc, long 
                                 }
                                 const double *a = acc + (p0 + p) * MC_NB + c0;
                                 __m512d lo = _mm512_load_pd(a), hi = _mm512_load_pd(a + 8);
-                                if (rbias) {
+                                if (scale) {
+                                        lo = _mm512_fmadd_pd(lo, s0, b0);
+                                        hi = _mm512_fmadd_pd(hi, s1, b1);
+                                } else if (rbias) {
                                         lo = _mm512_add_pd(lo, b0);
                                         hi = _mm512_add_pd(hi, b1);
                                 }
@@ -565,10 +609,10 @@ static void mc_positions(long n, long k, const float *x, const long *off, const 
         (void)n, (void)k, (void)x, (void)off, (void)w, (void)nv, (void)acc;
         abort();
 }
-static void mc_store(const double *acc, long n, long nc, const float *rbias, const float *resid, int relu, float *c,
-                     long ldc)
+static void mc_store(const double *acc, long n, long nc, const struct ops_row_affine *ra, const float *resid,
+                     int relu, float *c, long ldc)
 {
-        (void)acc, (void)n, (void)nc, (void)rbias, (void)resid, (void)relu, (void)c, (void)ldc;
+        (void)acc, (void)n, (void)nc, (void)ra, (void)resid, (void)relu, (void)c, (void)ldc;
         abort();
 }
 static void mc_pack(const float *w, long m, long k, long ldw, float *wp)
@@ -594,7 +638,8 @@ struct tile_fns {
  * layout, the tile's first column at bp); next: what to prefetch after the panel's last
  * run. */
 static void tile(const struct tile_fns *f, long k, const float *a, long lda, const float *bp, const float *next,
-                 float alpha, float beta, const float *rbias, const float *bias, int relu, float *c, long ldc)
+                 float alpha, float beta, const struct ops_row_affine *ra, const float *bias, int relu, float *c,
+                 long ldc)
 {
         double acc[MX_MB * MX_NB] __attribute__((aligned(64)));
         float t[4][MX_MB * MX_NB] __attribute__((aligned(64)));
@@ -622,11 +667,12 @@ static void tile(const struct tile_fns *f, long k, const float *a, long lda, con
                 }
                 add_quad(acc, t[0], MX_MB * MX_NB, n, q0 == 0);
         }
-        store_tile(acc, f->rows, f->w, alpha, beta, rbias, bias, relu, c, ldc);
+        store_tile(acc, f->rows, f->w, alpha, beta, ra, bias, relu, c, ldc);
 }
 
 void ops_mixed_product(long m, long n, long k, const float *a, long lda, const float *bx, long lo, float alpha,
-                       float beta, float *c, long ldc, const float *rbias, const struct ops_sgemm_post *post)
+                       float beta, float *c, long ldc, const struct ops_row_affine *ra,
+                       const struct ops_sgemm_post *post)
 {
         const float *bias = post ? post->bias : NULL;
         int relu = post && post->relu;
@@ -647,7 +693,8 @@ void ops_mixed_product(long m, long n, long k, const float *a, long lda, const f
                 for (long i0 = 0; i0 < m; i0 += mb) {
                         long rows = m - i0 < mb ? m - i0 : mb;
                         const float *ar = a + (size_t)i0 * (size_t)lda, *bj = bias ? bias + j : NULL;
-                        const float *rb = rbias ? rbias + i0 : NULL;
+                        struct ops_row_affine rat;
+                        const struct ops_row_affine *rb = ra_from(ra, i0, &rat);
                         float *cr = c + (size_t)i0 * (size_t)ldc + (size_t)j;
                         if (avx512) {
                                 mx_tile_avx512(rows, k, ar, lda, block, acc, off + w <= 16);
@@ -671,7 +718,7 @@ void ops_mixed_product(long m, long n, long k, const float *a, long lda, const f
 }
 
 int ops_mixed_product_off(long m, long npos, long k, const float *a, long lda, const float *xp, const long *off,
-                          long pitch, long width, float *c, long lpitch, long ldc, const float *rbias)
+                          long pitch, long width, float *c, long lpitch, long ldc, const struct ops_row_affine *ra)
 {
         double acc[MX_MB * MX_NB] __attribute__((aligned(64)));
 
@@ -681,6 +728,8 @@ int ops_mixed_product_off(long m, long npos, long k, const float *a, long lda, c
                 long w = npos - p0 < MX_NB ? npos - p0 : MX_NB;
                 for (long i0 = 0; i0 < m; i0 += MX_MB) {
                         long rows = m - i0 < MX_MB ? m - i0 : MX_MB;
+                        struct ops_row_affine rat;
+                        const struct ops_row_affine *rb = ra_from(ra, i0, &rat);
                         mx_tile_off(rows, k, a + (size_t)i0 * (size_t)lda, lda, xp + p0, off, acc);
                         /* the block's positions, a piece per line, those past width dropped */
                         for (long q = 0; q < w;) {
@@ -688,7 +737,7 @@ int ops_mixed_product_off(long m, long npos, long k, const float *a, long lda, c
                                 long len = w - q < pitch - col ? w - q : pitch - col;
                                 if (col < width)
                                         store_tile(acc + q, rows, len < width - col ? len : width - col, 1.0f, 0.0f,
-                                                   rbias ? rbias + i0 : NULL, NULL, 0,
+                                                   rb, NULL, 0,
                                                    c + (size_t)i0 * (size_t)ldc + (size_t)(line * lpitch + col), ldc);
                                 q += len;
                         }
@@ -732,7 +781,7 @@ int ops_mixed_conv_transposed(int on)
 }
 
 int ops_mixed_conv_lines(long m, long k, const float *wp, const float *xp, const long *off, long pitch, long lines,
-                         long width, float *c, long lpitch, long ldc, const float *rbias,
+                         long width, float *c, long lpitch, long ldc, const struct ops_row_affine *ra,
                          const struct ops_conv_post *post)
 {
         const float *resid = post ? post->resid : NULL;
@@ -752,7 +801,8 @@ int ops_mixed_conv_lines(long m, long k, const float *wp, const float *xp, const
                                 long n = width - p0 < chunk ? width - p0 : chunk;
                                 mc_positions(n, k, xp + l * pitch + p0, off, wp + cb * k, nv, acc);
                                 long at = cb * ldc + l * lpitch + p0;
-                                mc_store(acc, n, nc, rbias ? rbias + cb : NULL, resid ? resid + at : NULL, relu, c + at,
+                                struct ops_row_affine rat;
+                                mc_store(acc, n, nc, ra_from(ra, cb, &rat), resid ? resid + at : NULL, relu, c + at,
                                          ldc);
                         }
                 }

@@ -393,6 +393,20 @@ static void conv_post_lines(const struct ops_conv_post *post, float *y, int64_t 
         }
 }
 
+/* What the kernels add to the sums of the channels from off on (*ra): post's float64 affine
+ * where it has one (struct ops_conv_post), else the bias b; NULL: neither. */
+static const struct ops_row_affine *conv_ra(const float *b, const struct ops_conv_post *post, int64_t off,
+                                            struct ops_row_affine *ra)
+{
+        if (post && post->scale)
+                *ra = (struct ops_row_affine){ NULL, post->scale + off, post->shift ? post->shift + off : NULL };
+        else if (b)
+                *ra = (struct ops_row_affine){ b + off, NULL, NULL };
+        else
+                return NULL;
+        return ra;
+}
+
 /* conv_mixed for a 2-D convolution of strides 1 on the AVX-512 kernel, without an im2col:
  * per image and group, the input rows under lines [lo, hi) copied once into zero-padded
  * planes, one per channel (pitch: the padded width rounded up to a cache line, the planes
@@ -412,7 +426,8 @@ static void conv_post_lines(const struct ops_conv_post *post, float *y, int64_t 
  * oneDNN's time against 1.36-1.38x that (bench_kernels f64), and the ResNet block under
  * mixed went from 1.31-1.39x ONNX Runtime's time to 0.98-1.03x. Without the budget for the
  * filters' copy, the positions kernel. post (the graph's residual and Relu): in the store
- * there, per band of lines here. 1 when the call is not one it takes. */
+ * there, per band of lines here; its affine (a folded BatchNormalization) in place of b, in
+ * both kernels' stores. 1 when the call is not one it takes. */
 static int conv_mixed_padded(const struct conv_shape *cs, const float *x, const float *w, const float *b, float *y,
                              int64_t lo, int64_t hi, const struct ops_conv_post *post, char *err, size_t errlen)
 {
@@ -500,15 +515,17 @@ static int conv_mixed_padded(const struct conv_shape *cs, const float *x, const 
                                 /* the post-op's residual at the same element as the lines' output */
                                 struct ops_conv_post pg = { post && post->resid ? post->resid + (yg - y) + r0 * OW
                                                                                 : NULL,
-                                                            post && post->relu };
+                                                            post && post->relu, NULL, NULL };
+                                struct ops_row_affine rat;
+                                const struct ops_row_affine *ra = conv_ra(b, post, gi * cs->mg, &rat);
                                 if (wt) {
                                         ops_mixed_conv_lines(mg, kk, wt, xp + (r0 - lo) * pitch, off, pitch, r1 - r0,
-                                                             OW, yg + r0 * OW, OW, cs->out_size,
-                                                             b ? b + gi * cs->mg : NULL, post ? &pg : NULL);
+                                                             OW, yg + r0 * OW, OW, cs->out_size, ra,
+                                                             post ? &pg : NULL);
                                 } else {
                                         ops_mixed_product_off(cs->mg, (r1 - r0) * pitch, kk, wg, kk,
                                                               xp + (r0 - lo) * pitch, off, pitch, OW, yg + r0 * OW,
-                                                              OW, cs->out_size, b ? b + gi * cs->mg : NULL);
+                                                              OW, cs->out_size, ra);
                                         conv_post_lines(post ? &pg : NULL, yg + r0 * OW, cs->mg, cs->out_size,
                                                         (r1 - r0) * OW);
                                 }
@@ -523,7 +540,7 @@ static int conv_mixed_padded(const struct conv_shape *cs, const float *x, const 
  * line: od * OH + oh): the product of the group's filters (mg x kk, as stored) by the
  * im2col, each element's sum in float32 runs of OPS_MIXED_KB terms taken in the im2col's
  * order (channel, then kernel position), four runs in float32, the rest in float64, the bias
- * added in float64, rounded once. Without an im2col where conv_mixed_padded takes the call;
+ * added in float64 (post's affine in its place where it has one), rounded once. Without an im2col where conv_mixed_padded takes the call;
  * else per image and group a band of lines at a time: the band's im2col (nn_im2col_f32),
  * copied into OPS_SGEMM_MIXED's column blocks (ops_mixed_pack_b), then ops_mixed_product. */
 static int conv_mixed(const struct conv_shape *cs, const float *x, const float *w, const float *b, float *y,
@@ -536,11 +553,17 @@ static int conv_mixed(const struct conv_shape *cs, const float *x, const float *
         if (!cs->out_size || !cs->mg || lo >= hi)
                 return 0;
         /* the post-op over every plane's lines [lo, hi), where it was not applied band by band */
-        struct ops_conv_post pl = { post && post->resid ? post->resid + lo * ow : NULL, post && post->relu };
-        if (!kk) { /* no inputs: the bias */
-                for (int64_t i = 0; i < cs->n * cs->m; i++)
+        struct ops_conv_post pl = { post && post->resid ? post->resid + lo * ow : NULL, post && post->relu, NULL,
+                                    NULL };
+        if (!kk) { /* no inputs: the bias (the affine's shift) */
+                for (int64_t i = 0; i < cs->n * cs->m; i++) {
+                        int64_t ch = i % cs->m;
+                        float v = post && post->scale ? (float)(post->shift ? post->shift[ch] : 0.0)
+                                  : b                 ? b[ch]
+                                                      : 0.0f;
                         for (int64_t p = lo * ow; p < hi * ow; p++)
-                                y[i * cs->out_size + p] = b ? b[i % cs->m] : 0.0f;
+                                y[i * cs->out_size + p] = v;
+                }
                 conv_post_lines(post ? &pl : NULL, y + lo * ow, cs->n * cs->m, cs->out_size, (hi - lo) * ow);
                 return 0;
         }
@@ -569,10 +592,11 @@ static int conv_mixed(const struct conv_shape *cs, const float *x, const float *
                                         rc = -ECANCELED;
                                         break;
                                 }
+                                struct ops_row_affine rat;
                                 nn_im2col_f32(xg, cs->cg, &cs->g, r0, r1, col);
                                 ops_mixed_pack_b(col, kk, npos, 0, npos, bx);
                                 ops_mixed_product(cs->mg, npos, kk, wg, kk, bx, 0, 1.0f, 0.0f, yg + r0 * ow,
-                                                  cs->out_size, b ? b + g * cs->mg : NULL, NULL);
+                                                  cs->out_size, conv_ra(b, post, g * cs->mg, &rat), NULL);
                         }
                 }
         }
@@ -598,8 +622,9 @@ int ops_conv2d_mixed(const struct ops_conv2d_f64_args *a, char *err, size_t errl
         cs.in_size = a->ih * a->iw;
         cs.k_size = a->kh * a->kw;
         cs.out_size = a->oh * a->ow;
-        return conv_mixed(&cs, a->x, a->w, a->bias, a->y, a->lo, a->hi > 0 && a->hi < a->oh ? a->hi : a->oh, NULL, err,
-                          errlen);
+        struct ops_conv_post aff = { NULL, 0, a->scale, a->shift };
+        return conv_mixed(&cs, a->x, a->w, a->bias, a->y, a->lo, a->hi > 0 && a->hi < a->oh ? a->hi : a->oh,
+                          a->scale ? &aff : NULL, err, errlen);
 }
 
 /* ops_conv2d_f64's arguments for output rows [lo, hi) of a 2-D Conv of shape cs. */
@@ -639,9 +664,13 @@ int ops_conv_rows_acc_post(const struct ops_call *call, int mixed, int64_t lo, i
                                   call->out[0].data, lo, end, post, err, errlen);
         f64_args(&cs, call->in[0].data, call->in[1].data, nn_has_in(call, 2) ? call->in[2].data : NULL,
                  call->out[0].data, lo, hi, &a);
+        if (post) {
+                a.scale = post->scale;
+                a.shift = post->shift;
+        }
         int rc = ops_conv2d_f64(&a, err, errlen);
         if (!rc && post && lo < end) {
-                struct ops_conv_post pl = { post->resid ? post->resid + lo * ow : NULL, post->relu };
+                struct ops_conv_post pl = { post->resid ? post->resid + lo * ow : NULL, post->relu, NULL, NULL };
                 conv_post_lines(&pl, (float *)call->out[0].data + lo * ow, cs.n * cs.m, cs.out_size, (end - lo) * ow);
         }
         return rc;

@@ -293,9 +293,10 @@ static json_t *compile_json(const struct graph *g)
                                                                "op", gn->def->name, "variant",
                                                                ops_sgemm_variant_names[gn->variant - 1]));
         }
-        return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:o, s:i, s:i, s:o, s:i, s:i, s:i, s:I, s:I, s:I, s:o, s:i, s:i, s:i, s:I}",
+        return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:o, s:i, s:i, s:o, s:i, s:i, s:i, s:I, s:I, s:I, s:o, s:i, s:i, s:i, s:I}",
                          "nodes_before", st->nodes_before, "nodes_after", st->nodes_after,
-                         "folded", st->folded, "bn_folded", st->bn_folded, "dead", st->dead,
+                         "folded", st->folded, "bn_folded", st->bn_folded, "bn_exact", st->bn_exact,
+                         "dead", st->dead,
                          "fused_nodes", st->fused_nodes, "fused_groups", groups,
                          "gelu_fused", st->gelu_fused, "layernorm_fused", st->layernorm_fused,
                          "epilogues", epis, "softmax_fused", st->softmax_fused,

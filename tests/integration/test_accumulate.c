@@ -228,6 +228,42 @@ static uint8_t *conv_model(float *w, float *b, size_t *ret_len)
         return model_pack(g, 13, ret_len);
 }
 
+/* Conv (X [1, ci, h, h], filters [co, ci, 3, 3], pads 1, bias) into BatchNormalization
+ * (scale, beta, mean, var; epsilon EPS), then Relu when relu: the compiler folds the
+ * BatchNormalization into the Conv (and the Relu into a FusedGemm's epilogue). */
+#define EPS 1e-5f
+static uint8_t *conv_bn_model(int ci, int co, int h, int relu, float *w, float *b, float *bn[4], size_t *ret_len)
+{
+        Onnx__GraphProto *g = graph_proto();
+        Onnx__NodeProto *cv = node("Conv", 3, (const char *const[]){ "X", "W", "B" }, 1, (const char *const[]){ "C" });
+        Onnx__NodeProto *bnn = node("BatchNormalization", 5,
+                                    (const char *const[]){ "C", "scale", "beta", "mean", "var" }, 1,
+                                    (const char *const[]){ relu ? "N" : "Y" });
+        Onnx__NodeProto *rl = node("Relu", 1, (const char *const[]){ "N" }, 1, (const char *const[]){ "Y" });
+        static const char *const names[4] = { "scale", "beta", "mean", "var" };
+
+        cv->name = (char *)"conv";
+        bnn->name = (char *)"bn";
+        rl->name = (char *)"relu";
+        attr_ints(cv, "kernel_shape", 2, (const int64_t[]){ KS, KS });
+        attr_ints(cv, "pads", 4, (const int64_t[]){ 1, 1, 1, 1 });
+        attr_f(bnn, "epsilon", EPS);
+        g->n_node = relu ? 3 : 2;
+        g->node = (Onnx__NodeProto **)list(3, cv, bnn, rl);
+        g->n_initializer = 6;
+        g->initializer = (Onnx__TensorProto **)list(6, finit_data("W", 4, (const int64_t[]){ co, ci, KS, KS }, w),
+                                                    finit_data("B", 1, (const int64_t[]){ co }, b),
+                                                    finit_data(names[0], 1, (const int64_t[]){ co }, bn[0]),
+                                                    finit_data(names[1], 1, (const int64_t[]){ co }, bn[1]),
+                                                    finit_data(names[2], 1, (const int64_t[]){ co }, bn[2]),
+                                                    finit_data(names[3], 1, (const int64_t[]){ co }, bn[3]));
+        g->n_input = 1;
+        g->input = (Onnx__ValueInfoProto **)list(1, tvalue("X", FLOAT, 4, (const int64_t[]){ 1, ci, h, h }));
+        g->n_output = 1;
+        g->output = (Onnx__ValueInfoProto **)list(1, tvalue("Y", FLOAT, 4, (const int64_t[]){ 1, co, h, h }));
+        return model_pack(g, 15, ret_len);
+}
+
 /* npu_graph_load_with (opts NULL: npu_graph_load) of a model; frees the bytes. */
 static npu_graph_t load(uint8_t *bytes, size_t len, const npu_load_options_t *opts)
 {
@@ -480,6 +516,114 @@ START_TEST(test_conv_float64)
         free(y64);
         free(ref);
         free(a);
+}
+END_TEST
+
+/* Conv + BatchNormalization (+ Relu), the BatchNormalization folded into the Conv by the
+ * compiler. Loaded with float64 accumulation, the fold keeps the model's filters and each
+ * channel's factor and shift in float64 (graph_bn_affine): every element is the exact
+ * convolution + bias, through the BatchNormalization in double, rounded once to float32.
+ * Loaded with mixed accumulation, on an AVX-512 CPU, every element is fma(the runs' sum on
+ * the model's filters, factor, shift) rounded once, bit for bit. The float32 load, on the
+ * folded filters rounded to float32, is not exact everywhere (the test tells them apart).
+ * Three shapes: a small Conv, which runs whole; with Relu (a FusedGemm), one whose runs go in
+ * parts of output channels and one in parts of output lines (graph_conv_acc_rows on each
+ * part, the filters and factors of its channels). */
+START_TEST(test_conv_bn_exact)
+{
+        static const int shapes[3][3] = { { CI, CO, H }, { 32, 64, 40 }, { 16, 64, 56 } };
+        const int ci = shapes[_i][0], co = shapes[_i][1], h = shapes[_i][2], relu = _i > 0, terms = ci * KS * KS;
+        const int nx = ci * h * h, nw = co * terms, ny = co * h * h;
+        float *x, *w, *b, *bn[4], *y = malloc(sizeof(float) * (size_t)ny);
+        double *ref = malloc(sizeof(double) * (size_t)ny), *sum = malloc(sizeof(double) * (size_t)ny);
+        double *sc = malloc(sizeof(double) * (size_t)co), *sh = malloc(sizeof(double) * (size_t)co);
+        int exact = __builtin_cpu_supports("avx512f");
+        size_t len;
+
+        ck_assert(y && ref && sum && sc && sh);
+        rng_seed(5);
+        x = fill((size_t)nx, 1.0f);
+        w = fill((size_t)nw, 1.0f);
+        b = fill((size_t)co, 1.0f);
+        for (int i = 0; i < 4; i++)
+                bn[i] = fill((size_t)co, 0.5f);
+        for (int m = 0; m < co; m++) {
+                bn[0][m] += 1.0f; /* scale in [0.5, 1.5) */
+                bn[3][m] += 1.0f; /* var too */
+                sc[m] = (double)bn[0][m] / sqrt((double)bn[3][m] + (double)EPS);
+                sh[m] = ((double)b[m] - (double)bn[2][m]) * sc[m] + (double)bn[1][m];
+        }
+        for (int i = 0; i < ny; i++) {
+                int m = i / (h * h), oy = i / h % h, ox = i % h;
+                struct acc e = { 0 };
+                double s = 0.0;
+                acc_add(&e, (double)b[m]);
+                /* the exact sum; the mixed runs' (im2col order, float32 runs of 32, four in
+                 * float32, the rest in float64) */
+                for (int q0 = 0; q0 < terms; q0 += 4 * 32) {
+                        float r[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+                        for (int t = q0; t < terms && t < q0 + 4 * 32; t++) {
+                                int c = t / (KS * KS), ky = t / KS % KS, kx = t % KS;
+                                int iy = oy + ky - 1, ix = ox + kx - 1;
+                                float xv = iy < 0 || iy >= h || ix < 0 || ix >= h ? 0.0f : x[(c * h + iy) * h + ix];
+                                float wv = w[(m * ci + c) * KS * KS + ky * KS + kx];
+                                r[(t - q0) / 32] = fmaf(xv, wv, r[(t - q0) / 32]);
+                                acc_add(&e, (double)xv * (double)wv);
+                        }
+                        s += (double)((r[0] + r[1]) + (r[2] + r[3]));
+                }
+                ref[i] = (acc_sum(&e) - (double)bn[2][m]) * sc[m] + (double)bn[1][m];
+                sum[i] = s;
+        }
+        static const npu_load_options_t *const opts[3] = { &acc64, &accmx, NULL };
+        static const char *const names[3] = { "float64", "mixed", "float32" };
+        for (int o = 0; o < 3; o++) {
+                uint8_t *bytes = conv_bn_model(ci, co, h, relu, w, b, bn, &len);
+                npu_graph_t g = load(bytes, len, opts[o]);
+                json_t *j = info(g);
+                ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(j, "compile"), "bn_folded")), 1);
+                /* kept in float64 under float64 and mixed accumulation */
+                ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(j, "compile"), "bn_exact")),
+                                 o < 2);
+                json_decref(j);
+                for (int r = 0; r < 2; r++)
+                        run(g, x, 4, (const int64_t[]){ 1, ci, h, h }, y, 4, (const int64_t[]){ 1, co, h, h });
+                j = info(g);
+                int parts = (int)json_integer_value(json_object_get(j, "parts_sent"));
+                json_decref(j);
+                OK(npu_graph_unload(ctx, g));
+                int off = 0;
+                for (int i = 0; i < ny; i++) {
+                        int m = i / (h * h);
+                        float want = o == 1 ? (float)fma(sum[i], sc[m], sh[m]) : (float)ref[i];
+                        if (relu && want < 0)
+                                want = 0.0f;
+                        if (o == 1 && !exact) { /* libxsmm's kernels: within the mixed bound */
+                                ck_assert_msg(fabs((double)y[i] - (double)want) <= 0x1p-21 * fabs((double)want) + 1e-6,
+                                              "mixed Conv + BatchNormalization: element %d is %.9g, want %.9g", i,
+                                              y[i], want);
+                                continue;
+                        }
+                        off += memcmp(&y[i], &want, sizeof(float)) != 0;
+                        ck_assert_msg(o == 2 || off == 0, "%s Conv + BatchNormalization%s: element %d is %.9g, want %.9g",
+                                      names[o], relu ? " + Relu" : "", i, y[i], want);
+                }
+                printf("Conv + BatchNormalization%s %dx%dx%d, %s: %d parts sent in 2 runs; %d of %d elements off the "
+                       "exact result rounded once\n",
+                       relu ? " + Relu" : "", ci, co, h, names[o], parts, off, ny);
+                if (o == 2)
+                        ck_assert_msg(off > 0, "float32 Conv + BatchNormalization exact everywhere");
+        }
+        free(x);
+        free(w);
+        free(b);
+        free(y);
+        free(ref);
+        free(sum);
+        free(sc);
+        free(sh);
+        for (int i = 0; i < 4; i++)
+                free(bn[i]);
 }
 END_TEST
 
@@ -1009,6 +1153,7 @@ int main(void)
         tcase_add_test(tc, test_matmul_cancellation);
         tcase_add_test(tc, test_conv_float64);
         tcase_add_test(tc, test_fused_epilogue_float64);
+        tcase_add_loop_test(tc, test_conv_bn_exact, 0, 3);
         tcase_add_test(tc, test_info_reports_accumulation);
         tcase_add_test(tc, test_raw_bad_accumulate);
         tcase_add_test(tc, test_options_checked);

@@ -686,6 +686,74 @@ static int rows_in_two(struct conv_call *cc, const struct cgeo *g, int mixed, fl
         return 1;
 }
 
+/* Output channel m of element i of a convolution's output (NCHW-like, any extents) */
+static int64_t chan_of(const struct cgeo *g, size_t i)
+{
+        int64_t plane = out_ext(g, 0) * out_ext(g, 1) * out_ext(g, 2);
+        return (int64_t)(i / (size_t)plane) % g->m;
+}
+
+/* The channels' float64 affine (struct ops_conv_post's scale and shift) in place of the
+ * bias, on the lines rows_in_two takes, alone and with a residual and Relu:
+ *   - scale 4 and shift 4 b (b: the call's bias, 0 without): exactly 4 times yr (the same
+ *     lines with the bias), so the sums are the kernels' own, scaled;
+ *   - scale 1 + m / 7 and shift b / 3 - 1 / 16 on channel m: fma(sum, scale, shift) rounded
+ *     once, sum the convolution's float64 sum without bias: bit for bit where exact (the
+ *     AVX-512 kernel's runs' sums), else within one rounding and bound[i] of it. */
+static void affine_matches(struct conv_call *cc, const struct cgeo *g, int mixed, const float *yr, size_t ny,
+                           const double *sum, int exact, const double *bound)
+{
+        float *yp = malloc(ny * 4), *r = malloc(ny * 4);
+        double *sc = malloc((size_t)g->m * sizeof(double)), *sh = malloc((size_t)g->m * sizeof(double));
+        const float *b = g->bias ? cc->call.in[2].data : NULL;
+        int64_t oh = out_ext(g, 1);
+        char err[256] = "";
+
+        ck_assert_ptr_nonnull(yp);
+        ck_assert_ptr_nonnull(r);
+        ck_assert_ptr_nonnull(sc);
+        ck_assert_ptr_nonnull(sh);
+        fill(r, ny, 73);
+        for (int kind = 0; kind < 2; kind++) {
+                for (int64_t m = 0; m < g->m; m++) {
+                        double bm = b ? (double)b[m] : 0.0;
+                        sc[m] = kind ? 1.0 + (double)m / 7.0 : 4.0;
+                        sh[m] = kind ? bm / 3.0 - 0.0625 : 4.0 * bm;
+                }
+                for (int with_post = 0; with_post < 2; with_post++) {
+                        struct ops_conv_post post = { with_post ? r : NULL, with_post, sc, sh };
+                        cc->call.out[0].data = yp;
+                        set_all(yp, ny, SENTINEL);
+                        ck_assert_msg(ops_conv_rows_acc_post(&cc->call, mixed, 2, oh, &post, err, sizeof(err)) == 0,
+                                      "affine, lines 2..: %s", err);
+                        ck_assert_msg(ops_conv_rows_acc_post(&cc->call, mixed, 0, 2, &post, err, sizeof(err)) == 0,
+                                      "affine, lines 0, 1: %s", err);
+                        for (size_t i = 0; i < ny; i++) {
+                                int64_t m = chan_of(g, i);
+                                float v = kind ? (float)fma(sum[i], sc[m], sh[m]) : 4.0f * yr[i];
+                                float got = yp[i];
+                                if (with_post) { /* undo nothing: apply the same post to the want */
+                                        v = v + r[i];
+                                        v = v < 0 ? 0.0f : v;
+                                }
+                                if (kind && !exact) {
+                                        double d = fabs((double)got - (double)v);
+                                        CHECK(d <= ldexp(fabs((double)v), -22) + 2 * bound[i] * sc[m] + 1e-30,
+                                              "%s Conv, affine %d: y[%zu] %.9g, want %.9g", mixed ? "mixed" : "float64",
+                                              with_post, i, got, v);
+                                        continue;
+                                }
+                                CHECK(memcmp(&got, &v, 4) == 0, "%s Conv, affine %d/%d: y[%zu] %.9g, want %.9g",
+                                      mixed ? "mixed" : "float64", kind, with_post, i, got, v);
+                        }
+                }
+        }
+        free(yp);
+        free(r);
+        free(sc);
+        free(sh);
+}
+
 /* ops_conv_rows_acc_post on the lines rows_in_two took ([2, OH), then [0, 2)), with a
  * residual and Relu, then Relu alone: each element yr's (the same lines without the
  * post-op) plus the residual's, in float32, then negatives +0, bit for bit. */
@@ -699,7 +767,7 @@ static void post_matches(struct conv_call *cc, const struct cgeo *g, int mixed, 
         ck_assert_ptr_nonnull(r);
         fill(r, ny, 71);
         for (int with_resid = 1; with_resid >= 0; with_resid--) {
-                struct ops_conv_post post = { with_resid ? r : NULL, 1 };
+                struct ops_conv_post post = { with_resid ? r : NULL, 1, NULL, NULL };
                 cc->call.out[0].data = yp;
                 set_all(yp, ny, SENTINEL);
                 ck_assert_msg(ops_conv_rows_acc_post(&cc->call, mixed, 2, oh, &post, err, sizeof(err)) == 0,
@@ -745,6 +813,16 @@ START_TEST(test_conv_registry_f64)
         if (rows_in_two(cc, g, 0, yr, ny)) {
                 ck_assert_int_eq(memcmp(yr, y, ny * 4), 0);
                 post_matches(cc, g, 0, yr, ny);
+                /* the affine against the exact sums without bias, within float64's error */
+                double *sum = malloc(ny * sizeof(double)), *bound = malloc(ny * sizeof(double));
+                ck_assert_ptr_nonnull(sum);
+                ck_assert_ptr_nonnull(bound);
+                ref_conv(g, x, w, NULL, sum);
+                for (size_t i = 0; i < ny; i++)
+                        bound[i] = ldexp(fabs(sum[i]) + 1.0, -36); /* the two float64 sums apart */
+                affine_matches(cc, g, 0, yr, ny, sum, 0, bound);
+                free(sum);
+                free(bound);
         }
         free(cc);
         free(x);
@@ -764,7 +842,7 @@ END_TEST
  * (r2 + r3) in float32, those sums and the bias in float64, rounded once; *ret_abs: the sum
  * of the terms' magnitudes. */
 static float mixed_point(const struct cgeo *g, const float *x, const float *w, const float *b, int64_t n, int64_t m,
-                         const int64_t o[3], double *ret_abs)
+                         const int64_t o[3], double *ret_abs, double *ret_sum)
 {
         int64_t cg = g->c / g->group, mg = g->m / g->group, ks = g->k[0] * g->k[1] * g->k[2], terms = cg * ks;
         double s = 0.0, abs = 0.0;
@@ -788,6 +866,7 @@ static float mixed_point(const struct cgeo *g, const float *x, const float *w, c
                 s += (double)((r[0] + r[1]) + (r[2] + r[3]));
         }
         *ret_abs = abs;
+        *ret_sum = s;
         return (float)(s + (b ? (double)b[m] : 0.0));
 }
 
@@ -819,6 +898,7 @@ START_TEST(test_conv_registry_mixed)
         float *x = malloc(nx * 4), *w = malloc(nw * 4), *b = malloc((size_t)g->m * 4);
         float *y = malloc(ny * 4), *yr = malloc(ny * 4), *want = malloc(ny * 4);
         double *ref = malloc(ny * sizeof(double)), *abs = malloc(ny * sizeof(double));
+        double *sum = malloc(ny * sizeof(double)), *bound = malloc(ny * sizeof(double));
         struct conv_call *cc = malloc(sizeof(*cc));
         char err[256] = "";
         int64_t o[3];
@@ -834,7 +914,11 @@ START_TEST(test_conv_registry_mixed)
                         for (o[0] = 0; o[0] < out_ext(g, 0); o[0]++)
                                 for (o[1] = 0; o[1] < out_ext(g, 1); o[1]++)
                                         for (o[2] = 0; o[2] < out_ext(g, 2); o[2]++, yi++)
-                                                want[yi] = mixed_point(g, x, w, g->bias ? b : NULL, n, m, o, &abs[yi]);
+                                                want[yi] = mixed_point(g, x, w, g->bias ? b : NULL, n, m, o, &abs[yi],
+                                                                       &sum[yi]);
+        /* libxsmm's kernels: within the mixed bound of the runs' sums' (as mixed_ok) */
+        for (size_t i = 0; i < ny; i++)
+                bound[i] = (OPS_MIXED_KB + 2) * ldexp(abs[i], -24) + ldexp(fabs(sum[i]), -23);
         conv_call_init(cc, g, x, w, b, y);
         ck_assert_msg(ops_check(def, &cc->call, err, sizeof(err)) == 0, "check: %s", err);
         /* the AVX-512 kernel with and without the transposed one, then libxsmm's */
@@ -857,6 +941,7 @@ START_TEST(test_conv_registry_mixed)
                                 CHECK(exact ? yr[i] == y[i] : mixed_ok(yr[i], ref[i], abs[i]),
                                       "mixed Conv %d, lines: y[%zu] %.9g, the whole call's %.9g", _i, i, yr[i], y[i]);
                         post_matches(cc, g, 1, yr, ny);
+                        affine_matches(cc, g, 1, yr, ny, sum, exact, bound);
                 }
         }
         ops_mixed_kernel(1);
@@ -870,6 +955,8 @@ START_TEST(test_conv_registry_mixed)
         free(want);
         free(ref);
         free(abs);
+        free(sum);
+        free(bound);
 }
 END_TEST
 
