@@ -418,6 +418,33 @@ START_TEST(test_matmul_cancellation)
 }
 END_TEST
 
+/* Output (m, oy, ox) of a 3x3 convolution with pads 1 (x [ci, h, wd], w [co, ci, 3, 3]) as
+ * a mixed graph sums it: its terms in the im2col's order (channel, then the kernel's row and
+ * column; a tap in the padding is a zero term) in float32 runs of 32 by fused multiply-adds,
+ * four runs in float32 as (r0 + r1) + (r2 + r3), the rest in float64, no bias. e (when not
+ * NULL) gets every term, for the exact sum. */
+static double mixed_runs(const float *x, const float *w, int ci, int h, int wd, int m, int oy, int ox,
+                         struct acc *e)
+{
+        const int terms = ci * KS * KS;
+        double s = 0.0;
+
+        for (int q0 = 0; q0 < terms; q0 += 4 * 32) {
+                float r[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+                for (int t = q0; t < terms && t < q0 + 4 * 32; t++) {
+                        int c = t / (KS * KS), ky = t / KS % KS, kx = t % KS;
+                        int iy = oy + ky - 1, ix = ox + kx - 1;
+                        float xv = iy < 0 || iy >= h || ix < 0 || ix >= wd ? 0.0f : x[(c * h + iy) * wd + ix];
+                        float wv = w[(m * ci + c) * KS * KS + ky * KS + kx];
+                        r[(t - q0) / 32] = fmaf(xv, wv, r[(t - q0) / 32]);
+                        if (e)
+                                acc_add(e, (double)xv * (double)wv);
+                }
+                s += (double)((r[0] + r[1]) + (r[2] + r[3]));
+        }
+        return s;
+}
+
 /* Elements of y off ref by more than the float64 bound; *ret_worst the largest error in
  * units of it. */
 static int beyond(const float *y, const double *ref, const struct acc *a, int n, int k, double *ret_worst)
@@ -478,18 +505,7 @@ START_TEST(test_conv_float64)
         int exact = __builtin_cpu_supports("avx512f"), bits = 0;
         for (int i = 0; i < NY; i++) {
                 int m = i / (H * WD), oy = i / WD % H, ox = i % WD;
-                double s = 0.0;
-                for (int q0 = 0; q0 < TERMS; q0 += 4 * 32) {
-                        float r[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
-                        for (int t = q0; t < TERMS && t < q0 + 4 * 32; t++) {
-                                int c = t / (KS * KS), ky = t / KS % KS, kx = t % KS;
-                                int iy = oy + ky - 1, ix = ox + kx - 1;
-                                float xv = iy < 0 || iy >= H || ix < 0 || ix >= WD ? 0.0f : x[(c * H + iy) * WD + ix];
-                                r[(t - q0) / 32] = fmaf(xv, w[((m * CI + c) * KS + ky) * KS + kx], r[(t - q0) / 32]);
-                        }
-                        s += (double)((r[0] + r[1]) + (r[2] + r[3]));
-                }
-                float want = (float)(s + (double)b[m]);
+                float want = (float)(mixed_runs(x, w, CI, H, WD, m, oy, ox, NULL) + (double)b[m]);
                 bits += y32[i] == want;
                 ck_assert_msg(fabs((double)y32[i] - ref[i]) <= 2 * U32 * fabs(ref[i]) + 34 * U32 * a[i].abs + 1e-30,
                               "mixed Conv: element %d is %.9g, the exact value %.17g", i, y32[i], ref[i]);
@@ -556,24 +572,10 @@ START_TEST(test_conv_bn_exact)
         for (int i = 0; i < ny; i++) {
                 int m = i / (h * h), oy = i / h % h, ox = i % h;
                 struct acc e = { 0 };
-                double s = 0.0;
                 acc_add(&e, (double)b[m]);
-                /* the exact sum; the mixed runs' (im2col order, float32 runs of 32, four in
-                 * float32, the rest in float64) */
-                for (int q0 = 0; q0 < terms; q0 += 4 * 32) {
-                        float r[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
-                        for (int t = q0; t < terms && t < q0 + 4 * 32; t++) {
-                                int c = t / (KS * KS), ky = t / KS % KS, kx = t % KS;
-                                int iy = oy + ky - 1, ix = ox + kx - 1;
-                                float xv = iy < 0 || iy >= h || ix < 0 || ix >= h ? 0.0f : x[(c * h + iy) * h + ix];
-                                float wv = w[(m * ci + c) * KS * KS + ky * KS + kx];
-                                r[(t - q0) / 32] = fmaf(xv, wv, r[(t - q0) / 32]);
-                                acc_add(&e, (double)xv * (double)wv);
-                        }
-                        s += (double)((r[0] + r[1]) + (r[2] + r[3]));
-                }
+                /* the mixed runs' sum, and the exact one */
+                sum[i] = mixed_runs(x, w, ci, h, h, m, oy, ox, &e);
                 ref[i] = (acc_sum(&e) - (double)bn[2][m]) * sc[m] + (double)bn[1][m];
-                sum[i] = s;
         }
         static const npu_load_options_t *const opts[3] = { &acc64, &accmx, NULL };
         static const char *const names[3] = { "float64", "mixed", "float32" };
