@@ -482,14 +482,17 @@ int graph_conv_acc_rows(const struct ops_call *call, int mixed, int64_t lo, int6
          * the call's output channels (a part of the node may hold a range of them) */
         int64_t m0 = 0;
         if (bn) {
-                const float *wc = c->nin >= 2 ? c->in[1].data : NULL;
+                /* where the call's filters start in the folded ones, in floats (compared as
+                 * addresses: they need not point into them) */
+                uintptr_t wc = c->nin >= 2 ? (uintptr_t)c->in[1].data : 0, wf = (uintptr_t)bn->wf;
+                uint64_t all = (uint64_t)(bn->m * bn->per), at = (uint64_t)(wc - wf) / sizeof(float);
                 int64_t n = c->nin >= 2 ? ops_tensor_numel(&c->in[1]) : -1;
-                if (!wc || c->in[1].dtype != PROTO_DTYPE_FLOAT32 || bn->per <= 0 || wc < bn->wf ||
-                    wc >= bn->wf + bn->m * bn->per || (wc - bn->wf) % bn->per || n % bn->per ||
-                    (wc - bn->wf) + n > bn->m * bn->per)
+                if (!wc || c->in[1].dtype != PROTO_DTYPE_FLOAT32 || bn->per <= 0 || wc < wf ||
+                    (wc - wf) % sizeof(float) || at >= all || at % (uint64_t)bn->per || n <= 0 || n % bn->per ||
+                    (uint64_t)n > all - at)
                         return 1; /* not the folded filters: the call runs on what it holds */
-                m0 = (wc - bn->wf) / bn->per;
-                c->in[1].data = (void *)(bn->w + (wc - bn->wf));
+                m0 = (int64_t)at / bn->per;
+                c->in[1].data = (void *)(bn->w + at);
         }
         /* a residual and Relu go into the kernel's store (ops_conv_post); another
          * activation takes the band's pass */

@@ -190,8 +190,8 @@ struct graph_epilogue {
  * other path runs, and its OPS_ATTR_OPAQUE "bn_affine" points to this, which
  * graph_conv_acc_rows runs on instead: the model's own filters and each output channel's
  * factor and shift in float64 (struct ops_row_affine), so that the fold adds no rounding
- * of its own (on the ResNet bench block under mixed it had been a third of the largest
- * errors). */
+ * of its own (the ResNet bench block's largest error under mixed, 1.70e-7, had 5.3e-8 of
+ * it; float64's rms error went from 2.40e-8 to 1.97e-8). */
 struct graph_bn_affine {
         const float *w;        /* the Conv's filters, as the model holds them */
         const float *wf;       /* the folded ones the node holds (a part of the node, a range

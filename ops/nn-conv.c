@@ -540,9 +540,10 @@ static int conv_mixed_padded(const struct conv_shape *cs, const float *x, const 
  * line: od * OH + oh): the product of the group's filters (mg x kk, as stored) by the
  * im2col, each element's sum in float32 runs of OPS_MIXED_KB terms taken in the im2col's
  * order (channel, then kernel position), four runs in float32, the rest in float64, the bias
- * added in float64 (post's affine in its place where it has one), rounded once. Without an im2col where conv_mixed_padded takes the call;
- * else per image and group a band of lines at a time: the band's im2col (nn_im2col_f32),
- * copied into OPS_SGEMM_MIXED's column blocks (ops_mixed_pack_b), then ops_mixed_product. */
+ * added in float64 (post's affine in its place where it has one), rounded once. Without an
+ * im2col where conv_mixed_padded takes the call; else per image and group a band of lines
+ * at a time: the band's im2col (nn_im2col_f32), copied into OPS_SGEMM_MIXED's column blocks
+ * (ops_mixed_pack_b), then ops_mixed_product. */
 static int conv_mixed(const struct conv_shape *cs, const float *x, const float *w, const float *b, float *y,
                       int64_t lo, int64_t hi, const struct ops_conv_post *post, char *err, size_t errlen)
 {
