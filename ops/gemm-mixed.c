@@ -98,7 +98,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) static void round_r
                 for (long q = 0; q < w; q++)
                         c[r * ldc + q] = (float)acc[r * MX_NB + q];
 }
-/* the same with row r's bias ra->bias[r] added in float64 first */
+/* the same with row r's rbias[r] added in float64 first */
 __attribute__((target_clones("avx512f", "avx2", "default"))) static void round_rows_rb(const double *restrict acc, long rows, long w, const float *restrict rbias, float *restrict c, long ldc)
 {
         for (long r = 0; r < rows; r++) {
