@@ -280,6 +280,16 @@ struct ops_conv_post {
 int ops_mixed_conv_lines(long m, long k, const float *wp, const float *xp, const long *off, long pitch, long lines,
                          long width, float *c, long lpitch, long ldc, const struct ops_row_affine *ra,
                          const struct ops_conv_post *post);
+/* Cancellation (gemm-mixed.c): whether an output channel's stored value v (its sum with
+ * the affine or bias applied, rounded) is to be summed again in float64: |v| 2^10 below
+ * against (ops_mixed_against: |shift| or |bias| of channel ch, 0 without), or, with a
+ * residual, |v + *resid| 2^10 below |*resid|. ops_mixed_conv_exact is that output again:
+ * the k products x[off[kk]] * w[kk * ws] summed in float64, channel ch's affine ra,
+ * rounded once, the residual (NULL: none) added in float32, then Relu. */
+float ops_mixed_against(const struct ops_row_affine *ra, long ch);
+int ops_mixed_cancels(float v, float against, const float *resid);
+float ops_mixed_conv_exact(const float *x, const long *off, const float *w, long ws, long k,
+                           const struct ops_row_affine *ra, long ch, const float *resid, int relu);
 /* The m x k filters w (ld ldw) transposed for ops_mixed_conv_lines into wp: blocks of 64
  * channels, k rows of 64 each, the last block's missing channels zero
  * (ops_mixed_wt_floats(m, k) floats); returns wp. */

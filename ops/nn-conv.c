@@ -393,6 +393,49 @@ static void conv_post_lines(const struct ops_conv_post *post, float *y, int64_t 
         }
 }
 
+/* Where a band of lines of conv_mixed_padded's outputs came from: the padded input of its
+ * first line (line l's position p at x + l * pitch + p, its terms off[kk] on), the group's
+ * filters (channel ch's k at w + ch * k) and their affine ra (NULL: none). */
+struct conv_src {
+        const float *x;
+        const long *off;
+        int64_t pitch;
+        const float *w;
+        int64_t k;
+        const struct ops_row_affine *ra;
+};
+
+/* conv_post_lines over lines of width positions (their rows out_size apart), with the
+ * outputs that cancel against their shift, bias or residual summed again in float64
+ * (ops_mixed_cancels, ops_mixed_conv_exact), as ops_mixed_conv_lines' store does */
+static void conv_post_refine(const struct ops_conv_post *post, const struct conv_src *src, float *y, int64_t planes,
+                             int64_t out_size, int64_t lines, int64_t width)
+{
+        const float *resid = post ? post->resid : NULL;
+        int relu = post && post->relu;
+
+        for (int64_t ch = 0; ch < planes; ch++) {
+                float against = ops_mixed_against(src->ra, (long)ch);
+                if (!resid && against == 0.0f) {
+                        conv_post_lines(post, y + ch * out_size, 1, out_size, lines * width);
+                        continue;
+                }
+                for (int64_t l = 0; l < lines; l++)
+                        for (int64_t p = 0; p < width; p++) {
+                                int64_t i = ch * out_size + l * width + p;
+                                const float *r = resid ? resid + i : NULL;
+                                if (ops_mixed_cancels(y[i], against, r)) {
+                                        y[i] = ops_mixed_conv_exact(src->x + l * src->pitch + p, src->off,
+                                                                    src->w + ch * src->k, 1, (long)src->k, src->ra,
+                                                                    (long)ch, r, relu);
+                                        continue;
+                                }
+                                float v = r ? y[i] + *r : y[i];
+                                y[i] = relu && v < 0 ? 0.0f : v;
+                        }
+        }
+}
+
 /* What the kernels add to the sums of the channels from off on (*ra): post's float64 affine
  * where it has one (struct ops_conv_post), else the bias b; NULL: neither. */
 static const struct ops_row_affine *conv_ra(const float *b, const struct ops_conv_post *post, int64_t off,
@@ -526,8 +569,9 @@ static int conv_mixed_padded(const struct conv_shape *cs, const float *x, const 
                                         ops_mixed_product_off(cs->mg, (r1 - r0) * pitch, kk, wg, kk,
                                                               xp + (r0 - lo) * pitch, off, pitch, OW, yg + r0 * OW,
                                                               OW, cs->out_size, ra);
-                                        conv_post_lines(post ? &pg : NULL, yg + r0 * OW, cs->mg, cs->out_size,
-                                                        (r1 - r0) * OW);
+                                        struct conv_src src = { xp + (r0 - lo) * pitch, off, pitch, wg, kk, ra };
+                                        conv_post_refine(post ? &pg : NULL, &src, yg + r0 * OW, cs->mg, cs->out_size,
+                                                         r1 - r0, OW);
                                 }
                         }
                 }
