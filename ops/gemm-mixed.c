@@ -415,7 +415,7 @@ __attribute__((target("avx512f"))) static void mx_tile_off(long rows, long k, co
  * lines are 64 floats apart, does an eighth fewer multiply-adds than ops_mixed_product_off. */
 #define MC_NB 64  /* channels of a block of the transposed filters: four vectors */
 #define MC_MR 6   /* positions of a register tile */
-#define MC_PC 32  /* the most positions of a line summed at a time (their float64 sums: 16 KiB) */
+#define MC_PC 64  /* the most positions of a line summed at a time (their float64 sums: 32 KiB) */
 
 /* one run, terms [k0, k1), of positions x[off[kk] + r] (r < mr) by nv vectors of w's rows
  * (kk * MC_NB) into s (set to it) */
@@ -881,8 +881,11 @@ int ops_mixed_conv_lines(long m, long k, const float *wp, const float *xp, const
                 for (long cb = 0; cb < m; cb += MC_NB) {
                         long nc = m - cb < MC_NB ? m - cb : MC_NB;
                         int nv = nc > 32 ? 4 : nc > 16 ? 2 : 1;
-                        /* the line in even chunks of at most MC_PC (a line of 56 at once
-                         * timed the same as two chunks of 28, with twice the stack) */
+                        /* the line in even chunks of at most MC_PC: each chunk reads all
+                         * the filters again from L2, quad by quad (on the ResNet block's lines
+                         * of 56, one thread: a chunk of 56 took 0.94-0.99 of the time of two of
+                         * 28 in five runs of 30 alternated rounds, medians against oneDNN's
+                         * float32 convolution in the same rounds; chunks of 14 took 1.02-1.07) */
                         long chunk = (width + (width + MC_PC - 1) / MC_PC - 1) / ((width + MC_PC - 1) / MC_PC);
                         for (long p0 = 0; p0 < width; p0 += chunk) {
                                 long n = width - p0 < chunk ? width - p0 : chunk;
