@@ -586,44 +586,80 @@ END_TEST
  * Three shapes: a small Conv, which runs whole; with Relu (a FusedGemm), one whose runs go in
  * parts of output channels and one in parts of output lines (graph_conv_acc_rows on each
  * part, the filters and factors of its channels). */
-START_TEST(test_conv_bn_exact)
-{
-        static const int shapes[3][3] = { { CI, CO, H }, { 32, 64, 40 }, { 16, 64, 56 } };
-        const int ci = shapes[_i][0], co = shapes[_i][1], h = shapes[_i][2], relu = _i > 0, terms = ci * KS * KS;
-        const int nx = ci * h * h, nw = co * terms, ny = co * h * h;
-        float *x, *w, *b, *bn[4], *y = malloc(sizeof(float) * (size_t)ny);
-        double *ref = malloc(sizeof(double) * (size_t)ny), *sum = malloc(sizeof(double) * (size_t)ny);
-        double *sc = malloc(sizeof(double) * (size_t)co), *sh = malloc(sizeof(double) * (size_t)co);
-        double *mag = malloc(sizeof(double) * (size_t)ny);
-        int exact = __builtin_cpu_supports("avx512f");
-        size_t len;
+/* A Conv (3x3, pads 1, bias) + BatchNormalization case: input, filters, bias and the
+ * BatchNormalization's four tensors drawn from seed; each channel's factor and shift in
+ * float64; each output's mixed runs' sum on the model's filters (sum), the exact Conv +
+ * BatchNormalization (ref) and the magnitudes its float64 terms sum to (mag). */
+struct bn_case {
+        int ci, co, h, ny;
+        float *x, *w, *b, *bn[4];
+        double *sc, *sh, *sum, *ref, *mag;
+};
 
-        ck_assert(y && ref && sum && sc && sh && mag);
-        rng_seed(5);
-        x = fill((size_t)nx, 1.0f);
-        w = fill((size_t)nw, 1.0f);
-        b = fill((size_t)co, 1.0f);
+static void bn_case_init(struct bn_case *c, int ci, int co, int h, uint64_t seed)
+{
+        const int nx = ci * h * h, nw = co * ci * KS * KS, ny = co * h * h;
+
+        *c = (struct bn_case){ .ci = ci, .co = co, .h = h, .ny = ny };
+        c->sc = malloc(sizeof(double) * (size_t)co);
+        c->sh = malloc(sizeof(double) * (size_t)co);
+        c->sum = malloc(sizeof(double) * (size_t)ny);
+        c->ref = malloc(sizeof(double) * (size_t)ny);
+        c->mag = malloc(sizeof(double) * (size_t)ny);
+        ck_assert(c->sc && c->sh && c->sum && c->ref && c->mag);
+        rng_seed(seed);
+        c->x = fill((size_t)nx, 1.0f);
+        c->w = fill((size_t)nw, 1.0f);
+        c->b = fill((size_t)co, 1.0f);
         for (int i = 0; i < 4; i++)
-                bn[i] = fill((size_t)co, 0.5f);
+                c->bn[i] = fill((size_t)co, 0.5f);
         for (int m = 0; m < co; m++) {
-                bn[0][m] += 1.0f; /* scale in [0.5, 1.5) */
-                bn[3][m] += 1.0f; /* var too */
-                sc[m] = (double)bn[0][m] / sqrt((double)bn[3][m] + (double)EPS);
-                sh[m] = ((double)b[m] - (double)bn[2][m]) * sc[m] + (double)bn[1][m];
+                c->bn[0][m] += 1.0f; /* scale in [0.5, 1.5) */
+                c->bn[3][m] += 1.0f; /* var too */
+                c->sc[m] = (double)c->bn[0][m] / sqrt((double)c->bn[3][m] + (double)EPS);
+                c->sh[m] = ((double)c->b[m] - (double)c->bn[2][m]) * c->sc[m] + (double)c->bn[1][m];
         }
         for (int i = 0; i < ny; i++) {
                 int m = i / (h * h), oy = i / h % h, ox = i % h;
                 struct acc e = { 0 };
-                acc_add(&e, (double)b[m]);
+                acc_add(&e, (double)c->b[m]);
                 /* the mixed runs' sum, and the exact one */
-                sum[i] = mixed_runs(x, w, ci, h, h, m, oy, ox, &e);
-                ref[i] = (acc_sum(&e) - (double)bn[2][m]) * sc[m] + (double)bn[1][m];
-                mag[i] = (e.abs + fabs((double)bn[2][m])) * sc[m] + fabs((double)bn[1][m]);
+                c->sum[i] = mixed_runs(c->x, c->w, ci, h, h, m, oy, ox, &e);
+                c->ref[i] = (acc_sum(&e) - (double)c->bn[2][m]) * c->sc[m] + (double)c->bn[1][m];
+                c->mag[i] = (e.abs + fabs((double)c->bn[2][m])) * c->sc[m] + fabs((double)c->bn[1][m]);
         }
+}
+
+static void bn_case_free(struct bn_case *c)
+{
+        free(c->x);
+        free(c->w);
+        free(c->b);
+        for (int i = 0; i < 4; i++)
+                free(c->bn[i]);
+        free(c->sc);
+        free(c->sh);
+        free(c->sum);
+        free(c->ref);
+        free(c->mag);
+}
+
+START_TEST(test_conv_bn_exact)
+{
+        static const int shapes[3][3] = { { CI, CO, H }, { 32, 64, 40 }, { 16, 64, 56 } };
+        const int ci = shapes[_i][0], co = shapes[_i][1], h = shapes[_i][2], relu = _i > 0, ny = co * h * h;
+        float *y = malloc(sizeof(float) * (size_t)ny);
+        int exact = __builtin_cpu_supports("avx512f");
+        struct bn_case c;
+        size_t len;
+
+        ck_assert_ptr_nonnull(y);
+        bn_case_init(&c, ci, co, h, 5);
+        const double *sc = c.sc, *sh = c.sh, *sum = c.sum, *ref = c.ref, *mag = c.mag;
         static const npu_load_options_t *const opts[3] = { &acc64, &accmx, NULL };
         static const char *const names[3] = { "float64", "mixed", "float32" };
         for (int o = 0; o < 3; o++) {
-                uint8_t *bytes = conv_bn_model(ci, co, h, relu, w, b, bn, &len);
+                uint8_t *bytes = conv_bn_model(ci, co, h, relu, c.w, c.b, c.bn, &len);
                 npu_graph_t g = load(bytes, len, opts[o]);
                 json_t *j = info(g);
                 ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(j, "compile"), "bn_folded")), 1);
@@ -632,7 +668,7 @@ START_TEST(test_conv_bn_exact)
                                  o < 2);
                 json_decref(j);
                 for (int r = 0; r < 2; r++)
-                        run(g, x, 4, (const int64_t[]){ 1, ci, h, h }, y, 4, (const int64_t[]){ 1, co, h, h });
+                        run(g, c.x, 4, (const int64_t[]){ 1, ci, h, h }, y, 4, (const int64_t[]){ 1, co, h, h });
                 j = info(g);
                 int parts = (int)json_integer_value(json_object_get(j, "parts_sent"));
                 json_decref(j);
@@ -669,17 +705,8 @@ START_TEST(test_conv_bn_exact)
                 if (o == 2)
                         ck_assert_msg(off > 0, "float32 Conv + BatchNormalization exact everywhere");
         }
-        free(x);
-        free(w);
-        free(b);
         free(y);
-        free(ref);
-        free(sum);
-        free(sc);
-        free(sh);
-        free(mag);
-        for (int i = 0; i < 4; i++)
-                free(bn[i]);
+        bn_case_free(&c);
 }
 END_TEST
 
@@ -695,50 +722,35 @@ END_TEST
 START_TEST(test_conv_resid_cancel)
 {
         static const int shapes[2][4] = { { 16, 64, 56, 1 }, { 8, 20, 14, 0 } };
-        const int ci = shapes[_i][0], co = shapes[_i][1], h = shapes[_i][2], relu = shapes[_i][3];
-        const int nx = ci * h * h, nw = co * ci * KS * KS, ny = co * h * h;
-        float *x, *w, *b, *bn[4], *r, *y = malloc(sizeof(float) * (size_t)ny);
-        double *ref = malloc(sizeof(double) * (size_t)ny), *sum = malloc(sizeof(double) * (size_t)ny);
-        double *sc = malloc(sizeof(double) * (size_t)co), *sh = malloc(sizeof(double) * (size_t)co);
-        double *mag = malloc(sizeof(double) * (size_t)ny);
+        const int ci = shapes[_i][0], co = shapes[_i][1], h = shapes[_i][2], relu = shapes[_i][3], ny = co * h * h;
+        float *r, *y = malloc(sizeof(float) * (size_t)ny);
+        struct bn_case c;
         size_t len;
 
-        ck_assert(y && ref && sum && sc && sh && mag);
+        ck_assert_ptr_nonnull(y);
         if (!__builtin_cpu_supports("avx512f")) {
                 printf("test_conv_resid_cancel: no AVX-512 (the mixed kernels' bits), skipped\n");
-                goto out;
+                free(y);
+                return;
         }
-        rng_seed(7);
-        x = fill((size_t)nx, 1.0f);
-        w = fill((size_t)nw, 1.0f);
-        b = fill((size_t)co, 1.0f);
+        bn_case_init(&c, ci, co, h, 7);
+        const double *sc = c.sc, *sh = c.sh, *sum = c.sum, *ref = c.ref;
+        double *mag = c.mag;
         r = fill((size_t)ny, 1.0f);
-        for (int i = 0; i < 4; i++)
-                bn[i] = fill((size_t)co, 0.5f);
-        for (int m = 0; m < co; m++) {
-                bn[0][m] += 1.0f;
-                bn[3][m] += 1.0f;
-                sc[m] = (double)bn[0][m] / sqrt((double)bn[3][m] + (double)EPS);
-                sh[m] = ((double)b[m] - (double)bn[2][m]) * sc[m] + (double)bn[1][m];
-        }
         for (int i = 0; i < ny; i++) {
-                int m = i / (h * h), oy = i / h % h, ox = i % h;
-                struct acc e = { 0 };
-                acc_add(&e, (double)b[m]);
-                sum[i] = mixed_runs(x, w, ci, h, h, m, oy, ox, &e);
-                ref[i] = (acc_sum(&e) - (double)bn[2][m]) * sc[m] + (double)bn[1][m];
+                int m = i / (h * h);
                 if (i % 3 == 0)
                         r[i] = -(float)fma(sum[i], sc[m], sh[m]);
-                mag[i] = (e.abs + fabs((double)bn[2][m])) * sc[m] + fabs((double)bn[1][m]) + fabsf(r[i]);
+                mag[i] += fabsf(r[i]);
         }
         for (int o = 0; o < 2; o++) {
-                uint8_t *bytes = conv_bn_resid_model(ci, co, h, relu, w, b, bn, r, &len);
+                uint8_t *bytes = conv_bn_resid_model(ci, co, h, relu, c.w, c.b, c.bn, r, &len);
                 npu_graph_t g = load(bytes, len, o ? &acc64 : &accmx);
                 json_t *j = info(g);
                 /* one node: the residual (and Relu) fused into the Conv */
                 ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(j, "compile"), "nodes_after")), 1);
                 json_decref(j);
-                run(g, x, 4, (const int64_t[]){ 1, ci, h, h }, y, 4, (const int64_t[]){ 1, co, h, h });
+                run(g, c.x, 4, (const int64_t[]){ 1, ci, h, h }, y, 4, (const int64_t[]){ 1, co, h, h });
                 OK(npu_graph_unload(ctx, g));
                 int again = 0, saved = 0;
                 for (int i = 0; i < ny; i++) {
@@ -773,19 +785,9 @@ START_TEST(test_conv_resid_cancel)
                         ck_assert_int_gt(saved, 0);
                 }
         }
-        free(x);
-        free(w);
-        free(b);
         free(r);
-        for (int i = 0; i < 4; i++)
-                free(bn[i]);
-out:
         free(y);
-        free(ref);
-        free(sum);
-        free(sc);
-        free(sh);
-        free(mag);
+        bn_case_free(&c);
 }
 END_TEST
 
