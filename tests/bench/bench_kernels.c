@@ -384,11 +384,22 @@ static void bench_f64(void)
         }
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+        double x = *(const double *)a, y = *(const double *)b;
+
+        return x < y ? -1 : x > y;
+}
+
 /* The ResNet block's 3x3 convolution (64 channels, 56x56, pads 1): float64 accumulation
  * (ops_conv2d_f64, shifted products) and mixed accumulation (ops_conv2d_mixed: the mixed
  * kernel over a padded copy of the input, channels across the vectors, and on AVX-512 also
  * positions across them: ops_mixed_conv_transposed) against the float32 direct convolution
- * on packed filters (oneDNN, the variant tuning picks for it). */
+ * on packed filters (oneDNN, the variant tuning picks for it). The sides take turns for
+ * CONV_ROUNDS rounds: besides each side's best time, the median (and lower quartile) of each
+ * round's ratio to the float32 side, which the host's swings from second to second move far
+ * less than a ratio of two best times (a kernel change of a few per cent shows there). */
+#define CONV_ROUNDS 31
 static void bench_conv_f64(void)
 {
         const int64_t c = 64, m = 64, h = 56, w = 56;
@@ -406,6 +417,7 @@ static void bench_conv_f64(void)
                                          .dilations = { 1, 1 }, .pads = { 1, 1, 1, 1 } };
         struct ops_conv2d_f64_args am = a, ap = a;
         double flop = 2.0 * m * h * w * c * 9, best[4] = { 1e9, 1e9, 1e9, 1e9 }, diff = 0, diffm = 0;
+        double t_round[4] = { 0 }, ratio[4][CONV_ROUNDS - 1] = { { 0 } };
         int transposed = ops_mixed_conv_transposed(-1), same = 1;
 
         am.y = y[2];
@@ -414,7 +426,7 @@ static void bench_conv_f64(void)
                 perror("malloc");
                 exit(1);
         }
-        for (int round = 0; round < 6; round++)
+        for (int round = 0; round < CONV_ROUNDS; round++) {
                 for (int side = 0; side < 4; side++) {
                         if ((side == 0 && !pc) || (side == 3 && !transposed))
                                 continue;
@@ -431,7 +443,13 @@ static void bench_conv_f64(void)
                         }
                         if (round && t < best[side])
                                 best[side] = t;
+                        t_round[side] = t;
                 }
+                for (int side = 1; round && pc && side < 4; side++)
+                        ratio[side][round - 1] = t_round[side] / t_round[0];
+        }
+        for (int side = 1; side < 4; side++)
+                qsort(ratio[side], CONV_ROUNDS - 1, sizeof(double), cmp_double);
         for (int64_t i = 0; i < m * h * w; i++) {
                 double e = pc ? fabs((double)y[0][i] - y[1][i]) / (1 + fabs((double)y[1][i])) : 0;
                 double em = fabs((double)y[2][i] - y[1][i]) / (1 + fabs((double)y[1][i]));
@@ -449,6 +467,11 @@ static void bench_conv_f64(void)
                "conv of the ResNet block",
                transposed ? "AVX-512 kernel, padded input, channels across the vectors" : "libxsmm, im2col",
                best[2] * 1e6, flop / best[2] * 1e-9, best[2] / best[0], diffm);
+        if (pc)
+                printf("  %-30s paired rounds (%d, each side in turn): mixed/float32 time median %.3f (lower quartile "
+                       "%.3f), float64/float32 %.3f\n",
+                       "conv of the ResNet block", CONV_ROUNDS - 1, ratio[2][(CONV_ROUNDS - 1) / 2],
+                       ratio[2][(CONV_ROUNDS - 1) / 4], ratio[1][(CONV_ROUNDS - 1) / 2]);
         if (transposed)
                 printf("  %-30s 64ch 56x56 3x3  : mixed (AVX-512 kernel, padded input, positions across the "
                        "vectors) %8.1f us %6.1f GFLOP/s; %.2fx the channels' time; the same sums: %s\n",
