@@ -151,12 +151,25 @@ static inline double ra_apply(const struct ops_row_affine *ra, long r, double v)
  * (the model's own tensor between the two: exact where they cancel, as two floats within a
  * factor of two of each other subtract exactly): the error left is that one rounding, as
  * under float64 accumulation, whatever the cancellation. Few outputs cancel that far (a handful a
- * thousand on the ResNet block), and the kernels' vectors only test for them. */
+ * thousand on the ResNet block), and the kernels' vectors only test for them; a store sums
+ * again at most its budget of them (below). */
 #define MX_CANCEL 1024.0
+/* The most outputs of a store (a chunk of a line by a block of channels; a channel's band of
+ * lines) summed again: one in MX_RESUM_SHARE, at least MX_RESUM_MIN. A sum again costs
+ * about 70 times an output's share of the kernel (0.6 us against 8.5 ns on the ResNet
+ * block's convolution, one thread), and a model can make every output cancel (constant input
+ * and filters and a shift of minus their sum, or a residual of minus the output): past the
+ * budget the runs' values stand, so such a model makes its convolutions about 1.5 times as
+ * long (that convolution with every output cancelled: 1.75 times oneDNN's float32 time
+ * against 1.13-1.15), not 70 times, and a worker it holds comes back on time. The ResNet
+ * block needs about one a line of 3584 outputs. */
+#define MX_RESUM_SHARE 128
+#define MX_RESUM_MIN 16
 
 /* the k products x[off[kk]] * w[kk * ws] (exact in float64) summed in float64, four partial
  * sums over kk mod 4, then (s0 + s1) + (s2 + s3): the same bits on every CPU */
-static double mx_dot_exact(const float *x, const long *off, const float *w, long ws, long k)
+__attribute__((target_clones("avx512f", "fma", "default"))) static double mx_dot_exact(const float *x, const long *off,
+                                                                                      const float *w, long ws, long k)
 {
         double s[4] = { 0.0, 0.0, 0.0, 0.0 };
         long kk = 0;
@@ -178,6 +191,11 @@ float ops_mixed_against(const struct ops_row_affine *ra, long ch)
         return ra->bias ? fabsf(ra->bias[ch]) : 0.0f;
 }
 
+long ops_mixed_resum_budget(long outputs)
+{
+        return outputs / MX_RESUM_SHARE > MX_RESUM_MIN ? outputs / MX_RESUM_SHARE : MX_RESUM_MIN;
+}
+
 int ops_mixed_cancels(float v, float against, const float *resid)
 {
         if (fabsf(v) * (float)MX_CANCEL < against)
@@ -185,8 +203,9 @@ int ops_mixed_cancels(float v, float against, const float *resid)
         return resid && fabsf(v + *resid) * (float)MX_CANCEL < fabsf(*resid);
 }
 
-float ops_mixed_conv_exact(const float *x, const long *off, const float *w, long ws, long k,
-                           const struct ops_row_affine *ra, long ch, const float *resid, int relu)
+__attribute__((target_clones("avx512f", "fma", "default"))) float
+ops_mixed_conv_exact(const float *x, const long *off, const float *w, long ws, long k, const struct ops_row_affine *ra,
+                     long ch, const float *resid, int relu)
 {
         float y = (float)ra_apply(ra, ch, mx_dot_exact(x, off, w, ws, k));
 
@@ -562,12 +581,12 @@ static inline __attribute__((always_inline, target("avx512f"))) void mc_transpos
 }
 
 /* where a tile's sums came from, to sum an output again (ops_mixed_conv_exact): its
- * positions' terms at x + p + off[kk], channel ch's filters at w + ch, MC_NB apart */
+ * positions' terms at x + p + off[kk], channel ch's filters at w + ch * wc, ws apart */
 struct mc_src {
         const float *x;
         const long *off;
         const float *w;
-        long k;
+        long wc, ws, k;
 };
 
 /* c[ch * ldc + p] = acc[p][ch] (then channel ch's affine ra, in float64) rounded to float32, p < n,
@@ -580,6 +599,7 @@ __attribute__((target("avx512f"))) static void mc_store(const double *acc, long 
 {
         const float *rbias = ra && !ra->scale ? ra->bias : NULL;
         const double *scale = ra ? ra->scale : NULL;
+        long budget = ops_mixed_resum_budget(n * nc);
         for (long c0 = 0; c0 < nc; c0 += 16) {
                 long cw = nc - c0 < 16 ? nc - c0 : 16;
                 __mmask16 cm = (__mmask16)((1u << cw) - 1);
@@ -641,11 +661,11 @@ __attribute__((target("avx512f"))) static void mc_store(const double *acc, long 
                                         v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ),
                                                                  v, _mm512_setzero_ps());
                                 _mm512_mask_storeu_ps(c + (c0 + q) * ldc + p0, pm, v);
-                                for (; redo; redo &= (__mmask16)(redo - 1)) {
+                                for (; redo && budget > 0; redo &= (__mmask16)(redo - 1), budget--) {
                                         long p = p0 + __builtin_ctz(redo), at = (c0 + q) * ldc + p;
-                                        c[at] = ops_mixed_conv_exact(src->x + p, src->off, src->w + c0 + q, MC_NB,
-                                                                     src->k, ra, c0 + q, resid ? resid + at : NULL,
-                                                                     relu);
+                                        c[at] = ops_mixed_conv_exact(src->x + p, src->off,
+                                                                     src->w + (c0 + q) * src->wc, src->ws, src->k, ra,
+                                                                     c0 + q, resid ? resid + at : NULL, relu);
                                 }
                         }
                 }
@@ -867,9 +887,9 @@ int ops_mixed_conv_transposed(int on)
         return !mc_off && ops_mixed_kernel(-1);
 }
 
-int ops_mixed_conv_lines(long m, long k, const float *wp, const float *xp, const long *off, long pitch, long lines,
-                         long width, float *c, long lpitch, long ldc, const struct ops_row_affine *ra,
-                         const struct ops_conv_post *post)
+int ops_mixed_conv_lines(long m, long k, const float *wp, const float *w, const float *xp, const long *off,
+                         long pitch, long lines, long width, float *c, long lpitch, long ldc,
+                         const struct ops_row_affine *ra, const struct ops_conv_post *post)
 {
         const float *resid = post ? post->resid : NULL;
         int relu = post && post->relu;
@@ -892,7 +912,9 @@ int ops_mixed_conv_lines(long m, long k, const float *wp, const float *xp, const
                                 mc_positions(n, k, xp + l * pitch + p0, off, wp + cb * k, nv, acc);
                                 long at = cb * ldc + l * lpitch + p0;
                                 struct ops_row_affine rat;
-                                struct mc_src src = { xp + l * pitch + p0, off, wp + cb * k, k };
+                                /* channel ch's filters: a row of w (contiguous), else wp's column */
+                                struct mc_src src = { xp + l * pitch + p0, off, w ? w + cb * k : wp + cb * k,
+                                                      w ? k : 1, w ? 1 : MC_NB, k };
                                 mc_store(acc, n, nc, ra_from(ra, cb, &rat), resid ? resid + at : NULL, relu, c + at,
                                          ldc, &src);
                         }

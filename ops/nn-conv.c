@@ -420,11 +420,13 @@ static void conv_post_refine(const struct ops_conv_post *post, const struct conv
                         conv_post_lines(post, y + ch * out_size, 1, out_size, lines * width);
                         continue;
                 }
+                long budget = ops_mixed_resum_budget((long)(lines * width));
                 for (int64_t l = 0; l < lines; l++)
                         for (int64_t p = 0; p < width; p++) {
                                 int64_t i = ch * out_size + l * width + p;
                                 const float *r = resid ? resid + i : NULL;
-                                if (ops_mixed_cancels(y[i], against, r)) {
+                                if (budget > 0 && ops_mixed_cancels(y[i], against, r)) {
+                                        budget--;
                                         y[i] = ops_mixed_conv_exact(src->x + l * src->pitch + p, src->off,
                                                                     src->w + ch * src->k, 1, (long)src->k, src->ra,
                                                                     (long)ch, r, relu);
@@ -562,8 +564,8 @@ static int conv_mixed_padded(const struct conv_shape *cs, const float *x, const 
                                 struct ops_row_affine rat;
                                 const struct ops_row_affine *ra = conv_ra(b, post, gi * cs->mg, &rat);
                                 if (wt) {
-                                        ops_mixed_conv_lines(mg, kk, wt, xp + (r0 - lo) * pitch, off, pitch, r1 - r0,
-                                                             OW, yg + r0 * OW, OW, cs->out_size, ra,
+                                        ops_mixed_conv_lines(mg, kk, wt, wg, xp + (r0 - lo) * pitch, off, pitch,
+                                                             r1 - r0, OW, yg + r0 * OW, OW, cs->out_size, ra,
                                                              post ? &pg : NULL);
                                 } else {
                                         ops_mixed_product_off(cs->mg, (r1 - r0) * pitch, kk, wg, kk,
