@@ -203,8 +203,8 @@ int ops_mixed_cancels(float v, float against, const float *resid)
         return resid && fabsf(v + *resid) * (float)MX_CANCEL < fabsf(*resid);
 }
 
-__attribute__((target_clones("avx512f", "fma", "default"))) float
-ops_mixed_conv_exact(const float *x, const long *off, const float *w, long ws, long k, const struct ops_row_affine *ra,
+/* (not target_clones: clang's fuzz builds would not link an exported clone; the sum is) */
+float ops_mixed_conv_exact(const float *x, const long *off, const float *w, long ws, long k, const struct ops_row_affine *ra,
                      long ch, const float *resid, int relu)
 {
         float y = (float)ra_apply(ra, ch, mx_dot_exact(x, off, w, ws, k));
