@@ -274,10 +274,10 @@ struct ops_conv_post {
 /* The same sums as ops_mixed_product_off's, tiled the other way (output channels across
  * the vectors, no position past width computed): C's m rows (channels, ldc apart) by the
  * positions [0, width) of each of lines lines (line l's at c + l * lpitch, its terms at
- * xp + l * pitch + p + off[kk]), the filters wp as ops_mixed_pack_wt lays them out (w: the same as stored, m x k, which
- * the outputs summed again read; NULL: wp), then
- * post (NULL: none; its resid at c's element) as each tile is stored. 0 done, 1 when the
- * AVX-512 kernel is not in use (nothing written). */
+ * xp + l * pitch + p + off[kk]), the filters wp as ops_mixed_pack_wt lays them out (and w,
+ * the same filters as stored, m x k, which the outputs summed again read), then post (NULL:
+ * none; its resid at c's element) as each tile is stored. 0 done, 1 when the AVX-512 kernel
+ * is not in use (nothing written). */
 int ops_mixed_conv_lines(long m, long k, const float *wp, const float *w, const float *xp, const long *off,
                          long pitch, long lines, long width, float *c, long lpitch, long ldc,
                          const struct ops_row_affine *ra, const struct ops_conv_post *post);
@@ -285,16 +285,16 @@ int ops_mixed_conv_lines(long m, long k, const float *wp, const float *w, const 
  * the affine or bias applied, rounded) is to be summed again in float64: |v| 2^10 below
  * against (ops_mixed_against: |shift| or |bias| of channel ch, 0 without), or, with a
  * residual, |v + *resid| 2^10 below |*resid|. ops_mixed_conv_exact is that output again:
- * the k products x[off[kk]] * w[kk * ws] summed in float64, channel ch's affine ra,
- * rounded once, the residual (NULL: none) added in float32, then Relu. */
+ * the k products x[off[kk]] * w[kk] summed in float64, channel ch's affine ra, rounded
+ * once, the residual (NULL: none) added in float32, then Relu. */
 float ops_mixed_against(const struct ops_row_affine *ra, long ch);
+int ops_mixed_cancels(float v, float against, const float *resid);
+float ops_mixed_conv_exact(const float *x, const long *off, const float *w, long k, const struct ops_row_affine *ra,
+                           long ch, const float *resid, int relu);
 /* How many of a store's outputs (a chunk of a line by a block of channels; a channel's band
  * of lines) may be summed again: one in 128, at least 16; past it the runs' values stand (a
  * bound on what a model that makes every output cancel can make a run cost). */
 long ops_mixed_resum_budget(long outputs);
-int ops_mixed_cancels(float v, float against, const float *resid);
-float ops_mixed_conv_exact(const float *x, const long *off, const float *w, long ws, long k,
-                           const struct ops_row_affine *ra, long ch, const float *resid, int relu);
 /* The m x k filters w (ld ldw) transposed for ops_mixed_conv_lines into wp: blocks of 64
  * channels, k rows of 64 each, the last block's missing channels zero
  * (ops_mixed_wt_floats(m, k) floats); returns wp. */

@@ -144,15 +144,15 @@ static inline double ra_apply(const struct ops_row_affine *ra, long r, double v)
  * it (the affine's shift or the bias, then the residual) cancels it, that error is left
  * beside a much smaller result: the ResNet block's second convolution, about 0.96, meets a
  * residual of -0.96 at one output in 200704, and two units in the last place of 0.96 are
- * 1.7 % of the 6.7e-06 left. So an output whose stored value is less than OPS_MIXED_CANCEL
+ * 1.7 % of the 6.7e-06 left. So an output whose stored value is less than MX_CANCEL^-1
  * (2^-10) of the value it cancelled against (|shift| or |bias|, then |residual|) is summed
  * again, its products exact in float64 and added in float64 (mx_dot_exact), its affine
  * applied in float64, rounded once, then the residual added in float32 as everywhere else
  * (the model's own tensor between the two: exact where they cancel, as two floats within a
  * factor of two of each other subtract exactly): the error left is that one rounding, as
- * under float64 accumulation, whatever the cancellation. Few outputs cancel that far (a handful a
- * thousand on the ResNet block), and the kernels' vectors only test for them; a store sums
- * again at most its budget of them (below). */
+ * under float64 accumulation, whatever the cancellation. Few outputs cancel that far (a
+ * handful a thousand on the ResNet block), and the kernels' vectors only test for them; a
+ * store sums again at most its budget of them (below). */
 #define MX_CANCEL 1024.0
 /* The most outputs of a store (a chunk of a line by a block of channels; a channel's band of
  * lines) summed again: one in MX_RESUM_SHARE, at least MX_RESUM_MIN. A sum again costs
@@ -166,19 +166,19 @@ static inline double ra_apply(const struct ops_row_affine *ra, long r, double v)
 #define MX_RESUM_SHARE 128
 #define MX_RESUM_MIN 16
 
-/* the k products x[off[kk]] * w[kk * ws] (exact in float64) summed in float64, four partial
- * sums over kk mod 4, then (s0 + s1) + (s2 + s3): the same bits on every CPU */
+/* the k products x[off[kk]] * w[kk] (exact in float64) summed in float64, four partial sums
+ * over kk mod 4, then (s0 + s1) + (s2 + s3): the same bits on every CPU */
 __attribute__((target_clones("avx512f", "fma", "default"))) static double mx_dot_exact(const float *x, const long *off,
-                                                                                      const float *w, long ws, long k)
+                                                                                      const float *w, long k)
 {
         double s[4] = { 0.0, 0.0, 0.0, 0.0 };
         long kk = 0;
 
         for (; kk + 4 <= k; kk += 4)
                 for (int q = 0; q < 4; q++)
-                        s[q] = __builtin_fma((double)x[off[kk + q]], (double)w[(kk + q) * ws], s[q]);
+                        s[q] = __builtin_fma((double)x[off[kk + q]], (double)w[kk + q], s[q]);
         for (int q = 0; kk < k; kk++, q++)
-                s[q] = __builtin_fma((double)x[off[kk]], (double)w[kk * ws], s[q]);
+                s[q] = __builtin_fma((double)x[off[kk]], (double)w[kk], s[q]);
         return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
@@ -204,10 +204,10 @@ int ops_mixed_cancels(float v, float against, const float *resid)
 }
 
 /* (not target_clones: clang's fuzz builds would not link an exported clone; the sum is) */
-float ops_mixed_conv_exact(const float *x, const long *off, const float *w, long ws, long k, const struct ops_row_affine *ra,
-                     long ch, const float *resid, int relu)
+float ops_mixed_conv_exact(const float *x, const long *off, const float *w, long k, const struct ops_row_affine *ra,
+                           long ch, const float *resid, int relu)
 {
-        float y = (float)ra_apply(ra, ch, mx_dot_exact(x, off, w, ws, k));
+        float y = (float)ra_apply(ra, ch, mx_dot_exact(x, off, w, k));
 
         if (resid) /* added as the graph adds it: to the rounded output, in float32 */
                 y += *resid;
@@ -581,12 +581,12 @@ static inline __attribute__((always_inline, target("avx512f"))) void mc_transpos
 }
 
 /* where a tile's sums came from, to sum an output again (ops_mixed_conv_exact): its
- * positions' terms at x + p + off[kk], channel ch's filters at w + ch * wc, ws apart */
+ * positions' terms at x + p + off[kk], channel ch's k filters as stored at w + ch * k */
 struct mc_src {
         const float *x;
         const long *off;
         const float *w;
-        long wc, ws, k;
+        long k;
 };
 
 /* c[ch * ldc + p] = acc[p][ch] (then channel ch's affine ra, in float64) rounded to float32, p < n,
@@ -663,9 +663,9 @@ __attribute__((target("avx512f"))) static void mc_store(const double *acc, long 
                                 _mm512_mask_storeu_ps(c + (c0 + q) * ldc + p0, pm, v);
                                 for (; redo && budget > 0; redo &= (__mmask16)(redo - 1), budget--) {
                                         long p = p0 + __builtin_ctz(redo), at = (c0 + q) * ldc + p;
-                                        c[at] = ops_mixed_conv_exact(src->x + p, src->off,
-                                                                     src->w + (c0 + q) * src->wc, src->ws, src->k, ra,
-                                                                     c0 + q, resid ? resid + at : NULL, relu);
+                                        c[at] = ops_mixed_conv_exact(src->x + p, src->off, src->w + (c0 + q) * src->k,
+                                                                     src->k, ra, c0 + q, resid ? resid + at : NULL,
+                                                                     relu);
                                 }
                         }
                 }
@@ -912,9 +912,7 @@ int ops_mixed_conv_lines(long m, long k, const float *wp, const float *w, const 
                                 mc_positions(n, k, xp + l * pitch + p0, off, wp + cb * k, nv, acc);
                                 long at = cb * ldc + l * lpitch + p0;
                                 struct ops_row_affine rat;
-                                /* channel ch's filters: a row of w (contiguous), else wp's column */
-                                struct mc_src src = { xp + l * pitch + p0, off, w ? w + cb * k : wp + cb * k,
-                                                      w ? k : 1, w ? 1 : MC_NB, k };
+                                struct mc_src src = { xp + l * pitch + p0, off, w + cb * k, k };
                                 mc_store(acc, n, nc, ra_from(ra, cb, &rat), resid ? resid + at : NULL, relu, c + at,
                                          ldc, &src);
                         }

@@ -428,7 +428,7 @@ static void conv_post_refine(const struct ops_conv_post *post, const struct conv
                                 if (budget > 0 && ops_mixed_cancels(y[i], against, r)) {
                                         budget--;
                                         y[i] = ops_mixed_conv_exact(src->x + l * src->pitch + p, src->off,
-                                                                    src->w + ch * src->k, 1, (long)src->k, src->ra,
+                                                                    src->w + ch * src->k, (long)src->k, src->ra,
                                                                     (long)ch, r, relu);
                                         continue;
                                 }
