@@ -123,6 +123,32 @@ static double quant(struct samples *s, double q)
         return s->t[i < s->n ? i : s->n - 1];
 }
 
+/* The median of the samples s took from index from on (one round's), 0 without any; leaves
+ * s as it is. */
+static double round_median(const struct samples *s, int from)
+{
+        struct samples r = { 0 };
+        double m;
+
+        for (int i = from; i < s->n; i++)
+                push(&r, s->t[i]);
+        m = quant(&r, 0.5);
+        free(r.t);
+        return m;
+}
+
+/* The ratios of npud's round medians to ONNX Runtime's in the same rounds: the sides take
+ * turns, so each ratio pairs runs a few seconds apart, which the host's slower minutes
+ * (a neighbour's load) touch alike. Printed beside the ratio of the medians of all runs. */
+static void print_paired(const char *what, struct samples *ratios)
+{
+        if (ratios->n < 2)
+                return;
+        double lo = quant(ratios, 0.0), hi = quant(ratios, 1.0);
+        printf("  %s, paired by round (npud's round median / ORT's, %d rounds): median %.2f, range %.2f-%.2f\n",
+               what, ratios->n, quant(ratios, 0.5), lo, hi);
+}
+
 /* The model loaded once on npud, with its bound input and output. */
 struct npud_side {
         npu_context_t *ctx;
@@ -481,7 +507,9 @@ int main(void)
                         ey = xmalloc(m->yn * sizeof(float));
                 }
                 /* the sides take turns, so that a busy host slows all alike */
+                struct samples pr = { 0 }, pra[2] = { { 0 }, { 0 } }; /* paired ratios by round */
                 for (int round = 0; round < rounds(); round++) {
+                        int n0 = r.t.n, na[2] = { acc_on[0] ? ra[0].t.n : 0, acc_on[1] ? ra[1].t.n : 0 }, no = ot.n;
                         npud_round(&r);
                         for (int a = 0; a < 2; a++)
                         if (acc_on[a])
@@ -489,6 +517,13 @@ int main(void)
                         if (have_ort)
                                 have_ort = ort_round(&o, m, threads, r.runs, &ot, ey, version,
                                                      sizeof(version)) == 0;
+                        double orm = have_ort ? round_median(&ot, no) : 0;
+                        if (orm > 0) {
+                                push(&pr, round_median(&r.t, n0) / orm);
+                                for (int a = 0; a < 2; a++)
+                                        if (acc_on[a])
+                                                push(&pra[a], round_median(&ra[a].t, na[a]) / orm);
+                        }
                         if (have_ort1)
                                 have_ort1 = ort_round(&o, m, 1, r.runs, &o1t, NULL, version,
                                                       sizeof(version)) == 0;
@@ -517,6 +552,8 @@ int main(void)
                                 printf("\n  ratio npud/ORT %.2f (target <= %.1f)%s; max abs diff "
                                        "%.2e\n", nm / om, m->target,
                                        nm / om <= m->target ? "" : " MISSED", d.max_abs);
+                        if (m->target > 0)
+                                print_paired("float32", &pr);
                         else
                                 printf("\n  difference npud - ORT %+.3f ms (reference); max abs "
                                        "diff %.2e\n", nm - om, d.max_abs);
@@ -575,6 +612,8 @@ int main(void)
                                                m64 / om <= m->target ? "" : " MISSED");
                                 printf("; against the float64 reference max abs error %.2e, %zu elements "
                                        "outside the ONNX suite tolerance\n", e64, b64);
+                                if (have_ort && m->target > 0)
+                                        print_paired(acc_name[a], &pra[a]);
                         }
                         if (have_ort && m->target > 0)
                                 printf("  both targets (ratio <= %.1f, 0 elements outside) met by: %s\n", m->target,
@@ -620,6 +659,9 @@ int main(void)
                         }
                 free(ot.t);
                 free(o1t.t);
+                free(pr.t);
+                free(pra[0].t);
+                free(pra[1].t);
                 free(m->bytes);
         }
         if (!o.skip) {
