@@ -320,6 +320,12 @@ static double rel_err(const float *a, const float *b, const float *c, int m, int
         return worst;
 }
 
+/* Rounds of bench_f64's sides in turn (the first warms up): besides each side's best time, the
+ * median of each round's ratio to the float32 side, as bench_conv_f64 prints. */
+#define GEMM_ROUNDS 21
+
+static int cmp_double(const void *a, const void *b);
+
 static void bench_f64(void)
 {
         int avx512 = ops_mixed_kernel(-1);
@@ -330,7 +336,8 @@ static void bench_f64(void)
                avx512 ? "its AVX-512 kernel" : "no AVX-512F: libxsmm's kernels on both mixed sides");
         for (size_t s = 0; s < sizeof(shapes64) / sizeof(shapes64[0]); s++) {
                 int m = shapes64[s].m, n = shapes64[s].n, k = shapes64[s].k, tb = shapes64[s].tb;
-                double flop = 2.0 * m * n * k, best[4] = { 1e9, 1e9, 1e9, 1e9 };
+                double flop = 2.0 * m * n * k, best[4] = { 1e9, 1e9, 1e9, 1e9 }, t_round[4] = { 0 };
+                double ratio[4][GEMM_ROUNDS - 1];
                 float *a = rand_buf((size_t)m * k, 3), *b = rand_buf((size_t)k * n, 4);
                 float *c[4];
                 char err[128] = "";
@@ -353,7 +360,7 @@ static void bench_f64(void)
                                 perror("malloc");
                                 exit(1);
                         }
-                for (int round = 0; round < 6; round++)
+                for (int round = 0; round < GEMM_ROUNDS; round++) {
                         for (int side = 0; side < 4; side++) {
                                 ops_sgemm_force(variant[side]);
                                 ops_sgemm_packed(p[side]);
@@ -361,7 +368,13 @@ static void bench_f64(void)
                                 double t = time_gemm(ops_sgemm, m, n, k, tb, a, b, c[side], round ? reps : 1);
                                 if (round && t < best[side]) /* round 0 warms up */
                                         best[side] = t;
+                                t_round[side] = t;
                         }
+                        for (int side = 1; round && side < 4; side++)
+                                ratio[side][round - 1] = t_round[side] / t_round[0];
+                }
+                for (int side = 1; side < 4; side++)
+                        qsort(ratio[side], GEMM_ROUNDS - 1, sizeof(double), cmp_double);
                 ops_sgemm_force(OPS_SGEMM_AUTO);
                 ops_sgemm_packed(NULL);
                 ops_mixed_kernel(avx512);
@@ -375,6 +388,11 @@ static void bench_f64(void)
                        flop / best[1] * 1e-9, rel_err(a, b, c[1], m, n, k, tb), best[1] / best[0],
                        best[2] * 1e6, flop / best[2] * 1e-9, rel_err(a, b, c[2], m, n, k, tb), best[2] / best[0],
                        best[3] * 1e6, best[3] / best[0]);
+                printf("  %-30s paired rounds (%d, each side in turn): mixed/float32 time median %.3f (lower quartile "
+                       "%.3f), mixed on libxsmm %.3f, float64 %.3f\n",
+                       shapes64[s].what, GEMM_ROUNDS - 1, ratio[2][(GEMM_ROUNDS - 1) / 2],
+                       ratio[2][(GEMM_ROUNDS - 1) / 4], ratio[3][(GEMM_ROUNDS - 1) / 2],
+                       ratio[1][(GEMM_ROUNDS - 1) / 2]);
                 for (int side = 0; side < 3; side++)
                         ops_packed_b_free(p[side]);
                 for (int side = 0; side < 4; side++)
