@@ -324,7 +324,12 @@ static double rel_err(const float *a, const float *b, const float *c, int m, int
  * median of each round's ratio to the float32 side, as bench_conv_f64 prints. */
 #define GEMM_ROUNDS 21
 
-static int cmp_double(const void *a, const void *b);
+static int cmp_double(const void *a, const void *b)
+{
+        double x = *(const double *)a, y = *(const double *)b;
+
+        return x < y ? -1 : x > y;
+}
 
 static void bench_f64(void)
 {
@@ -400,13 +405,6 @@ static void bench_f64(void)
                 free(a);
                 free(b);
         }
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-        double x = *(const double *)a, y = *(const double *)b;
-
-        return x < y ? -1 : x > y;
 }
 
 /* The ResNet block's 3x3 convolution (64 channels, 56x56, pads 1): float64 accumulation

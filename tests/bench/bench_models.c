@@ -548,15 +548,15 @@ int main(void)
                                version, om, op90, threads);
                         if (have_ort1)
                                 printf("; 1 thread median %.3f ms", o1m);
-                        if (m->target > 0)
+                        if (m->target > 0) {
                                 printf("\n  ratio npud/ORT %.2f (target <= %.1f)%s; max abs diff "
                                        "%.2e\n", nm / om, m->target,
                                        nm / om <= m->target ? "" : " MISSED", d.max_abs);
-                        if (m->target > 0)
                                 print_paired("float32", &pr);
-                        else
+                        } else {
                                 printf("\n  difference npud - ORT %+.3f ms (reference); max abs "
                                        "diff %.2e\n", nm - om, d.max_abs);
+                        }
                         if (!d.bad)
                                 printf("  outputs agree within the ONNX suite tolerance (rtol %g, atol %g)\n",
                                        RTOL, ATOL);
