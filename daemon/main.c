@@ -68,8 +68,16 @@ static void on_util_timer(evutil_socket_t fd, short what, void *arg)
  * finds the loop thread not waiting in epoll wakes nobody. A wake-up from another CPU costs
  * an interrupt to the loop thread's CPU (a SCHED_FIFO thread must preempt at once), which on
  * a virtual machine costs the client 33 us and delays the loop thread by 60 us (measured
- * here), against about 11 us for the loop thread's own timer to end a nap. The naps leave
- * the CPU to whoever runs there (the client, a worker). */
+ * here), against about 11 us for the loop thread's own timer to end a nap.
+ *
+ * The naps do not leave the CPU to anyone: on these virtual machines arming the 1 us timer
+ * takes longer than the timer, which has fired before the thread would sleep, so a nap is
+ * 35-45 us spent in the kernel without a context switch (perf sched events). A client that
+ * waits on the loop thread's own CPU, woken there by its reply, would get that CPU only when
+ * the poll ends: 200 us more per request (a one-Relu run took 0.25 ms instead of 0.08 in
+ * bench_models whenever the client sat on the loop thread's CPU). Such a client's next
+ * request wakes the loop thread from the same CPU, no interrupt across CPUs, so then the loop
+ * thread waits in epoll at once (session_woke_here). */
 #define LOOP_POLL_NS 200000
 #define LOOP_POLL_NAP_NS 1000
 
@@ -78,19 +86,20 @@ static void loop_run(struct npud *d)
         int busy = 0;
 
         for (;;) {
-                if (busy && !sched_units_in_flight()) { /* the last unit came back */
+                if (busy && !sched_units_in_flight() && !session_woke_here()) { /* the last unit came back */
                         uint64_t t0 = now_ns();
                         const struct timespec nap = { 0, LOOP_POLL_NAP_NS };
                         do {
                                 event_base_loop(d->base, EVLOOP_NONBLOCK);
                                 if (event_base_got_break(d->base) || event_base_got_exit(d->base))
                                         return;
-                                if (sched_units_in_flight())
+                                if (sched_units_in_flight() || session_woke_here())
                                         break;
                                 nanosleep(&nap, NULL);
                         } while (now_ns() - t0 < LOOP_POLL_NS);
                 }
                 busy = sched_units_in_flight();
+                session_woke_here(); /* what the next iteration's events do decides */
                 if (event_base_loop(d->base, EVLOOP_ONCE) != 0 || event_base_got_break(d->base) ||
                     event_base_got_exit(d->base))
                         return;

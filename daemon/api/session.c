@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <stdarg.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +118,18 @@ static void flush_on_client_cpu(void *arg)
         s->cpu_flush_left = proto_writer_flush(&s->writer, s->fd);
 }
 
+/* A reply was written from the loop thread's CPU to a client that waits on that CPU
+ * (session_woke_here). */
+static int woke_here;
+
+int session_woke_here(void)
+{
+        int w = woke_here;
+
+        woke_here = 0;
+        return w;
+}
+
 /* Write what the socket takes: from the client's CPU when it named one and a worker idles
  * there (its wake-up is then local, no interrupt across CPUs: util/prio.h has the figures),
  * else from here. */
@@ -129,6 +142,8 @@ static ssize_t session_write(struct session *s)
                 s->writes_on_client_cpu++;
                 return s->cpu_flush_left;
         }
+        if (s->client_cpu >= 0 && s->writer.len > 0 && s->client_cpu == sched_getcpu())
+                woke_here = 1;
         return proto_writer_flush(&s->writer, s->fd);
 }
 
