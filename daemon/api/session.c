@@ -118,8 +118,8 @@ static void flush_on_client_cpu(void *arg)
         s->cpu_flush_left = proto_writer_flush(&s->writer, s->fd);
 }
 
-/* A reply was written from the loop thread's CPU to a client that waits on that CPU
- * (session_woke_here). */
+/* A reply was written from the loop thread's CPU to a client that waits on that CPU, or
+ * did not say where it waits (session_woke_here). */
 static int woke_here;
 
 int session_woke_here(void)
@@ -142,7 +142,8 @@ static ssize_t session_write(struct session *s)
                 s->writes_on_client_cpu++;
                 return s->cpu_flush_left;
         }
-        if (s->client_cpu >= 0 && s->writer.len > 0 && s->client_cpu == sched_getcpu())
+        /* a client that did not say where it waits may wait here */
+        if (s->writer.len > 0 && (s->client_cpu < 0 || s->client_cpu == sched_getcpu()))
                 woke_here = 1;
         return proto_writer_flush(&s->writer, s->fd);
 }

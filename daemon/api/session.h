@@ -137,8 +137,9 @@ void session_check_sync_waiters(struct session *s);
 /* Become the observer of the execution layer (at start-up). */
 void session_observe(struct npud *d);
 /* Whether a reply went, since the last call, from the loop thread's CPU to a client that
- * waits on that same CPU (the wait's "cpu"): the woken client then runs there as soon as the
- * loop thread sleeps, so the loop must not poll (main.c). Clears it. */
+ * waits on that same CPU (the wait's "cpu") or did not name one: the woken client may then
+ * run there only once the loop thread sleeps, so the loop must not poll (main.c). Clears
+ * it. */
 int session_woke_here(void);
 /* Reading resumes once queued work fell below the limit. */
 void session_maybe_resume(struct session *s);
