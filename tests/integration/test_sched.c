@@ -432,6 +432,76 @@ START_TEST(test_replies_written_from_client_cpu)
 }
 END_TEST
 
+/* CPU time npud's loop thread (the main thread) has run, in ns; -1 when unreadable. */
+static long long loop_thread_cpu_ns(pid_t pid)
+{
+        char path[64];
+        long long ns = -1;
+
+        snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", (int)pid, (int)pid);
+        FILE *f = fopen(path, "r");
+        if (!f)
+                return -1;
+        if (fscanf(f, "%lld", &ns) != 1)
+                ns = -1;
+        fclose(f);
+        return ns;
+}
+
+/* Compute mode, npud and the client on one CPU: after a run the loop thread polls for the
+ * next request (main.c, LOOP_POLL_NS: 200 us) unless its reply woke a client waiting on its
+ * own CPU. Polling then would hold that CPU (the loop thread is SCHED_FIFO where it may be,
+ * and on a virtual machine its 1 us naps end before it sleeps) while the woken client could
+ * not run to send the next request: the whole 200 us of loop thread CPU time per request.
+ * Measured as the loop thread's CPU time over many small launches, not as a latency. */
+START_TEST(test_loop_leaves_cpu_to_local_client)
+{
+        const int n = 300;
+        cpu_set_t mine, one;
+        int cpu = -1;
+
+        ck_assert_int_eq(sched_getaffinity(0, sizeof(mine), &mine), 0);
+        for (int i = 0; i < CPU_SETSIZE && cpu < 0; i++)
+                if (CPU_ISSET(i, &mine))
+                        cpu = i;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        ck_assert_int_eq(sched_setaffinity(0, sizeof(one), &one), 0); /* npud inherits it */
+        start("{}", "compute");
+        npu_context_t *c = NULL;
+        OK(npu_connect(proc.sock, &c));
+        npu_buffer_t a, y;
+        npu_stream_t s;
+        OK(npu_malloc(c, 0, 4096, &a));
+        OK(npu_malloc(c, 0, 4096, &y));
+        OK(npu_memset(c, a, 0, 0, 4096));
+        OK(npu_stream_create(c, 0, 0, &s));
+        npu_tensor_t ta = { .buf = a, .dtype = NPU_FLOAT32, .ndim = 1, .dims = { 1024 } };
+        npu_tensor_t ty = { .buf = y, .dtype = NPU_FLOAT32, .ndim = 1, .dims = { 1024 } };
+        for (int i = 0; i < 20; i++) { /* warm up */
+                OK(npu_launch(c, s, "Relu", &ta, 1, &ty, 1, NULL, 0, NULL));
+                OK(npu_stream_synchronize(c, s));
+        }
+        long long t0 = loop_thread_cpu_ns(proc.pid);
+        for (int i = 0; i < n; i++) {
+                OK(npu_launch(c, s, "Relu", &ta, 1, &ty, 1, NULL, 0, NULL));
+                OK(npu_stream_synchronize(c, s));
+        }
+        long long t1 = loop_thread_cpu_ns(proc.pid);
+        npu_disconnect(c);
+        stop();
+        ck_assert_int_eq(sched_setaffinity(0, sizeof(mine), &mine), 0);
+        if (t0 < 0 || t1 < 0) {
+                printf("loop thread on the client's CPU: skipped, no schedstat\n");
+                return;
+        }
+        double per = (double)(t1 - t0) / n / 1e3;
+        printf("loop thread on the client's CPU %d: %.1f us of its CPU time per launch and synchronize\n", cpu,
+               per);
+        ck_assert_msg(per < 150.0, "the loop thread ran %.1f us a request: it polled while the client waited", per);
+}
+END_TEST
+
 /* Compute mode: best-effort MatMuls large enough to be tiled keep both host workers' worth of
  * work queued; a latency-critical client's small MatMuls still run at once (best-effort work
  * runs on background workers that give way), and the tiled MatMuls, their tiles spread
@@ -581,6 +651,7 @@ int main(void)
         tcase_add_test(tc, test_compute_isolation_and_parallel_tiles);
         tcase_add_test(tc, test_workers_one_per_cpu);
         tcase_add_test(tc, test_replies_written_from_client_cpu);
+        tcase_add_test(tc, test_loop_leaves_cpu_to_local_client);
         tcase_add_test(tc, test_backpressure_error_mode);
         tcase_add_test(tc, test_reload);
         suite_add_tcase(s, tc);
