@@ -1078,9 +1078,29 @@ static int no_subgraph_run(void *graph_ctx, const void *graph, int nin,
 
 /* Work of each node in order (flops[k], bytes[k] of order[k]; ok[k] 0 where its shapes
  * depend on data the estimate does not have). -1 when memory is short. */
+/* The most parts of node gn on call (shapes known), and how many a worker should take of
+ * it in a gang (*ret_balance): a Conv in row blocks computed in place under float64 or mixed
+ * accumulation takes smaller parts (split.h, GRAPH_SPLIT_MIN_SPATIAL_IN_PLACE). */
+static uint32_t node_max_parts(const struct graph *g, const struct graph_node *gn, const struct ops_call *call,
+                               uint8_t *ret_balance)
+{
+        uint32_t n = graph_split_max_parts_packed(gn->def, call, gn->packed != NULL);
+        struct graph_split s;
+
+        *ret_balance = 1;
+        if (n <= 1 || graph_accumulate_variant(g->accumulate) < 0)
+                return n;
+        graph_split_plan(gn->def, call, &s);
+        if (s.how != GRAPH_SPLIT_SPATIAL)
+                return n;
+        int64_t m = s.extent / GRAPH_SPLIT_MIN_SPATIAL_IN_PLACE;
+        *ret_balance = GRAPH_SPLIT_BALANCE;
+        return m > GRAPH_SPLIT_MAX_PARTS ? GRAPH_SPLIT_MAX_PARTS : m > (int64_t)n ? (uint32_t)m : n;
+}
+
 static int estimate_walk(const struct graph *g, int nin, const struct ops_tensor *in,
                          uint64_t *flops_out, uint64_t *bytes_out, uint8_t *ok_out,
-                         uint32_t *parts_out)
+                         uint32_t *parts_out, uint8_t *balance_out)
 {
         struct ops_tensor *known = calloc((size_t)(g->nvalues ? g->nvalues : 1), sizeof(*known));
         char msg[256];
@@ -1123,8 +1143,12 @@ static int estimate_walk(const struct graph *g, int nin, const struct ops_tensor
                                 ok = 0;
                 ok_out[k] = (uint8_t)ok;
                 flops_out[k] = bytes_out[k] = 0;
-                if (parts_out)
-                        parts_out[k] = ok ? graph_split_max_parts_packed(gn->def, &call, gn->packed != NULL) : 1;
+                if (parts_out) {
+                        uint8_t bal = 1;
+                        parts_out[k] = ok ? node_max_parts(g, gn, &call, &bal) : 1;
+                        if (balance_out)
+                                balance_out[k] = bal;
+                }
                 if (!ok)
                         continue;
                 for (int j = 0; j < gn->nout; j++)
@@ -1172,7 +1196,7 @@ uint64_t graph_estimate_ns(const struct graph *g, int nin, const struct ops_tens
 
         if (ret_nodes)
                 *ret_nodes = 0;
-        if (!flops || !bytes || !ok || estimate_walk(g, nin, in, flops, bytes, ok, NULL) < 0) {
+        if (!flops || !bytes || !ok || estimate_walk(g, nin, in, flops, bytes, ok, NULL, NULL) < 0) {
                 total = (uint64_t)g->nnodes * COST_LAUNCH_NS;
                 goto out;
         }
@@ -1194,12 +1218,12 @@ out:
 int graph_estimate_steps(const struct graph *g, int nin, const struct ops_tensor *in,
                          const double *ops_per_s, const int *cores, double mem_bw, uint64_t *cost)
 {
-        return graph_estimate_steps_parts(g, nin, in, ops_per_s, cores, mem_bw, cost, NULL, NULL);
+        return graph_estimate_steps_parts(g, nin, in, ops_per_s, cores, mem_bw, cost, NULL, NULL, NULL);
 }
 
 int graph_estimate_steps_parts(const struct graph *g, int nin, const struct ops_tensor *in,
                                const double *ops_per_s, const int *cores, double mem_bw,
-                               uint64_t *cost, uint32_t *parts, uint64_t *host)
+                               uint64_t *cost, uint32_t *parts, uint8_t *balance, uint64_t *host)
 {
         const struct graph_steps *gs = g->steps;
         size_t n = (size_t)(g->nnodes ? g->nnodes : 1);
@@ -1208,10 +1232,13 @@ int graph_estimate_steps_parts(const struct graph *g, int nin, const struct ops_
         int rc = -1;
 
         if (!gs || !flops || !bytes || !ok ||
-            estimate_walk(g, nin, in, flops, bytes, ok, parts ? parts + 1 : NULL) < 0)
+            estimate_walk(g, nin, in, flops, bytes, ok, parts ? parts + 1 : NULL,
+                          parts && balance ? balance + 1 : NULL) < 0)
                 goto out;
         if (parts) /* binding and handing over stay whole */
                 parts[0] = parts[gs->nsteps - 1] = 1;
+        if (parts && balance)
+                balance[0] = balance[gs->nsteps - 1] = 1;
         memset(cost, 0, sizeof(*cost) * (size_t)gs->nsteps * OPS_ENGINE_COUNT);
         if (host)
                 memset(host, 0, sizeof(*host) * (size_t)gs->nsteps);

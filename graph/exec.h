@@ -81,12 +81,14 @@ uint64_t graph_estimate_ns(const struct graph *g, int nin, const struct ops_tens
 int graph_estimate_steps(const struct graph *g, int nin, const struct ops_tensor *in,
                          const double *ops_per_s, const int *cores, double mem_bw, uint64_t *cost);
 /* The same, and per step the most parts it may be split into (split.h; 1: it stays whole)
- * in parts[s] (NULL: not wanted), and in host[s] (NULL: not wanted) its time on one host
- * thread as tuning measured it on this host (graph_node.tuned_ns, scaled by the work of these
- * shapes against the tuned ones; 0 for a step not tuned). */
+ * in parts[s] (NULL: not wanted), how many parts a worker should take of it when it runs in
+ * a gang in balance[s] (NULL: not wanted; 1, or GRAPH_SPLIT_BALANCE for parts that cost no
+ * more than their share), and in host[s] (NULL: not wanted) its time on one host thread as
+ * tuning measured it on this host (graph_node.tuned_ns, scaled by the work of these shapes
+ * against the tuned ones; 0 for a step not tuned). */
 int graph_estimate_steps_parts(const struct graph *g, int nin, const struct ops_tensor *in,
                                const double *ops_per_s, const int *cores, double mem_bw,
-                               uint64_t *cost, uint32_t *parts, uint64_t *host);
+                               uint64_t *cost, uint32_t *parts, uint8_t *balance, uint64_t *host);
 
 /* Refuse a model whose fixed shapes conflict: shapes are propagated from initializers and
  * from inputs whose declared dtype and shape are fully fixed, and every element-wise or

@@ -348,7 +348,7 @@ static void plan_estimate(const struct graph_obj *o, uint64_t **cost, uint32_t *
         *host = fixed ? malloc(n * sizeof(**host)) : NULL;
         if (!*cost || !*parts || !*host ||
             graph_estimate_steps_parts(g, g->ninputs, in, d->flops_per_core, d->cores,
-                                       d->mem_bandwidth, *cost, *parts, *host) < 0) {
+                                       d->mem_bandwidth, *cost, *parts, NULL, *host) < 0) {
                 free(*cost);
                 free(*parts);
                 free(*host);

@@ -20,6 +20,7 @@ void graph_obj_unref(struct graph_obj *o)
         free(o->est_shapes);
         free(o->est_steps);
         free(o->est_parts);
+        free(o->est_balance);
         free(o->est_host);
         free(o);
 }

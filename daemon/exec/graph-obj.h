@@ -32,6 +32,7 @@ struct graph_obj {
         uint64_t est_ns;
         uint64_t *est_steps;    /* and per step and engine (graph_estimate_steps), or NULL */
         uint32_t *est_parts;    /* and per step the most parts it splits into (graph/split.h) */
+        uint8_t *est_balance;   /* and how many of them a worker takes in a gang, at least */
         uint64_t *est_host;     /* and per step its measured time on one host thread, 0 unknown */
         /* Parts of split steps sent for this graph's runs, and the most units of one run
          * that were out at once when one was sent (graph_info shows both). */

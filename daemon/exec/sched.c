@@ -817,6 +817,10 @@ static uint64_t gang_fill(struct stream *st, struct task *t, struct sched_unit *
                 int np = (int)step_nparts(st, t, k, e), max = (int)rs->max_parts[k];
                 if (np < max && np < slots)
                         np = max < slots ? max : slots;
+                /* parts that cost no more than their share: several a worker, so that a
+                 * worker on a slower CPU claims fewer (graph/split.h, GRAPH_SPLIT_BALANCE) */
+                if (np > 1 && np < max && np < slots * rs->balance[k])
+                        np = max < slots * rs->balance[k] ? max : slots * rs->balance[k];
                 /* a multiple of the slots, so that no worker waits for a last part: up, or
                  * down where the node allows fewer */
                 if (np > 1 && slots > 1) {

@@ -50,6 +50,7 @@ struct run_steps {
         int *ready;              /* steps made ready, in that order: [ready_head, ready_tail) */
         int ready_head, ready_tail;
         uint8_t *state;          /* enum step_state per step */
+        uint8_t *balance;        /* per step: parts a worker takes in a gang, at least (graph/exec.h) */
 };
 
 struct task {

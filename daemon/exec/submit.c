@@ -410,23 +410,28 @@ static uint64_t run_estimate(struct graph_obj *o, const struct graph_bind *b)
                                       d->mem_bandwidth, NULL);
         free(o->est_steps);
         free(o->est_parts);
+        free(o->est_balance);
         free(o->est_host);
         o->est_steps = NULL;
         o->est_parts = NULL;
+        o->est_balance = NULL;
         o->est_host = NULL;
         if (o->g->steps) {
                 size_t n = (size_t)o->g->steps->nsteps * OPS_ENGINE_COUNT;
                 o->est_steps = malloc(n * sizeof(*o->est_steps));
                 o->est_parts = malloc((size_t)o->g->steps->nsteps * sizeof(*o->est_parts));
+                o->est_balance = malloc((size_t)o->g->steps->nsteps);
                 o->est_host = malloc((size_t)o->g->steps->nsteps * sizeof(*o->est_host));
-                if (!o->est_steps || !o->est_parts || !o->est_host ||
-                    graph_estimate_steps_parts(o->g, b->nin, b->t, d->flops_per_core, d->cores,
-                                               d->mem_bandwidth, o->est_steps, o->est_parts, o->est_host) < 0) {
+                if (!o->est_steps || !o->est_parts || !o->est_balance || !o->est_host ||
+                    graph_estimate_steps_parts(o->g, b->nin, b->t, d->flops_per_core, d->cores, d->mem_bandwidth,
+                                               o->est_steps, o->est_parts, o->est_balance, o->est_host) < 0) {
                         free(o->est_steps);
                         free(o->est_parts);
+                        free(o->est_balance);
                         free(o->est_host);
                         o->est_steps = NULL;
                         o->est_parts = NULL;
+                        o->est_balance = NULL;
                         o->est_host = NULL;
                 }
         }
@@ -446,12 +451,12 @@ static struct run_steps *run_steps_new(const struct graph_obj *o)
         size_t n, costs;
         char *p;
 
-        if (!gs || !o->est_steps || !o->est_parts || !o->est_host)
+        if (!gs || !o->est_steps || !o->est_parts || !o->est_balance || !o->est_host)
                 return NULL;
         n = (size_t)gs->nsteps;
         costs = n * OPS_ENGINE_COUNT * sizeof(uint64_t);
         rs = malloc(sizeof(*rs) + n * sizeof(struct exec_item) + costs + n * sizeof(uint64_t) +
-                    4 * n * sizeof(uint32_t) + 3 * n * sizeof(int) + n);
+                    4 * n * sizeof(uint32_t) + 3 * n * sizeof(int) + 2 * n);
         if (!rs)
                 return NULL;
         p = (char *)(rs + 1);
@@ -485,6 +490,9 @@ static struct run_steps *run_steps_new(const struct graph_obj *o)
         p += n * sizeof(int);
         rs->state = (uint8_t *)p;
         memset(rs->state, STEP_WAITING, n);
+        p += n;
+        rs->balance = (uint8_t *)p;
+        memcpy(rs->balance, o->est_balance, n);
         rs->ready_head = 0;
         rs->ready_tail = 1;
         rs->ready[0] = 0;

@@ -372,7 +372,7 @@ START_TEST(test_graph_direct)
         uint64_t cost[3 * OPS_ENGINE_COUNT], host[3];
         uint32_t parts[3];
         ck_assert_int_eq(g->steps->nsteps, 3);
-        ck_assert_int_eq(graph_estimate_steps_parts(g, 1, t, rate, cores, 1e10, cost, parts, host), 0);
+        ck_assert_int_eq(graph_estimate_steps_parts(g, 1, t, rate, cores, 1e10, cost, parts, NULL, host), 0);
         ck_assert_uint_eq(host[1], gn->tuned_ns);
         ck_assert_uint_eq(host[0], 0);
         ck_assert_uint_eq(host[2], 0);

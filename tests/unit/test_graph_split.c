@@ -109,6 +109,10 @@ static struct graph *import(const struct model *m)
 /* Parts are exact, but for a Conv's row blocks: their GEMM over fewer columns may sum in
  * another order (graph/split.h), which the spatial test allows within 1e-5 relative. */
 static int approx_ok;
+/* The accumulation check_parts loads the graph with (enum graph_accumulate), and the parts a
+ * worker should take of its node step as the estimate says (graph_estimate_steps_parts). */
+static int accumulate;
+static uint8_t balance_seen;
 
 static int same(float a, float b)
 {
@@ -123,6 +127,8 @@ static uint32_t check_parts(const struct model *m, int nparts)
 {
         struct graph *g = import(m);
         struct ops_tensor t[MAXIN + 1];
+
+        graph_set_accumulate(g, accumulate);
         float *data[MAXIN], *y0, *y1;
         int64_t yn = count(m->ydim, m->ydims);
         char err[256] = "";
@@ -160,12 +166,16 @@ static uint32_t check_parts(const struct model *m, int nparts)
 
         uint64_t cost[3 * OPS_ENGINE_COUNT];
         uint32_t parts[3];
+        uint8_t balance[3];
         double rate[OPS_ENGINE_COUNT] = { 1e12, 1e11, 1e10, 1e10 };
         int cores[OPS_ENGINE_COUNT] = { 1, 1, 1, 1 };
         t[m->nin].data = NULL;
-        ck_assert_int_eq(graph_estimate_steps_parts(g, m->nin, t, rate, cores, 1e10, cost, parts, NULL), 0);
+        ck_assert_int_eq(graph_estimate_steps_parts(g, m->nin, t, rate, cores, 1e10, cost, parts, balance, NULL), 0);
         ck_assert_uint_eq(parts[0], 1);
         ck_assert_uint_eq(parts[2], 1);
+        ck_assert_uint_eq(balance[0], 1);
+        ck_assert_uint_eq(balance[2], 1);
+        balance_seen = balance[1];
         for (int i = 0; i < m->nin; i++)
                 free(data[i]);
         free(y0);
@@ -249,6 +259,36 @@ START_TEST(test_conv_spatial)
         au.n = node("Conv", 2, (const char *[]){ "x", "w" }, 1, (const char *[]){ "y" });
         attr_s(au.n, "auto_pad", "SAME_UPPER");
         ck_assert_uint_eq(check_parts(&au, 2), 64 / GRAPH_SPLIT_MIN_CHANNELS);
+        ck_assert_uint_eq(balance_seen, 1);
+        approx_ok = 0;
+}
+END_TEST
+
+/* Under float64 and mixed accumulation a Conv's row blocks are computed in place, the same
+ * sums whatever the blocks (bit for bit against the whole), so they may be as small as
+ * GRAPH_SPLIT_MIN_SPATIAL_IN_PLACE rows and a gang takes GRAPH_SPLIT_BALANCE a worker; under
+ * float32 the parts stay GRAPH_SPLIT_MIN_SPATIAL rows, one a worker. */
+START_TEST(test_conv_spatial_in_place)
+{
+        struct model sp = { .nin = 3, .names = { "x", "w", "b" }, .ndim = { 4, 4, 1 },
+                            .dims = { DIMS(1, 5, 90, 23), DIMS(7, 5, 3, 3), DIMS(7) },
+                            .ydim = 4, .ydims = { 1, 7, 90, 23 } };
+        static const int modes[2] = { GRAPH_ACCUMULATE_MIXED, GRAPH_ACCUMULATE_FLOAT64 };
+        for (int a = 0; a < 2; a++) {
+                accumulate = modes[a];
+                for (int n = 2; n <= 12; n += 5) {
+                        sp.n = node("Conv", 3, (const char *[]){ "x", "w", "b" }, 1, (const char *[]){ "y" });
+                        attr_ints(sp.n, "pads", 4, (const int64_t[]){ 1, 1, 1, 1 });
+                        ck_assert_uint_eq(check_parts(&sp, n), 90 / GRAPH_SPLIT_MIN_SPATIAL_IN_PLACE);
+                        ck_assert_uint_eq(balance_seen, GRAPH_SPLIT_BALANCE);
+                }
+        }
+        accumulate = GRAPH_ACCUMULATE_FLOAT32;
+        approx_ok = 1;
+        sp.n = node("Conv", 3, (const char *[]){ "x", "w", "b" }, 1, (const char *[]){ "y" });
+        attr_ints(sp.n, "pads", 4, (const int64_t[]){ 1, 1, 1, 1 });
+        ck_assert_uint_eq(check_parts(&sp, 3), 90 / GRAPH_SPLIT_MIN_SPATIAL);
+        ck_assert_uint_eq(balance_seen, 1);
         approx_ok = 0;
 }
 END_TEST
@@ -376,6 +416,7 @@ int main(void)
         tcase_add_test(tc, test_gemm_rows_and_columns);
         tcase_add_test(tc, test_conv_channels_and_images);
         tcase_add_test(tc, test_conv_spatial);
+        tcase_add_test(tc, test_conv_spatial_in_place);
         tcase_add_test(tc, test_leading);
         tcase_add_test(tc, test_fused_gemm_parts);
         tcase_add_test(tc, test_elementwise_flat);
