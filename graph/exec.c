@@ -1076,8 +1076,6 @@ static int no_subgraph_run(void *graph_ctx, const void *graph, int nin,
         return err_set(err, errlen, -ENOTSUP, "subgraphs are not run while estimating");
 }
 
-/* Work of each node in order (flops[k], bytes[k] of order[k]; ok[k] 0 where its shapes
- * depend on data the estimate does not have). -1 when memory is short. */
 /* The most parts of node gn on call (shapes known), and how many a worker should take of
  * it in a gang (*ret_balance): a Conv in row blocks computed in place under float64 or mixed
  * accumulation takes smaller parts (split.h, GRAPH_SPLIT_MIN_SPATIAL_IN_PLACE). */
@@ -1098,6 +1096,9 @@ static uint32_t node_max_parts(const struct graph *g, const struct graph_node *g
         return m > GRAPH_SPLIT_MAX_PARTS ? GRAPH_SPLIT_MAX_PARTS : m > (int64_t)n ? (uint32_t)m : n;
 }
 
+/* Work of each node in order (flops[k], bytes[k] of order[k]; ok[k] 0 where its shapes
+ * depend on data the estimate does not have), and where wanted its most parts and balance
+ * (node_max_parts). -1 when memory is short. */
 static int estimate_walk(const struct graph *g, int nin, const struct ops_tensor *in,
                          uint64_t *flops_out, uint64_t *bytes_out, uint8_t *ok_out,
                          uint32_t *parts_out, uint8_t *balance_out)
