@@ -1144,9 +1144,11 @@ static int estimate_walk(const struct graph *g, int nin, const struct ops_tensor
                                 ok = 0;
                 ok_out[k] = (uint8_t)ok;
                 flops_out[k] = bytes_out[k] = 0;
-                if (parts_out) {
+                if (parts_out || balance_out) {
                         uint8_t bal = 1;
-                        parts_out[k] = ok ? node_max_parts(g, gn, &call, &bal) : 1;
+                        uint32_t np = ok ? node_max_parts(g, gn, &call, &bal) : 1;
+                        if (parts_out)
+                                parts_out[k] = np;
                         if (balance_out)
                                 balance_out[k] = bal;
                 }
@@ -1233,12 +1235,11 @@ int graph_estimate_steps_parts(const struct graph *g, int nin, const struct ops_
         int rc = -1;
 
         if (!gs || !flops || !bytes || !ok ||
-            estimate_walk(g, nin, in, flops, bytes, ok, parts ? parts + 1 : NULL,
-                          parts && balance ? balance + 1 : NULL) < 0)
+            estimate_walk(g, nin, in, flops, bytes, ok, parts ? parts + 1 : NULL, balance ? balance + 1 : NULL) < 0)
                 goto out;
         if (parts) /* binding and handing over stay whole */
                 parts[0] = parts[gs->nsteps - 1] = 1;
-        if (parts && balance)
+        if (balance)
                 balance[0] = balance[gs->nsteps - 1] = 1;
         memset(cost, 0, sizeof(*cost) * (size_t)gs->nsteps * OPS_ENGINE_COUNT);
         if (host)
