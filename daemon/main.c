@@ -23,6 +23,7 @@
 #include "daemon/api/npud.h"
 #include "ops/ops.h"
 #include "ops/tune.h"
+#include "daemon/exec/cpulat.h"
 #include "daemon/exec/sched.h"
 #include "daemon/exec/reclaim.h"
 #include "daemon/api/server.h"
@@ -60,6 +61,7 @@ static void on_util_timer(evutil_socket_t fd, short what, void *arg)
         for (int i = 0; i < d->ex.devices.count; i++)
                 device_update_util(&d->ex.devices.devices[i], now);
         failure_summary_flush(d);
+        cpulat_tick(now);
 }
 
 /* The event loop. After the last unit at the backend came back it polls for LOOP_POLL_NS,
@@ -265,7 +267,9 @@ int main(int argc, char **argv)
                                                    "SCHED_FIFO 1" };
                 log_info("loop thread priority: %s", got[prio_loop()]);
         }
+        cpulat_configure(d.config.cpu_wake_latency_us);
         loop_run(&d);
+        cpulat_release();
         r = 0;
 out:
         notify_stopping(&d);

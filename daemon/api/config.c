@@ -312,7 +312,7 @@ int config_load_file(struct npud_config *c, const char *path, char *err, size_t 
         static const char *const keys[] = { "socket", "log_level", "workers", "admin_group",
                                             "sim", "limits", "metrics", "tenants", "scheduler", "memory",
                                             "dbus", "telemetry", "tuning_cache", "realtime_loop",
-                                            "graph_accumulate", NULL };
+                                            "graph_accumulate", "cpu_wake_latency_us", NULL };
         json_error_t jerr;
         json_t *root, *v;
         int64_t workers = c->workers;
@@ -371,6 +371,10 @@ int config_load_file(struct npud_config *c, const char *path, char *err, size_t 
         if ((v = json_object_get(root, "realtime_loop")) &&
             (e = apply_realtime_loop(c, v, err, errlen)))
                 goto out;
+        int64_t wake = c->cpu_wake_latency_us;
+        if ((e = get_int(root, "cpu_wake_latency_us", "", -1, 2000000000, &wake, err, errlen)))
+                goto out;
+        c->cpu_wake_latency_us = (int)wake;
         if ((v = json_object_get(root, "graph_accumulate"))) {
                 int a = graph_accumulate_parse(json_string_value(v));
                 if (a < 0) {

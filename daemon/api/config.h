@@ -77,6 +77,10 @@ struct npud_config {
         /* "graph_accumulate": the accumulation of a graph_load that names none (enum
          * graph_accumulate). */
         int graph_accumulate;
+        /* "cpu_wake_latency_us": the CPUs' wake-up latency npud asks the kernel for while
+         * latency-critical work arrives (PM QoS, daemon/exec/cpulat.h); -1: never ask.
+         * Default 0: idle CPUs poll instead of sleeping while such work is about. */
+        int cpu_wake_latency_us;
         struct policy_config policy; /* tenants and scheduler settings */
 };
 

@@ -22,6 +22,7 @@
 #include "npud.h"
 #include "session.h"
 #include "manage.h"
+#include "daemon/exec/cpulat.h"
 #include "daemon/exec/tenant.h"
 
 #ifndef NPUD_VERSION
@@ -437,6 +438,12 @@ int metrics_render(struct npud *d, struct evbuffer *buf)
         out_seconds(o, now > d->started_ns ? now - d->started_ns : 0);
         out_family(o, "npud_sessions", "gauge", "Connected client sessions.");
         out_printf(o, "npud_sessions %" PRIu32 "\n", d->nsessions);
+        out_family(o, "npud_cpu_wake_latency_held", "gauge",
+                   "1 while npud holds a CPU wake-up latency request (PM QoS) for latency-critical work.");
+        out_printf(o, "npud_cpu_wake_latency_held %d\n", cpulat_held() >= 0);
+        out_family(o, "npud_cpu_wake_latency_requests_total", "counter",
+                   "CPU wake-up latency requests made (each after a time without latency-critical work).");
+        out_printf(o, "npud_cpu_wake_latency_requests_total %" PRIu64 "\n", cpulat_requests());
         render_devices(o, d);
         render_telemetry(o, d);
         render_faults(o, d);

@@ -13,6 +13,7 @@
 #include "manage.h"
 #include "npud.h"
 #include "session.h"
+#include "daemon/exec/cpulat.h"
 #include "daemon/exec/tenant.h"
 
 static void warn_restart(const struct npud_config *old, const struct npud_config *c)
@@ -106,6 +107,8 @@ int manage_reload_info(struct npud *d, json_t **ret_info, char *err, size_t errl
         d->config.have_admin_gid = c->have_admin_gid;
         d->config.policy = c->policy;
         d->config.graph_accumulate = c->graph_accumulate; /* for loads from now on */
+        d->config.cpu_wake_latency_us = c->cpu_wake_latency_us;
+        cpulat_configure(c->cpu_wake_latency_us);
         d->ex.tile_ns = c->policy.tile_ns;
         for (int i = 0; i < d->ex.devices.count; i++)
                 d->ex.devices.devices[i].pd.min_share = c->policy.min_share;

@@ -10,6 +10,7 @@
 
 #include "graph/exec.h"
 #include "graph/steps.h"
+#include "cpulat.h"
 #include "graph-obj.h"
 #include "policy/cost.h"
 #include "proto/errors.h"
@@ -189,6 +190,8 @@ void sched_enqueue(struct exec *x, struct task *t)
         struct stream *st = t->stream;
 
         t->enqueue_ns = now_ns();
+        if (st->tenant && st->tenant->pol.klass == POLICY_CLASS_LATENCY_CRITICAL)
+                cpulat_active(t->enqueue_ns); /* the CPUs stay quick to wake while it is about */
         TAILQ_INSERT_TAIL(&st->tasks, t, link);
         st->ntasks++;
         if (st->tenant)

@@ -40,6 +40,10 @@ grep -q 'graph_accumulate: must be "float32", "float64" or "mixed"' "$dir/err" |
 printf '{"realtime_loop": "yes"}' >"$dir/badrt.conf"
 expect_exit 2 "realtime_loop not a boolean" "$npud" --config "$dir/badrt.conf"
 grep -q "realtime_loop: must be true or false" "$dir/err" || fail "realtime_loop named: $(cat "$dir/err")"
+printf '{"cpu_wake_latency_us": -2}' >"$dir/badwake.conf"
+expect_exit 2 "cpu_wake_latency_us below -1" "$npud" --config "$dir/badwake.conf"
+grep -q "cpu_wake_latency_us: must be an integer from -1 to 2000000000" "$dir/err" \
+        || fail "cpu_wake_latency_us named: $(cat "$dir/err")"
 printf '{"limits": {"max_bufers": 3}}' >"$dir/bad.conf"
 expect_exit 2 "unknown config key" "$npud" --config "$dir/bad.conf"
 grep -q "limits.max_bufers" "$dir/err" && pass "config key named" || fail "config key not named: $(cat "$dir/err")"
@@ -66,7 +70,8 @@ expect_exit 0 "the shipped example configuration is valid" "$npud" --check-confi
 python3 -c "import json,sys
 keys = set(json.load(open(sys.argv[1])))
 want = {'socket', 'log_level', 'workers', 'admin_group', 'sim', 'limits', 'metrics', 'tenants',
-        'scheduler', 'memory', 'dbus', 'telemetry', 'tuning_cache', 'realtime_loop', 'graph_accumulate'}
+        'scheduler', 'memory', 'dbus', 'telemetry', 'tuning_cache', 'realtime_loop', 'graph_accumulate',
+        'cpu_wake_latency_us'}
 assert keys == want, want ^ keys" docs/npud.conf.example 2>"$dir/err" \
         && pass "the example configuration sets every section" || fail "example: $(cat "$dir/err")"
 

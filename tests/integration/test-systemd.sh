@@ -97,14 +97,19 @@ diff "$dir/expected-files" "$dir/installed" >"$dir/files.diff" && pass "installe
         || { fail "installed files differ from the expected list:"; cat "$dir/files.diff"; }
 ls "$root"/usr/lib/python3*/dist-packages/npu*.so >/dev/null 2>&1 || fail "the Python module is not installed"
 cmp -s "$root/usr/share/doc/npud/examples/npud.conf" docs/npud.conf.example || fail "example configuration differs"
-# The udev rule: the device and manager nodes, group npu, 0660; nothing else matched.
+# The udev rule: the device and manager nodes, group npu, 0660, and the PM QoS node npud's
+# own, 0600; nothing else matched.
 rules=$root/usr/lib/udev/rules.d/60-npud.rules
 python3 - "$rules" >"$dir/udev.out" 2>&1 <<'PY'
 import fnmatch, re, sys
 rules = []
+qos = 0
 for line in open(sys.argv[1]):
     line = line.strip()
     if not line or line.startswith("#"):
+        continue
+    if line == 'KERNEL=="cpu_dma_latency", OWNER="npud", MODE="0600"':
+        qos += 1
         continue
     m = re.fullmatch(r'KERNEL=="([^"]+)", GROUP="npu", MODE="0660"', line)
     assert m, "unexpected rule: " + line
@@ -113,13 +118,14 @@ def matched(name):
     return any(fnmatch.fnmatchcase(name, p) for r in rules for p in r.split("|"))
 for name in ["davinci0", "davinci7", "davinci15", "davinci63", "davinci_manager", "devmm_svm", "hisi_hdc"]:
     assert matched(name), name + " is not matched"
-for name in ["sda", "davinci", "tty0", "nvidia0"]:
+for name in ["sda", "davinci", "tty0", "nvidia0", "cpu_dma_latency"]:
     assert not matched(name), name + " is matched"
+assert qos == 1, "cpu_dma_latency: %d rules making it npud's 0600, want 1" % qos
 PY
-[ $? = 0 ] && pass "udev rule: davinci*, manager nodes -> group npu 0660" || { fail "udev rule:"; cat "$dir/udev.out"; }
+[ $? = 0 ] && pass "udev rule: davinci*, manager nodes -> group npu 0660; cpu_dma_latency -> npud 0600" || { fail "udev rule:"; cat "$dir/udev.out"; }
 # Unit policy: devices by pattern, IP for local scrapers only, OOM score below clients'.
 svc=$root/usr/lib/systemd/system/npud.service
-[ "$(grep -c '^DeviceAllow=' "$svc")" -le 3 ] && grep -q '^DeviceAllow=char-davinci\* rw$' "$svc" \
+[ "$(grep -c '^DeviceAllow=' "$svc")" -le 4 ] && grep -q '^DeviceAllow=char-davinci\* rw$' "$svc" \
         && pass "DeviceAllow= by pattern (char-davinci*)" || fail "DeviceAllow: $(grep DeviceAllow "$svc")"
 grep -q '^IPAddressDeny=any$' "$svc" && grep -q '^IPAddressAllow=localhost$' "$svc" \
         && pass "IPAddressDeny=any, IPAddressAllow=localhost" || fail "IPAddress*: $(grep IPAddress "$svc")"
@@ -194,7 +200,7 @@ assert len(line) == 1, "no DeviceAllow= line in the security report"
 m = re.search(r"device ACL with some special devices: (.*?)\s+[0-9.]+\s*$", line[0])
 assert m, "unexpected DeviceAllow= report: " + line[0].strip()
 acl = dict(e.rsplit(":", 1) for e in m.group(1).split())
-want = {"char-davinci*": "rw", "/dev/devmm_svm": "rw", "/dev/hisi_hdc": "rw"}
+want = {"char-davinci*": "rw", "/dev/devmm_svm": "rw", "/dev/hisi_hdc": "rw", "/dev/cpu_dma_latency": "w"}
 for spec, rights in want.items():
     assert acl.get(spec) == rights, "%s: rights %r, want %r (acl %r)" % (spec, acl.get(spec), rights, acl)
 extra = {k: v for k, v in acl.items() if k not in want and k != "char-rtc"}
@@ -210,7 +216,7 @@ for name in ["mem", "pts", "nvidia", "devmm_svm", "hisi_hdc", "ttyS"]:
 PY
 }
 check_device_acl "$dir/security.out" >"$dir/acl.out" 2>&1 \
-        && pass "DeviceAllow= as systemd parsed it: char-davinci*:rw and the manager nodes, rw" \
+        && pass "DeviceAllow= as systemd parsed it: char-davinci*:rw, the manager nodes rw, cpu_dma_latency w" \
         || { fail "DeviceAllow= as systemd parsed it:"; cat "$dir/acl.out"; }
 # ... and the check catches the mistakes verify lets through.
 for bad in 'char-davinci*rw' '/dev/davinci* rw' 'char-davinci* rwm'; do

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -502,6 +503,75 @@ START_TEST(test_loop_leaves_cpu_to_local_client)
 }
 END_TEST
 
+/* The CPU wake-up latency the kernel enforces now (PM QoS, the smallest request held), -1
+ * when it cannot be read (not root). */
+static int cpu_latency_now(void)
+{
+        int32_t v = -1;
+        FILE *f = fopen("/dev/cpu_dma_latency", "rb");
+        if (!f)
+                return -1;
+        if (fread(&v, sizeof(v), 1, f) != 1)
+                v = -1;
+        fclose(f);
+        return v;
+}
+
+static void relu_once(npu_context_t *c)
+{
+        npu_buffer_t a;
+        npu_stream_t s;
+        OK(npu_malloc(c, 0, 4096, &a));
+        OK(npu_memset(c, a, 0, 0, 4096));
+        OK(npu_stream_create(c, 0, 0, &s));
+        npu_tensor_t t = { .buf = a, .dtype = NPU_FLOAT32, .ndim = 1, .dims = { 1024 } };
+        OK(npu_launch(c, s, "Relu", &t, 1, &t, 1, NULL, 0, NULL));
+        OK(npu_stream_synchronize(c, s));
+        OK(npu_stream_destroy(c, s));
+        OK(npu_free(c, a));
+}
+
+/* While latency-critical work arrives npud holds a PM QoS request for the configured wake-up
+ * latency (daemon/exec/cpulat.h), and withdraws it about a second after the last; a normal
+ * tenant's work asks for nothing. Read back from the kernel, so it needs root (CI). */
+START_TEST(test_cpu_wake_latency_for_latency_critical)
+{
+        const int want = 7; /* distinct from any value the host's own tools would ask for */
+        int base = cpu_latency_now();
+        if (base < 0 || base <= want) {
+                printf("CPU wake-up latency: skipped (/dev/cpu_dma_latency %s)\n",
+                       base < 0 ? "cannot be read: not root" : "already held lower by another process");
+                return;
+        }
+        char text[256];
+        snprintf(text, sizeof(text),
+                 "{\"cpu_wake_latency_us\": %d, \"tenants\": [{\"name\": \"lc\", \"class\": "
+                 "\"latency-critical\", \"uids\": [%u]}, {\"name\": \"norm\", \"uids\": [%u]}]}",
+                 want, (unsigned)getuid(), (unsigned)getuid());
+        start(text, "compute");
+        npu_context_t *n = connect_as("norm", NPU_BACKPRESSURE_BLOCK);
+        relu_once(n);
+        ck_assert_int_eq(cpu_latency_now(), base); /* normal work asks for nothing */
+        npu_context_t *lc = connect_as("lc", NPU_BACKPRESSURE_BLOCK);
+        relu_once(lc);
+        ck_assert_int_eq(cpu_latency_now(), want);
+        double t0 = now_ms();
+        while (cpu_latency_now() == want && now_ms() - t0 < 5000)
+                usleep(20000);
+        double released = now_ms() - t0;
+        printf("CPU wake-up latency held at %d us for latency-critical work, withdrawn %.0f ms after it\n", want,
+               released);
+        ck_assert_int_eq(cpu_latency_now(), base);
+        ck_assert_msg(released >= 900, "withdrawn after %.0f ms, before its idle time", released);
+        relu_once(lc); /* asked for again */
+        ck_assert_int_eq(cpu_latency_now(), want);
+        npu_disconnect(lc);
+        npu_disconnect(n);
+        stop(); /* the request goes with the daemon */
+        ck_assert_int_eq(cpu_latency_now(), base);
+}
+END_TEST
+
 /* Compute mode: best-effort MatMuls large enough to be tiled keep both host workers' worth of
  * work queued; a latency-critical client's small MatMuls still run at once (best-effort work
  * runs on background workers that give way), and the tiled MatMuls, their tiles spread
@@ -652,6 +722,7 @@ int main(void)
         tcase_add_test(tc, test_workers_one_per_cpu);
         tcase_add_test(tc, test_replies_written_from_client_cpu);
         tcase_add_test(tc, test_loop_leaves_cpu_to_local_client);
+        tcase_add_test(tc, test_cpu_wake_latency_for_latency_critical);
         tcase_add_test(tc, test_backpressure_error_mode);
         tcase_add_test(tc, test_reload);
         suite_add_tcase(s, tc);

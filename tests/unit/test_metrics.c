@@ -185,6 +185,7 @@ START_TEST(test_escaping_and_classes)
         assert_line(text, "npud_device_health{device=\"0\",state=\"ok\"} 1");
         assert_line(text, "npud_queue_depth{device=\"0\"} 0");
         assert_line(text, "npud_sessions 0");
+        assert_line(text, "npud_cpu_wake_latency_held 0"); /* no latency-critical task came */
         free(text);
         fixture_stop(&f);
 }
