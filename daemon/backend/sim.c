@@ -125,21 +125,14 @@ struct sim {
         pthread_t *threads;
         int nthreads;
         pthread_mutex_t lock;
-        /* one per thread (threads[i]): its pool, the CPU it is kept on and its own condition
-         * variable, so that a unit wakes the worker wake_worker picks, not any sleeper */
-        struct sim_worker {
-                struct sim *s;
-                int bg;     /* 1: the background pool */
-                int cpu;    /* the CPU it is kept on; -1 when left free */
-                int asleep; /* waiting on cond until wake_worker picks it (under lock) */
-                pthread_cond_t cond;
-        } *workers;
-        int nthreads_cond; /* workers[] whose cond was initialised */
-        int nasleep[2];    /* per pool: 1 = background; under lock */
-        atomic_int spinning[2];                          /* workers spinning idle, per pool */
+        pthread_cond_t cond[2];                          /* per pool: 1 = background */
         struct exec_unit *queue_head[2], *queue_tail[2];
         atomic_int queued[2]; /* units in each queue, for workers looking without the lock */
         atomic_int bg_running; /* background workers running a unit (idle_spin_ns) */
+        struct sim_pool {
+                struct sim *s;
+                int bg;
+        } pools[2];
         int stopping;
 
         /* completions back to the loop */
@@ -679,41 +672,11 @@ static void queue_remove_head(struct sim *s, int bg)
         atomic_fetch_sub(&s->queued[bg], 1);
 }
 
-/* A unit was queued in pool bg (s->lock held): wake one of its sleeping workers, unless one
- * spins idle (it takes the unit within a turn; one that stops spinning looks at the queue
- * under the lock before it sleeps). The worker kept on the caller's CPU is preferred: the
- * caller (the loop thread, or a gang's worker calling the next) is running there, so the
- * wake-up needs no interrupt across CPUs, and the unit's completion wakes the loop thread on
- * its own CPU too. On these virtual machines each crossing costs 20-30 us, more under load,
- * where it preempts a best-effort worker: a small latency-critical request crossed three
- * times (client to loop thread, loop thread to a worker on the client's CPU, back), now
- * twice. Any sleeper used to be woken (one condition variable per pool), often on the other
- * CPU, and also when a spinning worker took the unit first. */
-static void wake_worker(struct sim *s, int bg)
-{
-        if (!s->nasleep[bg] || atomic_load_explicit(&s->spinning[bg], memory_order_relaxed) > 0)
-                return;
-        int me = sched_getcpu();
-        struct sim_worker *pick = NULL;
-        for (int i = 0; i < s->nthreads; i++) {
-                struct sim_worker *w = &s->workers[i];
-                if (w->bg != bg || !w->asleep)
-                        continue;
-                if (!pick || w->cpu == me)
-                        pick = w;
-                if (w->cpu == me)
-                        break;
-        }
-        pick->asleep = 0;
-        s->nasleep[bg]--;
-        pthread_cond_signal(&pick->cond);
-}
-
 static void *worker_main(void *arg)
 {
-        struct sim_worker *self = arg;
-        struct sim *s = self->s;
-        const int bg = self->bg;
+        struct sim_pool *pool = arg;
+        struct sim *s = pool->s;
+        const int bg = pool->bg;
 
         prio_normal(); /* whoever started the worker */
         if (bg)
@@ -729,7 +692,6 @@ static void *worker_main(void *arg)
                         int cpu = bg ? -1 : sched_getcpu();
                         if (relay_cpu(cpu))
                                 atomic_fetch_add(&s->idle_on[cpu], 1);
-                        atomic_fetch_add(&s->spinning[bg], 1);
                         while (!atomic_load_explicit(&s->queued[bg], memory_order_relaxed) &&
                                (waited = now_ns() - t0) < idle_spin_ns(s, bg)) {
                                 if (relay_cpu(cpu)) {
@@ -738,24 +700,14 @@ static void *worker_main(void *arg)
                                 }
                                 spin_turn(waited);
                         }
-                        atomic_fetch_sub(&s->spinning[bg], 1);
                         if (relay_cpu(cpu))
                                 atomic_fetch_sub(&s->idle_on[cpu], 1);
                         pthread_mutex_lock(&s->lock);
                 }
-                while (!s->queue_head[bg] && !s->stopping) {
-                        /* woken for a unit another worker took first: sleep again */
-                        self->asleep = 1;
-                        s->nasleep[bg]++;
-                        while (self->asleep && !s->stopping)
-                                pthread_cond_wait(&self->cond, &s->lock);
-                        if (self->asleep) {
-                                self->asleep = 0;
-                                s->nasleep[bg]--;
-                        }
-                }
+                while (!s->queue_head[bg] && !s->stopping)
+                        pthread_cond_wait(&s->cond[bg], &s->lock);
                 if (!s->queue_head[bg])
-                        break; /* stopping */
+                        break;
                 struct exec_unit *u = s->queue_head[bg];
                 if (u->gang < 1) {
                         queue_remove_head(s, bg);
@@ -771,7 +723,7 @@ static void *worker_main(void *arg)
                 }
                 /* a gang: the unit stays at the head while other workers may join it */
                 if (--u->g_tickets > 0)
-                        wake_worker(s, bg);
+                        pthread_cond_signal(&s->cond[bg]);
                 else
                         queue_remove_head(s, bg);
                 if (u->g_members++ == 0)
@@ -826,12 +778,6 @@ static void worker_cpus_init(struct worker_cpus *wc)
         for (int c = 0; c < CPU_SETSIZE; c++)
                 if (CPU_ISSET(c, &set))
                         wc->cpu[wc->n++] = c;
-}
-
-/* The CPU worker i is kept on, -1 when the workers are left free. */
-static int worker_cpu(const struct worker_cpus *wc, int i)
-{
-        return wc->n < 2 ? -1 : wc->cpu[i % wc->n];
 }
 
 static void worker_pin(const struct worker_cpus *wc, pthread_t th, int i)
@@ -1011,7 +957,7 @@ static int sim_submit(struct backend *b, struct exec_unit *u)
         else
                 s->queue_head[bg] = u;
         s->queue_tail[bg] = u;
-        wake_worker(s, bg);
+        pthread_cond_signal(&s->cond[bg]);
         pthread_mutex_unlock(&s->lock);
         return 0;
 }
@@ -1173,16 +1119,12 @@ static void sim_destroy(struct backend *b)
                 return;
         pthread_mutex_lock(&s->lock);
         s->stopping = 1;
-        for (int i = 0; i < s->nthreads; i++)
-                pthread_cond_signal(&s->workers[i].cond);
+        pthread_cond_broadcast(&s->cond[0]);
+        pthread_cond_broadcast(&s->cond[1]);
         pthread_mutex_unlock(&s->lock);
         for (int i = 0; i < s->nthreads; i++)
                 pthread_join(s->threads[i], NULL);
         free(s->threads);
-        if (s->workers)
-                for (int i = 0; i < s->nthreads_cond; i++)
-                        pthread_cond_destroy(&s->workers[i].cond);
-        free(s->workers);
         while (s->holds) /* only after every unit came back; nothing should be held */
                 hold_release(s, s->holds);
         if (s->efd_event)
@@ -1194,6 +1136,8 @@ static void sim_destroy(struct backend *b)
                         munmap(s->devices[i].mem, s->devices[i].desc.mem_size);
         free(s->devices);
         pthread_mutex_destroy(&s->lock);
+        pthread_cond_destroy(&s->cond[0]);
+        pthread_cond_destroy(&s->cond[1]);
         pthread_mutex_destroy(&s->done_lock);
         free(s);
 }
@@ -1282,6 +1226,8 @@ int sim_backend_new(struct event_base *base, int ndevices, const char *profile, 
         s->efd = -1;
         atomic_init(&s->loop_cpu, -1);
         pthread_mutex_init(&s->lock, NULL);
+        pthread_cond_init(&s->cond[0], NULL);
+        pthread_cond_init(&s->cond[1], NULL);
         pthread_mutex_init(&s->done_lock, NULL);
         s->devices = calloc((size_t)ndevices, sizeof(*s->devices));
         if (!s->devices && ndevices > 0)
@@ -1327,21 +1273,15 @@ int sim_backend_new(struct event_base *base, int ndevices, const char *profile, 
                 if (workers <= 0)
                         workers = cpus_usable();
                 s->threads = calloc((size_t)workers * 2, sizeof(pthread_t));
-                s->workers = calloc((size_t)workers * 2, sizeof(*s->workers));
-                if (!s->threads || !s->workers)
+                if (!s->threads)
                         goto fail_nomem;
                 struct worker_cpus wc;
                 worker_cpus_init(&wc);
                 for (int i = 0; i < workers * 2; i++) {
-                        struct sim_worker *w = &s->workers[i];
-                        w->s = s;
-                        w->bg = i >= workers;
-                        w->cpu = worker_cpu(&wc, i % workers);
-                        pthread_cond_init(&w->cond, NULL);
-                        s->nthreads_cond++;
-                }
-                for (int i = 0; i < workers * 2; i++) {
-                        int e = pthread_create(&s->threads[i], NULL, worker_main, &s->workers[i]);
+                        struct sim_pool *pool = &s->pools[i >= workers];
+                        pool->s = s;
+                        pool->bg = i >= workers;
+                        int e = pthread_create(&s->threads[i], NULL, worker_main, pool);
                         if (e) {
                                 snprintf(err, errlen, "cannot start worker thread: %s",
                                          strerror(e));
