@@ -462,6 +462,13 @@ int graph_conv_direct_rows(const struct ops_packed_conv *p, const struct ops_cal
         return rc ? rc : band_epilogue(ep, call, lo, hi, err, errlen);
 }
 
+int graph_conv_acc_epilogue_ok(const struct ops_call *call)
+{
+        const struct graph_epilogue *ep = ep_of(call);
+
+        return !ep || !(ep->bias || ep->nin_op > call->nin || call->nout < 1 || strcmp(ep->op->name, "Conv") != 0);
+}
+
 int graph_conv_acc_rows(const struct ops_call *call, int mixed, int64_t lo, int64_t hi, char *err, size_t errlen)
 {
         const struct graph_epilogue *ep = ep_of(call);
@@ -469,7 +476,7 @@ int graph_conv_acc_rows(const struct ops_call *call, int mixed, int64_t lo, int6
 
         if (!ep && !bn)
                 return ops_conv_rows_acc(call, mixed, lo, hi, err, errlen);
-        if (ep && (ep->bias || ep->nin_op > call->nin || call->nout < 1 || strcmp(ep->op->name, "Conv") != 0))
+        if (!graph_conv_acc_epilogue_ok(call))
                 return 1;
         struct ops_call *c = __builtin_alloca(sizeof(*c));
         if (ep) {

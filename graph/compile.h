@@ -248,5 +248,9 @@ int graph_conv_direct_rows(const struct ops_packed_conv *p, const struct ops_cal
  * without an epilogue bias (its residual and activation then applied to the band's rows): 0,
  * 1 when it does not apply (nothing written), < 0. */
 int graph_conv_acc_rows(const struct ops_call *call, int mixed, int64_t lo, int64_t hi, char *err, size_t errlen);
+/* Does call's fused epilogue (if any) let graph_conv_acc_rows compute its rows (1), or does
+ * it leave them to the caller (0: an epilogue with a bias of its own, or not a Conv's)? The
+ * estimate asks before it gives a Conv the small parts of in-place rows. */
+int graph_conv_acc_epilogue_ok(const struct ops_call *call);
 
 #endif

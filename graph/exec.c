@@ -1089,8 +1089,8 @@ static uint32_t node_max_parts(const struct graph *g, const struct graph_node *g
         if (n <= 1 || graph_accumulate_variant(g->accumulate) < 0)
                 return n;
         graph_split_plan(gn->def, call, &s);
-        if (s.how != GRAPH_SPLIT_SPATIAL)
-                return n;
+        if (s.how != GRAPH_SPLIT_SPATIAL || !graph_conv_acc_epilogue_ok(call))
+                return n; /* (an epilogue with a bias: its rows are copied, as float32's) */
         int64_t m = s.extent / GRAPH_SPLIT_MIN_SPATIAL_IN_PLACE;
         *ret_balance = GRAPH_SPLIT_BALANCE;
         return m > GRAPH_SPLIT_MAX_PARTS ? GRAPH_SPLIT_MAX_PARTS : m > (int64_t)n ? (uint32_t)m : n;

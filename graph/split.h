@@ -50,7 +50,8 @@ enum graph_split_how { GRAPH_SPLIT_NONE, GRAPH_SPLIT_ROWS, GRAPH_SPLIT_COLS, GRA
 #define GRAPH_SPLIT_MAX_PARTS 64
 /* A 2-D Conv in row blocks under float64 or mixed accumulation computes its rows in place
  * (graph_conv_acc_rows: no copy of its input or output rows, the same sums whatever the
- * blocks), so its parts may be as small as this many output rows, and a gang takes
+ * blocks; not with a fused epilogue that has a bias of its own,
+ * graph_conv_acc_epilogue_ok), so its parts may be as small as this many output rows, and a gang takes
  * GRAPH_SPLIT_BALANCE parts a worker of it where the rows allow: the workers claim parts as
  * they finish, and the two vCPUs of these hosts run at different speeds for minutes at a
  * time, so with a part a worker the faster one waits for the slower at the end of each

@@ -283,6 +283,18 @@ START_TEST(test_conv_spatial_in_place)
                         ck_assert_uint_eq(balance_seen, GRAPH_SPLIT_BALANCE);
                 }
         }
+        /* a fused epilogue with a bias of its own: graph_conv_acc_rows leaves such a Conv's
+         * rows to the path that copies them, whose parts cost more when small: the
+         * estimate gives it the float32 parts */
+        struct model fb = { .nin = 1, .names = { "x" }, .ndim = { 4 }, .dims = { DIMS(1, 5, 90, 23) },
+                            .ninit = 2, .init_names = { "w", "b" }, .init_ndim = { 4, 1 },
+                            .init_dims = { DIMS(7, 5, 3, 3), DIMS(7) },
+                            .ydim = 4, .ydims = { 1, 7, 90, 23 }, .bias_ndim = 4, .bias_dims = { 1, 7, 1, 1 } };
+        accumulate = GRAPH_ACCUMULATE_MIXED;
+        fb.n = node("Conv", 3, (const char *[]){ "x", "w", "b" }, 1, (const char *[]){ "y" });
+        attr_ints(fb.n, "pads", 4, (const int64_t[]){ 1, 1, 1, 1 });
+        ck_assert_uint_eq(check_parts(&fb, 3), 90 / GRAPH_SPLIT_MIN_SPATIAL);
+        ck_assert_uint_eq(balance_seen, 1);
         accumulate = GRAPH_ACCUMULATE_FLOAT32;
         approx_ok = 1;
         sp.n = node("Conv", 3, (const char *[]){ "x", "w", "b" }, 1, (const char *[]){ "y" });
