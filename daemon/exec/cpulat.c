@@ -23,8 +23,6 @@ void cpulat_release(void)
         if (cl.fd >= 0) {
                 close(cl.fd); /* the kernel withdraws the request with the last reference */
                 cl.fd = -1;
-                log_msg(LOG_LVL_DEBUG, "CPU wake-up latency request withdrawn (no latency-critical "
-                        "work for %llu ms)", (unsigned long long)(CPULAT_IDLE_NS / 1000000));
         }
 }
 
@@ -59,8 +57,11 @@ void cpulat_active(uint64_t now_ns)
 
 void cpulat_tick(uint64_t now_ns)
 {
-        if (cl.fd >= 0 && now_ns - cl.last >= CPULAT_IDLE_NS)
+        if (cl.fd >= 0 && now_ns - cl.last >= CPULAT_IDLE_NS) {
                 cpulat_release();
+                log_msg(LOG_LVL_DEBUG, "CPU wake-up latency request withdrawn (no latency-critical "
+                        "work for %llu ms)", (unsigned long long)(CPULAT_IDLE_NS / 1000000));
+        }
 }
 
 int cpulat_held(void)
