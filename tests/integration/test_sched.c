@@ -383,7 +383,10 @@ static void own_session_cpu(npu_context_t *c, int *ret_cpu, long long *ret_write
 /* Compute mode, session version 5: a wait names the CPU the waiting thread runs on, and npud
  * writes the reply from there, through the host worker idle on that CPU, so that waking the
  * client costs no interrupt across CPUs. The client waits from two CPUs in turn; from the one
- * the loop thread is not on, its replies are written there. */
+ * the loop thread is not on, its replies are written there. The loop thread is kept on the
+ * first CPU for the test: left free, the kernel may move it to wherever the client wakes it,
+ * and a client whose replies the loop thread writes from the client's own CPU needs no relay
+ * (one run in about twenty saw none, 0 of 40). */
 START_TEST(test_replies_written_from_client_cpu)
 {
         const int n = 256, rounds = 20;
@@ -401,6 +404,9 @@ START_TEST(test_replies_written_from_client_cpu)
                 return;
         }
         start("{}", "compute");
+        CPU_ZERO(&one);
+        CPU_SET(cpus[0], &one);
+        ck_assert_int_eq(sched_setaffinity(proc.pid, sizeof(one), &one), 0); /* the main thread only */
         npu_context_t *c = NULL;
         OK(npu_connect(proc.sock, &c));
         npu_buffer_t a, out[2];
@@ -427,7 +433,9 @@ START_TEST(test_replies_written_from_client_cpu)
         printf("replies from the client's CPU: %lld of %d waits' replies written from CPUs %d and %d\n",
                writes, 2 * rounds, cpus[0], cpus[1]);
         ck_assert_msg(cpu == cpus[1], "npud has the client on CPU %d, it waited on %d", cpu, cpus[1]);
-        ck_assert_msg(writes > 0, "no reply was written from the client's CPU");
+        /* 19-20 of the second CPU's 20 here; a quarter allows for a busy or sanitized host */
+        ck_assert_msg(writes >= rounds / 4, "%lld of the %d replies to waits on CPU %d written from it", writes,
+                      rounds, cpus[1]);
         npu_disconnect(c);
         stop();
 }
