@@ -10,12 +10,15 @@
  * shapes do not allow it (a step broadcasts for real), the chain runs step by step over
  * whole tensors instead, with the same kernels, so results never depend on the choice. */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "ops/runctx.h"
 #include "proto/dtype.h"
 #include "compile.h"
+
+_Atomic unsigned long graph_fuse_direct_runs;
 
 static const struct graph_fused *fused_of(const struct ops_call *call)
 {
@@ -191,11 +194,15 @@ static int fused_run(const struct ops_def *def, const struct ops_call *call, cha
         block = blockable(fz, call, res, n);
         if (!block)
                 return run_unblocked(fz, call, res, err, errlen);
-        calls = ops_buf_alloc(sizeof(*calls) * (uint64_t)fz->nsteps, msg, sizeof(msg));
+        /* the steps' calls, then what ops_ew_direct_init prepares of each */
+        size_t dsz = (ops_ew_direct_size() + 7) & ~(size_t)7;
+        calls = ops_buf_alloc((sizeof(*calls) + dsz) * (uint64_t)fz->nsteps, msg, sizeof(msg));
         if (!calls) {
                 snprintf(err, errlen, "fused chain: %s", msg);
                 return -ENOMEM;
         }
+        char *dbase = (char *)(calls + fz->nsteps);
+        int direct = 1;
         for (int s = 0; s < fz->nsteps; s++) {
                 struct ops_call *c = &calls[s];
                 step_call(fz, s, call, s ? &res[s - 1] : NULL, c);
@@ -209,6 +216,16 @@ static int fused_run(const struct ops_def *def, const struct ops_call *call, cha
                 }
                 c->out[0] = res[s];
                 c->out[0].ndim = 1;
+                direct = direct && !ops_ew_direct_init(fz->steps[s].def, c,
+                                                       (struct ops_ew_direct *)(dbase + (size_t)s * dsz));
+        }
+        /* the chain polls every 8 blocks of GRAPH_FUSE_BLOCK_BYTES */
+        int64_t poll_every = 8 * block;
+        /* Steps that all run their kernels directly have no set-up per call to spread over a
+         * block: their blocks stay in L1. */
+        if (direct) {
+                block = block * GRAPH_FUSE_TILE_BYTES / GRAPH_FUSE_BLOCK_BYTES;
+                atomic_fetch_add_explicit(&graph_fuse_direct_runs, 1, memory_order_relaxed);
         }
         /* The memory plan may put the output over an input that dies here. Block by block
          * that is safe (a block's inputs are read before its output is written), but the
@@ -216,18 +233,23 @@ static int fused_run(const struct ops_def *def, const struct ops_call *call, cha
          * then writes to the stack too and the block is copied out. */
         for (int i = 0; i < call->nin && !alias; i++)
                 alias = call->in[i].data && overlaps(&call->in[i], &call->out[0]);
-        for (int64_t off = 0, nb = 0; off < n && !rc; off += block, nb++) {
+        for (int64_t off = 0, polled = 0; off < n && !rc; off += block) {
                 int64_t blk = n - off < block ? n - off : block;
                 int cur = 0;
                 /* The kernels poll the run context per call, and a block is far below
                  * their polling interval: the chain polls for them (cancel, deadline). */
-                if (nb && nb % 8 == 0 && ops_runctx_check(msg, sizeof(msg))) {
-                        snprintf(err, errlen, "fused chain stopped: %s", msg);
-                        rc = -ECANCELED;
-                        break;
+                if (off - polled >= poll_every) {
+                        polled = off;
+                        if (ops_runctx_check(msg, sizeof(msg))) {
+                                snprintf(err, errlen, "fused chain stopped: %s", msg);
+                                rc = -ECANCELED;
+                                break;
+                        }
                 }
                 for (int s = 0; s < fz->nsteps; s++) {
                         struct ops_call *c = &calls[s];
+                        const void *in[OPS_MAX_INPUTS];
+                        int64_t st[OPS_MAX_INPUTS];
                         for (int i = 0; i < c->nin; i++) {
                                 int src = fz->steps[s].src[i];
                                 if (src == -1) {
@@ -238,6 +260,8 @@ static int fused_run(const struct ops_def *def, const struct ops_call *call, cha
                                         c->in[i].data = (char *)call->in[src].data + (size_t)off * es;
                                         c->in[i].dims[0] = blk;
                                 }
+                                in[i] = c->in[i].data;
+                                st[i] = c->in[i].ndim == 1;
                         }
                         c->out[0].dims[0] = blk;
                         if (s == fz->nsteps - 1 && !alias)
@@ -245,13 +269,18 @@ static int fused_run(const struct ops_def *def, const struct ops_call *call, cha
                                                  (size_t)off * proto_dtype_size(c->out[0].dtype);
                         else
                                 c->out[0].data = buf[cur ^ 1];
+                        cur ^= 1;
+                        if (direct) {
+                                ops_ew_direct_run((const struct ops_ew_direct *)(dbase + (size_t)s * dsz),
+                                                  c->out[0].data, in, st, blk);
+                                continue;
+                        }
                         msg[0] = 0;
                         rc = ops_run(fz->steps[s].def, c, msg, sizeof(msg));
                         if (rc < 0) {
                                 rc = step_err(fz, s, rc, msg, err, errlen);
                                 break;
                         }
-                        cur ^= 1;
                 }
                 if (!rc && alias) {
                         size_t es = proto_dtype_size(call->out[0].dtype);

@@ -90,6 +90,20 @@ struct graph_plan {
  * kernel, so blocks of 2048 elements spent a third of the chain's time there; blocks of
  * 64 KiB stay in the core's L2 (bench_models' chain: 10-20 % faster). */
 #define GRAPH_FUSE_BLOCK_BYTES (64 * 1024)
+/* The part of each buffer a chain uses when every step runs its kernel directly
+ * (ops_ew_direct_init: the call's set-up done once a run, not once a block), so that both
+ * stay in L1. bench_models' chain with Sigmoid and Tanh replaced by Abs and Neg (bound by
+ * memory and the caches), 2 workers, AMD EPYC, medians of alternated runs: 64 KiB blocks
+ * through ops_run 2.69-3.14 ms in six, tiles of 8 KiB 2.39-3.07 ms in six, of 4 KiB
+ * 2.18-3.09 ms in five, of 16 KiB 2.79-2.98 ms in two: 4-20 % faster than the blocks in
+ * most pairs, as fast in the others (the host's own swings are as large). The same chain
+ * in a single-thread C loop: 5.3 ms in blocks of 16384 floats, 3.3 ms in 2048. The bench's
+ * own chain (SLEEF's Sigmoid and Tanh bound by arithmetic): 3.92 and 4.40 ms against 4.68
+ * and 4.49. */
+#define GRAPH_FUSE_TILE_BYTES (4 * 1024)
+/* Runs of FusedElementwise whose steps all ran their kernels directly, in tiles of
+ * GRAPH_FUSE_TILE_BYTES (the tests read it). */
+extern _Atomic unsigned long graph_fuse_direct_runs;
 /* Longest chain one fused node takes. */
 #define GRAPH_FUSE_MAX_STEPS 32
 

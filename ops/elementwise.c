@@ -380,6 +380,47 @@ int ew_run(const struct ew_op *op, const struct ops_call *call, char *err, size_
         return ew_apply(&pl, &call->out[0], op->name, err, errlen);
 }
 
+struct ops_ew_direct {
+        ew_kernel k;
+        struct ew_params p;
+};
+
+size_t ops_ew_direct_size(void)
+{
+        return sizeof(struct ops_ew_direct);
+}
+
+int ops_ew_direct_init(const struct ops_def *def, const struct ops_call *call, struct ops_ew_direct *d)
+{
+        const struct ew_op *op = def->ew;
+        int dt = call->nout == 1 ? call->out[0].dtype : 0, i;
+        struct ew_plan pl;
+        char err[160];
+
+        /* Floating types only: the one preparation that reads data (Div's and Mod's check
+         * for zero divisors) reads integers, and would see the first run's alone. */
+        if (!op || (dt != PROTO_DTYPE_FLOAT32 && dt != PROTO_DTYPE_FLOAT64) || call->nin < 1)
+                return 1;
+        for (i = 0; i < call->nin; i++)
+                if (call->in[i].dtype != dt)
+                        return 1;
+        if (ew_plan_init(op, call, &pl, err, sizeof(err)) || pl.nin != call->nin || pl.cto != dt)
+                return 1;
+        for (i = 0; i < pl.nin; i++)
+                if (pl.in[i] != &call->in[i] || pl.ct[i] != dt)
+                        return 1;
+        d->k = pl.k;
+        d->p = pl.p;
+        d->p.fast = 1;
+        return 0;
+}
+
+void ops_ew_direct_run(const struct ops_ew_direct *d, void *out, const void *const *in, const int64_t *st,
+                       int64_t n)
+{
+        d->k(out, in, st, n, &d->p);
+}
+
 void ew_cost(const struct ew_op *op, const struct ops_call *call, uint64_t *ret_flops,
              uint64_t *ret_bytes)
 {

@@ -176,6 +176,7 @@ int ew_has_zero(const struct ops_tensor *t);
                 .name = opname, .min_inputs = nmin, .max_inputs = nmax, .outputs = 1,          \
                 .engine = eng,   .check = sym##_check, .run = sym##_run, .cost = sym##_cost,  \
                 .flags = OPS_FLAG_ELEMENTWISE, .infer = sym##_infer, .since_version = since,   \
+                .ew = &op,                                                                     \
         };
 
 /* The family's definitions (besides the core Add, Sub, Mul, Div, Relu, Sigmoid, Tanh and

@@ -109,6 +109,9 @@ struct ops_def {
         /* Attribute names the default check accepts (NULL-terminated); NULL: it leaves
          * attribute names to infer. */
         const char *const *attrs;
+        /* The elementwise engine's description of the operator (ops/ew.h), NULL for any
+         * other: what ops_ew_direct_init reads. */
+        const void *ew;
 };
 
 enum ops_flags {
@@ -177,6 +180,22 @@ static inline void ops_cost(const struct ops_def *def, const struct ops_call *ca
 {
         def->cost(def, call, ret_flops, ret_bytes);
 }
+
+/* An elementwise call prepared once for direct kernel calls on contiguous runs, as a fused
+ * chain runs its blocks: what ops_run does on every call (attributes, the dtype's kernel,
+ * the operator's own preparation) done once by ops_ew_direct_init, after which
+ * ops_ew_direct_run runs the same kernel on runs of the caller's choice, each element's
+ * result bit for bit what ops_run gives it. Opaque: ops_ew_direct_size bytes (8-aligned). */
+struct ops_ew_direct;
+size_t ops_ew_direct_size(void);
+/* 0 when the call (its data pointers may be NULL) can run directly: an elementwise operator
+ * whose present inputs and output are all float32 or all float64, none converted or
+ * substituted by the operator's preparation; 1 otherwise (run it with ops_run). */
+int ops_ew_direct_init(const struct ops_def *def, const struct ops_call *call, struct ops_ew_direct *d);
+/* n outputs at out from input k at in[k][i * st[k]], st[k] 1 (contiguous) or 0 (one
+ * element); out must not overlap any input. */
+void ops_ew_direct_run(const struct ops_ew_direct *d, void *out, const void *const *in, const int64_t *st,
+                       int64_t n);
 
 /* Attribute lookup helpers; return the default when the attribute is absent. */
 int64_t ops_attr_int(const struct ops_call *call, const char *name, int64_t def);

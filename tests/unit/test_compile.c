@@ -150,7 +150,9 @@ static void compile(struct graph *g, unsigned flags)
 
 /* ---- the elementwise chain of the bench: 8 operators, two of them with a tensor ---- */
 
-#define CHAIN_N 40000 /* blocks of 16384 float32 (GRAPH_FUSE_BLOCK_BYTES): the last one is short */
+/* tiles of 1024 float32 (GRAPH_FUSE_TILE_BYTES, every step runs its kernel directly): the
+ * last one is short */
+#define CHAIN_N 40000
 
 static struct graph *chain(void)
 {
@@ -190,7 +192,47 @@ START_TEST(test_fuse_chain)
         ck_assert_int_eq(fused->stats->fused_groups, 1);
         ck_assert_int_eq(fused->stats->fused_nodes, 8);
         ck_assert_ptr_eq(fused->nodes[0].def, &graph_fused_def);
-        same_runs(plain, fused, x, 1, d, 1, d, CHAIN_N, 1e-6);
+        unsigned long direct = graph_fuse_direct_runs;
+        /* the same kernels on the same elements: the same bits */
+        same_runs(plain, fused, x, 1, d, 1, d, CHAIN_N, 0);
+        ck_assert_uint_eq(graph_fuse_direct_runs, direct + 1);
+}
+END_TEST
+
+/* A chain with Clip, its bounds given (every step runs its kernel directly) or its upper one
+ * omitted (Clip's preparation substitutes a scalar for it: the chain calls the operators,
+ * block by block); bit for bit the unfused graph's results either way. */
+static struct graph *clip_chain(int both)
+{
+        begin();
+        value("x", GRAPH_VALUE_INPUT, 1, (int64_t[]){ CHAIN_N });
+        scalar("k", 1.75f);
+        scalar("lo", -2.0f);
+        scalar("hi", 3.0f);
+        N2("Mul", "a", "x", "k");
+        node("Clip", "b", both ? 3 : 2, (const char *const[]){ "a", "lo", "hi" }, 0, NULL);
+        N2("Add", "c", "b", "k");
+        N1("Neg", "y", "c");
+        io("x", "y");
+        return G;
+}
+
+START_TEST(test_fuse_chain_direct_or_not)
+{
+        static float x[CHAIN_N];
+        int64_t d[1] = { CHAIN_N };
+
+        for (int i = 0; i < CHAIN_N; i++)
+                x[i] = (float)((i * 53) % 211) / 17.0f - 6.0f;
+        for (int both = 0; both < 2; both++) {
+                struct graph *plain = clip_chain(both), *fused = clip_chain(both);
+                compile(fused, GRAPH_COMPILE_ALL);
+                ck_assert_int_eq(fused->nnodes, 1);
+                ck_assert_int_eq(fused->stats->fused_nodes, 4);
+                unsigned long direct = graph_fuse_direct_runs;
+                same_runs(plain, fused, x, 1, d, 1, d, CHAIN_N, 0);
+                ck_assert_uint_eq(graph_fuse_direct_runs, direct + (unsigned long)both);
+        }
 }
 END_TEST
 
@@ -907,6 +949,7 @@ int main(void)
 
         tcase_add_test(tc, test_fuse_chain);
         tcase_add_test(tc, test_fuse_broadcast);
+        tcase_add_test(tc, test_fuse_chain_direct_or_not);
         tcase_add_test(tc, test_fuse_casts);
         tcase_add_test(tc, test_fold_cost_cap);
         tcase_add_test(tc, test_fold_and_dead);
