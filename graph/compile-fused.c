@@ -202,6 +202,7 @@ static int fused_run(const struct ops_def *def, const struct ops_call *call, cha
                 return -ENOMEM;
         }
         char *dbase = (char *)(calls + fz->nsteps);
+#define STEP_DIRECT(s) ((struct ops_ew_direct *)(dbase + (size_t)(s) * dsz))
         int direct = 1;
         for (int s = 0; s < fz->nsteps; s++) {
                 struct ops_call *c = &calls[s];
@@ -216,8 +217,7 @@ static int fused_run(const struct ops_def *def, const struct ops_call *call, cha
                 }
                 c->out[0] = res[s];
                 c->out[0].ndim = 1;
-                direct = direct && !ops_ew_direct_init(fz->steps[s].def, c,
-                                                       (struct ops_ew_direct *)(dbase + (size_t)s * dsz));
+                direct = direct && !ops_ew_direct_init(fz->steps[s].def, c, STEP_DIRECT(s));
         }
         /* the chain polls every 8 blocks of GRAPH_FUSE_BLOCK_BYTES */
         int64_t poll_every = 8 * block;
@@ -271,8 +271,7 @@ static int fused_run(const struct ops_def *def, const struct ops_call *call, cha
                                 c->out[0].data = buf[cur ^ 1];
                         cur ^= 1;
                         if (direct) {
-                                ops_ew_direct_run((const struct ops_ew_direct *)(dbase + (size_t)s * dsz),
-                                                  c->out[0].data, in, st, blk);
+                                ops_ew_direct_run(STEP_DIRECT(s), c->out[0].data, in, st, blk);
                                 continue;
                         }
                         msg[0] = 0;
@@ -287,6 +286,7 @@ static int fused_run(const struct ops_def *def, const struct ops_call *call, cha
                         memcpy((char *)call->out[0].data + (size_t)off * es, buf[cur], (size_t)blk * es);
                 }
         }
+#undef STEP_DIRECT
         ops_buf_free(calls);
         return rc;
 }
