@@ -56,6 +56,8 @@ typedef struct npu_admin_device {
         uint64_t tasks_completed, tasks_failed;
         /* since 0.1.0's units: present when size covers it */
         uint64_t units;           /* units of work sent to its workers (chained tasks share one) */
+        /* since 0.1.0's units_inline: present when size covers it */
+        uint64_t units_inline;    /* of them, short latency-critical units npud's loop thread ran */
 } npu_admin_device_t;
 
 /* One tenant: its policy and what it uses now. */

@@ -48,6 +48,7 @@ static json_t *device_json(struct npud *d, struct device *dev)
                                       "tasks_failed", (json_int_t)dev->tasks_failed);
         json_object_set_new(o, "draining", json_boolean(dev->draining));
         json_object_set_new(o, "units", json_integer((json_int_t)dev->units));
+        json_object_set_new(o, "units_inline", json_integer((json_int_t)dev->units_inline));
         /* identity and telemetry (backend.h): figures of the last utilization period; with
          * "telemetry": false the sensor figures are left out, not reported as zeros */
         const struct backend_health *h = &dev->telemetry;

@@ -183,6 +183,11 @@ struct exec_unit {
          * within; partial 0: it did not start). */
         int yieldable;
         _Atomic uint64_t yield_ns;
+        /* The daemon allows the backend to run the unit on the submitting thread (the loop
+         * thread), before submit returns: a short latency-critical unit (sched.c,
+         * INLINE_MAX_NS). The completion still comes through the completion callback. A
+         * backend that did so sets ran_inline; one may always decline. */
+        int inline_ok, ran_inline;
         int nrun, partial;
         int nitems;
         struct exec_item **items;

@@ -950,6 +950,22 @@ static int sim_submit(struct backend *b, struct exec_unit *u)
                         atomic_store(&it->g_end, 0);
                 }
         }
+        if (u->inline_ok && !bg) {
+                /* here, on the submitting thread (the loop thread), as a worker would; the
+                 * completion goes through the done list like any other */
+                u->ran_inline = 1;
+                if (u->gang >= 1) {
+                        u->g_members = 1;
+                        u->g_tickets = 0;
+                        u->start_ns = now_ns();
+                        gang_work(s, u, 0);
+                        u->end_ns = now_ns() + atomic_load(&u->g_delay);
+                } else {
+                        unit_run(s, u);
+                }
+                done_list_push(s, u);
+                return 0;
+        }
         pthread_mutex_lock(&s->lock);
         atomic_fetch_add(&s->queued[bg], 1);
         if (s->queue_tail[bg])

@@ -54,6 +54,7 @@ struct device {
         /* units sent to the backend: each a worker wake-up and a completion (chains of
          * tasks, a request's copies riding with its run, make fewer of them than tasks) */
         uint64_t units;
+        uint64_t units_inline; /* of them, run on the loop thread (sched.c, INLINE_MAX_NS) */
         /* for the metrics: faults injected by kind (enum fault_kind), resets begun, and
          * failed tasks by error code (PROTO_E_*; PROTO_E_COUNT holds codes out of range) */
         uint64_t faults[FAULT_ECC_UNCORRECTED + 1];

@@ -17,6 +17,7 @@
 #include "sched.h"
 #include "tenant.h"
 #include "tile.h"
+#include "util/log.h"
 
 /* Items of one chain at most. Each unit costs a worker wake-up and a completion on the loop
  * thread: 1024 tiny launches per unit (0.3-0.5 ms of kernels) cut those to a quarter of 256's
@@ -43,6 +44,7 @@ struct sched_unit {
          * before and after it (a request: its input copies, the whole run, the output
          * copies, as one unit of about a tile duration); its step items are contiguous. */
         struct task *run_task;
+        int inline_cut; /* runs on the loop thread under INLINE_CUT_NS, not the tenant's limit */
         struct sched_unit *pool_next; /* first field kept across reuse */
         /* The call of a tile of an operator task (its tensors narrowed to the tile): taken
          * from the call pools the first time the unit runs such a tile, room for the largest
@@ -1061,8 +1063,110 @@ static void unit_fail_all(struct sched_unit *su, int code, const char *msg)
         }
 }
 
-/* Start the head of q's stream on engine e: one tile of a long task, or a chain of the
- * stream's next tasks that can run on e, of about one tile duration together. */
+/* A latency-critical unit estimated this short runs on the loop thread itself, in the host
+ * slot of its device that the dispatch took for it (sim.c, sim_submit). Handing it to a
+ * worker and its completion back each cross CPUs, and while a best-effort load keeps the
+ * CPUs busy each crossing is an interrupt that preempts the load and a wait for the woken
+ * thread to be scheduled: on the 2-vCPU virtual machines here, beside a best-effort MatMul
+ * queue on the other device, a small MLP request's wait for its reply went from 119 to
+ * 82 us at the median (perf sched trace, docs/benchmarks.md). Only what cannot hold the loop
+ * thread long goes there: the estimate is calibrated against what the device's units
+ * really took, an inline unit's kernels are told to stop at INLINE_CUT_NS (it fails with
+ * PROTO_E_LIMIT and a message saying why), and a tenant whose unit ran over
+ * INLINE_OVERRUN_NS there (a wrong estimate, or a model built to fool it) never runs a unit
+ * there again. NPUD_INLINE=0 hands every unit to a worker (before/after figures);
+ * NPUD_INLINE_MAX_US and NPUD_INLINE_CUT_US change the two bounds (tests). */
+#define INLINE_MAX_NS 50000
+#define INLINE_OVERRUN_NS (1000ull * 1000)
+#define INLINE_CUT_NS (20ull * 1000 * 1000)
+
+/* NPUD_INLINE=0, NPUD_INLINE_MAX_US, NPUD_INLINE_CUT_US: tests and before/after figures */
+static struct {
+        int init, off;
+        uint64_t max_ns, cut_ns;
+} inl;
+
+static uint64_t env_us(const char *name, uint64_t dflt_ns)
+{
+        const char *v = getenv(name);
+        char *end;
+        unsigned long long us = v && *v ? strtoull(v, &end, 10) : 0;
+
+        return v && *v && !*end && us > 0 && us < 60ull * 1000 * 1000 ? us * 1000 : dflt_ns;
+}
+
+/* Items whose time on the host the estimate can be trusted for: copies and fills of at most
+ * INLINE_COPY_MAX bytes (a larger one into fresh device memory takes the host its page
+ * faults, 1-2 ms for 4 MiB against 133 us modelled), and graph steps, whose heavy nodes the
+ * load timed on this host, except those with subgraphs (If, Loop, Scan: their trip counts
+ * and branches come from the data). Not an operator launch: its estimate is the simulated
+ * device's, which the calibration corrects on average, not per operator (a [32,128,128] x
+ * [128,128] MatMul launch was estimated at 11 us and took a millisecond). */
+#define INLINE_COPY_MAX (64u << 10)
+
+static int inline_items_ok(const struct sched_unit *su)
+{
+        for (int i = 0; i < su->u.nitems; i++) {
+                const struct exec_item *it = su->items[i];
+                if (it->kind == EXEC_COPY || it->kind == EXEC_MEMSET) {
+                        if (it->len > INLINE_COPY_MAX)
+                                return 0;
+                } else if (it->kind == EXEC_GRAPH_STEP) {
+                        const struct graph *g = it->graph->g;
+                        if (it->step >= 1 && it->step <= g->nnodes) {
+                                const struct graph_node *n = &g->nodes[graph_step_node(g, it->step)];
+                                if (!n->domain[0] && (!strcmp(n->op_type, "If") || !strcmp(n->op_type, "Loop") ||
+                                                      !strcmp(n->op_type, "Scan")))
+                                        return 0;
+                        }
+                } else {
+                        return 0;
+                }
+        }
+        return su->u.nitems > 0;
+}
+
+static int inline_unit(const struct stream *st, const struct sched_unit *su)
+{
+        if (!inl.init) {
+                const char *env = getenv("NPUD_INLINE");
+                inl.off = env && strcmp(env, "0") == 0;
+                inl.max_ns = env_us("NPUD_INLINE_MAX_US", INLINE_MAX_NS);
+                inl.cut_ns = env_us("NPUD_INLINE_CUT_US", INLINE_CUT_NS);
+                inl.init = 1;
+        }
+        return !inl.off && st->tenant && st->tenant->pol.klass == POLICY_CLASS_LATENCY_CRITICAL &&
+               !st->tenant->inline_off && !su->u.background && su->u.gang <= 1 && su->est_ns <= inl.max_ns &&
+               inline_items_ok(su);
+}
+
+/* An inline unit came back (loop thread): one that ran over INLINE_OVERRUN_NS ends inline
+ * runs for its tenant; one stopped at INLINE_CUT_NS says so in its items' errors. */
+static void inline_done(struct stream *st, struct sched_unit *su)
+{
+        struct exec_unit *u = &su->u;
+        uint64_t dur = u->end_ns > u->start_ns ? u->end_ns - u->start_ns : 0;
+        int cut = 0;
+
+        for (int i = 0; su->inline_cut && i < u->nitems; i++)
+                if (su->items[i]->status == PROTO_E_LIMIT) {
+                        cut = 1;
+                        snprintf(su->items[i]->err, sizeof(su->items[i]->err),
+                                 "stopped after %llu us on npud's loop thread, where only units estimated "
+                                 "under %llu us run (this one: %llu us); the tenant's work runs on "
+                                 "workers from now on",
+                                 (unsigned long long)(inl.cut_ns / 1000), (unsigned long long)(inl.max_ns / 1000),
+                                 (unsigned long long)(su->est_ns / 1000));
+                }
+        if ((cut || dur > INLINE_OVERRUN_NS) && st->tenant && !st->tenant->inline_off) {
+                st->tenant->inline_off = 1;
+                log_warn("tenant %s: a unit estimated at %llu us ran %llu us on the loop thread%s; its "
+                         "work runs on workers from now on", st->tenant->pol.name,
+                         (unsigned long long)(su->est_ns / 1000), (unsigned long long)(dur / 1000),
+                         cut ? " and was stopped" : "");
+        }
+}
+
 static void stream_dispatch(struct exec *x, struct stream *st, int e)
 {
         struct device *dev = st->dev;
@@ -1172,6 +1276,11 @@ static void stream_dispatch(struct exec *x, struct stream *st, int e)
                 su->u.mem = &tn->dev[dev->id].ws;
         }
         su->u.background = pd_host_pool(st->q.tenant);
+        su->u.inline_ok = inline_unit(st, su);
+        if (su->u.inline_ok && (!su->u.max_run_ns || su->u.max_run_ns > inl.cut_ns)) {
+                su->u.max_run_ns = inl.cut_ns;
+                su->inline_cut = 1;
+        }
         pd_start(&dev->pd, &st->q, e, su->u.cores, su->est_ns);
         for (int i = 0; i < su->u.cores; i++)
                 pd_host_take(&dev->pd, su->u.background);
@@ -1213,6 +1322,8 @@ static void stream_dispatch(struct exec *x, struct stream *st, int e)
                 sched_unit_complete(&su->u, x);
                 return;
         }
+        if (su->u.ran_inline)
+                dev->units_inline++;
         if (su->tile_task)
                 tile_more(st);
 }
@@ -1366,6 +1477,8 @@ void sched_unit_complete(struct exec_unit *u, void *userdata)
         uint64_t dur = u->end_ns - u->start_ns;
 
         TAILQ_REMOVE(&inflight, su, inflight_link);
+        if (u->ran_inline)
+                inline_done(st, su);
         if (st->tenant && unit_is_graph(su)) {
                 st->tenant->graph_units--;
                 unpark_tenant(x, st->tenant);

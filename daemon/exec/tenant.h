@@ -48,6 +48,9 @@ struct tenant {
         uint32_t queued;
         uint32_t sessions;
         uint32_t graph_units;   /* graph runs at the backend now, all devices */
+        /* a unit of the tenant's ran over INLINE_OVERRUN_NS on the loop thread (sched.c):
+         * none runs there any more */
+        int inline_off;
         /* the log's failure summary (daemon/api/failsum.c): failures not logged yet, and
          * when the current window began (0: none yet) */
         uint64_t fail_unlogged;

@@ -964,11 +964,18 @@ static void isolation_section(void)
         struct iso_result same[ISO_KINDS], other[ISO_KINDS];
         int cpus = cpus_usable(); /* npud's default worker count */
 
+        /* NPUBENCH_ISO_PLACES=same or other: only that placement (for tracing one) */
+        const char *places = getenv("NPUBENCH_ISO_PLACES");
+
+        memset(same, 0, sizeof(same));
+        memset(other, 0, sizeof(other));
         iso_graphs_build();
         /* one device: the two tenants share its host workers (all of them) */
-        iso_run(1, 0, same);
+        if (!places || !*places || strstr(places, "same"))
+                iso_run(1, 0, same);
         /* two devices: each owns its share of the host workers */
-        iso_run(2, 1, other);
+        if (!places || !*places || strstr(places, "other"))
+                iso_run(2, 1, other);
         for (int d = 0; d < 2; d++)
                 for (int k = 0; k < ISO_KINDS; k++) {
                         const struct iso_result *r = d ? &other[k] : &same[k];

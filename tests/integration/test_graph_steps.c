@@ -11,6 +11,7 @@
 #include <check.h>
 #include <dirent.h>
 #include <inttypes.h>
+#include <math.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,6 +156,183 @@ static uint64_t device_units(npu_context_t *c)
         free(d);
         return u;
 }
+
+static uint64_t device_units_inline(npu_context_t *c)
+{
+        npu_admin_device_t *d = NULL;
+        size_t n = 0;
+        OK(npu_admin_devices(c, sizeof(*d), &d, &n));
+        ck_assert_uint_ge(n, 1);
+        uint64_t u = d[0].units_inline;
+        free(d);
+        return u;
+}
+
+/* A small request of c's (H2D, a 2-node graph run, D2H, synchronize) with input q; its
+ * answer is checked. */
+struct small_req {
+        npu_context_t *c;
+        npu_graph_t g;
+        npu_buffer_t bx, by;
+        npu_stream_t s;
+        npu_region_t r;
+        float *host;
+};
+
+#define SR_N 256
+
+static void small_req_open(struct small_req *q, npu_context_t *c)
+{
+        const int64_t dims[1] = { SR_N };
+        Onnx__NodeProto *nodes[2] = {
+                node("Add", 2, (const char *[]){ "x", "x" }, 1, (const char *[]){ "a" }),
+                node("Relu", 1, (const char *[]){ "a" }, 1, (const char *[]){ "y" }),
+        };
+        q->c = c;
+        OK(load(c, nodes, 2, (Onnx__ValueInfoProto **)list(1, tvalue("x", NPU_FLOAT32, 1, dims)), 1,
+                (Onnx__ValueInfoProto **)list(1, tvalue("y", NPU_FLOAT32, 1, dims)), 1, &q->g));
+        OK(npu_malloc(c, 0, SR_N * sizeof(float), &q->bx));
+        OK(npu_malloc(c, 0, SR_N * sizeof(float), &q->by));
+        OK(npu_host_alloc(c, 2 * SR_N * sizeof(float), (void **)&q->host, &q->r));
+        OK(npu_stream_create(c, 0, 0, &q->s));
+}
+
+static void small_req_run(struct small_req *q, int k)
+{
+        const size_t bytes = SR_N * sizeof(float);
+        npu_tensor_t tx = { .buf = q->bx, .dtype = NPU_FLOAT32, .ndim = 1, .dims = { SR_N } };
+        npu_tensor_t ty = { .buf = q->by, .dtype = NPU_FLOAT32, .ndim = 1, .dims = { SR_N } };
+
+        for (int i = 0; i < SR_N; i++)
+                q->host[i] = (float)((i + k) % 9) - 4.0f;
+        OK(npu_memcpy_h2d_async(q->c, q->s, q->bx, 0, q->r, 0, bytes, NULL));
+        OK(npu_graph_run(q->c, q->s, q->g, &tx, 1, &ty, 1, NULL));
+        OK(npu_memcpy_d2h_async(q->c, q->s, q->r, bytes, q->by, 0, bytes, NULL));
+        OK(npu_stream_synchronize(q->c, q->s));
+        for (int i = 0; i < SR_N; i++) {
+                float v = (float)((i + k) % 9) - 4.0f;
+                ck_assert_msg(q->host[SR_N + i] == (v > 0 ? 2 * v : 0), "request %d: y[%d] = %g", k, i,
+                              q->host[SR_N + i]);
+        }
+}
+
+static void small_req_close(struct small_req *q)
+{
+        OK(npu_stream_destroy(q->c, q->s));
+        OK(npu_host_free(q->c, q->r));
+        OK(npu_free(q->c, q->bx));
+        OK(npu_free(q->c, q->by));
+        OK(npu_graph_unload(q->c, q->g));
+}
+
+/* A latency-critical tenant's short units run on the loop thread (no worker wake-up, no
+ * completion crossing back), with the same answers; a normal tenant's never do. A unit
+ * there that runs past its bound is stopped with an error saying why, the tenant's work
+ * goes to workers from then on, and another client is unaffected. */
+START_TEST(test_lc_units_inline)
+{
+        enum { REQS = 40 };
+        static const char *args[] = { "--sim-mode", "compute", NULL };
+        char conf[256];
+
+        snprintf(conf, sizeof(conf),
+                 "{\"tenants\": [{\"name\": \"lc\", \"class\": \"latency-critical\", \"uids\": [%u]},"
+                 " {\"name\": \"fg\", \"uids\": [%u]}]}", (unsigned)getuid(), (unsigned)getuid());
+        ck_assert_int_eq(harness_start_config(&proc, conf, args), 0);
+        npu_context_t *lc = connect_as(&proc, "lc"), *fg = connect_as(&proc, "fg");
+        struct small_req ql, qf;
+        small_req_open(&ql, lc);
+        small_req_open(&qf, fg);
+        small_req_run(&ql, 0); /* estimates calibrated, run state made */
+        small_req_run(&qf, 0);
+        uint64_t u0 = device_units(lc), i0 = device_units_inline(lc);
+        for (int k = 1; k <= REQS; k++)
+                small_req_run(&ql, k);
+        uint64_t units = device_units(lc) - u0, inl = device_units_inline(lc) - i0;
+        printf("inline: %d latency-critical requests took %" PRIu64 " units, %" PRIu64 " on the loop thread\n",
+               REQS, units, inl);
+        ck_assert_msg(units == REQS && inl == REQS, "%d requests: %" PRIu64 " units, %" PRIu64 " inline", REQS,
+                      units, inl);
+        i0 = device_units_inline(lc);
+        for (int k = 1; k <= REQS; k++)
+                small_req_run(&qf, k);
+        inl = device_units_inline(lc) - i0;
+        ck_assert_msg(inl == 0, "a normal tenant's %d requests: %" PRIu64 " ran on the loop thread", REQS, inl);
+        small_req_close(&ql);
+        small_req_close(&qf);
+        npu_disconnect(lc);
+        npu_disconnect(fg);
+        ck_assert_int_eq(harness_stop(&proc), 0);
+
+        /* Units estimated up to 1 s may run there, stopped after 100 us: a run of 24
+         * Transposes of a 512x512 matrix (some milliseconds; the run checks its limit before
+         * each node) is stopped. */
+        setenv("NPUD_INLINE_MAX_US", "1000000", 1);
+        setenv("NPUD_INLINE_CUT_US", "100", 1);
+        int started = harness_start_config(&proc, conf, args);
+        unsetenv("NPUD_INLINE_MAX_US");
+        unsetenv("NPUD_INLINE_CUT_US");
+        ck_assert_int_eq(started, 0);
+        lc = connect_as(&proc, "lc");
+        fg = connect_as(&proc, "fg");
+        small_req_open(&qf, fg);
+        enum { D = 512, CHAIN = 24 };
+        const int64_t tdims[2] = { D, D };
+        Onnx__NodeProto *chain[CHAIN];
+        char names[CHAIN + 1][8];
+        for (int k = 0; k <= CHAIN; k++)
+                snprintf(names[k], sizeof(names[k]), k == 0 ? "x" : k == CHAIN ? "y" : "t%d", k);
+        for (int k = 0; k < CHAIN; k++)
+                chain[k] = node("Transpose", 1, (const char *[]){ names[k] }, 1, (const char *[]){ names[k + 1] });
+        npu_graph_t gt;
+        OK(load(lc, chain, CHAIN, (Onnx__ValueInfoProto **)list(1, tvalue("x", NPU_FLOAT32, 2, tdims)), 1,
+                (Onnx__ValueInfoProto **)list(1, tvalue("y", NPU_FLOAT32, 2, tdims)), 1, &gt));
+        float *xv = malloc(D * D * sizeof(float)), *yv = malloc(D * D * sizeof(float));
+        ck_assert_ptr_nonnull(xv);
+        ck_assert_ptr_nonnull(yv);
+        for (int i = 0; i < D * D; i++)
+                xv[i] = (float)(i % 1000);
+        npu_buffer_t ba, bb;
+        npu_stream_t sl;
+        OK(npu_stream_create(lc, 0, 0, &sl));
+        OK(npu_malloc(lc, 0, D * D * sizeof(float), &ba));
+        OK(npu_malloc(lc, 0, D * D * sizeof(float), &bb));
+        OK(npu_memcpy_to_device(lc, ba, 0, xv, D * D * sizeof(float)));
+        npu_tensor_t ta = { .buf = ba, .dtype = NPU_FLOAT32, .ndim = 2, .dims = { D, D } };
+        npu_tensor_t tb = { .buf = bb, .dtype = NPU_FLOAT32, .ndim = 2, .dims = { D, D } };
+        i0 = device_units_inline(lc);
+        OK(npu_graph_run(lc, sl, gt, &ta, 1, &tb, 1, NULL));
+        ck_assert_int_eq(npu_stream_synchronize(lc, sl), NPU_ERR_LIMIT);
+        const char *msg = npu_error_message();
+        ck_assert_msg(strstr(msg, "loop thread") && strstr(msg, "stopped after 100 us"), "message: %s", msg);
+        ck_assert_uint_ge(device_units_inline(lc) - i0, 1);
+        small_req_run(&qf, 0); /* the other client is served */
+        /* from now on the tenant's units go to workers: the run completes, right */
+        OK(npu_graph_run(lc, sl, gt, &ta, 1, &tb, 1, NULL));
+        OK(npu_stream_synchronize(lc, sl));
+        OK(npu_memcpy_from_device(lc, yv, bb, 0, D * D * sizeof(float)));
+        ck_assert_msg(memcmp(xv, yv, D * D * sizeof(float)) == 0, "24 Transposes of x are not x");
+        free(xv);
+        free(yv);
+        OK(npu_free(lc, ba));
+        OK(npu_free(lc, bb));
+        OK(npu_stream_destroy(lc, sl));
+        OK(npu_graph_unload(lc, gt));
+        small_req_open(&ql, lc);
+        i0 = device_units_inline(lc);
+        for (int k = 0; k < REQS; k++) {
+                small_req_run(&ql, k);
+                small_req_run(&qf, k);
+        }
+        inl = device_units_inline(lc) - i0;
+        ck_assert_msg(inl == 0, "after a unit was stopped on the loop thread, %" PRIu64 " more ran there", inl);
+        small_req_close(&ql);
+        small_req_close(&qf);
+        npu_disconnect(lc);
+        npu_disconnect(fg);
+        ck_assert_int_eq(harness_stop(&proc), 0);
+}
+END_TEST
 
 /* A request (its input copied in from a host region, a small graph run, its output copied
  * back) is one unit of work: the copies ride with the run, whose steps all go in one unit,
@@ -532,6 +710,7 @@ int main(void)
         tcase_add_test(tc, test_cancel_and_close_mid_run);
         tcase_add_test(tc, test_model_mode_from_steps);
         tcase_add_test(tc, test_request_one_unit);
+        tcase_add_test(tc, test_lc_units_inline);
         tcase_add_test(tc, test_run_limit_covers_whole_run);
         tcase_add_test(tc, test_best_effort_loads_at_idle_priority);
         suite_add_tcase(s, tc);
