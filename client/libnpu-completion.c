@@ -292,7 +292,7 @@ static void *reader_main(void *arg)
                         ctx->cv_sleepers--;
                         continue;
                 }
-                npu_read_once_locked(ctx, 1);
+                npu_read_once_locked(ctx, NPU_READ_SLEEP); /* no reply is awaited: no spin */
                 if (ctx->broken)
                         efd_signal_locked(c);
         }

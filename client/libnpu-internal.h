@@ -93,6 +93,8 @@ struct npu_context {
         /* What npu_reconnect connects with again: NULL socket re-resolves the default. */
         char *conn_socket, *conn_tenant;
         npu_backpressure_t conn_backpressure;
+        int conn_wait_spin_us;      /* as asked for (npu_connect_options_t.wait_spin_us) */
+        uint64_t wait_spin_ns;      /* what a reply wait polls before it sleeps (0: never) */
         struct npu_compl *compl;    /* completion queue and reader thread, on first use (mu) */
         struct npu_hostrun *hostrun; /* npu_graph_run_host's per-graph slots (libnpu-hostrun.c) */
 };
@@ -149,8 +151,10 @@ static inline int npu_forked(npu_context_t *ctx, const char *what)
 }
 /* Everything npu_disconnect releases except the context itself (npu_reconnect reuses it). */
 void npu_context_release(npu_context_t *ctx);
-/* Become the reader once: read the socket (blocking when wait, else only what is there) and
+/* Become the reader once: read the socket (wait NPU_READ_NOW: only what is there; else
+ * waiting for data, NPU_READ_REPLY after polling for the context's wait_spin_ns first) and
  * handle its frames (the caller found no reader active; mu is released during the read). */
+enum { NPU_READ_NOW = 0, NPU_READ_REPLY = 1, NPU_READ_SLEEP = 2 };
 void npu_read_once_locked(npu_context_t *ctx, int wait);
 
 /* Completions (libnpu-completion.c): a notification frame's body, mu held; and stopping the

@@ -42,7 +42,8 @@ NPU_EXPORT npu_status_t npu_reconnect(npu_context_t *ctx)
                 return fail(NPU_ERR_INVALID, "npu_reconnect: NULL context");
         o = (npu_connect_options_t){ .size = sizeof(o), .socket = ctx->conn_socket,
                                      .tenant = ctx->conn_tenant,
-                                     .backpressure = ctx->conn_backpressure };
+                                     .backpressure = ctx->conn_backpressure,
+                                     .wait_spin_us = ctx->conn_wait_spin_us };
         /* The old session stays as it is until the new one exists: a failed reconnect leaves
          * the context as it was (broken, to be retried or disconnected). */
         st = npu_connect_with(&o, &fresh);

@@ -206,8 +206,23 @@ static void reader_handoff_locked(npu_context_t *ctx)
 /* Read the socket (waiting for data when wait) and handle every whole frame, as the reader:
  * the caller found no reader active. ctx->mu is released while it reads; waiting threads are
  * woken after. */
+/* Still within the context's spin before sleeping for a reply (t0: 0 at the first call)? */
+static int wait_spinning(const npu_context_t *ctx, uint64_t *t0)
+{
+        struct timespec ts;
+
+        if (!ctx->wait_spin_ns)
+                return 0;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+        if (!*t0)
+                *t0 = now;
+        return now - *t0 < ctx->wait_spin_ns;
+}
+
 void npu_read_once_locked(npu_context_t *ctx, int wait)
 {
+        uint64_t spin_t0 = 0;
         ctx->reader_active = 1;
         pthread_mutex_unlock(&ctx->mu);
         ssize_t n;
@@ -228,6 +243,11 @@ void npu_read_once_locked(npu_context_t *ctx, int wait)
                  * thread an interrupt to this CPU and preempts whatever runs here. A poll
                  * waiter is woken only for the events it asked for. */
                 n = proto_reader_fill(&ctx->reader, ctx->fd);
+                if (n == -EAGAIN && wait == NPU_READ_REPLY && wait_spinning(ctx, &spin_t0)) {
+                        /* look again, awake */
+                        n = -EINTR;
+                        continue;
+                }
                 if (n == -EAGAIN) {
                         struct pollfd pfd = { .fd = ctx->fd, .events = POLLIN };
                         if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
@@ -279,7 +299,7 @@ static void wait_reply_locked(npu_context_t *ctx, struct pending *p)
                         p->sleeping = 0;
                         continue;
                 }
-                npu_read_once_locked(ctx, 1); /* hands the reading on, once p is done */
+                npu_read_once_locked(ctx, NPU_READ_REPLY); /* hands the reading on, once p is done */
         }
 }
 
@@ -389,6 +409,27 @@ NPU_EXPORT const char *npu_tenant(npu_context_t *ctx)
         return ctx ? ctx->tenant : "";
 }
 
+/* The spin of a context's reply waits: $NPU_WAIT_SPIN_US when set (a number), else asked_us
+ * (npu_connect_options_t.wait_spin_us), where 0 means NPU_WAIT_SPIN_LC_US for a
+ * latency-critical tenant and none otherwise. At most a second. */
+static uint64_t wait_spin_ns(int asked_us, int latency_critical)
+{
+        const char *env = getenv("NPU_WAIT_SPIN_US");
+        long us = asked_us;
+        char *end;
+
+        if (env && *env) {
+                long v = strtol(env, &end, 10);
+                if (!*end)
+                        us = v;
+        }
+        if (!us)
+                us = latency_critical ? NPU_WAIT_SPIN_LC_US : 0;
+        if (us < 0)
+                return 0;
+        return (uint64_t)(us < 1000000 ? us : 1000000) * 1000;
+}
+
 NPU_EXPORT npu_status_t npu_connect_with(const npu_connect_options_t *options, npu_context_t **ret_ctx)
 {
         const char *path = options ? options->socket : NULL;
@@ -428,6 +469,8 @@ NPU_EXPORT npu_status_t npu_connect_with(const npu_connect_options_t *options, n
         proto_reader_init(&ctx->reader);
         npu_fork_init(ctx);
         ctx->conn_backpressure = options->backpressure;
+        if (options->size >= NPU_SIZE_V1(npu_connect_options_t, wait_spin_us))
+                ctx->conn_wait_spin_us = options->wait_spin_us;
         if ((options->socket && !(ctx->conn_socket = strdup(options->socket))) ||
             (tenant && !(ctx->conn_tenant = strdup(tenant)))) {
                 ctx->fd = -1;
@@ -474,6 +517,9 @@ NPU_EXPORT npu_status_t npu_connect_with(const npu_connect_options_t *options, n
                 /* An npud from before version 2 answers 1: launches then carry names. */
                 ctx->version = json_is_integer(v) ? (int)json_integer_value(v) : PROTO_SESSION_VERSION_MIN;
                 snprintf(ctx->tenant, sizeof(ctx->tenant), "%s", json_is_string(tn) ? json_string_value(tn) : "");
+                json_t *cl = json_object_get(res, "class");
+                ctx->wait_spin_ns = wait_spin_ns(ctx->conn_wait_spin_us,
+                                                 json_is_string(cl) && !strcmp(json_string_value(cl), "latency-critical"));
                 ctx->ndevices = json_is_integer(n) ? (int)json_integer_value(n) : 0;
                 json_decref(res);
                 ctx->internal_streams = calloc((size_t)ctx->ndevices + 1, sizeof(uint32_t));

@@ -151,7 +151,18 @@ typedef struct npu_connect_options {
                                  user); NULL: $NPU_TENANT when set and not
                                  empty, else the tenant the credentials match */
         npu_backpressure_t backpressure;
+        /* How long a thread waiting for a reply polls the socket before it sleeps, in
+         * microseconds: > 0 that long, < 0 never, 0 (the default) NPU_WAIT_SPIN_LC_US when the
+         * context's tenant is latency-critical and never otherwise. A reply that comes within
+         * it finds the thread running: waking a sleeping one costs an interrupt to its CPU,
+         * which on a busy host preempts the work there. $NPU_WAIT_SPIN_US, when set, decides
+         * instead (same values). Since 0.1.0's wait_spin_us; an older, smaller struct gets the
+         * default. */
+        int wait_spin_us;
 } npu_connect_options_t;
+
+/* The default spin before a latency-critical tenant's waits sleep (wait_spin_us). */
+#define NPU_WAIT_SPIN_LC_US 200
 
 /* fork(): a context belongs to the process that connected it. A child of fork() shares the
  * parent's socket, so using the inherited context would interleave its requests with the

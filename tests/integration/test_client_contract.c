@@ -309,6 +309,7 @@ END_TEST
 struct scripted_peer {
         int listen_fd;
         int ok;
+        const char *klass; /* the tenant class its hello reply names; NULL: none */
 };
 
 static void nap_ms(int ms)
@@ -332,8 +333,11 @@ static void *scripted_peer_main(void *arg)
 
         if (fd < 0)
                 return NULL;
+        char hello[160];
+        snprintf(hello, sizeof(hello), "{\"result\":{\"version\":2,\"devices\":1,\"tenant\":\"t\"%s%s%s}}",
+                 p->klass ? ",\"class\":\"" : "", p->klass ? p->klass : "", p->klass ? "\"" : "");
         req = harness_raw_recv(fd, &kind, &id); /* hello */
-        if (!req || peer_reply(fd, id, "{\"result\":{\"version\":2,\"devices\":1,\"tenant\":\"t\"}}") < 0)
+        if (!req || peer_reply(fd, id, hello) < 0)
                 goto out;
         json_decref(req);
         for (int i = 0; i < SLEEP_ONCE_CALLS; i++) {
@@ -372,6 +376,67 @@ static long voluntary_switches(void)
         fclose(f);
         return v;
 }
+
+/* SLEEP_ONCE_CALLS calls on a context connected with wait_spin_us (the peer's hello naming
+ * klass), each answered about 6 ms later: the voluntary context switches and the CPU time
+ * of the calling thread. */
+static void scripted_calls(const char *klass, int wait_spin_us, long *ret_switches, double *ret_cpu_us)
+{
+        struct sockaddr_un a = { .sun_family = AF_UNIX };
+        struct scripted_peer peer = { .listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0),
+                                      .klass = klass };
+        npu_context_t *c = NULL;
+        pthread_t th;
+        struct timespec c0, c1;
+
+        snprintf(a.sun_path, sizeof(a.sun_path), "/tmp/npud-spin-%d.sock", (int)getpid());
+        unlink(a.sun_path);
+        ck_assert_int_ge(peer.listen_fd, 0);
+        ck_assert_int_eq(bind(peer.listen_fd, (struct sockaddr *)&a, sizeof(a)), 0);
+        ck_assert_int_eq(listen(peer.listen_fd, 1), 0);
+        ck_assert_int_eq(pthread_create(&th, NULL, scripted_peer_main, &peer), 0);
+        npu_connect_options_t o = { .size = sizeof(o), .socket = a.sun_path, .wait_spin_us = wait_spin_us };
+        OK(npu_connect_with(&o, &c));
+        long before = voluntary_switches();
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+        for (int i = 0; i < SLEEP_ONCE_CALLS; i++)
+                OK(npu_synchronize(c));
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+        *ret_switches = voluntary_switches() - before;
+        *ret_cpu_us = ((double)(c1.tv_sec - c0.tv_sec) * 1e9 + (double)(c1.tv_nsec - c0.tv_nsec)) / 1e3;
+        npu_disconnect(c);
+        pthread_join(th, NULL);
+        close(peer.listen_fd);
+        unlink(a.sun_path);
+        ck_assert_msg(peer.ok, "the scripted peer did not see every request");
+        ck_assert_int_ge(before, 0);
+}
+
+/* A latency-critical tenant's context polls for its reply NPU_WAIT_SPIN_LC_US before it
+ * sleeps (a reply within it needs no wake-up); then it sleeps, once, as any other. A normal
+ * tenant's does not spin, nor one that asks for no spin, and one may ask for a spin. */
+START_TEST(test_latency_critical_waits_spin_first)
+{
+        long sw, sw_lc;
+        double base, lc, off, asked;
+        const double n = SLEEP_ONCE_CALLS;
+
+        unsetenv("NPU_WAIT_SPIN_US");
+        scripted_calls("normal", 0, &sw, &base); /* no spin: the calls' own CPU time */
+        scripted_calls("latency-critical", 0, &sw_lc, &lc);
+        scripted_calls("latency-critical", -1, &sw, &off);
+        scripted_calls("normal", 1000, &sw, &asked);
+        printf("client wait: %d calls of 6 ms, CPU a call: normal %.0f us, latency-critical %.0f us (slept %ld "
+               "times), latency-critical with wait_spin_us -1 %.0f us, normal with 1000 %.0f us\n",
+               SLEEP_ONCE_CALLS, base / n, lc / n, sw_lc, off / n, asked / n);
+        ck_assert_msg(sw_lc <= SLEEP_ONCE_CALLS + 2, "%d calls slept %ld times", SLEEP_ONCE_CALLS, sw_lc);
+        ck_assert_msg(sw <= SLEEP_ONCE_CALLS + 2, "%d calls slept %ld times", SLEEP_ONCE_CALLS, sw);
+        /* a spin adds its length of CPU time to each call (half of it at least, on a busy host) */
+        ck_assert_msg(lc - base >= n * NPU_WAIT_SPIN_LC_US * 0.5, "latency-critical: it did not spin");
+        ck_assert_msg(off - base < n * NPU_WAIT_SPIN_LC_US * 0.5, "wait_spin_us -1: it spun");
+        ck_assert_msg(asked - base >= n * 1000 * 0.5, "wait_spin_us 1000: it did not spin");
+}
+END_TEST
 
 START_TEST(test_waiting_client_sleeps_once)
 {
@@ -422,6 +487,7 @@ int main(void)
         TCase *tp = tcase_create("client-wait"); /* a scripted peer, no npud */
         tcase_set_timeout(tp, 30);
         tcase_add_test(tp, test_waiting_client_sleeps_once);
+        tcase_add_test(tp, test_latency_critical_waits_spin_first);
         suite_add_tcase(s, tp);
         sr = srunner_create(s);
         srunner_run_all(sr, CK_NORMAL);
