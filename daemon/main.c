@@ -24,6 +24,7 @@
 #include "ops/ops.h"
 #include "ops/tune.h"
 #include "daemon/exec/cpulat.h"
+#include "daemon/exec/loopcpu.h"
 #include "daemon/exec/sched.h"
 #include "daemon/exec/reclaim.h"
 #include "daemon/api/server.h"
@@ -62,6 +63,7 @@ static void on_util_timer(evutil_socket_t fd, short what, void *arg)
                 device_update_util(&d->ex.devices.devices[i], now);
         failure_summary_flush(d);
         cpulat_tick(now);
+        loopcpu_tick(now);
 }
 
 /* The event loop. After the last unit at the backend came back it polls for LOOP_POLL_NS,
@@ -268,6 +270,7 @@ int main(int argc, char **argv)
                 log_info("loop thread priority: %s", got[prio_loop()]);
         }
         cpulat_configure(d.config.cpu_wake_latency_us);
+        loopcpu_init();
         loop_run(&d);
         cpulat_release();
         r = 0;

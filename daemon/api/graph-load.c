@@ -32,6 +32,7 @@
 #include "proto/errors.h"
 #include "util/log.h"
 #include "util/prio.h"
+#include "daemon/exec/loopcpu.h"
 #include "daemon/exec/mem.h"
 #include "graph-load.h"
 #include "npud.h"
@@ -148,6 +149,7 @@ static void *helper_main(void *arg)
         const int bg = (int)(intptr_t)arg;
 
         prio_normal(); /* started by the loop thread, whose priority is raised */
+        loopcpu_thread_free(); /* and which may be kept on one CPU */
         pthread_setname_np(pthread_self(), bg ? "npud-load-bg" : "npud-load"); /* ps -L, top -H */
         if (bg && prio_idle() != 0)
                 log_warn("graph_load: background helper: cannot lower its priority: %s", strerror(errno));

@@ -10,6 +10,8 @@
 #include "npud.h"
 #include "daemon/exec/sched.h"
 #include "daemon/exec/reclaim.h"
+#include "daemon/exec/loopcpu.h"
+#include "util/clock.h"
 #include "session.h"
 #include "daemon/exec/tenant.h"
 #include "daemon/exec/alloc.h"
@@ -60,6 +62,8 @@ static int wait_cpu_param(struct request *req)
                 return -1;
         }
         req->session->client_cpu = (int)json_integer_value(v);
+        if (req->session->tenant && req->session->tenant->pol.klass == POLICY_CLASS_LATENCY_CRITICAL)
+                loopcpu_client(req->session->client_cpu, now_ns());
         return 0;
 }
 

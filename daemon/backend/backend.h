@@ -200,6 +200,11 @@ struct exec_unit {
         /* Set through backend_ops.cancel: items not finished fail with PROTO_E_CANCELLED. */
         atomic_int cancel;
         uint64_t start_ns, end_ns;
+        /* CPU time the thread that ran it spent on it (compute mode, a unit one thread ran:
+         * not a gang); 0 when not measured. Unlike end_ns - start_ns it leaves out the time
+         * the thread was preempted: a best-effort worker's units are stretched by every
+         * other thread of the host. */
+        uint64_t cpu_ns;
         void *backend_priv; /* the backend's own state while the unit is in flight */
         /* backend scratch of a gang unit: the item being run, workers in it, workers that
          * may still join, workers asleep waiting for the next item, slow-fault delay */

@@ -332,6 +332,16 @@ static void unit_run(struct sim *s, struct exec_unit *u)
         u->end_ns = now_ns() + delay_ns; /* later than now: on_done holds the unit back */
 }
 
+/* unit_run, noting the CPU time it took (u->cpu_ns), with what a slowed device adds */
+static void unit_run_timed(struct sim *s, struct exec_unit *u)
+{
+        uint64_t c0 = thread_cpu_ns();
+
+        unit_run(s, u);
+        uint64_t c1 = thread_cpu_ns(), now = now_ns();
+        u->cpu_ns = (c1 > c0 ? c1 - c0 : 1) + (u->end_ns > now ? u->end_ns - now : 0);
+}
+
 /* ---- gang units: one unit run by several workers at once ----
  *
  * The workers of a gang go through its items in order together: each claims parts of the
@@ -714,7 +724,7 @@ static void *worker_main(void *arg)
                         pthread_mutex_unlock(&s->lock);
                         if (bg)
                                 atomic_fetch_add(&s->bg_running, 1);
-                        unit_run(s, u);
+                        unit_run_timed(s, u);
                         if (bg)
                                 atomic_fetch_sub(&s->bg_running, 1);
                         done_push(s, u);
@@ -921,6 +931,7 @@ static int sim_submit(struct backend *b, struct exec_unit *u)
         u->backend_priv = NULL;
         u->nrun = u->nitems;
         u->partial = 0;
+        u->cpu_ns = 0;
         if (s->mode == 1) {
                 uint64_t ns = 0;
                 int over = 0;
@@ -961,7 +972,7 @@ static int sim_submit(struct backend *b, struct exec_unit *u)
                         gang_work(s, u, 0);
                         u->end_ns = now_ns() + atomic_load(&u->g_delay);
                 } else {
-                        unit_run(s, u);
+                        unit_run_timed(s, u);
                 }
                 done_list_push(s, u);
                 return 0;

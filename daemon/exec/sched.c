@@ -1399,7 +1399,12 @@ static void calibrate(struct exec *x, struct device *dev, struct sched_unit *su,
         if (!x->calibrate || su->u.nitems != 1 || su->u.items[0]->status || su->raw_ns < 20000)
                 return; /* chains of tiny tasks measure dispatch overhead, not the kernel */
         double *f = device_calib(dev, t->calib_slot, su->u.engine);
-        double ratio = (double)(su->u.end_ns - su->u.start_ns) / (double)su->raw_ns;
+        /* the kernel's own time where the backend measured it: a best-effort unit's wall
+         * time includes every preemption by other threads, which inflated the device's
+         * factor for everyone (a latency-critical MLP request beside a best-effort MatMul
+         * queue on its device was estimated over its loop-thread bound, INLINE_MAX_NS) */
+        uint64_t took = su->u.cpu_ns ? su->u.cpu_ns : su->u.end_ns - su->u.start_ns;
+        double ratio = (double)took / (double)su->raw_ns;
         if (ratio < 0.01)
                 ratio = 0.01;
         if (ratio > 100)

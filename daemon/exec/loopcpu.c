@@ -1,0 +1,83 @@
+/* The loop thread follows its latency-critical clients onto their CPU (loopcpu.h). */
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/exec/cpulat.h"
+#include "util/log.h"
+#include "loopcpu.h"
+
+static struct {
+        cpu_set_t all;  /* the daemon's affinity at start */
+        int have_all;   /* all is known (set once, at init: other threads read it) */
+        int ok;         /* all is known, has two CPUs or more, and it is not turned off */
+        int pinned;     /* the CPU the loop thread is kept on, -1: free */
+        int cand, seen; /* the CPU named last, and how many times in a row */
+        uint64_t moved; /* when it last moved */
+        uint64_t last;  /* the last latency-critical wait */
+        uint64_t moves;
+} lf = { .pinned = -1, .cand = -1 };
+
+void loopcpu_init(void)
+{
+        const char *env = getenv("NPUD_LOOP_FOLLOW");
+
+        lf.have_all = sched_getaffinity(0, sizeof(lf.all), &lf.all) == 0;
+        lf.ok = !(env && strcmp(env, "0") == 0) && lf.have_all && CPU_COUNT(&lf.all) > 1;
+}
+
+static int keep_on(const cpu_set_t *set)
+{
+        if (sched_setaffinity(0, sizeof(*set), set) == 0)
+                return 0;
+        log_msg(LOG_LVL_INFO, "loop thread: cannot change its CPU affinity: %m; it stays where the "
+                "kernel puts it");
+        lf.ok = 0; /* not tried again */
+        return -1;
+}
+
+void loopcpu_client(int cpu, uint64_t now_ns)
+{
+        if (!lf.ok || cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &lf.all))
+                return;
+        lf.last = now_ns;
+        if (cpu == lf.pinned) {
+                lf.seen = 0;
+                return;
+        }
+        lf.seen = cpu == lf.cand ? lf.seen + 1 : 1;
+        lf.cand = cpu;
+        if (lf.seen < LOOPCPU_CONFIRM || (lf.moves && now_ns - lf.moved < LOOPCPU_MOVE_NS))
+                return;
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        if (keep_on(&one) == 0) {
+                lf.pinned = cpu;
+                lf.moved = now_ns;
+                lf.moves++;
+                lf.seen = 0;
+        }
+}
+
+void loopcpu_tick(uint64_t now_ns)
+{
+        if (lf.pinned >= 0 && now_ns - lf.last >= CPULAT_IDLE_NS && keep_on(&lf.all) == 0)
+                lf.pinned = -1;
+}
+
+void loopcpu_thread_free(void)
+{
+        if (lf.have_all)
+                sched_setaffinity(0, sizeof(lf.all), &lf.all);
+}
+
+int loopcpu_pinned(void)
+{
+        return lf.pinned;
+}
+
+uint64_t loopcpu_moves(void)
+{
+        return lf.moves;
+}

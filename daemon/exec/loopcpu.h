@@ -1,0 +1,42 @@
+/* The loop thread follows its latency-critical clients onto their CPU.
+ *
+ * A latency-critical request wakes the loop thread, and its reply goes back to the client:
+ * two crossings between CPUs whenever the two threads are apart, which the kernel's
+ * placement makes the rule (the loop thread, a real-time thread, stays on the CPU it last
+ * ran on). Where the CPUs idle that is cheap (they poll while cpulat.h's request is held);
+ * where a best-effort load keeps them busy each crossing is an interrupt that preempts the
+ * load, and the woken thread's wait to be scheduled. A client of a latency-critical tenant
+ * names the CPU it waits on (a wait's "cpu", session version 5), and libnpu keeps it awake
+ * while it waits for a reply (npu_connect_options_t.wait_spin_us), so it stays there; the
+ * loop thread moves onto that CPU. The client's next request then wakes the loop thread on
+ * its own CPU, where, real-time, it runs at once, and the reply finds the client still on
+ * that CPU, not asleep: no interrupt either way.
+ *
+ * The loop thread moves when one CPU was named LOOPCPU_CONFIRM times in a row by
+ * latency-critical waits, at most once per LOOPCPU_MOVE_NS (clients on different CPUs do
+ * not make it bounce), and gets the daemon's whole affinity back CPULAT_IDLE_NS after the
+ * last latency-critical wait. Threads it starts later take the whole affinity
+ * (loopcpu_thread_free). NPUD_LOOP_FOLLOW=0 turns it off (before/after figures).
+ *
+ * Every function but loopcpu_thread_free runs on the loop thread. */
+#ifndef NPUD_EXEC_LOOPCPU_H
+#define NPUD_EXEC_LOOPCPU_H
+
+#include <stdint.h>
+
+#define LOOPCPU_CONFIRM 3
+#define LOOPCPU_MOVE_NS (100ull * 1000 * 1000)
+
+/* Note the daemon's affinity (on the loop thread, before the loop runs). */
+void loopcpu_init(void);
+/* A latency-critical client waits on CPU cpu. */
+void loopcpu_client(int cpu, uint64_t now_ns);
+/* The util timer: give the affinity back when no latency-critical client waited lately. */
+void loopcpu_tick(uint64_t now_ns);
+/* A thread the loop thread started, for itself: the daemon's whole affinity. */
+void loopcpu_thread_free(void);
+/* The CPU the loop thread is kept on, -1 when free; moves so far. */
+int loopcpu_pinned(void);
+uint64_t loopcpu_moves(void);
+
+#endif
