@@ -23,6 +23,7 @@
 #include "session.h"
 #include "manage.h"
 #include "daemon/exec/cpulat.h"
+#include "daemon/exec/loopcpu.h"
 #include "daemon/exec/tenant.h"
 
 #ifndef NPUD_VERSION
@@ -444,6 +445,12 @@ int metrics_render(struct npud *d, struct evbuffer *buf)
         out_family(o, "npud_cpu_wake_latency_requests_total", "counter",
                    "CPU wake-up latency requests made (each after a time without latency-critical work).");
         out_printf(o, "npud_cpu_wake_latency_requests_total %" PRIu64 "\n", cpulat_requests());
+        out_family(o, "npud_loop_thread_cpu", "gauge",
+                   "The CPU npud's event loop thread is kept on, following its latency-critical clients; -1 when free.");
+        out_printf(o, "npud_loop_thread_cpu %d\n", loopcpu_pinned());
+        out_family(o, "npud_loop_thread_moves_total", "counter",
+                   "Times the event loop thread moved onto a latency-critical client's CPU.");
+        out_printf(o, "npud_loop_thread_moves_total %" PRIu64 "\n", loopcpu_moves());
         render_devices(o, d);
         render_telemetry(o, d);
         render_faults(o, d);

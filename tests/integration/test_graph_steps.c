@@ -699,6 +699,125 @@ START_TEST(test_best_effort_loads_at_idle_priority)
 }
 END_TEST
 
+/* The CPUs thread tid of npud may run on ("0-1", "1"). */
+static void npud_affinity(pid_t tid, char *buf, size_t len)
+{
+        char path[96], line[256];
+        FILE *f;
+
+        buf[0] = 0;
+        snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)proc.pid, (int)tid);
+        ck_assert_ptr_nonnull(f = fopen(path, "r"));
+        while (fgets(line, sizeof(line), f))
+                if (sscanf(line, "Cpus_allowed_list: %63s", buf) == 1)
+                        break;
+        fclose(f);
+}
+
+/* The first thread of npud named comm, 0 for none. */
+static pid_t npud_thread(const char *comm)
+{
+        char path[64];
+        struct dirent *e;
+        DIR *d;
+        pid_t tid = 0;
+
+        snprintf(path, sizeof(path), "/proc/%d/task", (int)proc.pid);
+        ck_assert_ptr_nonnull(d = opendir(path));
+        while (!tid && (e = readdir(d))) {
+                char p[400], c[32] = "";
+                FILE *f;
+                if (e->d_name[0] == '.')
+                        continue;
+                snprintf(p, sizeof(p), "%s/%s/comm", path, e->d_name);
+                if (!(f = fopen(p, "r")))
+                        continue;
+                if (fgets(c, sizeof(c), f) && (c[strcspn(c, "\n")] = 0, strcmp(c, comm) == 0))
+                        tid = (pid_t)atoi(e->d_name);
+                fclose(f);
+        }
+        closedir(d);
+        return tid;
+}
+
+static void pin_self(int cpu)
+{
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        ck_assert_int_eq(sched_setaffinity(0, sizeof(one), &one), 0);
+}
+
+/* The event loop thread moves onto the CPU a latency-critical client waits on (its waits
+ * name it), follows it to another, ignores a normal tenant's, and gets the whole affinity
+ * back a second after the last latency-critical wait; a helper thread it starts meanwhile
+ * is not kept on its CPU. */
+START_TEST(test_loop_thread_follows_lc_client)
+{
+        static const char *args[] = { "--sim-mode", "compute", NULL };
+        char conf[320], all[64], aff[64], want[16];
+        cpu_set_t mine;
+        int cpus[2], n = 0;
+
+        ck_assert_int_eq(sched_getaffinity(0, sizeof(mine), &mine), 0);
+        for (int c = 0; c < CPU_SETSIZE && n < 2; c++)
+                if (CPU_ISSET(c, &mine))
+                        cpus[n++] = c;
+        if (n < 2) {
+                printf("loop thread: one CPU here, nothing to follow (skipped)\n");
+                return;
+        }
+        snprintf(conf, sizeof(conf),
+                 "{\"tenants\": [{\"name\": \"lc\", \"class\": \"latency-critical\", \"uids\": [%u]},"
+                 " {\"name\": \"fg\", \"uids\": [%u]}, {\"name\": \"be\", \"class\": \"best-effort\", \"uids\": [%u]}]}",
+                 (unsigned)getuid(), (unsigned)getuid(), (unsigned)getuid());
+        ck_assert_int_eq(harness_start_config(&proc, conf, args), 0);
+        npud_affinity(proc.pid, all, sizeof(all));
+        npu_context_t *lc = connect_as(&proc, "lc"), *fg = connect_as(&proc, "fg");
+        struct small_req ql, qf;
+        small_req_open(&ql, lc);
+        small_req_open(&qf, fg);
+        for (int step = 0; step < 2; step++) {
+                pin_self(cpus[step]);
+                for (int k = 0; k < 20; k++)
+                        small_req_run(&ql, k);
+                npud_affinity(proc.pid, aff, sizeof(aff));
+                snprintf(want, sizeof(want), "%d", cpus[step]);
+                ck_assert_msg(strcmp(aff, want) == 0, "latency-critical client on CPU %d: the loop thread may run on %s",
+                              cpus[step], aff);
+                usleep(150 * 1000); /* a move at most every 100 ms */
+        }
+        /* a normal tenant's client on the first CPU does not move it */
+        pin_self(cpus[0]);
+        for (int k = 0; k < 20; k++)
+                small_req_run(&qf, k);
+        npud_affinity(proc.pid, aff, sizeof(aff));
+        ck_assert_msg(strcmp(aff, want) == 0, "a normal client moved the loop thread to %s", aff);
+        /* a helper the loop thread starts now runs anywhere */
+        npu_context_t *be = connect_as(&proc, "be");
+        struct small_req qb;
+        small_req_open(&qb, be);
+        pid_t helper = npud_thread("npud-load-bg");
+        ck_assert_int_ne(helper, 0);
+        npud_affinity(helper, aff, sizeof(aff));
+        ck_assert_msg(strcmp(aff, all) == 0, "a load helper started meanwhile may run on %s, not %s", aff, all);
+        /* a second after the last latency-critical wait, the whole affinity again */
+        usleep(2500 * 1000);
+        small_req_run(&qb, 0);
+        npud_affinity(proc.pid, aff, sizeof(aff));
+        ck_assert_msg(strcmp(aff, all) == 0, "no latency-critical client for 2.5 s: the loop thread may run on %s, "
+                      "not %s", aff, all);
+        sched_setaffinity(0, sizeof(mine), &mine);
+        small_req_close(&ql);
+        small_req_close(&qf);
+        small_req_close(&qb);
+        npu_disconnect(lc);
+        npu_disconnect(fg);
+        npu_disconnect(be);
+        ck_assert_int_eq(harness_stop(&proc), 0);
+}
+END_TEST
+
 int main(void)
 {
         Suite *s = suite_create("integration-graph-steps");
@@ -711,6 +830,7 @@ int main(void)
         tcase_add_test(tc, test_model_mode_from_steps);
         tcase_add_test(tc, test_request_one_unit);
         tcase_add_test(tc, test_lc_units_inline);
+        tcase_add_test(tc, test_loop_thread_follows_lc_client);
         tcase_add_test(tc, test_run_limit_covers_whole_run);
         tcase_add_test(tc, test_best_effort_loads_at_idle_priority);
         suite_add_tcase(s, tc);
