@@ -244,9 +244,9 @@ void npu_read_once_locked(npu_context_t *ctx, int wait)
                  * waiter is woken only for the events it asked for. */
                 n = proto_reader_fill(&ctx->reader, ctx->fd);
                 if (n == -EAGAIN && wait == NPU_READ_REPLY && wait_spinning(ctx, &spin_t0)) {
-                        /* look again, awake; a thread runnable on this CPU (npud's worker
-                         * that computes the reply, when it shares it) goes first */
-                        sched_yield();
+                        /* look again, awake. Not sched_yield(): the fair scheduler handed
+                         * the CPU to a best-effort worker of npud (SCHED_IDLE) for the rest of
+                         * its slice, 1.6 ms, and the reply waited for it */
                         n = -EINTR;
                         continue;
                 }

@@ -23,7 +23,7 @@ void loopcpu_init(void)
         const char *env = getenv("NPUD_LOOP_FOLLOW");
 
         lf.have_all = sched_getaffinity(0, sizeof(lf.all), &lf.all) == 0;
-        lf.ok = !(env && strcmp(env, "0") == 0) && lf.have_all && CPU_COUNT(&lf.all) > 1;
+        lf.ok = env && strcmp(env, "1") == 0 && lf.have_all && CPU_COUNT(&lf.all) > 1;
 }
 
 static int keep_on(const cpu_set_t *set)

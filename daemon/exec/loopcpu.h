@@ -16,7 +16,17 @@
  * latency-critical waits, at most once per LOOPCPU_MOVE_NS (clients on different CPUs do
  * not make it bounce), and gets the daemon's whole affinity back CPULAT_IDLE_NS after the
  * last latency-critical wait. Threads it starts later take the whole affinity
- * (loopcpu_thread_free). NPUD_LOOP_FOLLOW=0 turns it off (before/after figures).
+ * (loopcpu_thread_free).
+ *
+ * Off unless NPUD_LOOP_FOLLOW=1. Beside a best-effort MatMul queue it took the client's
+ * loaded/alone p99 ratio from 1.42-1.65 to 0.89-1.40 (npubench isolation, other device,
+ * alternated pairs), but beside best-effort graph runs whose workers sleep and wake between
+ * steps it made about one request in a hundred wait 0.5-1.5 ms: the loop thread preempts
+ * the client on its CPU, and when it sleeps again the fair scheduler (EEVDF, Linux 6.18)
+ * sometimes picks a best-effort worker at SCHED_IDLE that had slept, and so has lag to
+ * spend, over the preempted client, for the rest of the worker's slice. SCHED_IDLE wins no
+ * such pick against a woken task (wake-up preemption honours it), only against a preempted
+ * one, which without this the client rarely is.
  *
  * Every function but loopcpu_thread_free runs on the loop thread. */
 #ifndef NPUD_EXEC_LOOPCPU_H

@@ -748,7 +748,7 @@ static void pin_self(int cpu)
         ck_assert_int_eq(sched_setaffinity(0, sizeof(one), &one), 0);
 }
 
-/* The event loop thread moves onto the CPU a latency-critical client waits on (its waits
+/* With NPUD_LOOP_FOLLOW=1, the event loop thread moves onto the CPU a latency-critical client waits on (its waits
  * name it), follows it to another, ignores a normal tenant's, and gets the whole affinity
  * back a second after the last latency-critical wait; a helper thread it starts meanwhile
  * is not kept on its CPU. */
@@ -771,7 +771,10 @@ START_TEST(test_loop_thread_follows_lc_client)
                  "{\"tenants\": [{\"name\": \"lc\", \"class\": \"latency-critical\", \"uids\": [%u]},"
                  " {\"name\": \"fg\", \"uids\": [%u]}, {\"name\": \"be\", \"class\": \"best-effort\", \"uids\": [%u]}]}",
                  (unsigned)getuid(), (unsigned)getuid(), (unsigned)getuid());
-        ck_assert_int_eq(harness_start_config(&proc, conf, args), 0);
+        setenv("NPUD_LOOP_FOLLOW", "1", 1); /* off by default (loopcpu.h) */
+        int started = harness_start_config(&proc, conf, args);
+        unsetenv("NPUD_LOOP_FOLLOW");
+        ck_assert_int_eq(started, 0);
         npud_affinity(proc.pid, all, sizeof(all));
         npu_context_t *lc = connect_as(&proc, "lc"), *fg = connect_as(&proc, "fg");
         struct small_req ql, qf;
