@@ -146,26 +146,26 @@ START_TEST(test_parallel_steps_results_and_info)
 }
 END_TEST
 
-static uint64_t device_units(npu_context_t *c)
+/* Device 0's units sent to its workers, or (inl) of them those the loop thread ran. */
+static uint64_t device_units_of(npu_context_t *c, int inl)
 {
         npu_admin_device_t *d = NULL;
         size_t n = 0;
         OK(npu_admin_devices(c, sizeof(*d), &d, &n));
         ck_assert_uint_ge(n, 1);
-        uint64_t u = d[0].units;
+        uint64_t u = inl ? d[0].units_inline : d[0].units;
         free(d);
         return u;
 }
 
+static uint64_t device_units(npu_context_t *c)
+{
+        return device_units_of(c, 0);
+}
+
 static uint64_t device_units_inline(npu_context_t *c)
 {
-        npu_admin_device_t *d = NULL;
-        size_t n = 0;
-        OK(npu_admin_devices(c, sizeof(*d), &d, &n));
-        ck_assert_uint_ge(n, 1);
-        uint64_t u = d[0].units_inline;
-        free(d);
-        return u;
+        return device_units_of(c, 1);
 }
 
 /* A small request of c's (H2D, a 2-node graph run, D2H, synchronize) with input q; its
@@ -635,13 +635,14 @@ START_TEST(test_run_limit_covers_whole_run)
 END_TEST
 
 /* The threads of npud named comm: how many, and how many run at SCHED_IDLE. */
-static void threads_named(const char *comm, int *ret_n, int *ret_idle)
+/* npud's threads named comm: how many, their ids in tids (up to max). */
+static int npud_threads_named(const char *comm, pid_t *tids, int max)
 {
         char path[64];
         struct dirent *e;
         DIR *d;
+        int n = 0;
 
-        *ret_n = *ret_idle = 0;
         snprintf(path, sizeof(path), "/proc/%d/task", (int)proc.pid);
         ck_assert_ptr_nonnull(d = opendir(path));
         while ((e = readdir(d))) {
@@ -658,10 +659,22 @@ static void threads_named(const char *comm, int *ret_n, int *ret_idle)
                 c[strcspn(c, "\n")] = 0;
                 if (strcmp(c, comm) != 0)
                         continue;
-                (*ret_n)++;
-                *ret_idle += sched_getscheduler((pid_t)atoi(e->d_name)) == SCHED_IDLE;
+                if (n < max)
+                        tids[n] = (pid_t)atoi(e->d_name);
+                n++;
         }
         closedir(d);
+        return n;
+}
+
+static void threads_named(const char *comm, int *ret_n, int *ret_idle)
+{
+        pid_t tids[64];
+
+        *ret_n = npud_threads_named(comm, tids, 64);
+        *ret_idle = 0;
+        for (int i = 0; i < *ret_n && i < 64; i++)
+                *ret_idle += sched_getscheduler(tids[i]) == SCHED_IDLE;
 }
 
 /* A load is work no scheduler grants (import, folding, tuning and step timing run kernels
@@ -717,27 +730,9 @@ static void npud_affinity(pid_t tid, char *buf, size_t len)
 /* The first thread of npud named comm, 0 for none. */
 static pid_t npud_thread(const char *comm)
 {
-        char path[64];
-        struct dirent *e;
-        DIR *d;
         pid_t tid = 0;
 
-        snprintf(path, sizeof(path), "/proc/%d/task", (int)proc.pid);
-        ck_assert_ptr_nonnull(d = opendir(path));
-        while (!tid && (e = readdir(d))) {
-                char p[400], c[32] = "";
-                FILE *f;
-                if (e->d_name[0] == '.')
-                        continue;
-                snprintf(p, sizeof(p), "%s/%s/comm", path, e->d_name);
-                if (!(f = fopen(p, "r")))
-                        continue;
-                if (fgets(c, sizeof(c), f) && (c[strcspn(c, "\n")] = 0, strcmp(c, comm) == 0))
-                        tid = (pid_t)atoi(e->d_name);
-                fclose(f);
-        }
-        closedir(d);
-        return tid;
+        return npud_threads_named(comm, &tid, 1) ? tid : 0;
 }
 
 static void pin_self(int cpu)
