@@ -188,6 +188,7 @@ struct exec_unit {
          * INLINE_MAX_NS). The completion still comes through the completion callback. A
          * backend that did so sets ran_inline; one may always decline. */
         int inline_ok, ran_inline;
+        uint64_t inline_max_run_ns; /* max_run_ns while it runs there, when lower (0: none) */
         int nrun, partial;
         int nitems;
         struct exec_item **items;

@@ -965,6 +965,8 @@ static int sim_submit(struct backend *b, struct exec_unit *u)
                 /* here, on the submitting thread (the loop thread), as a worker would; the
                  * completion goes through the done list like any other */
                 u->ran_inline = 1;
+                if (u->inline_max_run_ns && (!u->max_run_ns || u->max_run_ns > u->inline_max_run_ns))
+                        u->max_run_ns = u->inline_max_run_ns;
                 if (u->gang >= 1) {
                         u->g_members = 1;
                         u->g_tickets = 0;

@@ -44,7 +44,7 @@ struct sched_unit {
          * before and after it (a request: its input copies, the whole run, the output
          * copies, as one unit of about a tile duration); its step items are contiguous. */
         struct task *run_task;
-        int inline_cut; /* runs on the loop thread under INLINE_CUT_NS, not the tenant's limit */
+        int inline_cut; /* on the loop thread it runs under INLINE_CUT_NS, not the tenant's limit */
         struct sched_unit *pool_next; /* first field kept across reuse */
         /* The call of a tile of an operator task (its tensors narrowed to the tile): taken
          * from the call pools the first time the unit runs such a tile, room for the largest
@@ -1167,6 +1167,8 @@ static void inline_done(struct stream *st, struct sched_unit *su)
         }
 }
 
+/* Start the head of q's stream on engine e: one tile of a long task, or a chain of the
+ * stream's next tasks that can run on e, of about one tile duration together. */
 static void stream_dispatch(struct exec *x, struct stream *st, int e)
 {
         struct device *dev = st->dev;
@@ -1277,9 +1279,9 @@ static void stream_dispatch(struct exec *x, struct stream *st, int e)
         }
         su->u.background = pd_host_pool(st->q.tenant);
         su->u.inline_ok = inline_unit(st, su);
-        if (su->u.inline_ok && (!su->u.max_run_ns || su->u.max_run_ns > inl.cut_ns)) {
-                su->u.max_run_ns = inl.cut_ns;
-                su->inline_cut = 1;
+        if (su->u.inline_ok) { /* the backend applies the bound if it runs it there */
+                su->u.inline_max_run_ns = inl.cut_ns;
+                su->inline_cut = !su->u.max_run_ns || su->u.max_run_ns > inl.cut_ns;
         }
         pd_start(&dev->pd, &st->q, e, su->u.cores, su->est_ns);
         for (int i = 0; i < su->u.cores; i++)
