@@ -384,7 +384,7 @@ static int Context_clear(ContextObject *c)
 
 static PyObject *npu_connect_py(PyObject *mod, PyObject *args, PyObject *kw)
 {
-        static char *kwlist[] = { "socket", "tenant", "backpressure", NULL };
+        static char *kwlist[] = { "socket", "tenant", "backpressure", "wait_spin_us", NULL };
         PyObject *sock_obj = Py_None, *sock_bytes = NULL;
         const char *tenant = NULL, *bp = "block";
         npu_connect_options_t o = { .size = sizeof(o) };
@@ -392,7 +392,8 @@ static PyObject *npu_connect_py(PyObject *mod, PyObject *args, PyObject *kw)
         ContextObject *c;
         npu_status_t st;
 
-        if (!PyArg_ParseTupleAndKeywords(args, kw, "|Ozs:connect", kwlist, &sock_obj, &tenant, &bp))
+        if (!PyArg_ParseTupleAndKeywords(args, kw, "|Ozsi:connect", kwlist, &sock_obj, &tenant, &bp,
+                                         &o.wait_spin_us))
                 return NULL;
         if (strcmp(bp, "block") == 0)
                 o.backpressure = NPU_BACKPRESSURE_BLOCK;
@@ -2561,9 +2562,11 @@ static PyObject *npu_strerror_py(PyObject *mod, PyObject *arg)
 
 static PyMethodDef module_methods[] = {
         { "connect", (PyCFunction)(void (*)(void))npu_connect_py, METH_VARARGS | METH_KEYWORDS,
-          "connect(socket=None, tenant=None, backpressure='block') -> Context\n\n"
+          "connect(socket=None, tenant=None, backpressure='block', wait_spin_us=0) -> Context\n\n"
           "socket None: $NPU_SOCKET, else the system socket, else this user's. backpressure: 'block' (submitting "
-          "calls wait when over the session's limits) or 'error' (work over the limit fails with BusyError)." },
+          "calls wait when over the session's limits) or 'error' (work over the limit fails with BusyError). "
+          "wait_spin_us: how long a wait for a reply polls before it sleeps (0: 200 for a latency-critical "
+          "tenant, none otherwise; -1: never)." },
         { "strerror", npu_strerror_py, METH_O, "strerror(status) -> str" },
         { NULL },
 };

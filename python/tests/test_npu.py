@@ -59,6 +59,9 @@ class TestBasics(Base):
         with npu.connect(socket=D.sock, backpressure="error") as c2:
             c2.ping()
         self.assertTrue(c2.closed)
+        with npu.connect(socket=D.sock, wait_spin_us=300) as c3:  # a context that spins
+            c3.ping()
+            np.testing.assert_array_equal(c3.array(np.arange(4, dtype=np.int32)).numpy(), np.arange(4))
         self.assertIsInstance(json.loads(self.ctx.admin("devices")), (dict, list))
 
     def test_device_arrays(self):
@@ -291,6 +294,8 @@ class TestErrors(Base):
             self.ctx.load(12)
         with self.assertRaises(ValueError):
             npu.connect(D.sock, backpressure="maybe")
+        with self.assertRaises(TypeError):
+            npu.connect(D.sock, wait_spin_us="long")
         with self.assertRaises(TypeError):
             self.ctx.stream().copy(1, 2)
 
