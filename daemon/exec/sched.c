@@ -579,21 +579,28 @@ static uint64_t chain_cost(struct stream *st, const struct task *t, int k, int e
 /* How many parts step k takes when sent on e: enough for parts of about one tile duration,
  * and, for a step long enough, one per host slot; never more than its node allows (a small
  * GEMM stays whole, see graph/split.h). */
+/* NPUD_GRAPH_SPLIT=0 keeps steps whole (before/after figures), in gangs too. */
+static int split_enabled(void)
+{
+        static int enabled = -1;
+
+        if (enabled < 0) {
+                const char *env = getenv("NPUD_GRAPH_SPLIT");
+                enabled = !env || strcmp(env, "0") != 0;
+        }
+        return enabled;
+}
+
 static uint32_t step_nparts(struct stream *st, const struct task *t, int k, int e)
 {
         const struct run_steps *rs = t->steps;
         uint64_t c = chain_cost(st, t, k, e), tile_ns = st->x->tile_ns ? st->x->tile_ns : 1;
 
         int slots = st->dev->pd.host_slots;
-        static int enabled = -1; /* NPUD_GRAPH_SPLIT=0 keeps steps whole (before/after figures) */
 
-        if (enabled < 0) {
-                const char *env = getenv("NPUD_GRAPH_SPLIT");
-                enabled = !env || strcmp(env, "0") != 0;
-        }
         /* Model mode (no host slots) holds a step for its modelled time on one core of its
          * engine, as the chip's kernel: parts are for the host workers of compute mode. */
-        if (rs->max_parts[k] <= 1 || !slots || !enabled)
+        if (rs->max_parts[k] <= 1 || !slots || !split_enabled())
                 return 1;
         /* the step's time on one host thread as tuning measured it at load, where it did:
          * the parts are tiles of the host's work, which the chip's cost model (or one AI CPU
@@ -827,7 +834,7 @@ static uint64_t gang_fill(struct stream *st, struct task *t, struct sched_unit *
         for (int k = j; k < rs->nsteps && su->u.nitems < CHAIN_MAX_ITEMS; k++) {
                 /* a step that splits at all takes a part per slot at least: in a gang a part
                  * costs a claim, not a dispatch (the residual Add of a ResNet block) */
-                int np = (int)step_nparts(st, t, k, e), max = (int)rs->max_parts[k];
+                int np = (int)step_nparts(st, t, k, e), max = split_enabled() ? (int)rs->max_parts[k] : 1;
                 if (np < max && np < slots)
                         np = max < slots ? max : slots;
                 /* parts that cost no more than their share: several a worker, so that a
