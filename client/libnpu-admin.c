@@ -146,6 +146,8 @@ static void fill_device(void *elem, json_t *o, void *arg)
         d->tasks_failed = get_u64(o, "tasks_failed");
         d->units = get_u64(o, "units");
         d->units_inline = get_u64(o, "units_inline");
+        d->host_workers = get_int(o, "host_workers");
+        get_str(o, "host_cpus", d->host_cpus, sizeof(d->host_cpus));
 }
 
 NPU_EXPORT npu_status_t npu_admin_devices(npu_context_t *ctx, size_t elem_size,

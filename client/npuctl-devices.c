@@ -390,6 +390,10 @@ int npuctl_cmd_device(struct npuctl *c, int argc, char **argv)
                (long long)get_int(cores, "vector"), json_number_value(json_object_get(util, "vector")),
                (long long)get_int(cores, "aicpu"), json_number_value(json_object_get(util, "aicpu")),
                (long long)get_int(cores, "dma"), json_number_value(json_object_get(util, "dma")));
+        if (get_int(dev, "host_workers") > 0) /* compute mode */
+                printf("  Host:         %lld worker%s%s%s\n", (long long)get_int(dev, "host_workers"),
+                       get_int(dev, "host_workers") == 1 ? "" : "s", *get_str(dev, "host_cpus") ? " on CPUs " : "",
+                       npuctl_esc(get_str(dev, "host_cpus")));
         printf("  Streams:      %lld (%lld session%s)\n", (long long)get_int(dev, "streams"),
                (long long)get_int(dev, "sessions"), get_int(dev, "sessions") == 1 ? "" : "s");
         printf("  Tasks:        %lld completed, %lld failed\n", (long long)get_int(dev, "tasks_completed"),

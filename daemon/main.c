@@ -223,7 +223,7 @@ int main(int argc, char **argv)
                 return 1;
         }
         r = sim_backend_new(d.base, d.config.sim_devices, d.config.sim_profile, d.config.sim_mode,
-                            d.config.workers, sched_unit_complete, &d.ex, &d.ex.backend, err, sizeof(err));
+                            d.config.workers, d.config.sim_share_workers, sched_unit_complete, &d.ex, &d.ex.backend, err, sizeof(err));
         if (r == 0)
                 r = device_registry_init(&d.ex.devices, d.ex.backend, d.config.policy.min_share, err,
                                          sizeof(err));
@@ -239,10 +239,10 @@ int main(int argc, char **argv)
                 int workers = d.config.workers > 0 ? d.config.workers : cpus_usable();
                 d.ex.graph_worker_cap = workers > 1 ? workers - 1 : 1;
                 /* Each device owns a share of the host workers (the remainder to the first
-                 * devices), so one device's work cannot take the workers another was given;
-                 * but at least two, so that one long task (a graph run, a slowed unit) never
-                 * holds a device's only worker. With fewer workers than that, devices share
-                 * the rest in the backend's FIFO. */
+                 * devices): the backend runs its units on those workers only, unless
+                 * sim.share_workers (sim_backend_new). Slots: at least two, so that the
+                 * policy may have a second unit out behind one long task (a graph run, a
+                 * slowed unit), which then waits in the backend's FIFO of its device. */
                 int ndev = d.ex.devices.count;
                 for (int i = 0; i < ndev; i++) {
                         int slots = workers / ndev + (i < workers % ndev);

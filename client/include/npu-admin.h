@@ -58,6 +58,9 @@ typedef struct npu_admin_device {
         uint64_t units;           /* units of work sent to its workers (chained tasks share one) */
         /* since 0.1.0's units_inline: present when size covers it */
         uint64_t units_inline;    /* of them, short latency-critical units npud's loop thread ran */
+        /* since 0.1.0's host_workers: present when size covers them */
+        int host_workers;         /* compute mode: host workers (per pool) running its units */
+        char host_cpus[64];       /* the CPUs they are kept on ("0-3"; "" when not kept) */
 } npu_admin_device_t;
 
 /* One tenant: its policy and what it uses now. */

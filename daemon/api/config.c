@@ -190,7 +190,7 @@ static int apply_limits(struct npud_config *c, json_t *l, char *err, size_t errl
 
 static int apply_sim(struct npud_config *c, json_t *sim, char *err, size_t errlen)
 {
-        static const char *const keys[] = { "devices", "profile", "mode", NULL };
+        static const char *const keys[] = { "devices", "profile", "mode", "share_workers", NULL };
         int64_t n = c->sim_devices;
         json_t *v;
         int e = check_keys(sim, "sim.", keys, err, errlen);
@@ -214,6 +214,13 @@ static int apply_sim(struct npud_config *c, json_t *sim, char *err, size_t errle
                         return -EINVAL;
                 }
                 c->sim_mode = strcmp(m, "model") == 0 ? SIM_MODE_MODEL : SIM_MODE_COMPUTE;
+        }
+        if ((v = json_object_get(sim, "share_workers"))) {
+                if (!json_is_boolean(v)) {
+                        snprintf(err, errlen, "sim.share_workers: must be true or false");
+                        return -EINVAL;
+                }
+                c->sim_share_workers = json_is_true(v);
         }
         return 0;
 }

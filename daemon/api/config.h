@@ -53,6 +53,10 @@ struct npud_config {
         int sim_devices;
         char sim_profile[16];
         enum sim_mode sim_mode;
+        /* "sim.share_workers": true lets every device's units run on every host worker;
+         * false (default) gives each device its own workers, pinned to its own CPUs, where
+         * the host has a worker per device (sim_backend_new) */
+        int sim_share_workers;
         int log_level;
         int workers; /* host worker threads; 0 = number of CPUs */
         char admin_group[64];

@@ -49,6 +49,8 @@ static json_t *device_json(struct npud *d, struct device *dev)
         json_object_set_new(o, "draining", json_boolean(dev->draining));
         json_object_set_new(o, "units", json_integer((json_int_t)dev->units));
         json_object_set_new(o, "units_inline", json_integer((json_int_t)dev->units_inline));
+        json_object_set_new(o, "host_workers", json_integer(dev->desc.host_workers));
+        json_object_set_new(o, "host_cpus", json_string(dev->desc.host_cpus));
         /* identity and telemetry (backend.h): figures of the last utilization period; with
          * "telemetry": false the sensor figures are left out, not reported as zeros */
         const struct backend_health *h = &dev->telemetry;

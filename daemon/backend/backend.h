@@ -62,6 +62,11 @@ struct backend_device_desc {
         int pcie_switch;
         int hccs_group;
         double power_limit_w; /* board power limit (TDP) */
+        /* Compute mode: the host workers (per pool) that run the device's units, and the
+         * CPUs they are kept on ("0-3", "" when left to the kernel); 0 and "" in model
+         * mode. */
+        int host_workers;
+        char host_cpus[64];
 };
 
 /* EXEC_GRAPH: a whole graph (ONNX model) run by the graph executor on one engine;
@@ -285,9 +290,12 @@ struct backend {
         const struct backend_fault_hooks *faults; /* NULL: no fault injection */
 };
 
-/* The simulated backend. mode: 0 compute, 1 model. workers: host threads (0 = CPUs). */
+/* The simulated backend. mode: 0 compute, 1 model. workers: host threads per pool (0 =
+ * CPUs). share: every device's units may run on every worker; else, where there are at
+ * least as many workers as devices, each device gets workers of its own (the remainder to
+ * the first devices), kept on CPUs of their own (docs/architecture.md). */
 int sim_backend_new(struct event_base *base, int ndevices, const char *profile, int mode,
-                    int workers, backend_complete_fn complete, void *userdata,
+                    int workers, int share, backend_complete_fn complete, void *userdata,
                     struct backend **ret, char *err, size_t errlen);
 /* Is this a known simulated profile name? */
 int sim_profile_valid(const char *profile);

@@ -105,6 +105,10 @@ struct sim_hold {
         struct sim_hold *prev, *next;
 };
 
+/* Partitions of the host workers at most (sim_partitions), and so queues */
+#define SIM_MAX_PARTS 32
+#define SIM_QUEUES (2 * SIM_MAX_PARTS)
+
 /* CPUs (numbered below this) whose idle workers may relay a completion (done_push) */
 #define SIM_RELAY_CPUS 64
 
@@ -125,14 +129,19 @@ struct sim {
         pthread_t *threads;
         int nthreads;
         pthread_mutex_t lock;
-        pthread_cond_t cond[2];                          /* per pool: 1 = background */
-        struct exec_unit *queue_head[2], *queue_tail[2];
-        atomic_int queued[2]; /* units in each queue, for workers looking without the lock */
+        /* One queue per pool: pool 2p is partition p's foreground workers, 2p + 1 its
+         * background ones (sim_partitions) */
+        pthread_cond_t cond[SIM_QUEUES];
+        struct exec_unit *queue_head[SIM_QUEUES], *queue_tail[SIM_QUEUES];
+        atomic_int queued[SIM_QUEUES]; /* units in each queue, for workers looking without the lock */
+        int nparts;      /* partitions of the host workers: 1, or one per device */
+        int *dev_part;   /* each device's partition */
         atomic_int bg_running; /* background workers running a unit (idle_spin_ns) */
         struct sim_pool {
                 struct sim *s;
-                int bg;
-        } pools[2];
+                int q;  /* its queue */
+                int bg; /* background: q is odd */
+        } pools[SIM_QUEUES];
         int stopping;
 
         /* completions back to the loop */
@@ -456,16 +465,16 @@ static void gang_try_next(struct exec_unit *u, int i)
                 gang_next(u, i);
 }
 
-/* Other work waits in pool bg while this worker waits in gang u: leave it, unless the
+/* Other work waits in queue q while this worker waits in gang u: leave it, unless the
  * worker is the last one in it. */
-static int gang_leave(struct sim *s, struct exec_unit *u, int bg)
+static int gang_leave(struct sim *s, struct exec_unit *u, int q)
 {
         int left = 0;
 
-        if (atomic_load_explicit(&s->queued[bg], memory_order_relaxed) <= (u->g_tickets > 0))
+        if (atomic_load_explicit(&s->queued[q], memory_order_relaxed) <= (u->g_tickets > 0))
                 return 0; /* a hint; the lock decides */
         pthread_mutex_lock(&s->lock);
-        struct exec_unit *h = s->queue_head[bg];
+        struct exec_unit *h = s->queue_head[q];
         if (h && (h != u || h->next) && u->g_members > 1) {
                 u->g_members--;
                 left = 1;
@@ -475,13 +484,13 @@ static int gang_leave(struct sim *s, struct exec_unit *u, int bg)
 }
 
 /* Wait until item i of u is done (or leave the gang for other work: 1). */
-static int gang_wait(struct sim *s, struct exec_unit *u, int i, int bg)
+static int gang_wait(struct sim *s, struct exec_unit *u, int i, int q)
 {
         uint64_t t0 = now_ns();
         const struct timespec nap = { 0, GANG_NAP_NS };
 
         while (atomic_load(&u->g_cur) == i) {
-                if (gang_leave(s, u, bg))
+                if (gang_leave(s, u, q))
                         return 1;
                 uint64_t waited = now_ns() - t0;
                 if (waited < GANG_SPIN_NS) {
@@ -499,7 +508,7 @@ static int gang_wait(struct sim *s, struct exec_unit *u, int i, int bg)
 #define GANG_CLOSED (1 << 24)
 
 /* A worker in gang unit u until the unit is over (0) or it left for other work (1). */
-static int gang_work(struct sim *s, struct exec_unit *u, int bg)
+static int gang_work(struct sim *s, struct exec_unit *u, int q)
 {
         struct ops_runctx rc = { .cancel = &u->cancel, .max_loop_trips = u->max_loop_trips,
                                  .mem = u->mem };
@@ -524,7 +533,7 @@ static int gang_work(struct sim *s, struct exec_unit *u, int bg)
                         gang_try_next(u, i);
                         continue;
                 }
-                if (gang_wait(s, u, i, bg))
+                if (gang_wait(s, u, i, q))
                         return 1;
         }
 }
@@ -672,28 +681,28 @@ static uint64_t idle_spin_ns(struct sim *s, int bg)
         return !bg && atomic_load_explicit(&s->bg_running, memory_order_relaxed) > 0 ? IDLE_SPIN_BG_NS : IDLE_SPIN_NS;
 }
 
-static void queue_remove_head(struct sim *s, int bg)
+static void queue_remove_head(struct sim *s, int q)
 {
-        struct exec_unit *u = s->queue_head[bg];
+        struct exec_unit *u = s->queue_head[q];
 
-        s->queue_head[bg] = u->next;
-        if (!s->queue_head[bg])
-                s->queue_tail[bg] = NULL;
-        atomic_fetch_sub(&s->queued[bg], 1);
+        s->queue_head[q] = u->next;
+        if (!s->queue_head[q])
+                s->queue_tail[q] = NULL;
+        atomic_fetch_sub(&s->queued[q], 1);
 }
 
 static void *worker_main(void *arg)
 {
         struct sim_pool *pool = arg;
         struct sim *s = pool->s;
-        const int bg = pool->bg;
+        const int bg = pool->bg, q = pool->q;
 
         prio_normal(); /* whoever started the worker */
         if (bg)
                 background_thread();
         pthread_mutex_lock(&s->lock);
         for (;;) {
-                if (!s->queue_head[bg] && !s->stopping) {
+                if (!s->queue_head[q] && !s->stopping) {
                         uint64_t t0 = now_ns();
                         pthread_mutex_unlock(&s->lock);
                         uint64_t waited;
@@ -702,7 +711,7 @@ static void *worker_main(void *arg)
                         int cpu = bg ? -1 : sched_getcpu();
                         if (relay_cpu(cpu))
                                 atomic_fetch_add(&s->idle_on[cpu], 1);
-                        while (!atomic_load_explicit(&s->queued[bg], memory_order_relaxed) &&
+                        while (!atomic_load_explicit(&s->queued[q], memory_order_relaxed) &&
                                (waited = now_ns() - t0) < idle_spin_ns(s, bg)) {
                                 if (relay_cpu(cpu)) {
                                         relay_take(s, cpu);
@@ -714,13 +723,13 @@ static void *worker_main(void *arg)
                                 atomic_fetch_sub(&s->idle_on[cpu], 1);
                         pthread_mutex_lock(&s->lock);
                 }
-                while (!s->queue_head[bg] && !s->stopping)
-                        pthread_cond_wait(&s->cond[bg], &s->lock);
-                if (!s->queue_head[bg])
+                while (!s->queue_head[q] && !s->stopping)
+                        pthread_cond_wait(&s->cond[q], &s->lock);
+                if (!s->queue_head[q])
                         break;
-                struct exec_unit *u = s->queue_head[bg];
+                struct exec_unit *u = s->queue_head[q];
                 if (u->gang < 1) {
-                        queue_remove_head(s, bg);
+                        queue_remove_head(s, q);
                         pthread_mutex_unlock(&s->lock);
                         if (bg)
                                 atomic_fetch_add(&s->bg_running, 1);
@@ -733,15 +742,15 @@ static void *worker_main(void *arg)
                 }
                 /* a gang: the unit stays at the head while other workers may join it */
                 if (--u->g_tickets > 0)
-                        pthread_cond_signal(&s->cond[bg]);
+                        pthread_cond_signal(&s->cond[q]);
                 else
-                        queue_remove_head(s, bg);
+                        queue_remove_head(s, q);
                 if (u->g_members++ == 0)
                         u->start_ns = now_ns();
                 pthread_mutex_unlock(&s->lock);
                 if (bg)
                         atomic_fetch_add(&s->bg_running, 1);
-                int left = gang_work(s, u, bg);
+                int left = gang_work(s, u, q);
                 if (bg)
                         atomic_fetch_sub(&s->bg_running, 1);
                 pthread_mutex_lock(&s->lock);
@@ -749,7 +758,7 @@ static void *worker_main(void *arg)
                         continue;
                 if (u->g_tickets > 0) { /* over before every worker came: no more joins */
                         u->g_tickets = 0;
-                        queue_remove_head(s, bg); /* it is still the head */
+                        queue_remove_head(s, q); /* it is still the head */
                 }
                 if (--u->g_members == 0) {
                         pthread_mutex_unlock(&s->lock);
@@ -801,6 +810,83 @@ static void worker_pin(const struct worker_cpus *wc, pthread_t th, int i)
         CPU_SET(wc->cpu[i % wc->n], &one);
         if ((e = pthread_setaffinity_np(th, sizeof(one), &one)) != 0)
                 log_warn("worker %d: cannot keep it on CPU %d: %s", i, wc->cpu[i % wc->n], strerror(e));
+}
+
+/* The worker threads of a pool: n of them; thread t serves partition part[t] and is kept on
+ * the CPU of worker slot slot[t] (worker_pin). Shared (one partition): a thread per slot.
+ * Partitioned: partition p owns workers / parts slots (the remainder to the first ones) and
+ * has a thread per slot, but two at least, so that one endless unit never holds the only
+ * worker of a device (the second shares the CPU with it). */
+struct thread_plan {
+        int n;
+        int *part, *slot;
+};
+
+static int thread_plan_make(struct thread_plan *tp, int workers, int parts)
+{
+        int per = workers / parts, extra = workers % parts, n = 0;
+
+        for (int p = 0; p < parts; p++) {
+                int size = per + (p < extra);
+                n += parts > 1 && size < 2 ? 2 : size;
+        }
+        tp->part = calloc((size_t)n, sizeof(int));
+        tp->slot = calloc((size_t)n, sizeof(int));
+        if (!tp->part || !tp->slot)
+                return -ENOMEM;
+        tp->n = 0;
+        for (int p = 0, first = 0; p < parts; p++) {
+                int size = per + (p < extra), threads = parts > 1 && size < 2 ? 2 : size;
+                for (int k = 0; k < threads; k++) {
+                        tp->part[tp->n] = p;
+                        tp->slot[tp->n++] = first + k % size;
+                }
+                first += size;
+        }
+        return 0;
+}
+
+static void thread_plan_free(struct thread_plan *tp)
+{
+        free(tp->part);
+        free(tp->slot);
+}
+
+/* Each device's host workers and their CPUs, in its description (npuctl devices --json). */
+static void describe_parts(struct sim *s, const struct thread_plan *tp, const struct worker_cpus *wc)
+{
+        for (int d = 0; d < s->ndevices; d++) {
+                struct backend_device_desc *desc = &s->devices[d].desc;
+                cpu_set_t set;
+                size_t len = 0;
+
+                CPU_ZERO(&set);
+                desc->host_workers = 0;
+                for (int t = 0; t < tp->n; t++)
+                        if (tp->part[t] == s->dev_part[d]) {
+                                desc->host_workers++;
+                                if (wc->n >= 2)
+                                        CPU_SET(wc->cpu[tp->slot[t] % wc->n], &set);
+                        }
+                desc->host_cpus[0] = 0;
+                /* as ranges, the way /proc and taskset write them */
+                for (int c = 0; c < CPU_SETSIZE && len < sizeof(desc->host_cpus); c++) {
+                        if (!CPU_ISSET(c, &set) || (c > 0 && CPU_ISSET(c - 1, &set)))
+                                continue;
+                        int e = c;
+                        while (e + 1 < CPU_SETSIZE && CPU_ISSET(e + 1, &set))
+                                e++;
+                        int n = e > c ? snprintf(desc->host_cpus + len, sizeof(desc->host_cpus) - len, "%s%d-%d",
+                                                 len ? "," : "", c, e)
+                                      : snprintf(desc->host_cpus + len, sizeof(desc->host_cpus) - len, "%s%d",
+                                                 len ? "," : "", c);
+                        if (n < 0 || (size_t)n >= sizeof(desc->host_cpus) - len) {
+                                desc->host_cpus[len] = 0; /* too many ranges: what fits */
+                                break;
+                        }
+                        len += (size_t)n;
+                }
+        }
 }
 
 static void hold_release(struct sim *s, struct sim_hold *h)
@@ -946,6 +1032,7 @@ static int sim_submit(struct backend *b, struct exec_unit *u)
                 return hold_unit(s, u, ns, 1, over);
         }
         int bg = u->background != 0;
+        int q = 2 * (u->device >= 0 && u->device < s->ndevices ? s->dev_part[u->device] : 0) + bg;
         if (u->gang >= 1) {
                 atomic_store(&u->g_cur, 0);
                 atomic_store(&u->g_waiters, 0);
@@ -971,7 +1058,7 @@ static int sim_submit(struct backend *b, struct exec_unit *u)
                         u->g_members = 1;
                         u->g_tickets = 0;
                         u->start_ns = now_ns();
-                        gang_work(s, u, 0);
+                        gang_work(s, u, q);
                         u->end_ns = now_ns() + atomic_load(&u->g_delay);
                 } else {
                         unit_run_timed(s, u);
@@ -980,13 +1067,13 @@ static int sim_submit(struct backend *b, struct exec_unit *u)
                 return 0;
         }
         pthread_mutex_lock(&s->lock);
-        atomic_fetch_add(&s->queued[bg], 1);
-        if (s->queue_tail[bg])
-                s->queue_tail[bg]->next = u;
+        atomic_fetch_add(&s->queued[q], 1);
+        if (s->queue_tail[q])
+                s->queue_tail[q]->next = u;
         else
-                s->queue_head[bg] = u;
-        s->queue_tail[bg] = u;
-        pthread_cond_signal(&s->cond[bg]);
+                s->queue_head[q] = u;
+        s->queue_tail[q] = u;
+        pthread_cond_signal(&s->cond[q]);
         pthread_mutex_unlock(&s->lock);
         return 0;
 }
@@ -1148,8 +1235,8 @@ static void sim_destroy(struct backend *b)
                 return;
         pthread_mutex_lock(&s->lock);
         s->stopping = 1;
-        pthread_cond_broadcast(&s->cond[0]);
-        pthread_cond_broadcast(&s->cond[1]);
+        for (int q = 0; q < SIM_QUEUES; q++)
+                pthread_cond_broadcast(&s->cond[q]);
         pthread_mutex_unlock(&s->lock);
         for (int i = 0; i < s->nthreads; i++)
                 pthread_join(s->threads[i], NULL);
@@ -1165,8 +1252,9 @@ static void sim_destroy(struct backend *b)
                         munmap(s->devices[i].mem, s->devices[i].desc.mem_size);
         free(s->devices);
         pthread_mutex_destroy(&s->lock);
-        pthread_cond_destroy(&s->cond[0]);
-        pthread_cond_destroy(&s->cond[1]);
+        for (int q = 0; q < SIM_QUEUES; q++)
+                pthread_cond_destroy(&s->cond[q]);
+        free(s->dev_part);
         pthread_mutex_destroy(&s->done_lock);
         free(s);
 }
@@ -1227,7 +1315,7 @@ static void sim_identity(const struct sim_profile *p, int i, struct backend_devi
 }
 
 int sim_backend_new(struct event_base *base, int ndevices, const char *profile, int mode,
-                    int workers, backend_complete_fn complete, void *userdata,
+                    int workers, int share, backend_complete_fn complete, void *userdata,
                     struct backend **ret, char *err, size_t errlen)
 {
         const struct sim_profile *p = NULL;
@@ -1255,10 +1343,14 @@ int sim_backend_new(struct event_base *base, int ndevices, const char *profile, 
         s->efd = -1;
         atomic_init(&s->loop_cpu, -1);
         pthread_mutex_init(&s->lock, NULL);
-        pthread_cond_init(&s->cond[0], NULL);
-        pthread_cond_init(&s->cond[1], NULL);
+        for (int q = 0; q < SIM_QUEUES; q++)
+                pthread_cond_init(&s->cond[q], NULL);
         pthread_mutex_init(&s->done_lock, NULL);
         s->devices = calloc((size_t)ndevices, sizeof(*s->devices));
+        s->nparts = 1;
+        s->dev_part = calloc(ndevices > 0 ? (size_t)ndevices : 1, sizeof(*s->dev_part));
+        if (!s->dev_part)
+                goto fail_nomem;
         if (!s->devices && ndevices > 0)
                 goto fail_nomem;
         s->ndevices = ndevices;
@@ -1301,28 +1393,46 @@ int sim_backend_new(struct event_base *base, int ndevices, const char *profile, 
         if (mode == 0) {
                 if (workers <= 0)
                         workers = cpus_usable();
-                s->threads = calloc((size_t)workers * 2, sizeof(pthread_t));
-                if (!s->threads)
+                if (!share && ndevices > 1 && ndevices <= SIM_MAX_PARTS && workers >= ndevices) {
+                        s->nparts = ndevices;
+                        for (int d = 0; d < ndevices; d++)
+                                s->dev_part[d] = d;
+                }
+                struct thread_plan tp;
+                if (thread_plan_make(&tp, workers, s->nparts) < 0) {
+                        thread_plan_free(&tp);
                         goto fail_nomem;
+                }
+                const int n = tp.n;
+                s->threads = calloc((size_t)n * 2, sizeof(pthread_t));
+                if (!s->threads) {
+                        thread_plan_free(&tp);
+                        goto fail_nomem;
+                }
                 struct worker_cpus wc;
                 worker_cpus_init(&wc);
-                for (int i = 0; i < workers * 2; i++) {
-                        struct sim_pool *pool = &s->pools[i >= workers];
+                describe_parts(s, &tp, &wc);
+                for (int i = 0; i < n * 2; i++) {
+                        int t = i % n, q = 2 * tp.part[t] + (i >= n);
+                        struct sim_pool *pool = &s->pools[q];
                         pool->s = s;
-                        pool->bg = i >= workers;
+                        pool->q = q;
+                        pool->bg = i >= n;
                         int e = pthread_create(&s->threads[i], NULL, worker_main, pool);
                         if (e) {
                                 snprintf(err, errlen, "cannot start worker thread: %s",
                                          strerror(e));
+                                thread_plan_free(&tp);
                                 goto fail;
                         }
                         s->nthreads++;
                         char name[32]; /* a thread name holds 15 bytes */
-                        snprintf(name, sizeof(name), "npud-%s%d", i >= workers ? "bg" : "w", i % workers);
+                        snprintf(name, sizeof(name), "npud-%s%d", i >= n ? "bg" : "w", t);
                         name[15] = 0;
                         pthread_setname_np(s->threads[i], name); /* ps -L, top -H, perf */
-                        worker_pin(&wc, s->threads[i], i % workers);
+                        worker_pin(&wc, s->threads[i], tp.slot[t]);
                 }
+                thread_plan_free(&tp);
         }
         *ret = &s->base;
         return 0;

@@ -816,6 +816,124 @@ START_TEST(test_loop_thread_follows_lc_client)
 }
 END_TEST
 
+/* CPU time (clock ticks) thread tid of npud has used so far. */
+static long npud_thread_ticks(pid_t tid)
+{
+        char path[96], buf[1024];
+        long ut = 0, st = 0;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)proc.pid, (int)tid);
+        ck_assert_ptr_nonnull(f = fopen(path, "r"));
+        ck_assert_ptr_nonnull(fgets(buf, sizeof(buf), f));
+        fclose(f);
+        /* fields 14 and 15, after the ")" that ends the name */
+        const char *p = strrchr(buf, ')');
+        ck_assert_ptr_nonnull(p);
+        ck_assert_int_eq(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %ld %ld", &ut, &st), 2);
+        return ut + st;
+}
+
+/* npud with two devices and two workers (share_workers as given): each device's description
+ * names its host workers and CPUs; then a MatMul load of device 1, checked, and the CPU time
+ * it took of each foreground worker (threads npud-w<i>, in ticks[i], up to 8; how many in
+ * *ret_n). Partitioned, device 0's workers are the first host_workers of them. */
+static void device_load_ticks(int share, long *ticks, int *ret_n, int *ret_dev0)
+{
+        static const char *args[] = { "--sim-mode", "compute", "--workers", "2", NULL };
+        enum { N = 1024, LAUNCHES = 16 };
+        size_t bytes = sizeof(float) * N * N;
+        npu_admin_device_t *d = NULL;
+        size_t n = 0;
+        cpu_set_t mine;
+        pid_t w[8];
+
+        ck_assert_int_eq(harness_start_config(&proc, share ? "{\"sim\": {\"share_workers\": true}}" : NULL, args), 0);
+        npu_context_t *c = connect_as(&proc, NULL);
+        OK(npu_admin_devices(c, sizeof(*d), &d, &n));
+        ck_assert_uint_eq(n, 2);
+        ck_assert_int_eq(sched_getaffinity(0, sizeof(mine), &mine), 0);
+        /* two at least each: one endless unit never holds a device's only worker */
+        for (int i = 0; i < 2; i++) {
+                ck_assert_int_eq(d[i].host_workers, 2);
+                if (CPU_COUNT(&mine) >= 2)
+                        ck_assert_msg(d[i].host_cpus[0] != 0, "device %d: no host CPUs named", i);
+        }
+        if (CPU_COUNT(&mine) >= 2)
+                ck_assert_msg(share == !strcmp(d[0].host_cpus, d[1].host_cpus), "devices on CPUs %s and %s (shared: %d)",
+                              d[0].host_cpus, d[1].host_cpus, share);
+        *ret_dev0 = d[0].host_workers;
+        free(d);
+        *ret_n = share ? 2 : 4;
+        for (int i = 0; i < *ret_n; i++) {
+                char name[16];
+                snprintf(name, sizeof(name), "npud-w%d", i);
+                ck_assert_msg((w[i] = npud_thread(name)) > 0, "no thread %s", name);
+                ticks[i] = npud_thread_ticks(w[i]);
+        }
+        ck_assert_msg(npud_thread(share ? "npud-w2" : "npud-w4") == 0, "more foreground workers than %d", *ret_n);
+        float *h = malloc(bytes);
+        ck_assert_ptr_nonnull(h);
+        for (int i = 0; i < N * N; i++)
+                h[i] = (float)(i % 7) * 0.125f;
+        npu_buffer_t a, y, y2;
+        npu_stream_t st[2];
+        OK(npu_malloc(c, 1, bytes, &a));
+        OK(npu_malloc(c, 1, bytes, &y));
+        OK(npu_malloc(c, 1, bytes, &y2));
+        OK(npu_memcpy_to_device(c, a, 0, h, bytes));
+        /* two streams: work for two workers at once */
+        OK(npu_stream_create(c, 1, 0, &st[0]));
+        OK(npu_stream_create(c, 1, 0, &st[1]));
+        npu_tensor_t in[2] = { mat(a, N, N), mat(a, N, N) }, out[2] = { mat(y, N, N), mat(y2, N, N) };
+        for (int i = 0; i < LAUNCHES; i++)
+                OK(npu_launch(c, st[i % 2], "MatMul", in, 2, &out[i % 2], 1, NULL, 0, NULL));
+        OK(npu_stream_synchronize(c, st[0]));
+        OK(npu_stream_synchronize(c, st[1]));
+        /* one element of the product, against the host */
+        float got;
+        OK(npu_memcpy_from_device(c, &got, y, sizeof(float) * (N + 3), sizeof(float)));
+        double want = 0;
+        for (int k = 0; k < N; k++)
+                want += (double)h[N + k] * h[k * N + 3];
+        ck_assert_msg(fabs(got - want) <= 1e-3 * (1 + fabs(want)), "y[1][3] = %g, expected %g", got, want);
+        for (int i = 0; i < *ret_n; i++)
+                ticks[i] = npud_thread_ticks(w[i]) - ticks[i];
+        OK(npu_stream_destroy(c, st[0]));
+        OK(npu_stream_destroy(c, st[1]));
+        OK(npu_free(c, a));
+        OK(npu_free(c, y));
+        OK(npu_free(c, y2));
+        npu_disconnect(c);
+        free(h);
+        ck_assert_int_eq(harness_stop(&proc), 0);
+}
+
+/* Each device computes on workers of its own (sim_backend_new): a load of device 1 takes
+ * no CPU time of device 0's workers; with "sim": {"share_workers": true} both workers take
+ * it, side by side where there are two CPUs. */
+START_TEST(test_devices_own_workers)
+{
+        long own[8], sh[8], own0 = 0, own1 = 0;
+        int n, dev0;
+        cpu_set_t mine;
+
+        device_load_ticks(0, own, &n, &dev0);
+        for (int i = 0; i < n; i++)
+                *(i < dev0 ? &own0 : &own1) += own[i];
+        device_load_ticks(1, sh, &n, &dev0);
+        printf("devices own workers: device 1's MatMuls took %ld ticks of device 0's workers and %ld of its own; "
+               "shared: %ld and %ld of workers 0 and 1\n", own0, own1, sh[0], sh[1]);
+        ck_assert_msg(own1 >= 10, "device 1's workers ran %ld ticks of MatMuls", own1);
+        ck_assert_msg(own0 * 10 <= own1, "device 0's workers ran %ld ticks of device 1's load (its own: %ld)",
+                      own0, own1);
+        ck_assert_int_eq(sched_getaffinity(0, sizeof(mine), &mine), 0);
+        if (CPU_COUNT(&mine) >= 2) /* two CPUs: shared, both workers compute side by side */
+                ck_assert_msg(sh[0] * 4 >= sh[1] && sh[1] * 4 >= sh[0], "shared workers: %ld and %ld ticks", sh[0],
+                              sh[1]);
+}
+END_TEST
+
 int main(void)
 {
         Suite *s = suite_create("integration-graph-steps");
@@ -831,6 +949,7 @@ int main(void)
         tcase_add_test(tc, test_loop_thread_follows_lc_client);
         tcase_add_test(tc, test_run_limit_covers_whole_run);
         tcase_add_test(tc, test_best_effort_loads_at_idle_priority);
+        tcase_add_test(tc, test_devices_own_workers);
         suite_add_tcase(s, tc);
         return check_run(s);
 }

@@ -299,7 +299,7 @@ static int worker_cpus(pid_t pid, const char *tid, cpu_set_t *set)
 
 /* The foreground workers (threads npud-w<i>) of the running daemon: how many, and how many
  * of them may run on exactly one CPU, no two on the same one. */
-static void count_workers(int *ret_n, int *ret_pinned_apart, int *ret_free)
+static void count_workers(int *ret_n, int *ret_pinned_apart, int *ret_free, int *ret_single)
 {
         char path[64];
         cpu_set_t used, set, mine;
@@ -308,7 +308,7 @@ static void count_workers(int *ret_n, int *ret_pinned_apart, int *ret_free)
 
         CPU_ZERO(&used);
         ck_assert_int_eq(sched_getaffinity(0, sizeof(mine), &mine), 0);
-        *ret_n = *ret_pinned_apart = *ret_free = 0;
+        *ret_n = *ret_pinned_apart = *ret_free = *ret_single = 0;
         snprintf(path, sizeof(path), "/proc/%d/task", (int)proc.pid);
         ck_assert_ptr_nonnull(d = opendir(path));
         while ((e = readdir(d))) {
@@ -327,6 +327,7 @@ static void count_workers(int *ret_n, int *ret_pinned_apart, int *ret_free)
                 (*ret_n)++;
                 if (CPU_COUNT(&set) == 1) {
                         cpu_set_t both;
+                        (*ret_single)++;
                         CPU_AND(&both, &set, &used);
                         if (!CPU_COUNT(&both))
                                 (*ret_pinned_apart)++;
@@ -339,15 +340,17 @@ static void count_workers(int *ret_n, int *ret_pinned_apart, int *ret_free)
 }
 
 /* Compute mode: each foreground worker is kept on a CPU of its own (the parts of a split step
- * run at once, not stacked on one CPU); NPUD_WORKER_PIN=0 leaves them on every CPU. */
+ * run at once, not stacked on one CPU); NPUD_WORKER_PIN=0 leaves them on every CPU. With the
+ * workers shared between the two devices, one per CPU; by default each device has two of
+ * its own (one CPU each here), every one still kept on one CPU. */
 START_TEST(test_workers_one_per_cpu)
 {
         cpu_set_t mine;
-        int n, apart, free_;
+        int n, apart, free_, single;
 
         ck_assert_int_eq(sched_getaffinity(0, sizeof(mine), &mine), 0);
-        start("{}", "compute");
-        count_workers(&n, &apart, &free_);
+        start("{\"sim\": {\"share_workers\": true}}", "compute");
+        count_workers(&n, &apart, &free_, &single);
         stop();
         printf("compute mode on %d CPUs: %d foreground workers, %d on CPUs of their own\n",
                CPU_COUNT(&mine), n, apart);
@@ -355,9 +358,19 @@ START_TEST(test_workers_one_per_cpu)
         if (CPU_COUNT(&mine) >= 2) /* one worker per CPU it may use (npud's default count) */
                 ck_assert_msg(apart == n && n == CPU_COUNT(&mine), "%d of %d workers on CPUs of their own (%d CPUs)",
                               apart, n, CPU_COUNT(&mine));
+        start("{}", "compute");
+        count_workers(&n, &apart, &free_, &single);
+        stop();
+        printf("compute mode, devices with workers of their own: %d foreground workers, %d kept on one CPU\n", n,
+               single);
+        if (CPU_COUNT(&mine) >= 2) {
+                int per = CPU_COUNT(&mine) / 2; /* CPUs of each of the 2 devices, at least */
+                ck_assert_msg(single == n && n >= 2 * (per > 2 ? per : 2),
+                              "%d workers, %d kept on one CPU (%d CPUs)", n, single, CPU_COUNT(&mine));
+        }
         setenv("NPUD_WORKER_PIN", "0", 1);
         start("{}", "compute");
-        count_workers(&n, &apart, &free_);
+        count_workers(&n, &apart, &free_, &single);
         stop();
         unsetenv("NPUD_WORKER_PIN");
         ck_assert_msg(free_ == n, "NPUD_WORKER_PIN=0: %d of %d workers free", free_, n);
@@ -386,7 +399,9 @@ static void own_session_cpu(npu_context_t *c, int *ret_cpu, long long *ret_write
  * the loop thread is not on, its replies are written there. The loop thread is kept on the
  * first CPU for the test: left free, the kernel may move it to wherever the client wakes it,
  * and a client whose replies the loop thread writes from the client's own CPU needs no relay
- * (one run in about twenty saw none, 0 of 40). */
+ * (one run in about twenty saw none, 0 of 40). The workers are shared between the devices,
+ * so that device 0 has one on each CPU (by default device 0 computes on the first CPU only,
+ * and no worker of its idles on the second). */
 START_TEST(test_replies_written_from_client_cpu)
 {
         const int n = 256, rounds = 20;
@@ -403,7 +418,7 @@ START_TEST(test_replies_written_from_client_cpu)
                 printf("replies from the client's CPU: skipped, one CPU\n");
                 return;
         }
-        start("{}", "compute");
+        start("{\"sim\": {\"share_workers\": true}}", "compute");
         CPU_ZERO(&one);
         CPU_SET(cpus[0], &one);
         ck_assert_int_eq(sched_setaffinity(proc.pid, sizeof(one), &one), 0); /* the main thread only */

@@ -38,7 +38,7 @@ static void harness_init(struct harness *h, int mode, int workers)
         memset(h, 0, sizeof(*h));
         h->base = event_base_new();
         ck_assert_ptr_nonnull(h->base);
-        ck_assert_int_eq(sim_backend_new(h->base, 2, "910B3", mode, workers, on_complete, h,
+        ck_assert_int_eq(sim_backend_new(h->base, 2, "910B3", mode, workers, 0, on_complete, h,
                                          &h->b, err, sizeof(err)),
                          0);
         ck_assert_int_eq(h->b->ops->device_describe(h->b, 0, &h->desc), 0);

@@ -35,7 +35,7 @@ static void harness_init(struct harness *h, const char *profile, int ndev)
         h->base = event_base_new();
         ck_assert_ptr_nonnull(h->base);
         /* model mode: a unit's modelled duration is held on the loop, no worker threads */
-        ck_assert_int_eq(sim_backend_new(h->base, ndev, profile, 1, 1, on_complete, h, &h->b, err,
+        ck_assert_int_eq(sim_backend_new(h->base, ndev, profile, 1, 1, 0, on_complete, h, &h->b, err,
                                          sizeof(err)), 0);
 }
 
