@@ -85,11 +85,28 @@ static void on_util_timer(evutil_socket_t fd, short what, void *arg)
 #define LOOP_POLL_NS 200000
 #define LOOP_POLL_NAP_NS 1000
 
+/* The loop thread stays off CPUs where best-effort work runs, while there are others
+ * (loopcpu_avoid); looked at once a millisecond at most. */
+static void loop_avoid(struct npud *d)
+{
+        static uint64_t last;
+        struct backend *b = d->ex.backend;
+        uint64_t now = now_ns();
+        cpu_set_t busy;
+
+        if (!b || !b->ops->busy_cpus || now - last < 1000000)
+                return;
+        last = now;
+        if (b->ops->busy_cpus(b, &busy, now))
+                loopcpu_avoid(&busy, now);
+}
+
 static void loop_run(struct npud *d)
 {
         int busy = 0;
 
         for (;;) {
+                loop_avoid(d);
                 if (busy && !sched_units_in_flight() && !session_woke_here()) { /* the last unit came back */
                         uint64_t t0 = now_ns();
                         const struct timespec nap = { 0, LOOP_POLL_NAP_NS };

@@ -29,6 +29,7 @@
 #ifndef NPUD_BACKEND_H
 #define NPUD_BACKEND_H
 
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -274,6 +275,10 @@ struct backend_ops {
          * the caller's data. Loop thread. npud writes a reply this way on the CPU its client
          * waits on: the client's wake-up is then local instead of an interrupt to its CPU. */
         int (*run_on_cpu)(struct backend *b, int cpu, void (*fn)(void *arg), void *arg);
+        /* Optional (NULL: never): the CPUs where low-priority (best-effort) work runs now
+         * or ran lately, in ret, when the backend keeps such work on some CPUs only: 1; 0
+         * when it may run anywhere. now: CLOCK_MONOTONIC ns. Loop thread. */
+        int (*busy_cpus)(struct backend *b, cpu_set_t *ret, uint64_t now);
         void (*destroy)(struct backend *b);
 };
 

@@ -136,6 +136,11 @@ struct sim {
         atomic_int queued[SIM_QUEUES]; /* units in each queue, for workers looking without the lock */
         int nparts;      /* partitions of the host workers: 1, or one per device */
         int *dev_part;   /* each device's partition */
+        /* per partition: its CPUs, its background workers running a unit, and when one last
+         * started or ended one (sim_busy_cpus) */
+        cpu_set_t part_cpus[SIM_MAX_PARTS];
+        atomic_int part_bg_running[SIM_MAX_PARTS];
+        _Atomic uint64_t part_bg_last[SIM_MAX_PARTS];
         atomic_int bg_running; /* background workers running a unit (idle_spin_ns) */
         struct sim_pool {
                 struct sim *s;
@@ -691,6 +696,39 @@ static void queue_remove_head(struct sim *s, int q)
         atomic_fetch_sub(&s->queued[q], 1);
 }
 
+/* A background worker of queue q starts or ends a unit. */
+static void bg_begin(struct sim *s, int q)
+{
+        atomic_fetch_add(&s->bg_running, 1);
+        atomic_fetch_add(&s->part_bg_running[q / 2], 1);
+        atomic_store_explicit(&s->part_bg_last[q / 2], now_ns(), memory_order_relaxed);
+}
+
+static void bg_end(struct sim *s, int q)
+{
+        atomic_fetch_sub(&s->bg_running, 1);
+        atomic_store_explicit(&s->part_bg_last[q / 2], now_ns(), memory_order_relaxed);
+        atomic_fetch_sub(&s->part_bg_running[q / 2], 1);
+}
+
+/* A partition whose background workers ran a unit this recently counts as busy: between
+ * two units of a best-effort load its workers are idle for microseconds. */
+#define SIM_BG_RECENT_NS (20ull * 1000 * 1000)
+
+static int sim_busy_cpus(struct backend *b, cpu_set_t *ret, uint64_t now)
+{
+        struct sim *s = (struct sim *)b;
+
+        CPU_ZERO(ret);
+        if (s->nparts < 2)
+                return 0;
+        for (int p = 0; p < s->nparts; p++)
+                if (atomic_load_explicit(&s->part_bg_running[p], memory_order_relaxed) > 0 ||
+                    now - atomic_load_explicit(&s->part_bg_last[p], memory_order_relaxed) < SIM_BG_RECENT_NS)
+                        CPU_OR(ret, ret, &s->part_cpus[p]);
+        return 1;
+}
+
 static void *worker_main(void *arg)
 {
         struct sim_pool *pool = arg;
@@ -732,10 +770,10 @@ static void *worker_main(void *arg)
                         queue_remove_head(s, q);
                         pthread_mutex_unlock(&s->lock);
                         if (bg)
-                                atomic_fetch_add(&s->bg_running, 1);
+                                bg_begin(s, q);
                         unit_run_timed(s, u);
                         if (bg)
-                                atomic_fetch_sub(&s->bg_running, 1);
+                                bg_end(s, q);
                         done_push(s, u);
                         pthread_mutex_lock(&s->lock);
                         continue;
@@ -749,10 +787,10 @@ static void *worker_main(void *arg)
                         u->start_ns = now_ns();
                 pthread_mutex_unlock(&s->lock);
                 if (bg)
-                        atomic_fetch_add(&s->bg_running, 1);
+                        bg_begin(s, q);
                 int left = gang_work(s, u, q);
                 if (bg)
-                        atomic_fetch_sub(&s->bg_running, 1);
+                        bg_end(s, q);
                 pthread_mutex_lock(&s->lock);
                 if (left)
                         continue;
@@ -868,6 +906,7 @@ static void describe_parts(struct sim *s, const struct thread_plan *tp, const st
                                 if (wc->n >= 2)
                                         CPU_SET(wc->cpu[tp->slot[t] % wc->n], &set);
                         }
+                s->part_cpus[s->dev_part[d]] = set;
                 desc->host_cpus[0] = 0;
                 /* as ranges, the way /proc and taskset write them */
                 for (int c = 0; c < CPU_SETSIZE && len < sizeof(desc->host_cpus); c++) {
@@ -1269,6 +1308,7 @@ static const struct backend_ops sim_ops = {
         .cancel = sim_cancel,
         .health = sim_health,
         .run_on_cpu = sim_run_on_cpu,
+        .busy_cpus = sim_busy_cpus,
         .destroy = sim_destroy,
 };
 

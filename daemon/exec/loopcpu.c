@@ -16,6 +16,13 @@ static struct {
         uint64_t moved; /* when it last moved */
         uint64_t last;  /* the last latency-critical wait */
         uint64_t moves;
+        /* loopcpu_avoid: the CPUs it is kept on (when not following), set or not, and when
+         * that last changed */
+        cpu_set_t avoid_set;
+        int avoiding;
+        int avoid_off; /* NPUD_LOOP_AVOID=0 */
+        uint64_t avoid_moved;
+        uint64_t avoid_moves;
 } lf = { .pinned = -1, .cand = -1 };
 
 void loopcpu_init(void)
@@ -24,6 +31,8 @@ void loopcpu_init(void)
 
         lf.have_all = sched_getaffinity(0, sizeof(lf.all), &lf.all) == 0;
         lf.ok = env && strcmp(env, "1") == 0 && lf.have_all && CPU_COUNT(&lf.all) > 1;
+        const char *av = getenv("NPUD_LOOP_AVOID");
+        lf.avoid_off = av && strcmp(av, "0") == 0;
 }
 
 static int keep_on(const cpu_set_t *set)
@@ -41,6 +50,10 @@ void loopcpu_client(int cpu, uint64_t now_ns)
         if (!lf.ok || cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &lf.all))
                 return;
         lf.last = now_ns;
+        if (lf.avoiding) { /* following takes over */
+                sched_setaffinity(0, sizeof(lf.all), &lf.all);
+                lf.avoiding = 0;
+        }
         if (cpu == lf.pinned) {
                 lf.seen = 0;
                 return;
@@ -58,6 +71,34 @@ void loopcpu_client(int cpu, uint64_t now_ns)
                 lf.moves++;
                 lf.seen = 0;
         }
+}
+
+void loopcpu_avoid(const cpu_set_t *busy, uint64_t now_ns)
+{
+        cpu_set_t want;
+
+        if (lf.avoid_off || !lf.have_all || lf.pinned >= 0 || CPU_COUNT(&lf.all) < 2)
+                return;
+        CPU_XOR(&want, &lf.all, busy);
+        CPU_AND(&want, &want, &lf.all); /* the daemon's CPUs without best-effort work */
+        int avoid = CPU_COUNT(&want) > 0 && !CPU_EQUAL(&want, &lf.all);
+        if (avoid == lf.avoiding && (!avoid || CPU_EQUAL(&want, &lf.avoid_set)))
+                return;
+        if (lf.avoid_moves && now_ns - lf.avoid_moved < LOOPCPU_AVOID_MOVE_NS)
+                return;
+        if (sched_setaffinity(0, sizeof(cpu_set_t), avoid ? &want : &lf.all) != 0) {
+                lf.avoid_off = 1; /* not tried again */
+                return;
+        }
+        lf.avoiding = avoid;
+        lf.avoid_set = want;
+        lf.avoid_moved = now_ns;
+        lf.avoid_moves++;
+}
+
+uint64_t loopcpu_avoid_moves(void)
+{
+        return lf.avoid_moves;
 }
 
 void loopcpu_tick(uint64_t now_ns)

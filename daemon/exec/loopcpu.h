@@ -32,15 +32,24 @@
 #ifndef NPUD_EXEC_LOOPCPU_H
 #define NPUD_EXEC_LOOPCPU_H
 
+#include <sched.h>
 #include <stdint.h>
 
 #define LOOPCPU_CONFIRM 3
 #define LOOPCPU_MOVE_NS (100ull * 1000 * 1000)
+#define LOOPCPU_AVOID_MOVE_NS (10ull * 1000 * 1000)
 
 /* Note the daemon's affinity (on the loop thread, before the loop runs). */
 void loopcpu_init(void);
 /* A latency-critical client waits on CPU cpu. */
 void loopcpu_client(int cpu, uint64_t now_ns);
+/* Keep the loop thread off the CPUs in busy (where the backend runs best-effort work now or
+ * lately: its wake-ups there interrupt that work, and the work has emptied those CPUs'
+ * caches), while the daemon has other CPUs; back on every CPU when none is free of it.
+ * At most one move per LOOPCPU_AVOID_MOVE_NS. Not while following a client (which takes
+ * over), nor with NPUD_LOOP_AVOID=0. Moves so far in loopcpu_avoid_moves. */
+void loopcpu_avoid(const cpu_set_t *busy, uint64_t now_ns);
+uint64_t loopcpu_avoid_moves(void);
 /* The util timer: give the affinity back when no latency-critical client waited lately. */
 void loopcpu_tick(uint64_t now_ns);
 /* A thread the loop thread started, for itself: the daemon's whole affinity. */

@@ -989,7 +989,7 @@ static void isolation_section(void)
                                "(p50 %.3f and %.3f ms); "
                                "BE throughput alone %.1f %s, beside LC %.1f %s, ratio %.2f (target >= 0.70)%s%s\n",
                                d ? "other device" : "same device", d ? "2 devices, BE on device 1" : "1 device",
-                               cpus, d ? " shared between them" : "", iso_load_name[k], SB, SK, SK, SM,
+                               cpus, d ? ", each device its own (sim.share_workers false)" : "", iso_load_name[k], SB, SK, SK, SM,
                                r->lc_alone, r->lc_loaded, lr, lim, lr <= lim ? "" : " MISSED", r->lc_alone50,
                                r->lc_loaded50, r->be_alone,
                                iso_unit[k], r->be_loaded, iso_unit[k], br, br >= 0.7 ? "" : " MISSED",
