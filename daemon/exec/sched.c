@@ -1148,11 +1148,17 @@ static int inline_unit(const struct stream *st, const struct sched_unit *su)
 }
 
 /* An inline unit came back (loop thread): one that ran over INLINE_OVERRUN_NS ends inline
- * runs for its tenant; one stopped at INLINE_CUT_NS says so in its items' errors. */
+ * runs for its tenant; one stopped at INLINE_CUT_NS says so in its items' errors. The
+ * overrun is the CPU time the unit took where it was measured (unit_run_timed), not its
+ * wall time: a loop thread preempted for a millisecond by the host (a vCPU the hypervisor
+ * took away) says nothing about the tenant's work, and would end its inline runs for the
+ * rest of the daemon's life: its units would then go to a worker, which with the devices'
+ * workers on CPUs of their own may share its CPU with the client that polls for the reply
+ * (up to NPU_WAIT_SPIN_LC_US more a request). */
 static void inline_done(struct stream *st, struct sched_unit *su)
 {
         struct exec_unit *u = &su->u;
-        uint64_t dur = u->end_ns > u->start_ns ? u->end_ns - u->start_ns : 0;
+        uint64_t dur = u->cpu_ns ? u->cpu_ns : u->end_ns > u->start_ns ? u->end_ns - u->start_ns : 0;
         int cut = 0;
 
         for (int i = 0; su->inline_cut && i < u->nitems; i++)
