@@ -451,6 +451,9 @@ int metrics_render(struct npud *d, struct evbuffer *buf)
         out_family(o, "npud_loop_thread_moves_total", "counter",
                    "Times the event loop thread moved onto a latency-critical client's CPU.");
         out_printf(o, "npud_loop_thread_moves_total %" PRIu64 "\n", loopcpu_moves());
+        out_family(o, "npud_loop_thread_avoid_moves_total", "counter",
+                   "Times the event loop thread was moved off, or back onto, the CPUs running best-effort work.");
+        out_printf(o, "npud_loop_thread_avoid_moves_total %" PRIu64 "\n", loopcpu_avoid_moves());
         render_devices(o, d);
         render_telemetry(o, d);
         render_faults(o, d);
