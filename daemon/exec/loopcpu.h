@@ -20,13 +20,14 @@
  *
  * Off unless NPUD_LOOP_FOLLOW=1. Beside a best-effort MatMul queue it took the client's
  * loaded/alone p99 ratio from 1.42-1.65 to 0.89-1.40 (npubench isolation, other device,
- * alternated pairs), but beside best-effort graph runs whose workers sleep and wake between
- * steps it made about one request in a hundred wait 0.5-1.5 ms: the loop thread preempts
- * the client on its CPU, and when it sleeps again the fair scheduler (EEVDF, Linux 6.18)
- * sometimes picks a best-effort worker at SCHED_IDLE that had slept, and so has lag to
- * spend, over the preempted client, for the rest of the worker's slice. SCHED_IDLE wins no
- * such pick against a woken task (wake-up preemption honours it), only against a preempted
- * one, which without this the client rarely is.
+ * alternated pairs), but beside best-effort graph runs it made about one request in a
+ * hundred wait 0.5-1.7 ms: the loop thread preempts the client on its CPU, and when it
+ * sleeps again the fair scheduler (EEVDF, Linux 6.18) finds the client, which ran since it
+ * was placed, not eligible, and runs the best-effort worker at SCHED_IDLE that the client's
+ * wake-up had preempted there, until the next wake-up on that CPU (traced, 2026-12-04;
+ * docs/architecture.md has what was tried against it). SCHED_IDLE loses every wake-up
+ * against a normal thread, but not such a pick; a client the loop thread never preempts
+ * never meets it.
  *
  * Every function but loopcpu_thread_free runs on the loop thread. */
 #ifndef NPUD_EXEC_LOOPCPU_H
