@@ -866,7 +866,7 @@ static void device_load_ticks(int share, long *ticks, int *ret_n, int *ret_dev0)
         free(d);
         *ret_n = share ? 2 : 4;
         for (int i = 0; i < *ret_n; i++) {
-                char name[16];
+                char name[32];
                 snprintf(name, sizeof(name), "npud-w%d", i);
                 ck_assert_msg((w[i] = npud_thread(name)) > 0, "no thread %s", name);
                 ticks[i] = npud_thread_ticks(w[i]);
