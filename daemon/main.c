@@ -240,7 +240,8 @@ int main(int argc, char **argv)
                 return 1;
         }
         r = sim_backend_new(d.base, d.config.sim_devices, d.config.sim_profile, d.config.sim_mode,
-                            d.config.workers, d.config.sim_share_workers, sched_unit_complete, &d.ex, &d.ex.backend, err, sizeof(err));
+                            d.config.workers, d.config.sim_share_workers, sched_unit_complete, &d.ex,
+                            &d.ex.backend, err, sizeof(err));
         if (r == 0)
                 r = device_registry_init(&d.ex.devices, d.ex.backend, d.config.policy.min_share, err,
                                          sizeof(err));

@@ -20,7 +20,8 @@ static void warn_restart(const struct npud_config *old, const struct npud_config
 {
         if (strcmp(old->socket_path, c->socket_path) || old->sim_devices != c->sim_devices ||
             strcmp(old->sim_profile, c->sim_profile) || old->sim_mode != c->sim_mode ||
-            old->sim_share_workers != c->sim_share_workers || old->workers != c->workers || strcmp(old->metrics_listen, c->metrics_listen))
+            old->sim_share_workers != c->sim_share_workers || old->workers != c->workers ||
+            strcmp(old->metrics_listen, c->metrics_listen))
                 log_warn("reload: socket, simulated devices, workers and metrics.listen "
                          "take effect only after a restart");
 }

@@ -105,7 +105,7 @@ struct sim_hold {
         struct sim_hold *prev, *next;
 };
 
-/* Partitions of the host workers at most (sim_partitions), and so queues */
+/* Partitions of the host workers at most (thread_plan_make), and so queues */
 #define SIM_MAX_PARTS 32
 #define SIM_QUEUES (2 * SIM_MAX_PARTS)
 
@@ -130,12 +130,11 @@ struct sim {
         int nthreads;
         pthread_mutex_t lock;
         /* One queue per pool: pool 2p is partition p's foreground workers, 2p + 1 its
-         * background ones (sim_partitions) */
+         * background ones (thread_plan_make, dev_queue) */
         pthread_cond_t cond[SIM_QUEUES];
         struct exec_unit *queue_head[SIM_QUEUES], *queue_tail[SIM_QUEUES];
         atomic_int queued[SIM_QUEUES]; /* units in each queue, for workers looking without the lock */
-        int nparts;      /* partitions of the host workers: 1, or one per device */
-        int *dev_part;   /* each device's partition */
+        int nparts;      /* partitions of the host workers: 1, or one per device (dev_queue) */
         /* per partition: its CPUs, its background workers running a unit, and when one last
          * started or ended one (sim_busy_cpus) */
         cpu_set_t part_cpus[SIM_MAX_PARTS];
@@ -144,8 +143,7 @@ struct sim {
         atomic_int bg_running; /* background workers running a unit (idle_spin_ns) */
         struct sim_pool {
                 struct sim *s;
-                int q;  /* its queue */
-                int bg; /* background: q is odd */
+                int q; /* its queue; odd: background */
         } pools[SIM_QUEUES];
         int stopping;
 
@@ -686,6 +684,12 @@ static uint64_t idle_spin_ns(struct sim *s, int bg)
         return !bg && atomic_load_explicit(&s->bg_running, memory_order_relaxed) > 0 ? IDLE_SPIN_BG_NS : IDLE_SPIN_NS;
 }
 
+/* The queue of device dev's units, background or not: its partition's pool. */
+static int dev_queue(const struct sim *s, int dev, int bg)
+{
+        return 2 * (s->nparts > 1 && dev >= 0 && dev < s->ndevices ? dev : 0) + bg;
+}
+
 static void queue_remove_head(struct sim *s, int q)
 {
         struct exec_unit *u = s->queue_head[q];
@@ -733,7 +737,7 @@ static void *worker_main(void *arg)
 {
         struct sim_pool *pool = arg;
         struct sim *s = pool->s;
-        const int bg = pool->bg, q = pool->q;
+        const int q = pool->q, bg = q & 1;
 
         prio_normal(); /* whoever started the worker */
         if (bg)
@@ -860,21 +864,24 @@ struct thread_plan {
         int *part, *slot;
 };
 
+static int part_threads(int size, int parts)
+{
+        return parts > 1 && size < 2 ? 2 : size;
+}
+
 static int thread_plan_make(struct thread_plan *tp, int workers, int parts)
 {
         int per = workers / parts, extra = workers % parts, n = 0;
 
-        for (int p = 0; p < parts; p++) {
-                int size = per + (p < extra);
-                n += parts > 1 && size < 2 ? 2 : size;
-        }
+        for (int p = 0; p < parts; p++)
+                n += part_threads(per + (p < extra), parts);
         tp->part = calloc((size_t)n, sizeof(int));
         tp->slot = calloc((size_t)n, sizeof(int));
         if (!tp->part || !tp->slot)
                 return -ENOMEM;
         tp->n = 0;
         for (int p = 0, first = 0; p < parts; p++) {
-                int size = per + (p < extra), threads = parts > 1 && size < 2 ? 2 : size;
+                int size = per + (p < extra), threads = part_threads(size, parts);
                 for (int k = 0; k < threads; k++) {
                         tp->part[tp->n] = p;
                         tp->slot[tp->n++] = first + k % size;
@@ -901,12 +908,12 @@ static void describe_parts(struct sim *s, const struct thread_plan *tp, const st
                 CPU_ZERO(&set);
                 desc->host_workers = 0;
                 for (int t = 0; t < tp->n; t++)
-                        if (tp->part[t] == s->dev_part[d]) {
+                        if (2 * tp->part[t] == dev_queue(s, d, 0)) {
                                 desc->host_workers++;
                                 if (wc->n >= 2)
                                         CPU_SET(wc->cpu[tp->slot[t] % wc->n], &set);
                         }
-                s->part_cpus[s->dev_part[d]] = set;
+                s->part_cpus[dev_queue(s, d, 0) / 2] = set;
                 desc->host_cpus[0] = 0;
                 /* as ranges, the way /proc and taskset write them */
                 for (int c = 0; c < CPU_SETSIZE && len < sizeof(desc->host_cpus); c++) {
@@ -1071,7 +1078,7 @@ static int sim_submit(struct backend *b, struct exec_unit *u)
                 return hold_unit(s, u, ns, 1, over);
         }
         int bg = u->background != 0;
-        int q = 2 * (u->device >= 0 && u->device < s->ndevices ? s->dev_part[u->device] : 0) + bg;
+        int q = dev_queue(s, u->device, bg);
         if (u->gang >= 1) {
                 atomic_store(&u->g_cur, 0);
                 atomic_store(&u->g_waiters, 0);
@@ -1293,7 +1300,6 @@ static void sim_destroy(struct backend *b)
         pthread_mutex_destroy(&s->lock);
         for (int q = 0; q < SIM_QUEUES; q++)
                 pthread_cond_destroy(&s->cond[q]);
-        free(s->dev_part);
         pthread_mutex_destroy(&s->done_lock);
         free(s);
 }
@@ -1388,9 +1394,6 @@ int sim_backend_new(struct event_base *base, int ndevices, const char *profile, 
         pthread_mutex_init(&s->done_lock, NULL);
         s->devices = calloc((size_t)ndevices, sizeof(*s->devices));
         s->nparts = 1;
-        s->dev_part = calloc(ndevices > 0 ? (size_t)ndevices : 1, sizeof(*s->dev_part));
-        if (!s->dev_part)
-                goto fail_nomem;
         if (!s->devices && ndevices > 0)
                 goto fail_nomem;
         s->ndevices = ndevices;
@@ -1433,11 +1436,8 @@ int sim_backend_new(struct event_base *base, int ndevices, const char *profile, 
         if (mode == 0) {
                 if (workers <= 0)
                         workers = cpus_usable();
-                if (!share && ndevices > 1 && ndevices <= SIM_MAX_PARTS && workers >= ndevices) {
+                if (!share && ndevices > 1 && ndevices <= SIM_MAX_PARTS && workers >= ndevices)
                         s->nparts = ndevices;
-                        for (int d = 0; d < ndevices; d++)
-                                s->dev_part[d] = d;
-                }
                 struct thread_plan tp;
                 if (thread_plan_make(&tp, workers, s->nparts) < 0) {
                         thread_plan_free(&tp);
@@ -1457,7 +1457,6 @@ int sim_backend_new(struct event_base *base, int ndevices, const char *profile, 
                         struct sim_pool *pool = &s->pools[q];
                         pool->s = s;
                         pool->q = q;
-                        pool->bg = i >= n;
                         int e = pthread_create(&s->threads[i], NULL, worker_main, pool);
                         if (e) {
                                 snprintf(err, errlen, "cannot start worker thread: %s",
