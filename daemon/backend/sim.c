@@ -724,7 +724,7 @@ static int sim_busy_cpus(struct backend *b, cpu_set_t *ret, uint64_t now)
         struct sim *s = (struct sim *)b;
 
         CPU_ZERO(ret);
-        if (s->nparts < 2)
+        if (!s->nthreads)
                 return 0;
         for (int p = 0; p < s->nparts; p++)
                 if (atomic_load_explicit(&s->part_bg_running[p], memory_order_relaxed) > 0 ||

@@ -21,6 +21,9 @@ static struct {
         cpu_set_t avoid_set;
         int avoiding;
         int avoid_off; /* NPUD_LOOP_AVOID=0 */
+        int anti_off;      /* NPUD_LOOP_APART=0 */
+        int lc_cpu;        /* the CPU a latency-critical client last waited on */
+        uint64_t lc_seen;  /* when, 0: never */
         uint64_t avoid_moved;
         uint64_t avoid_moves;
 } lf = { .pinned = -1, .cand = -1 };
@@ -33,6 +36,8 @@ void loopcpu_init(void)
         lf.ok = env && strcmp(env, "1") == 0 && lf.have_all && CPU_COUNT(&lf.all) > 1;
         const char *av = getenv("NPUD_LOOP_AVOID");
         lf.avoid_off = av && strcmp(av, "0") == 0;
+        const char *an = getenv("NPUD_LOOP_APART");
+        lf.anti_off = an && strcmp(an, "0") == 0;
 }
 
 static int keep_on(const cpu_set_t *set)
@@ -47,6 +52,10 @@ static int keep_on(const cpu_set_t *set)
 
 void loopcpu_client(int cpu, uint64_t now_ns)
 {
+        if (cpu >= 0 && cpu < CPU_SETSIZE) { /* for loopcpu_avoid */
+                lf.lc_cpu = cpu;
+                lf.lc_seen = now_ns;
+        }
         if (!lf.ok || cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &lf.all))
                 return;
         lf.last = now_ns;
@@ -81,6 +90,13 @@ void loopcpu_avoid(const cpu_set_t *busy, uint64_t now_ns)
                 return;
         CPU_XOR(&want, &lf.all, busy);
         CPU_AND(&want, &want, &lf.all); /* the daemon's CPUs without best-effort work */
+        if (!CPU_COUNT(&want) && lf.lc_seen && now_ns - lf.lc_seen < CPULAT_IDLE_NS &&
+            CPU_ISSET(lf.lc_cpu, &lf.all) && !lf.anti_off) {
+                /* best-effort work everywhere: at least not on the CPU a latency-critical
+                 * client waits on, where the loop thread would preempt it (loopcpu.h) */
+                want = lf.all;
+                CPU_CLR(lf.lc_cpu, &want);
+        }
         int avoid = CPU_COUNT(&want) > 0 && !CPU_EQUAL(&want, &lf.all);
         if (avoid == lf.avoiding && (!avoid || CPU_EQUAL(&want, &lf.avoid_set)))
                 return;

@@ -46,7 +46,10 @@ void loopcpu_init(void);
 void loopcpu_client(int cpu, uint64_t now_ns);
 /* Keep the loop thread off the CPUs in busy (where the backend runs best-effort work now or
  * lately: its wake-ups there interrupt that work, and the work has emptied those CPUs'
- * caches), while the daemon has other CPUs; back on every CPU when none is free of it.
+ * caches), while the daemon has other CPUs. When none is free of it, off the CPU a
+ * latency-critical client waited on in the last CPULAT_IDLE_NS (NPUD_LOOP_APART=0: on
+ * every CPU then): there the loop thread would preempt the client, and the client would
+ * then lose its CPU to the best-effort worker its wake-up had preempted (above).
  * At most one move per LOOPCPU_AVOID_MOVE_NS. Not while following a client (which takes
  * over), nor with NPUD_LOOP_AVOID=0. Moves so far in loopcpu_avoid_moves. */
 void loopcpu_avoid(const cpu_set_t *busy, uint64_t now_ns);
