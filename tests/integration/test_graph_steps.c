@@ -767,8 +767,12 @@ START_TEST(test_loop_thread_follows_lc_client)
                  " {\"name\": \"fg\", \"uids\": [%u]}, {\"name\": \"be\", \"class\": \"best-effort\", \"uids\": [%u]}]}",
                  (unsigned)getuid(), (unsigned)getuid(), (unsigned)getuid());
         setenv("NPUD_LOOP_FOLLOW", "1", 1); /* off by default (loopcpu.h) */
+        /* the best-effort request below would move it off its device's CPUs
+         * (test_loop_thread_keeps_off_be_cpus) */
+        setenv("NPUD_LOOP_AVOID", "0", 1);
         int started = harness_start_config(&proc, conf, args);
         unsetenv("NPUD_LOOP_FOLLOW");
+        unsetenv("NPUD_LOOP_AVOID");
         ck_assert_int_eq(started, 0);
         npud_affinity(proc.pid, all, sizeof(all));
         npu_context_t *lc = connect_as(&proc, "lc"), *fg = connect_as(&proc, "fg");
@@ -811,6 +815,162 @@ START_TEST(test_loop_thread_follows_lc_client)
         small_req_close(&qb);
         npu_disconnect(lc);
         npu_disconnect(fg);
+        npu_disconnect(be);
+        ck_assert_int_eq(harness_stop(&proc), 0);
+}
+END_TEST
+
+/* A best-effort MatMul load of one device, kept queued (be_load_keep) */
+struct be_load {
+        npu_context_t *c;
+        npu_stream_t s;
+        npu_buffer_t a, y;
+        npu_event_t ev[2];
+        int batches;
+};
+
+#define BE_N 384
+#define BE_BATCH 8
+
+static void be_load_batch(struct be_load *b)
+{
+        npu_tensor_t in[2] = { mat(b->a, BE_N, BE_N), mat(b->a, BE_N, BE_N) }, out = mat(b->y, BE_N, BE_N);
+
+        for (int i = 0; i < BE_BATCH; i++)
+                OK(npu_launch(b->c, b->s, "MatMul", in, 2, &out, 1, NULL, 0, NULL));
+        OK(npu_event_record(b->c, b->ev[b->batches++ % 2], b->s));
+}
+
+static void be_load_open(struct be_load *b, npu_context_t *c, int dev)
+{
+        size_t bytes = sizeof(float) * BE_N * BE_N;
+
+        memset(b, 0, sizeof(*b));
+        b->c = c;
+        OK(npu_malloc(c, dev, bytes, &b->a));
+        OK(npu_malloc(c, dev, bytes, &b->y));
+        OK(npu_stream_create(c, dev, 0, &b->s));
+        OK(npu_event_create(c, &b->ev[0]));
+        OK(npu_event_create(c, &b->ev[1]));
+        be_load_batch(b);
+        be_load_batch(b);
+}
+
+/* Two batches queued at most, one at least: a new one when the older is done. */
+static void be_load_keep(struct be_load *b)
+{
+        if (npu_event_query(b->c, b->ev[b->batches % 2]) == NPU_OK)
+                be_load_batch(b);
+}
+
+static void be_load_close(struct be_load *b)
+{
+        OK(npu_stream_synchronize(b->c, b->s));
+        OK(npu_event_destroy(b->c, b->ev[0]));
+        OK(npu_event_destroy(b->c, b->ev[1]));
+        OK(npu_stream_destroy(b->c, b->s));
+        OK(npu_free(b->c, b->a));
+        OK(npu_free(b->c, b->y));
+}
+
+/* "0-1,3" (a Cpus_allowed_list or a device's host_cpus) as a set. */
+static void cpulist_parse(const char *s, cpu_set_t *set)
+{
+        CPU_ZERO(set);
+        while (*s) {
+                char *end;
+                long a = strtol(s, &end, 10), e = a;
+                ck_assert_msg(end != s, "bad CPU list '%s'", s);
+                if (*end == '-')
+                        e = strtol(end + 1, &end, 10);
+                for (long c = a; c <= e && c < CPU_SETSIZE; c++)
+                        CPU_SET((int)c, set);
+                ck_assert_msg(*end == ',' || *end == 0, "bad CPU list '%s'", s);
+                s = *end == ',' ? end + 1 : end;
+        }
+}
+
+/* Poll (up to ms, keeping the loads queued) until the loop thread's affinity is want. */
+static int loop_affinity_becomes(const cpu_set_t *want, struct be_load *l, int nl, int ms, cpu_set_t *got)
+{
+        for (int t = 0; t < ms; t++) {
+                for (int i = 0; i < nl; i++)
+                        be_load_keep(&l[i]);
+                ck_assert_int_eq(sched_getaffinity(proc.pid, sizeof(*got), got), 0);
+                if (CPU_EQUAL(got, want))
+                        return 1;
+                usleep(1000);
+        }
+        return 0;
+}
+
+/* The loop thread keeps off CPUs where best-effort work runs (loopcpu_avoid): while a
+ * best-effort tenant loads device 1 it runs on device 0's CPUs only; with both devices
+ * loaded, on every CPU again; then, while a latency-critical client waits on one CPU, off
+ * that CPU (its wake-ups would preempt the client there), and back on every CPU a second
+ * after that client's last wait. Latency-critical requests are answered meanwhile. */
+START_TEST(test_loop_thread_keeps_off_be_cpus)
+{
+        static const char *args[] = { "--sim-mode", "compute", "--workers", "2", NULL };
+        char conf[320];
+        cpu_set_t mine, all, dev0, want, got;
+        npu_admin_device_t *d = NULL;
+        size_t n = 0;
+
+        ck_assert_int_eq(sched_getaffinity(0, sizeof(mine), &mine), 0);
+        if (CPU_COUNT(&mine) < 2) {
+                printf("loop thread: one CPU here, nothing to keep off (skipped)\n");
+                return;
+        }
+        snprintf(conf, sizeof(conf),
+                 "{\"tenants\": [{\"name\": \"lc\", \"class\": \"latency-critical\", \"uids\": [%u]},"
+                 " {\"name\": \"be\", \"class\": \"best-effort\", \"uids\": [%u]}]}",
+                 (unsigned)getuid(), (unsigned)getuid());
+        ck_assert_int_eq(harness_start_config(&proc, conf, args), 0);
+        ck_assert_int_eq(sched_getaffinity(proc.pid, sizeof(all), &all), 0);
+        npu_context_t *lc = connect_as(&proc, "lc"), *be = connect_as(&proc, "be");
+        OK(npu_admin_devices(lc, sizeof(*d), &d, &n));
+        ck_assert_uint_eq(n, 2);
+        cpulist_parse(d[0].host_cpus, &dev0);
+        ck_assert_msg(CPU_COUNT(&dev0) > 0 && !CPU_EQUAL(&dev0, &all), "device 0 on CPUs '%s'", d[0].host_cpus);
+        free(d);
+        struct be_load l[2];
+        be_load_open(&l[1], be, 1);
+        ck_assert_msg(loop_affinity_becomes(&dev0, l + 1, 1, 3000, &got),
+                      "device 1 loaded for 3 s: the loop thread may run on %d CPUs, not device 0's %d",
+                      CPU_COUNT(&got), CPU_COUNT(&dev0));
+        be_load_open(&l[0], be, 0);
+        ck_assert_msg(loop_affinity_becomes(&all, l, 2, 3000, &got),
+                      "both devices loaded for 3 s: the loop thread may run on %d CPUs, not all %d", CPU_COUNT(&got),
+                      CPU_COUNT(&all));
+        /* a latency-critical client waits on the first CPU of device 0 */
+        int cpu = 0;
+        while (!CPU_ISSET(cpu, &dev0))
+                cpu++;
+        pin_self(cpu);
+        want = all;
+        CPU_CLR(cpu, &want);
+        struct small_req q;
+        small_req_open(&q, lc);
+        int k, apart = 0;
+        for (k = 0; k < 3000 && !apart; k++) {
+                small_req_run(&q, k);
+                apart = loop_affinity_becomes(&want, l, 2, 1, &got);
+        }
+        ck_assert_msg(apart, "a latency-critical client on CPU %d for %d requests: the loop thread may run on %d CPUs, "
+                      "CPU %d %s", cpu, k, CPU_COUNT(&got), cpu, CPU_ISSET(cpu, &got) ? "among them" : "not");
+        for (int i = 0; i < 20; i++) /* it stays off while the client waits there */
+                small_req_run(&q, i);
+        ck_assert_int_eq(sched_getaffinity(proc.pid, sizeof(got), &got), 0);
+        ck_assert_msg(CPU_EQUAL(&got, &want), "the loop thread went back to CPU %d under its client", cpu);
+        sched_setaffinity(0, sizeof(mine), &mine);
+        ck_assert_msg(loop_affinity_becomes(&all, l, 2, 4000, &got),
+                      "no latency-critical wait for 4 s: the loop thread may run on %d CPUs, not all %d",
+                      CPU_COUNT(&got), CPU_COUNT(&all));
+        small_req_close(&q);
+        be_load_close(&l[0]);
+        be_load_close(&l[1]);
+        npu_disconnect(lc);
         npu_disconnect(be);
         ck_assert_int_eq(harness_stop(&proc), 0);
 }
@@ -947,6 +1107,7 @@ int main(void)
         tcase_add_test(tc, test_request_one_unit);
         tcase_add_test(tc, test_lc_units_inline);
         tcase_add_test(tc, test_loop_thread_follows_lc_client);
+        tcase_add_test(tc, test_loop_thread_keeps_off_be_cpus);
         tcase_add_test(tc, test_run_limit_covers_whole_run);
         tcase_add_test(tc, test_best_effort_loads_at_idle_priority);
         tcase_add_test(tc, test_devices_own_workers);
