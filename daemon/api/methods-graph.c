@@ -423,7 +423,10 @@ static json_t *plan_json(const struct graph_obj *o)
 static json_t *graph_json(const struct graph_obj *o, uint32_t handle)
 {
         const struct graph *g = o->g;
-        json_t *in = json_array(), *out = json_array();
+        json_t *in = json_array(), *out = json_array(), *calib = json_object();
+
+        for (int e = 0; e < OPS_ENGINE_COUNT; e++)
+                json_object_set_new(calib, plan_engine_names[e], json_real(o->calib[e]));
 
         for (int i = 0; i < g->ninputs; i++) {
                 const struct graph_value *v = &g->values[g->inputs[i]];
@@ -433,13 +436,13 @@ static json_t *graph_json(const struct graph_obj *o, uint32_t handle)
                 const struct ops_tensor *d = &g->output_decl[k];
                 json_array_append_new(out, value_json(g->values[g->outputs[k]].name, d->dtype, d->ndim, d->dims));
         }
-        return json_pack("{s:I, s:i, s:o, s:o, s:i, s:I, s:i, s:s, s:o, s:i, s:o, s:I, s:i}", "graph",
+        return json_pack("{s:I, s:i, s:o, s:o, s:i, s:I, s:i, s:s, s:o, s:i, s:o, s:I, s:i, s:o}", "graph",
                          (json_int_t)handle, "device", o->dev->id, "inputs", in, "outputs", out, "nodes",
                          g->stats ? g->stats->nodes_before : g->nnodes, "weight_bytes", (json_int_t)g->storage_bytes,
                          "opset", g->opset, "accumulate", graph_accumulate_name(g->accumulate),
                          "compile", compile_json(g), "steps", g->steps ? g->steps->nsteps : 1,
                          "plan", plan_json(o), "parts_sent", (json_int_t)o->parts_sent,
-                         "parts_parallel", (int)o->parts_parallel);
+                         "parts_parallel", (int)o->parts_parallel, "calibration", calib);
 }
 
 /* Map a sealed model memfd read-only. Consumes fd. 0 or a PROTO_E_* code with a message. */
@@ -639,6 +642,8 @@ void graph_load_finish(struct graph_load *j)
         }
         o->refs = 1;
         o->g = g;
+        for (int e = 0; e < OPS_ENGINE_COUNT; e++)
+                o->calib[e] = 1.0;
         o->owner_session = s->id;
         o->weights = j->weights;
         o->dev = dev;

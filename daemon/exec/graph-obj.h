@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ops/ops.h"
+
 struct graph;
 struct graph_bind;
 struct buffer;
@@ -38,6 +40,11 @@ struct graph_obj {
          * that were out at once when one was sent (graph_info shows both). */
         uint64_t parts_sent;
         uint32_t parts_parallel;
+        /* Per engine kind, what this graph's steps took against their estimates (sched.c,
+         * calibrate; 1 until measured). The graph's own: another tenant's graphs, slower
+         * than modelled, used to raise a latency-critical graph's estimates through the
+         * device's shared factor, over the loop thread's bound (INLINE_MAX_NS). */
+        double calib[OPS_ENGINE_COUNT];
 };
 
 struct graph_obj *graph_obj_ref(struct graph_obj *o);

@@ -438,12 +438,21 @@ int sched_task_cancel(struct exec *x, struct stream *st, uint64_t seq, char *msg
         return PROTO_E_INVALID;
 }
 
+/* The calibration factor of task t on engine e: a graph run's own (graph-obj.h), else its
+ * device's for the task's operator or kind. */
+static double *task_calib(struct device *dev, const struct task *t, int e)
+{
+        if (t->item.kind == EXEC_GRAPH && t->item.graph && t->item.graph->owner)
+                return &((struct graph_obj *)t->item.graph->owner)->calib[e];
+        return device_calib(dev, t->calib_slot, e);
+}
+
 /* Estimated duration of task t on engine e of its device, calibrated by measurements. */
 static uint64_t task_cost(struct stream *st, const struct task *t, int e)
 {
         if (!t->cost[e])
                 return 0;
-        double c = (double)t->cost[e] * *device_calib(st->dev, t->calib_slot, e);
+        double c = (double)t->cost[e] * *task_calib(st->dev, t, e);
         return c < 1 ? 1 : (uint64_t)c;
 }
 
@@ -467,7 +476,7 @@ static uint64_t step_cost(struct stream *st, const struct task *t, int k, int e)
 
         if (!raw)
                 return 0;
-        double c = (double)raw * *device_calib(st->dev, t->calib_slot, e);
+        double c = (double)raw * *task_calib(st->dev, t, e);
         return c < 1 ? 1 : (uint64_t)c;
 }
 
@@ -1413,7 +1422,7 @@ static void calibrate(struct exec *x, struct device *dev, struct sched_unit *su,
 {
         if (!x->calibrate || su->u.nitems != 1 || su->u.items[0]->status || su->raw_ns < 20000)
                 return; /* chains of tiny tasks measure dispatch overhead, not the kernel */
-        double *f = device_calib(dev, t->calib_slot, su->u.engine);
+        double *f = task_calib(dev, t, su->u.engine);
         /* the kernel's own time where the backend measured it: a best-effort unit's wall
          * time includes every preemption by other threads, which inflated the device's
          * factor for everyone (a latency-critical MLP request beside a best-effort MatMul

@@ -870,10 +870,18 @@ struct iso_result {
         int lc_wrong, be_wrong;
 };
 
-/* The phases alternate ISO_ROUNDS times, so that a busy host (another process's burst) slows
- * both sides of each ratio alike rather than one of them: each figure is over the samples of
- * all its rounds. */
-#define ISO_ROUNDS 4
+/* The phases alternate ISO_ROUNDS times (NPUBENCH_ISO_ROUNDS, default 8), so that a busy
+ * host (another process's burst, a slower minute of the VM's host) slows both sides of each
+ * ratio alike rather than one of them: each figure is over the samples of all its rounds.
+ * 4 rounds until 2026-12-04; at 0.1 ms p99s the host moved a side's p99 by 2x between
+ * rounds. */
+#define ISO_ROUNDS_DEFAULT 8
+static int iso_rounds(void)
+{
+        const char *v = getenv("NPUBENCH_ISO_ROUNDS");
+        int n = v ? atoi(v) : 0;
+        return n > 0 && n <= 100 ? n : ISO_ROUNDS_DEFAULT;
+}
 /* LC requests at the client's cadence before the first round, not counted (1 s) */
 #define ISO_WARMUP 500
 
@@ -885,7 +893,9 @@ static void iso_run(int ndev, int be_dev, struct iso_result *res)
 {
         char conf[64], ndevs[8];
         struct npud_proc proc = { 0 };
-        const int n = iters_or(500), be_us = 1500 * 1000;
+        const int n = iters_or(3000); /* a p99 over 3000: 30 samples above it */
+        const int be_round_us = 300 * 1000; /* the load alone, a round */
+        const int rounds = iso_rounds();
 
         snprintf(conf, sizeof(conf), "/tmp/npubench-iso-%d.conf", (int)getpid());
         snprintf(ndevs, sizeof(ndevs), "%d", ndev);
@@ -912,8 +922,8 @@ static void iso_run(int ndev, int be_dev, struct iso_result *res)
         serve_req_init(&q, 3);
         for (int i = 0; i < 200; i++)
                 explicit_request(&e, &q);
-        int per = (n + ISO_ROUNDS - 1) / ISO_ROUNDS;
-        double *alone = xmalloc(sizeof(double) * (size_t)per * ISO_ROUNDS);
+        int per = (n + rounds - 1) / rounds;
+        double *alone = xmalloc(sizeof(double) * (size_t)per * rounds);
         /* A second of the LC client's own cadence, not counted: the first rounds alone had
          * run slower (p99 2.5-3.5 ms against 0.5-0.7 ms in the later rounds, 2026-12-03),
          * which made the first load's ratio look better than it was. */
@@ -921,7 +931,7 @@ static void iso_run(int ndev, int be_dev, struct iso_result *res)
         int warm_wrong = 0;
         iso_lc_requests(&e, ISO_WARMUP, warm, &warm_wrong);
         free(warm);
-        double *loaded = xmalloc(sizeof(double) * (size_t)per * ISO_ROUNDS);
+        double *loaded = xmalloc(sizeof(double) * (size_t)per * rounds);
         /* NPUBENCH_ISO_LOADS=matmul,chain,resnet: only those loads (for tracing one) */
         const char *only = getenv("NPUBENCH_ISO_LOADS");
         static const char *const key[ISO_KINDS] = { "matmul", "chain", "resnet" };
@@ -931,20 +941,24 @@ static void iso_run(int ndev, int be_dev, struct iso_result *res)
                 memset(r, 0, sizeof(*r));
                 if (only && *only && !strstr(only, key[k]))
                         continue;
-                for (int round = 0; round < ISO_ROUNDS; round++) {
+                for (int round = 0; round < rounds; round++) {
+                        if (getenv("NPUBENCH_ISO_TRACE"))
+                                fprintf(stderr, "npubench: LC requests alone from %.6f\n", now_s());
                         iso_lc_requests(&e, per, alone + round * per, &r->lc_wrong);
                         iso_load_start(&l, proc.sock, be_dev, (enum iso_kind)k);
-                        usleep(be_us / ISO_ROUNDS);
-                        r->be_alone += iso_load_stop(&l, &r->be_wrong) / ISO_ROUNDS;
+                        usleep(be_round_us);
+                        r->be_alone += iso_load_stop(&l, &r->be_wrong) / rounds;
                         iso_load_start(&l, proc.sock, be_dev, (enum iso_kind)k);
                         usleep(100 * 1000); /* the load settles */
+                        if (getenv("NPUBENCH_ISO_TRACE"))
+                                fprintf(stderr, "npubench: LC requests beside the load from %.6f\n", now_s());
                         iso_lc_requests(&e, per, loaded + round * per, &r->lc_wrong);
-                        r->be_loaded += iso_load_stop(&l, &r->be_wrong) / ISO_ROUNDS;
+                        r->be_loaded += iso_load_stop(&l, &r->be_wrong) / rounds;
                 }
-                r->lc_alone = pct(alone, per * ISO_ROUNDS, 0.99) * 1e3;
-                r->lc_alone50 = pct(alone, per * ISO_ROUNDS, 0.5) * 1e3;
-                r->lc_loaded = pct(loaded, per * ISO_ROUNDS, 0.99) * 1e3;
-                r->lc_loaded50 = pct(loaded, per * ISO_ROUNDS, 0.5) * 1e3;
+                r->lc_alone = pct(alone, per * rounds, 0.99) * 1e3;
+                r->lc_alone50 = pct(alone, per * rounds, 0.5) * 1e3;
+                r->lc_loaded = pct(loaded, per * rounds, 0.99) * 1e3;
+                r->lc_loaded50 = pct(loaded, per * rounds, 0.5) * 1e3;
                 r->lc_wrong |= warm_wrong;
         }
         free(alone);

@@ -976,6 +976,104 @@ START_TEST(test_loop_thread_keeps_off_be_cpus)
 }
 END_TEST
 
+/* graph_info's "calibration" of graph g: how many engines' factors differ from 1, and the
+ * largest difference (|factor - 1|). */
+static int graph_calibrated(npu_context_t *c, npu_graph_t g, double *ret_max)
+{
+        char *text = NULL;
+        const char *k;
+        json_t *v;
+        int moved = 0;
+
+        *ret_max = 0;
+        OK(npu_graph_info(c, g, &text));
+        json_t *j = json_loads(text, 0, NULL), *cal = j ? json_object_get(j, "calibration") : NULL;
+        ck_assert_msg(json_is_object(cal) && json_object_size(cal) == 4, "graph_info without calibration: %s", text);
+        json_object_foreach(cal, k, v) {
+                ck_assert_msg(json_is_number(v), "calibration.%s: %s", k, text);
+                double d = fabs(json_number_value(v) - 1.0);
+                moved += d > 1e-9;
+                if (d > *ret_max)
+                        *ret_max = d;
+        }
+        json_decref(j);
+        free(text);
+        return moved;
+}
+
+/* Each loaded graph is calibrated on its own runs: a best-effort tenant's MatMul graph,
+ * run over and over on the device, moves its own factors, never those of a
+ * latency-critical tenant's graph on the same device (through a factor the device's
+ * graphs shared, a graph slower than modelled raised the latency-critical graph's
+ * estimates over the loop thread's bound: its units went to workers). The
+ * latency-critical requests still run on the loop thread beside it. */
+START_TEST(test_graph_calibration_own)
+{
+        enum { D = 2048, LEN = 2 };
+        static const char *args[] = { "--sim-mode", "compute", NULL };
+        const size_t bytes = sizeof(float) * D * D;
+        char conf[320];
+        float *x = mm_x(D), *w = calloc((size_t)D * D, sizeof(float)), *y = malloc(bytes);
+        double dlc, dbe;
+
+        ck_assert_ptr_nonnull(w);
+        ck_assert_ptr_nonnull(y);
+        for (int i = 0; i < D; i++)
+                w[(size_t)i * D + i] = 2.0f;
+        snprintf(conf, sizeof(conf),
+                 "{\"tenants\": [{\"name\": \"lc\", \"class\": \"latency-critical\", \"uids\": [%u]},"
+                 " {\"name\": \"be\", \"class\": \"best-effort\", \"uids\": [%u]}]}",
+                 (unsigned)getuid(), (unsigned)getuid());
+        setenv("NPUD_GRAPH_GANG", "0", 1); /* steps and parts one unit each: each is measured */
+        int started = harness_start_config(&proc, conf, args);
+        unsetenv("NPUD_GRAPH_GANG");
+        ck_assert_int_eq(started, 0);
+        npu_context_t *lc = connect_as(&proc, "lc"), *be = connect_as(&proc, "be");
+        struct small_req q;
+        small_req_open(&q, lc);
+        /* a chain of two MatMuls, each split into parts on the workers */
+        npu_graph_t g;
+        npu_buffer_t bx, bw, by;
+        npu_stream_t s;
+        OK(load_chains(be, D, 1, LEN, &g));
+        OK(npu_malloc(be, 0, bytes, &bx));
+        OK(npu_malloc(be, 0, bytes, &bw));
+        OK(npu_malloc(be, 0, bytes, &by));
+        OK(npu_memcpy_to_device(be, bx, 0, x, bytes));
+        OK(npu_memcpy_to_device(be, bw, 0, w, bytes));
+        OK(npu_stream_create(be, 0, 0, &s));
+        npu_tensor_t in[2] = { mat(bx, D, D), mat(bw, D, D) }, out = mat(by, D, D);
+        for (int r = 0; r < 2; r++) {
+                OK(npu_graph_run(be, s, g, in, 2, &out, 1, NULL));
+                OK(npu_stream_synchronize(be, s));
+                OK(npu_memcpy_from_device(be, y, by, 0, bytes));
+                for (size_t i = 0; i < (size_t)D * D; i += 4099)
+                        ck_assert_msg(y[i] == 4 * x[i], "y[%zu] = %g, expected %g", i, y[i], 4 * x[i]);
+        }
+        int nbe = graph_calibrated(be, g, &dbe);
+        ck_assert_msg(nbe >= 1, "2 runs of two 2048^3 MatMuls left their graph's calibration at 1");
+        uint64_t inl0 = device_units_inline(lc);
+        for (int k = 0; k < 20; k++)
+                small_req_run(&q, k);
+        uint64_t inl = device_units_inline(lc) - inl0;
+        int nlc = graph_calibrated(lc, q.g, &dlc);
+        printf("graph calibration: the best-effort graph's factors moved on %d engines (by up to %.3f), the "
+               "latency-critical graph's on %d; %" PRIu64 " of its 20 requests on the loop thread\n", nbe, dbe, nlc,
+               inl);
+        ck_assert_msg(nlc == 0, "another tenant's runs moved the latency-critical graph's calibration by %g", dlc);
+        ck_assert_msg(inl == 20, "%" PRIu64 " of 20 latency-critical requests ran on the loop thread", inl);
+        small_req_close(&q);
+        OK(npu_stream_destroy(be, s));
+        OK(npu_graph_unload(be, g));
+        npu_disconnect(lc);
+        npu_disconnect(be);
+        free(x);
+        free(w);
+        free(y);
+        ck_assert_int_eq(harness_stop(&proc), 0);
+}
+END_TEST
+
 /* CPU time (clock ticks) thread tid of npud has used so far. */
 static long npud_thread_ticks(pid_t tid)
 {
@@ -1108,6 +1206,7 @@ int main(void)
         tcase_add_test(tc, test_lc_units_inline);
         tcase_add_test(tc, test_loop_thread_follows_lc_client);
         tcase_add_test(tc, test_loop_thread_keeps_off_be_cpus);
+        tcase_add_test(tc, test_graph_calibration_own);
         tcase_add_test(tc, test_run_limit_covers_whole_run);
         tcase_add_test(tc, test_best_effort_loads_at_idle_priority);
         tcase_add_test(tc, test_devices_own_workers);
