@@ -1086,8 +1086,9 @@ static void unit_fail_all(struct sched_unit *su, int code, const char *msg)
  * thread to be scheduled: on the 2-vCPU virtual machines here, beside a best-effort MatMul
  * queue on the other device, a small MLP request's wait for its reply went from 119 to
  * 82 us at the median (perf sched trace, docs/benchmarks.md). Only what cannot hold the loop
- * thread long goes there: the estimate is calibrated against what the device's units
- * really took, an inline unit's kernels are told to stop at INLINE_CUT_NS (it fails with
+ * thread long goes there: the estimate (inline_est) is the cost model's for its copies and
+ * fills, and for its graph steps calibrated against what that graph's steps really took;
+ * an inline unit's kernels are told to stop at INLINE_CUT_NS (it fails with
  * PROTO_E_LIMIT and a message saying why), and a tenant whose unit ran over
  * INLINE_OVERRUN_NS there (a wrong estimate, or a model built to fool it) never runs a unit
  * there again. NPUD_INLINE=0 hands every unit to a worker (before/after figures);
@@ -1142,6 +1143,24 @@ static int inline_items_ok(const struct sched_unit *su)
         return su->u.nitems > 0;
 }
 
+/* A unit's estimate for the loop thread's bound, from what is the tenant's own: its copies
+ * and fills (at most INLINE_COPY_MAX bytes each) by the cost model, not the device's copy
+ * calibration, which another tenant's uploads into fresh memory (page faults: 1-2 ms for
+ * 4 MiB against 133 us modelled) set; its graph steps by their graph's own calibration.
+ * Through the device's factors a best-effort tenant beside it had put a latency-critical
+ * MLP request at 50 us, over INLINE_MAX_NS, for whole seconds. */
+static uint64_t inline_est(const struct sched_unit *su)
+{
+        uint64_t est = 0;
+
+        for (int i = 0; i < su->u.nitems; i++) {
+                const struct exec_item *it = su->items[i];
+                const struct graph_obj *o = it->kind == EXEC_GRAPH_STEP && it->graph ? it->graph->owner : NULL;
+                est += o ? (uint64_t)((double)it->model_ns * o->calib[su->u.engine]) : it->model_ns;
+        }
+        return est;
+}
+
 static int inline_unit(const struct stream *st, const struct sched_unit *su)
 {
         if (!inl.init) {
@@ -1152,8 +1171,8 @@ static int inline_unit(const struct stream *st, const struct sched_unit *su)
                 inl.init = 1;
         }
         return !inl.off && st->tenant && st->tenant->pol.klass == POLICY_CLASS_LATENCY_CRITICAL &&
-               !st->tenant->inline_off && !su->u.background && su->u.gang <= 1 && su->est_ns <= inl.max_ns &&
-               inline_items_ok(su);
+               !st->tenant->inline_off && !su->u.background && su->u.gang <= 1 && inline_items_ok(su) &&
+               inline_est(su) <= inl.max_ns;
 }
 
 /* An inline unit came back (loop thread): one that ran over INLINE_OVERRUN_NS ends inline
