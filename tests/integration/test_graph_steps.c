@@ -1010,17 +1010,11 @@ static int graph_calibrated(npu_context_t *c, npu_graph_t g, double *ret_max)
  * best-effort tenant's uploads into fresh memory. */
 START_TEST(test_graph_calibration_own)
 {
-        enum { D = 2048, LEN = 2 };
         static const char *args[] = { "--sim-mode", "compute", NULL };
-        const size_t bytes = sizeof(float) * D * D;
         char conf[320];
-        float *x = mm_x(D), *w = calloc((size_t)D * D, sizeof(float)), *y = malloc(bytes);
+        float *x = mm_x(2048);
         double dlc, dbe;
 
-        ck_assert_ptr_nonnull(w);
-        ck_assert_ptr_nonnull(y);
-        for (int i = 0; i < D; i++)
-                w[(size_t)i * D + i] = 2.0f;
         snprintf(conf, sizeof(conf),
                  "{\"tenants\": [{\"name\": \"lc\", \"class\": \"latency-critical\", \"uids\": [%u]},"
                  " {\"name\": \"be\", \"class\": \"best-effort\", \"uids\": [%u]}]}",
@@ -1029,27 +1023,15 @@ START_TEST(test_graph_calibration_own)
         int started = harness_start_config(&proc, conf, args);
         unsetenv("NPUD_GRAPH_GANG");
         ck_assert_int_eq(started, 0);
-        npu_context_t *lc = connect_as(&proc, "lc"), *be = connect_as(&proc, "be");
+        npu_context_t *lc = connect_as(&proc, "lc");
         struct small_req q;
         small_req_open(&q, lc);
-        /* a chain of two MatMuls, each split into parts on the workers */
-        npu_graph_t g;
-        npu_buffer_t bx, bw, by;
-        npu_stream_t s;
-        OK(load_chains(be, D, 1, LEN, &g));
-        OK(npu_malloc(be, 0, bytes, &bx));
-        OK(npu_malloc(be, 0, bytes, &bw));
-        OK(npu_malloc(be, 0, bytes, &by));
-        OK(npu_memcpy_to_device(be, bx, 0, x, bytes));
-        OK(npu_memcpy_to_device(be, bw, 0, w, bytes));
-        OK(npu_stream_create(be, 0, 0, &s));
-        npu_tensor_t in[2] = { mat(bx, D, D), mat(bw, D, D) }, out = mat(by, D, D);
+        /* a chain of two 2048^3 MatMuls, each split into parts on the workers */
+        struct mm_client b;
+        mm_setup(&b, &proc, "be", 2048, 2, x);
         for (int r = 0; r < 2; r++) {
-                OK(npu_graph_run(be, s, g, in, 2, &out, 1, NULL));
-                OK(npu_stream_synchronize(be, s));
-                OK(npu_memcpy_from_device(be, y, by, 0, bytes));
-                for (size_t i = 0; i < (size_t)D * D; i += 4099)
-                        ck_assert_msg(y[i] == 4 * x[i], "y[%zu] = %g, expected %g", i, y[i], 4 * x[i]);
+                mm_start(&b);
+                mm_check(&b, x);
         }
         /* and uploads into fresh device memory, slower than modelled (page faults): they
          * raise the device's copy factor, which the latency-critical copies' bound ignores */
@@ -1057,12 +1039,12 @@ START_TEST(test_graph_calibration_own)
         ck_assert_ptr_nonnull(big);
         for (int i = 0; i < 8; i++) {
                 npu_buffer_t f;
-                OK(npu_malloc(be, 0, 16u << 20, &f));
-                OK(npu_memcpy_to_device(be, f, 0, big, 16u << 20));
-                OK(npu_free(be, f));
+                OK(npu_malloc(b.c, 0, 16u << 20, &f));
+                OK(npu_memcpy_to_device(b.c, f, 0, big, 16u << 20));
+                OK(npu_free(b.c, f));
         }
         free(big);
-        int nbe = graph_calibrated(be, g, &dbe);
+        int nbe = graph_calibrated(b.c, b.g, &dbe);
         ck_assert_msg(nbe >= 1, "2 runs of two 2048^3 MatMuls left their graph's calibration at 1");
         uint64_t inl0 = device_units_inline(lc);
         for (int k = 0; k < 20; k++)
@@ -1075,13 +1057,9 @@ START_TEST(test_graph_calibration_own)
         ck_assert_msg(nlc == 0, "another tenant's runs moved the latency-critical graph's calibration by %g", dlc);
         ck_assert_msg(inl == 20, "%" PRIu64 " of 20 latency-critical requests ran on the loop thread", inl);
         small_req_close(&q);
-        OK(npu_stream_destroy(be, s));
-        OK(npu_graph_unload(be, g));
         npu_disconnect(lc);
-        npu_disconnect(be);
+        npu_disconnect(b.c);
         free(x);
-        free(w);
-        free(y);
         ck_assert_int_eq(harness_stop(&proc), 0);
 }
 END_TEST
