@@ -22,11 +22,15 @@ import argparse
 import bisect
 import collections
 import re
-import statistics
 import sys
 
 EVENT = re.compile(r'^\s*(\S.*?)\s+(\d+)\s+\[(\d+)\]\s+([\d.]+):\s+(?:sched:)?(\w+):\s*(.*)$')
 SLOW = re.compile(r'LC request at ([\d.]+) took ([\d.]+) ms')
+
+
+def pct(values, p):
+    v = sorted(values)
+    return v[min(len(v) - 1, int(p * len(v)))]
 
 
 def parse_trace(path):
@@ -106,12 +110,11 @@ def main():
     for s, n in causes.most_common():
         print('iso-trace: %5d  %s' % (n, s))
     if wake_us:
-        q = lambda v, p: sorted(v)[min(len(v) - 1, int(p * len(v)))]
         print('iso-trace: the client\'s wake-up of the loop thread to its running: p50 %.1f us, p90 %.1f us '
-              '(%d of %d across CPUs)' % (q(wake_us, .5), q(wake_us, .9), crossed, len(wake_us)))
+              '(%d of %d across CPUs)' % (pct(wake_us, .5), pct(wake_us, .9), crossed, len(wake_us)))
     if run_us:
         print('iso-trace: the loop thread\'s run for the request: p50 %.1f us, p90 %.1f us'
-              % (statistics.median(run_us), sorted(run_us)[int(.9 * (len(run_us) - 1))]))
+              % (pct(run_us, .5), pct(run_us, .9)))
 
 
 if __name__ == '__main__':

@@ -18,7 +18,6 @@
  *
  * NPUD_BENCH_WAKEUP_N: requests per case (default 1500). Needs two CPUs; prints why it skips
  * otherwise. */
-#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -91,7 +90,7 @@ struct result {
 };
 
 /* n requests 2 ms apart from a client on CPU 0 to a server on CPU srv_cpu; spinners on
- * CPUs 0 and 1 when busy. -1 when a thread cannot be started. */
+ * CPUs 0 and 1 when busy. -1 when a thread cannot be started or the socket fails. */
 static int run_case(int srv_cpu, int busy, int n, struct result *r)
 {
         int sv[2];
@@ -112,11 +111,13 @@ static int run_case(int srv_cpu, int busy, int n, struct result *r)
                 free(lat);
                 return -1;
         }
-        for (int i = 0; busy && i < 2; i++)
-                pthread_create(&spin[i], NULL, spinner_main, (void *)(intptr_t)i);
+        int spinners = 0, done = 0;
+        while (busy && spinners < 2 &&
+               pthread_create(&spin[spinners], NULL, spinner_main, (void *)(intptr_t)spinners) == 0)
+                spinners++;
         pin(0);
         fcntl(sv[0], F_SETFL, O_NONBLOCK);
-        for (int i = 0; i < n + 50; i++) {
+        for (int i = 0; i < n + 50 && (!busy || spinners == 2); i++) {
                 usleep(2000);
                 double t0 = now_s();
                 if (write(sv[0], &b, 1) != 1)
@@ -124,15 +125,19 @@ static int run_case(int srv_cpu, int busy, int n, struct result *r)
                 while (read(sv[0], &rb, 1) != 1) /* spin for the reply, as libnpu's LC wait */
                         ;
                 if (i >= 50) /* the first ones warm up */
-                        lat[i - 50] = now_s() - t0;
+                        lat[done++] = now_s() - t0;
         }
         shutdown(sv[0], SHUT_RDWR);
         pthread_join(srv, NULL);
         atomic_store(&spin_stop, 1);
-        for (int i = 0; busy && i < 2; i++)
+        for (int i = 0; i < spinners; i++)
                 pthread_join(spin[i], NULL);
         close(sv[0]);
         close(sv[1]);
+        if (done < n) { /* a spinner did not start, or the socket failed */
+                free(lat);
+                return -1;
+        }
         qsort(lat, (size_t)n, sizeof(double), cmp_double);
         r->p50 = lat[n / 2] * 1e6;
         r->p99 = lat[n * 99 / 100] * 1e6;
@@ -163,7 +168,7 @@ int main(void)
 
         for (int c = 0; c < 4; c++)
                 if (run_case(c & 1, c >= 2, n, &r[c]) < 0) {
-                        fprintf(stderr, "wakeup: cannot start the bench's threads: %s\n", strerror(errno));
+                        fprintf(stderr, "wakeup: cannot start the bench's threads or use its socket pair\n");
                         return 1;
                 }
         printf("wakeup: one-byte request and reply over a Unix socket pair, %d requests 2 ms apart a "
