@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/sysinfo.h>
+#include <sys/timerfd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@
 #include "ops/tune.h"
 #include "daemon/exec/cpulat.h"
 #include "daemon/exec/loopcpu.h"
+#include "daemon/exec/lcpoll.h"
 #include "daemon/exec/sched.h"
 #include "daemon/exec/reclaim.h"
 #include "daemon/api/server.h"
@@ -101,12 +103,89 @@ static void loop_avoid(struct npud *d)
                 loopcpu_avoid(&busy, now);
 }
 
+/* Poll while a latency-critical client's next request is due or its burst goes on
+ * (lcpoll.h); then arm the timer that opens the next window. Its own timerfd: the loop's
+ * timers are milliseconds in compute mode (EVENT_BASE_FLAG_PRECISE_TIMER only in model
+ * mode), and a window is tens of microseconds. -1 when the loop ends. */
+static struct event *lcpoll_timer;
+static int lcpoll_tfd = -1;
+static uint64_t lcpoll_armed;
+
+static void lcpoll_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+        uint64_t n;
+
+        if (read(fd, &n, sizeof(n)) < 0) { /* EAGAIN: disarmed meanwhile */
+        }
+        lcpoll_armed = 0; /* the next loop_lc_poll polls */
+}
+
+static void lcpoll_timer_open(struct npud *d)
+{
+        lcpoll_tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+        if (lcpoll_tfd < 0) {
+                log_msg(LOG_LVL_INFO, "latency-critical polling off: timerfd_create: %m");
+                return;
+        }
+        lcpoll_timer = event_new(d->base, lcpoll_tfd, EV_READ | EV_PERSIST, lcpoll_timer_cb, NULL);
+        if (!lcpoll_timer || event_add(lcpoll_timer, NULL) < 0) {
+                log_msg(LOG_LVL_INFO, "latency-critical polling off: cannot watch its timer");
+                if (lcpoll_timer)
+                        event_free(lcpoll_timer);
+                lcpoll_timer = NULL;
+                close(lcpoll_tfd);
+                lcpoll_tfd = -1;
+        }
+}
+
+static void lcpoll_timer_close(void)
+{
+        if (lcpoll_timer)
+                event_free(lcpoll_timer);
+        lcpoll_timer = NULL;
+        if (lcpoll_tfd >= 0)
+                close(lcpoll_tfd);
+        lcpoll_tfd = -1;
+}
+
+static int loop_lc_poll(struct npud *d)
+{
+        uint64_t now = now_ns(), t0 = now;
+        int here = sched_getcpu();
+        uint64_t until = lcpoll_until(now, here);
+
+        if (until) {
+                lcpoll_polling(1, 0);
+                while (now < until) {
+                        event_base_loop(d->base, EVLOOP_NONBLOCK);
+                        if (event_base_got_break(d->base) || event_base_got_exit(d->base)) {
+                                lcpoll_polling(0, now_ns() - t0);
+                                return -1;
+                        }
+                        now = now_ns();
+                        until = lcpoll_until(now, here);
+                }
+                lcpoll_polling(0, now - t0);
+        }
+        uint64_t next = lcpoll_next(now);
+        if (next && next != lcpoll_armed && lcpoll_timer) {
+                struct itimerspec its = { .it_value = { .tv_sec = (time_t)(next / 1000000000ull),
+                                                        .tv_nsec = (long)(next % 1000000000ull) } };
+                if (timerfd_settime(lcpoll_tfd, TFD_TIMER_ABSTIME, &its, NULL) == 0)
+                        lcpoll_armed = next;
+        }
+        return 0;
+}
+
 static void loop_run(struct npud *d)
 {
         int busy = 0;
 
+        lcpoll_timer_open(d);
         for (;;) {
                 loop_avoid(d);
+                if (loop_lc_poll(d) < 0)
+                        return;
                 if (busy && !sched_units_in_flight() && !session_woke_here()) { /* the last unit came back */
                         uint64_t t0 = now_ns();
                         const struct timespec nap = { 0, LOOP_POLL_NAP_NS };
@@ -290,6 +369,7 @@ int main(int argc, char **argv)
         cpulat_configure(d.config.cpu_wake_latency_us);
         loopcpu_init();
         loop_run(&d);
+        lcpoll_timer_close();
         cpulat_release();
         r = 0;
 out:

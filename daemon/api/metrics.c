@@ -23,6 +23,7 @@
 #include "session.h"
 #include "manage.h"
 #include "daemon/exec/cpulat.h"
+#include "daemon/exec/lcpoll.h"
 #include "daemon/exec/loopcpu.h"
 #include "daemon/exec/tenant.h"
 
@@ -454,6 +455,21 @@ int metrics_render(struct npud *d, struct evbuffer *buf)
         out_family(o, "npud_loop_thread_avoid_moves_total", "counter",
                    "Times the event loop thread was moved off, or back onto, the CPUs running best-effort work.");
         out_printf(o, "npud_loop_thread_avoid_moves_total %" PRIu64 "\n", loopcpu_avoid_moves());
+        struct lcpoll_stats lps;
+        lcpoll_stats(&lps);
+        out_family(o, "npud_lc_poll_windows_total", "counter",
+                   "Windows in which a latency-critical client's cadence predicted its next request (the loop thread polls then).");
+        out_printf(o, "npud_lc_poll_windows_total %" PRIu64 "\n", lps.windows);
+        out_family(o, "npud_lc_poll_in_window_total", "counter",
+                   "Latency-critical requests that came in their predicted window.");
+        out_printf(o, "npud_lc_poll_in_window_total %" PRIu64 "\n", lps.in_window);
+        out_family(o, "npud_lc_poll_caught_total", "counter",
+                   "Latency-critical requests that found the event loop thread polling, not asleep.");
+        out_printf(o, "npud_lc_poll_caught_total %" PRIu64 "\n", lps.caught);
+        out_family(o, "npud_lc_poll_seconds_total", "counter",
+                   "Time the event loop thread spent polling for latency-critical requests.");
+        out_printf(o, "npud_lc_poll_seconds_total ");
+        out_seconds(o, lps.poll_ns);
         render_devices(o, d);
         render_telemetry(o, d);
         render_faults(o, d);

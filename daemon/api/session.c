@@ -137,6 +137,8 @@ static ssize_t session_write(struct session *s)
 {
         struct backend *b = s->npud->ex.backend;
 
+        if (s->writer.len > 0 && s->lcpoll.listed)
+                lcpoll_wrote(&s->lcpoll, now_ns());
         if (s->client_cpu >= 0 && s->writer.len > 0 && b && b->ops->run_on_cpu &&
             b->ops->run_on_cpu(b, s->client_cpu, flush_on_client_cpu, s)) {
                 s->writes_on_client_cpu++;
@@ -483,8 +485,11 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
                 session_close(s, n == -EBADMSG ? "bad file descriptor transfer" : "read failed");
                 return;
         }
-        if (n > 0) /* read only by the idle timeout */
+        if (n > 0) { /* read only by the idle timeout */
                 s->last_active_ns = now_coarse_ns();
+                if (s->tenant && s->tenant->pol.klass == POLICY_CLASS_LATENCY_CRITICAL)
+                        lcpoll_read(&s->lcpoll, now_ns(), s->client_cpu);
+        }
         session_process(s);
 }
 
@@ -871,6 +876,7 @@ void session_close(struct session *s, const char *reason)
         event_free(s->write_event);
         event_free(s->hup_event);
         event_free(s->timer_event);
+        lcpoll_forget(&s->lcpoll);
         close(s->fd);
         proto_reader_deinit(&s->reader);
         proto_writer_deinit(&s->writer);

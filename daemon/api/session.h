@@ -12,6 +12,7 @@
 
 #include "proto/frame.h"
 #include "daemon/exec/handle.h"
+#include "daemon/exec/lcpoll.h"
 #include "daemon/exec/stream.h"
 
 struct npud;
@@ -73,6 +74,7 @@ struct session {
          * version 5), -1 unknown: output is written from there when a worker idles on it
          * (backend run_on_cpu), so that the client's wake-up stays on its CPU. */
         int client_cpu;
+        struct lcpoll lcpoll; /* a latency-critical session's cadence (lcpoll.h) */
         uint64_t writes_on_client_cpu; /* flushes written from the client's CPU */
         ssize_t cpu_flush_left;        /* what such a flush left unwritten, or -errno */
 };

@@ -1,0 +1,145 @@
+/* The loop thread polls where a latency-critical client's cadence says its next request
+ * comes (lcpoll.h). */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lcpoll.h"
+
+static struct {
+        LIST_HEAD(, lcpoll) all;
+        int init, off;
+        uint64_t windows, hits, poll_ns;
+        int polling;
+        uint64_t caught;
+} lp;
+
+static void lp_init(void)
+{
+        const char *e = getenv("NPUD_LC_POLL");
+
+        if (lp.init)
+                return;
+        lp.init = 1;
+        LIST_INIT(&lp.all);
+        lp.off = (e && strcmp(e, "0") == 0) || sysconf(_SC_NPROCESSORS_ONLN) < 2;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+        uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+        return x < y ? -1 : x > y;
+}
+
+/* The window of the burst after the one that started at p->last_start. */
+static void predict(struct lcpoll *p)
+{
+        uint64_t g[LCPOLL_GAPS];
+        int n = p->ngaps;
+
+        p->until = 0;
+        if (n < LCPOLL_GAPS / 2)
+                return;
+        memcpy(g, p->gaps, sizeof(g[0]) * (size_t)n);
+        qsort(g, (size_t)n, sizeof(g[0]), cmp_u64);
+        /* the middle intervals: one late or early burst does not widen the window */
+        int lo = n >= 6 ? 1 : 0, hi = n >= 6 ? n - 2 : n - 1;
+        uint64_t med = g[n / 2], len = g[hi] - g[lo] + LCPOLL_LEAD_NS + LCPOLL_SLACK_NS;
+
+        if (med < LCPOLL_MIN_GAP_NS || med > LCPOLL_MAX_GAP_NS || len > med / LCPOLL_MAX_SHARE)
+                return;
+        p->from = p->last_start + g[lo] - LCPOLL_LEAD_NS;
+        p->until = p->from + len;
+        lp.windows++;
+}
+
+static void io(struct lcpoll *p, uint64_t now)
+{
+        if (!p->listed) {
+                LIST_INSERT_HEAD(&lp.all, p, link);
+                p->listed = 1;
+        }
+        p->last_read = now;
+}
+
+void lcpoll_read(struct lcpoll *p, uint64_t now, int cpu)
+{
+        lp_init();
+        if (lp.off)
+                return;
+        p->cpu = cpu;
+        if (!p->last_read || now - p->last_read > LCPOLL_BURST_NS) { /* a burst starts */
+                if (p->until && now >= p->from && now < p->until)
+                        lp.hits++;
+                if (lp.polling)
+                        lp.caught++;
+                if (p->last_start) {
+                        p->gaps[p->next_gap] = now - p->last_start;
+                        p->next_gap = (p->next_gap + 1) % LCPOLL_GAPS;
+                        if (p->ngaps < LCPOLL_GAPS)
+                                p->ngaps++;
+                }
+                p->last_start = now;
+                predict(p);
+        }
+        io(p, now);
+}
+
+void lcpoll_wrote(struct lcpoll *p, uint64_t now)
+{
+        if (!lp.off && p->listed) /* only a session that read lately polls after a reply */
+                p->last_read = now;
+}
+
+void lcpoll_forget(struct lcpoll *p)
+{
+        if (p->listed)
+                LIST_REMOVE(p, link);
+        p->listed = 0;
+}
+
+uint64_t lcpoll_until(uint64_t now, int here)
+{
+        struct lcpoll *p;
+        uint64_t u = 0;
+
+        if (!lp.init || lp.off)
+                return 0;
+        LIST_FOREACH(p, &lp.all, link) {
+                if (p->cpu >= 0 && p->cpu == here)
+                        continue;
+                if (now - p->last_read < LCPOLL_TAIL_NS && p->last_read + LCPOLL_TAIL_NS > u)
+                        u = p->last_read + LCPOLL_TAIL_NS;
+                if (p->until && now >= p->from && now < p->until && p->until > u)
+                        u = p->until;
+        }
+        return u;
+}
+
+uint64_t lcpoll_next(uint64_t now)
+{
+        struct lcpoll *p;
+        uint64_t next = 0;
+
+        if (!lp.init || lp.off)
+                return 0;
+        LIST_FOREACH(p, &lp.all, link)
+                if (p->until && p->from > now && (!next || p->from < next))
+                        next = p->from;
+        return next;
+}
+
+void lcpoll_polling(int on, uint64_t ns)
+{
+        lp.polling = on;
+        lp.poll_ns += ns;
+}
+
+void lcpoll_stats(struct lcpoll_stats *st)
+{
+        st->windows = lp.windows;
+        st->in_window = lp.hits;
+        st->caught = lp.caught;
+        st->poll_ns = lp.poll_ns;
+}
