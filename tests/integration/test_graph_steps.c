@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -976,6 +978,138 @@ START_TEST(test_loop_thread_keeps_off_be_cpus)
 }
 END_TEST
 
+/* The figures npud's metrics endpoint (a Unix socket) gives for the named counter. */
+static double scrape_metric(const char *msock, const char *name)
+{
+        struct sockaddr_un a = { .sun_family = AF_UNIX };
+        char *buf = malloc(1 << 20), key[128];
+        size_t len = 0;
+        ssize_t r;
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+        ck_assert_ptr_nonnull(buf);
+        ck_assert_int_ge(fd, 0);
+        snprintf(a.sun_path, sizeof(a.sun_path), "%s", msock);
+        ck_assert_msg(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0, "metrics socket %s: %m", msock);
+        const char get[] = "GET /metrics HTTP/1.0\r\n\r\n";
+        ck_assert_int_eq(write(fd, get, sizeof(get) - 1), (ssize_t)sizeof(get) - 1);
+        while (len < (1 << 20) - 1 && (r = read(fd, buf + len, (1 << 20) - 1 - len)) > 0)
+                len += (size_t)r;
+        close(fd);
+        buf[len] = 0;
+        snprintf(key, sizeof(key), "\n%s ", name);
+        const char *at = strstr(buf, key);
+        ck_assert_msg(at, "metric %s not in the scrape (%zu bytes)", name, len);
+        double v = strtod(at + strlen(key), NULL);
+        free(buf);
+        return v;
+}
+
+/* n small requests of q's, one every gap_us (gap_us2 > gap_us: a gap drawn between the two
+ * instead), on absolute times. */
+static void cadence_run(struct small_req *q, int n, long gap_us, long gap_us2)
+{
+        struct timespec t;
+
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        for (int k = 0; k < n; k++) {
+                small_req_run(q, k);
+                long g = gap_us2 > gap_us ? gap_us + (long)((unsigned)rand() % (unsigned)(gap_us2 - gap_us)) : gap_us;
+                t.tv_nsec += g * 1000;
+                while (t.tv_nsec >= 1000000000) {
+                        t.tv_nsec -= 1000000000;
+                        t.tv_sec++;
+                }
+                clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL);
+        }
+}
+
+/* A latency-critical client that comes at a cadence finds the loop thread polling for its
+ * requests (lcpoll.h): its windows are predicted, its requests come in them and find the loop
+ * thread polling, which costs a bounded share of the time; a client without a cadence, a
+ * normal tenant's at the same cadence, and NPUD_LC_POLL=0 open no window. The loop thread is
+ * kept on a CPU other than the client's (it never polls on the client's own). */
+START_TEST(test_lc_poll_cadence)
+{
+        static const char *args[] = { "--sim-mode", "compute", "--metrics-listen", NULL, NULL };
+        enum { N = 80 };
+        char conf[320], msock[160];
+        cpu_set_t mine;
+
+        ck_assert_int_eq(sched_getaffinity(0, sizeof(mine), &mine), 0);
+        if (CPU_COUNT(&mine) < 2) {
+                printf("lc poll: one CPU here, the loop thread never polls there (skipped)\n");
+                return;
+        }
+        int cpu = 0, other;
+        while (!CPU_ISSET(cpu, &mine))
+                cpu++;
+        for (other = cpu + 1; !CPU_ISSET(other, &mine); other++)
+                ;
+        snprintf(conf, sizeof(conf),
+                 "{\"tenants\": [{\"name\": \"lc\", \"class\": \"latency-critical\", \"uids\": [%u]},"
+                 " {\"name\": \"fg\", \"class\": \"normal\", \"uids\": [%u]}]}",
+                 (unsigned)getuid(), (unsigned)getuid());
+        for (int off = 0; off < 2; off++) {
+                snprintf(msock, sizeof(msock), "/tmp/npud-lcpoll-%d-%d.sock", (int)getpid(), off);
+                args[3] = msock;
+                if (off)
+                        setenv("NPUD_LC_POLL", "0", 1);
+                ck_assert_int_eq(harness_start_config(&proc, conf, args), 0);
+                unsetenv("NPUD_LC_POLL");
+                cpu_set_t one;
+                CPU_ZERO(&one);
+                CPU_SET(other, &one); /* the loop thread: npud's main thread */
+                ck_assert_int_eq(sched_setaffinity(proc.pid, sizeof(one), &one), 0);
+                pin_self(cpu);
+                npu_context_t *lc = connect_as(&proc, "lc"), *fg = connect_as(&proc, "fg");
+                struct small_req ql, qf;
+                small_req_open(&ql, lc);
+                small_req_open(&qf, fg);
+                double w0 = scrape_metric(msock, "npud_lc_poll_windows_total");
+                ck_assert(w0 == 0);
+                struct timespec a, b;
+                clock_gettime(CLOCK_MONOTONIC, &a);
+                cadence_run(&ql, N, 5000, 0);
+                clock_gettime(CLOCK_MONOTONIC, &b);
+                double took = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+                double w = scrape_metric(msock, "npud_lc_poll_windows_total"),
+                       in = scrape_metric(msock, "npud_lc_poll_in_window_total"),
+                       caught = scrape_metric(msock, "npud_lc_poll_caught_total"),
+                       polled = scrape_metric(msock, "npud_lc_poll_seconds_total");
+                printf("lc poll%s: %d requests 5 ms apart: %.0f windows, %.0f requests in theirs, %.0f found the loop "
+                       "thread polling; it polled %.1f ms of %.0f ms\n", off ? " (NPUD_LC_POLL=0)" : "", N, w, in,
+                       caught, polled * 1e3, took * 1e3);
+                if (off) {
+                        ck_assert_msg(w == 0 && caught == 0 && polled == 0, "turned off, yet %.0f windows", w);
+                } else {
+                        ck_assert_msg(w >= N / 2, "%.0f windows for %d requests at a 5 ms cadence", w, N);
+                        ck_assert_msg(in >= w / 2, "%.0f of %.0f requests came in their window", in, w);
+                        ck_assert_msg(caught >= in / 2, "%.0f of %.0f requests in their window found the loop thread polling",
+                                      caught, in);
+                        /* a window is at most 1/8 of the interval, a burst's tails 30 us a read or reply */
+                        ck_assert_msg(polled < took * 0.3, "polled %.1f ms of %.0f", polled * 1e3, took * 1e3);
+                }
+                /* no cadence (gaps from 1 to 9 ms), then a normal tenant's cadence: no window */
+                cadence_run(&ql, N / 2, 1000, 9000);
+                double w1 = scrape_metric(msock, "npud_lc_poll_windows_total");
+                cadence_run(&qf, N, 5000, 0);
+                double w2 = scrape_metric(msock, "npud_lc_poll_windows_total");
+                printf("lc poll: gaps of 1-9 ms: %.0f windows more; a normal tenant's 5 ms cadence: %.0f more\n", w1 - w,
+                       w2 - w1);
+                ck_assert_msg(w1 - w <= 4, "%.0f windows for %d requests without a cadence", w1 - w, N / 2);
+                ck_assert_msg(w2 == w1, "a normal tenant's requests opened %.0f windows", w2 - w1);
+                sched_setaffinity(0, sizeof(mine), &mine);
+                small_req_close(&ql);
+                small_req_close(&qf);
+                npu_disconnect(lc);
+                npu_disconnect(fg);
+                ck_assert_int_eq(harness_stop(&proc), 0);
+                unlink(msock);
+        }
+}
+END_TEST
+
 /* graph_info's "calibration" of graph g: how many engines' factors differ from 1, and the
  * largest difference (|factor - 1|). */
 static int graph_calibrated(npu_context_t *c, npu_graph_t g, double *ret_max)
@@ -1196,6 +1330,7 @@ int main(void)
         tcase_add_test(tc, test_lc_units_inline);
         tcase_add_test(tc, test_loop_thread_follows_lc_client);
         tcase_add_test(tc, test_loop_thread_keeps_off_be_cpus);
+        tcase_add_test(tc, test_lc_poll_cadence);
         tcase_add_test(tc, test_graph_calibration_own);
         tcase_add_test(tc, test_run_limit_covers_whole_run);
         tcase_add_test(tc, test_best_effort_loads_at_idle_priority);
