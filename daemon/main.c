@@ -156,15 +156,18 @@ static int loop_lc_poll(struct npud *d)
 
         if (until) {
                 lcpoll_polling(1, 0);
+                sched_hold_background(&d->ex, 1);
                 while (now < until) {
                         event_base_loop(d->base, EVLOOP_NONBLOCK);
                         if (event_base_got_break(d->base) || event_base_got_exit(d->base)) {
+                                sched_hold_background(&d->ex, 0);
                                 lcpoll_polling(0, now_ns() - t0);
                                 return -1;
                         }
                         now = now_ns();
                         until = lcpoll_until(now, here);
                 }
+                sched_hold_background(&d->ex, 0);
                 lcpoll_polling(0, now - t0);
         }
         uint64_t next = lcpoll_next(now);

@@ -1516,9 +1516,48 @@ int sched_units_in_flight(void)
         return !TAILQ_EMPTY(&inflight);
 }
 
+/* Best-effort units that came back while the loop thread polled for a latency-critical
+ * request (sched_hold_background), in the order they came. */
+static struct {
+        int on;
+        struct exec_unit *first, **tail;
+        uint64_t held;
+} bg_hold = { .tail = &bg_hold.first };
+
+static void unit_complete(struct exec_unit *u, struct exec *x);
+
+void sched_hold_background(struct exec *x, int on)
+{
+        bg_hold.on = on;
+        while (!on && bg_hold.first) {
+                struct exec_unit *u = bg_hold.first;
+                bg_hold.first = u->next;
+                if (!bg_hold.first)
+                        bg_hold.tail = &bg_hold.first;
+                u->next = NULL;
+                unit_complete(u, x);
+        }
+}
+
+uint64_t sched_held_background(void)
+{
+        return bg_hold.held;
+}
+
 void sched_unit_complete(struct exec_unit *u, void *userdata)
 {
-        struct exec *x = userdata;
+        if (bg_hold.on && u->background) {
+                u->next = NULL;
+                *bg_hold.tail = u;
+                bg_hold.tail = &u->next;
+                bg_hold.held++;
+                return;
+        }
+        unit_complete(u, userdata);
+}
+
+static void unit_complete(struct exec_unit *u, struct exec *x)
+{
         struct sched_unit *su = u->owner;
         struct stream *st = su->st;
         struct device *dev = st->dev;

@@ -21,6 +21,11 @@ void sched_kick(struct exec *x);
 void sched_run(struct exec *x);
 /* Backend completion callback. */
 void sched_unit_complete(struct exec_unit *unit, void *userdata);
+/* While on, best-effort units that come back wait (still in flight) until it is turned off:
+ * the loop thread polls for a latency-critical request then and must be free when it comes
+ * (lcpoll.h); turning it off completes them. Units held so far in sched_held_background. */
+void sched_hold_background(struct exec *x, int on);
+uint64_t sched_held_background(void);
 /* Are units at the backend (on the host workers, or held by the device model)? */
 int sched_units_in_flight(void);
 /* Cancel the units running at the backend on one device (NULL: every device); they come

@@ -868,7 +868,36 @@ struct iso_result {
         double lc_alone50, lc_loaded50; /* ms, p50 */
         double be_alone, be_loaded; /* MatMuls or graph runs per second */
         int lc_wrong, be_wrong;
+        /* npud's latency-critical polling (lcpoll.h) over the phases: requests that found the
+         * loop thread polling, and the share of the phases' time it polled */
+        double caught_alone, caught_loaded, polled_alone, polled_loaded;
+        int polled_known;
+        int nreq; /* latency-critical requests a side */
 };
+
+/* npud's polling counters (npud_lc_poll_caught_total, _seconds_total) at msock; 0, or -1
+ * when not read (an npud without them). */
+static int iso_poll_read(const char *msock, double *caught, double *secs)
+{
+        return harness_metric(msock, "npud_lc_poll_caught_total", caught) == 0 &&
+                               harness_metric(msock, "npud_lc_poll_seconds_total", secs) == 0
+                       ? 0
+                       : -1;
+}
+
+/* Add what the counters moved since c0, s0 over a phase of t seconds to *caught and *share. */
+static void iso_poll_add(const char *msock, double c0, double s0, double t, int rounds, double *caught,
+                         double *share, int *known)
+{
+        double c, sec;
+
+        if (iso_poll_read(msock, &c, &sec) < 0) {
+                *known = 0;
+                return;
+        }
+        *caught += c - c0;
+        *share += t > 0 ? (sec - s0) / t / rounds : 0;
+}
 
 /* The phases alternate ISO_ROUNDS times (NPUBENCH_ISO_ROUNDS, default 8), so that a busy
  * host (another process's burst, a slower minute of the VM's host) slows both sides of each
@@ -891,7 +920,7 @@ static int iso_rounds(void)
  * requests beside it. */
 static void iso_run(int ndev, int be_dev, struct iso_result *res)
 {
-        char conf[64], ndevs[8];
+        char conf[64], ndevs[8], msock[64];
         struct npud_proc proc = { 0 };
         const int n = iters_or(3000); /* a p99 over 3000: 30 samples above it */
         const int be_round_us = 300 * 1000; /* the load alone, a round */
@@ -899,6 +928,7 @@ static void iso_run(int ndev, int be_dev, struct iso_result *res)
 
         snprintf(conf, sizeof(conf), "/tmp/npubench-iso-%d.conf", (int)getpid());
         snprintf(ndevs, sizeof(ndevs), "%d", ndev);
+        snprintf(msock, sizeof(msock), "/tmp/npubench-iso-%d.metrics", (int)getpid());
         FILE *f = fopen(conf, "w");
         if (!f)
                 exit(1);
@@ -906,7 +936,8 @@ static void iso_run(int ndev, int be_dev, struct iso_result *res)
                    " {\"name\": \"be\", \"class\": \"best-effort\", \"uids\": [%u]}]}\n",
                 (unsigned)getuid(), (unsigned)getuid());
         fclose(f);
-        const char *extra[] = { "--config", conf, "--sim-mode", "compute", "--sim-devices", ndevs, NULL };
+        const char *extra[] = { "--config", conf, "--sim-mode", "compute", "--sim-devices", ndevs,
+                                "--metrics-listen", msock, NULL };
         if (harness_start(&proc, extra) < 0) {
                 fprintf(stderr, "npubench: cannot start npud for the isolation section\n");
                 exit(1);
@@ -941,10 +972,17 @@ static void iso_run(int ndev, int be_dev, struct iso_result *res)
                 memset(r, 0, sizeof(*r));
                 if (only && *only && !strstr(only, key[k]))
                         continue;
+                r->polled_known = 1;
+                r->nreq = per * rounds;
                 for (int round = 0; round < rounds; round++) {
+                        double c0 = 0, s0 = 0, t0;
                         if (getenv("NPUBENCH_ISO_TRACE"))
                                 fprintf(stderr, "npubench: LC requests alone from %.6f\n", now_s());
+                        r->polled_known &= iso_poll_read(msock, &c0, &s0) == 0;
+                        t0 = now_s();
                         iso_lc_requests(&e, per, alone + round * per, &r->lc_wrong);
+                        iso_poll_add(msock, c0, s0, now_s() - t0, rounds, &r->caught_alone, &r->polled_alone,
+                                     &r->polled_known);
                         iso_load_start(&l, proc.sock, be_dev, (enum iso_kind)k);
                         usleep(be_round_us);
                         r->be_alone += iso_load_stop(&l, &r->be_wrong) / rounds;
@@ -952,7 +990,11 @@ static void iso_run(int ndev, int be_dev, struct iso_result *res)
                         usleep(100 * 1000); /* the load settles */
                         if (getenv("NPUBENCH_ISO_TRACE"))
                                 fprintf(stderr, "npubench: LC requests beside the load from %.6f\n", now_s());
+                        r->polled_known &= iso_poll_read(msock, &c0, &s0) == 0;
+                        t0 = now_s();
                         iso_lc_requests(&e, per, loaded + round * per, &r->lc_wrong);
+                        iso_poll_add(msock, c0, s0, now_s() - t0, rounds, &r->caught_loaded, &r->polled_loaded,
+                                     &r->polled_known);
                         r->be_loaded += iso_load_stop(&l, &r->be_wrong) / rounds;
                 }
                 r->lc_alone = pct(alone, per * rounds, 0.99) * 1e3;
@@ -968,9 +1010,11 @@ static void iso_run(int ndev, int be_dev, struct iso_result *res)
         npu_disconnect(ctx);
         unlink(conf);
         if (harness_stop(&proc) != 0) {
+                unlink(msock);
                 fprintf(stderr, "npubench: npud (isolation) did not exit cleanly\n");
                 exit(1);
         }
+        unlink(msock);
 }
 
 static void isolation_section(void)
@@ -999,7 +1043,7 @@ static void isolation_section(void)
                                br = r->be_alone > 0 ? r->be_loaded / r->be_alone : 0;
 
                         printf("isolation, %s (%s, %d host workers%s), BE load: %s: LC MLP [%d,%d]x[%d,%d] "
-                               "request every 2 ms p99 alone %.2f ms, loaded %.2f ms, ratio %.2f (target <= %.1f)%s "
+                               "request every 2 ms p99 alone %.3f ms, loaded %.3f ms, ratio %.2f (target <= %.1f)%s "
                                "(p50 %.3f and %.3f ms); "
                                "BE throughput alone %.1f %s, beside LC %.1f %s, ratio %.2f (target >= 0.70)%s%s\n",
                                d ? "other device" : "same device", d ? "2 devices, BE on device 1" : "1 device",
@@ -1008,6 +1052,12 @@ static void isolation_section(void)
                                r->lc_loaded50, r->be_alone,
                                iso_unit[k], r->be_loaded, iso_unit[k], br, br >= 0.7 ? "" : " MISSED",
                                r->lc_wrong || r->be_wrong ? " WRONG RESULT" : "");
+                        if (r->polled_known)
+                                printf("  its latency-critical requests that found npud's loop thread polling (lcpoll): "
+                                       "alone %.0f of %d, loaded %.0f of %d; the loop thread polled %.1f %% and %.1f %% "
+                                       "of the time\n",
+                                       r->caught_alone, r->nreq, r->caught_loaded, r->nreq, r->polled_alone * 100,
+                                       r->polled_loaded * 100);
                 }
         iso_graphs_free();
 }

@@ -352,3 +352,36 @@ long long harness_tenant_memory_used(struct npu_context *ctx, const char *name)
         json_decref(root);
         return used;
 }
+
+int harness_metric(const char *msock, const char *name, double *ret)
+{
+        struct sockaddr_un a = { .sun_family = AF_UNIX };
+        const size_t cap = 1 << 20;
+        static const char get[] = "GET /metrics HTTP/1.0\r\n\r\n";
+        char key[160];
+        size_t len = 0;
+        ssize_t r;
+        int rc = -1;
+
+        if (strlen(msock) >= sizeof(a.sun_path) || snprintf(key, sizeof(key), "\n%s ", name) >= (int)sizeof(key))
+                return -1;
+        memcpy(a.sun_path, msock, strlen(msock) + 1);
+        char *buf = malloc(cap);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (!buf || fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+            write(fd, get, sizeof(get) - 1) != (ssize_t)sizeof(get) - 1)
+                goto out;
+        while (len < cap - 1 && (r = read(fd, buf + len, cap - 1 - len)) > 0)
+                len += (size_t)r;
+        buf[len] = 0;
+        const char *at = strstr(buf, key);
+        if (at) {
+                *ret = strtod(at + strlen(key), NULL);
+                rc = 0;
+        }
+out:
+        if (fd >= 0)
+                close(fd);
+        free(buf);
+        return rc;
+}

@@ -46,6 +46,10 @@ int harness_reply_code(json_t *reply);
 /* Is the peer closed (EOF within 2 s)? */
 int harness_raw_closed(int fd);
 
+/* The value of metric name (its first sample without labels) on npud's metrics endpoint, a
+ * Unix socket (--metrics-listen PATH). 0, or -1 when it cannot be read or is not there. */
+int harness_metric(const char *msock, const char *name, double *ret);
+
 /* A field of /proc/PID/status in KiB ("VmRSS", "VmHWM"); -1 when it cannot be read. */
 long harness_proc_kib(pid_t pid, const char *field);
 

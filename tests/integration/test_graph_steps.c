@@ -16,8 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -978,30 +976,12 @@ START_TEST(test_loop_thread_keeps_off_be_cpus)
 }
 END_TEST
 
-/* The figures npud's metrics endpoint (a Unix socket) gives for the named counter. */
-static double scrape_metric(const char *msock, const char *name)
+/* A metric of npud's endpoint msock; the test fails when it is missing. */
+static double metric_of(const char *msock, const char *name)
 {
-        struct sockaddr_un a = { .sun_family = AF_UNIX };
-        char *buf = malloc(1 << 20), key[128];
-        size_t len = 0;
-        ssize_t r;
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        double v;
 
-        ck_assert_ptr_nonnull(buf);
-        ck_assert_int_ge(fd, 0);
-        snprintf(a.sun_path, sizeof(a.sun_path), "%s", msock);
-        ck_assert_msg(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0, "metrics socket %s: %m", msock);
-        const char get[] = "GET /metrics HTTP/1.0\r\n\r\n";
-        ck_assert_int_eq(write(fd, get, sizeof(get) - 1), (ssize_t)sizeof(get) - 1);
-        while (len < (1 << 20) - 1 && (r = read(fd, buf + len, (1 << 20) - 1 - len)) > 0)
-                len += (size_t)r;
-        close(fd);
-        buf[len] = 0;
-        snprintf(key, sizeof(key), "\n%s ", name);
-        const char *at = strstr(buf, key);
-        ck_assert_msg(at, "metric %s not in the scrape (%zu bytes)", name, len);
-        double v = strtod(at + strlen(key), NULL);
-        free(buf);
+        ck_assert_msg(harness_metric(msock, name, &v) == 0, "metric %s: not read from %s", name, msock);
         return v;
 }
 
@@ -1066,17 +1046,17 @@ START_TEST(test_lc_poll_cadence)
                 struct small_req ql, qf;
                 small_req_open(&ql, lc);
                 small_req_open(&qf, fg);
-                double w0 = scrape_metric(msock, "npud_lc_poll_windows_total");
+                double w0 = metric_of(msock, "npud_lc_poll_windows_total");
                 ck_assert(w0 == 0);
                 struct timespec a, b;
                 clock_gettime(CLOCK_MONOTONIC, &a);
                 cadence_run(&ql, N, 5000, 0);
                 clock_gettime(CLOCK_MONOTONIC, &b);
                 double took = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
-                double w = scrape_metric(msock, "npud_lc_poll_windows_total"),
-                       in = scrape_metric(msock, "npud_lc_poll_in_window_total"),
-                       caught = scrape_metric(msock, "npud_lc_poll_caught_total"),
-                       polled = scrape_metric(msock, "npud_lc_poll_seconds_total");
+                double w = metric_of(msock, "npud_lc_poll_windows_total"),
+                       in = metric_of(msock, "npud_lc_poll_in_window_total"),
+                       caught = metric_of(msock, "npud_lc_poll_caught_total"),
+                       polled = metric_of(msock, "npud_lc_poll_seconds_total");
                 printf("lc poll%s: %d requests 5 ms apart: %.0f windows, %.0f requests in theirs, %.0f found the loop "
                        "thread polling; it polled %.1f ms of %.0f ms\n", off ? " (NPUD_LC_POLL=0)" : "", N, w, in,
                        caught, polled * 1e3, took * 1e3);
@@ -1092,9 +1072,9 @@ START_TEST(test_lc_poll_cadence)
                 }
                 /* no cadence (gaps from 1 to 9 ms), then a normal tenant's cadence: no window */
                 cadence_run(&ql, N / 2, 1000, 9000);
-                double w1 = scrape_metric(msock, "npud_lc_poll_windows_total");
+                double w1 = metric_of(msock, "npud_lc_poll_windows_total");
                 cadence_run(&qf, N, 5000, 0);
-                double w2 = scrape_metric(msock, "npud_lc_poll_windows_total");
+                double w2 = metric_of(msock, "npud_lc_poll_windows_total");
                 printf("lc poll: gaps of 1-9 ms: %.0f windows more; a normal tenant's 5 ms cadence: %.0f more\n", w1 - w,
                        w2 - w1);
                 ck_assert_msg(w1 - w <= 4, "%.0f windows for %d requests without a cadence", w1 - w, N / 2);
