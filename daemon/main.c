@@ -167,9 +167,9 @@ static int loop_lc_poll(struct npud *d)
                         now = now_ns();
                         until = lcpoll_until(now, here);
                 }
-                sched_hold_background(&d->ex, 0);
                 lcpoll_polling(0, now - t0);
         }
+        sched_hold_background(&d->ex, 0); /* also what came back while a window was open */
         uint64_t next = lcpoll_next(now);
         if (next && next != lcpoll_armed && lcpoll_timer) {
                 struct itimerspec its = { .it_value = { .tv_sec = (time_t)(next / 1000000000ull),
@@ -372,6 +372,8 @@ int main(int argc, char **argv)
         cpulat_configure(d.config.cpu_wake_latency_us);
         loopcpu_init();
         loop_run(&d);
+        lcpoll_shutdown();
+        sched_hold_background(&d.ex, 0);
         lcpoll_timer_close();
         cpulat_release();
         r = 0;

@@ -24,6 +24,7 @@
 #include "manage.h"
 #include "daemon/exec/cpulat.h"
 #include "daemon/exec/lcpoll.h"
+#include "daemon/exec/sched.h"
 #include "daemon/exec/loopcpu.h"
 #include "daemon/exec/tenant.h"
 
@@ -470,6 +471,9 @@ int metrics_render(struct npud *d, struct evbuffer *buf)
                    "Time the event loop thread spent polling for latency-critical requests.");
         out_printf(o, "npud_lc_poll_seconds_total ");
         out_seconds(o, lps.poll_ns);
+        out_family(o, "npud_lc_poll_held_units_total", "counter",
+                   "Best-effort units whose completion waited while the event loop thread polled for a latency-critical request.");
+        out_printf(o, "npud_lc_poll_held_units_total %" PRIu64 "\n", sched_held_background());
         render_devices(o, d);
         render_telemetry(o, d);
         render_faults(o, d);

@@ -43,9 +43,10 @@ static void predict(struct lcpoll *p)
                 return;
         memcpy(g, p->gaps, sizeof(g[0]) * (size_t)n);
         qsort(g, (size_t)n, sizeof(g[0]), cmp_u64);
-        /* the middle intervals: one late or early burst does not widen the window */
-        int lo = n >= 6 ? 1 : 0, hi = n >= 6 ? n - 2 : n - 1;
-        uint64_t med = g[n / 2], len = g[hi] - g[lo] + LCPOLL_LEAD_NS + LCPOLL_SLACK_NS;
+        /* the middle half of the intervals: a late or early burst or two do not widen the
+         * window (nor close it) */
+        int lo = n / 4, hi = n - 1 - n / 4;
+        uint64_t med = g[n / 2], len = g[hi] - g[lo] + LCPOLL_LEAD_NS + LCPOLL_LATE_NS;
 
         if (med < LCPOLL_MIN_GAP_NS || med > LCPOLL_MAX_GAP_NS || len > med / LCPOLL_MAX_SHARE)
                 return;
@@ -90,6 +91,12 @@ void lcpoll_wrote(struct lcpoll *p, uint64_t now)
 {
         if (!lp.off && p->listed) /* only a session that read lately polls after a reply */
                 p->last_read = now;
+}
+
+void lcpoll_shutdown(void)
+{
+        lp.init = 1;
+        lp.off = 1;
 }
 
 void lcpoll_forget(struct lcpoll *p)

@@ -34,13 +34,14 @@
 #define LCPOLL_TAIL_NS (30ull * 1000)
 /* The window opens LCPOLL_LEAD_NS before the shortest of the middle intervals would end (the
  * loop thread's timer, on a CPU busy with best-effort work, ran it 13-20 us late: p10 and
- * p90, npubench isolation) and closes LCPOLL_SLACK_NS after the longest. */
+ * p90, npubench isolation) and closes LCPOLL_LATE_NS after the longest. The request ends the
+ * polling, so the late side costs only when the request comes later still. */
 #define LCPOLL_LEAD_NS (60ull * 1000)
-#define LCPOLL_SLACK_NS (40ull * 1000)
+#define LCPOLL_LATE_NS (200ull * 1000)
 /* no cadence shorter than this (the loop thread is busy with such a client anyway) */
 #define LCPOLL_MIN_GAP_NS (300ull * 1000)
 #define LCPOLL_MAX_GAP_NS (1000ull * 1000 * 1000)
-#define LCPOLL_MAX_SHARE 8 /* a window is at most 1/8 of the interval */
+#define LCPOLL_MAX_SHARE 4 /* a window is at most 1/4 of the interval */
 
 struct lcpoll {
         LIST_ENTRY(lcpoll) link;
@@ -58,6 +59,8 @@ struct lcpoll {
 void lcpoll_read(struct lcpoll *p, uint64_t now_ns, int cpu);
 /* A reply or notification to it went out at now_ns (a burst goes on after it). */
 void lcpoll_wrote(struct lcpoll *p, uint64_t now_ns);
+/* No more polling (the daemon stops). */
+void lcpoll_shutdown(void);
 /* The session ends. */
 void lcpoll_forget(struct lcpoll *p);
 /* Until when the loop thread polls from now_ns on (0: it need not), for the CPU it runs on. */

@@ -14,6 +14,7 @@
 #include "graph-obj.h"
 #include "policy/cost.h"
 #include "proto/errors.h"
+#include "lcpoll.h"
 #include "sched.h"
 #include "tenant.h"
 #include "tile.h"
@@ -1546,7 +1547,8 @@ uint64_t sched_held_background(void)
 
 void sched_unit_complete(struct exec_unit *u, void *userdata)
 {
-        if (bg_hold.on && u->background) {
+        /* on as well when a window opened meanwhile: the loop thread polls once back */
+        if (u->background && (bg_hold.on || lcpoll_until(now_ns(), sched_getcpu()))) {
                 u->next = NULL;
                 *bg_hold.tail = u;
                 bg_hold.tail = &u->next;
