@@ -48,7 +48,8 @@ static void predict(struct lcpoll *p)
         int lo = n / 4, hi = n - 1 - n / 4;
         uint64_t med = g[n / 2], len = g[hi] - g[lo] + LCPOLL_LEAD_NS + LCPOLL_LATE_NS;
 
-        if (med < LCPOLL_MIN_GAP_NS || med > LCPOLL_MAX_GAP_NS || len > med / LCPOLL_MAX_SHARE)
+        if (med < LCPOLL_MIN_GAP_NS || med > LCPOLL_MAX_GAP_NS || g[hi] - g[lo] > med / LCPOLL_MAX_SPREAD ||
+            len > med / LCPOLL_MAX_SHARE)
                 return;
         p->from = p->last_start + g[lo] - LCPOLL_LEAD_NS;
         p->until = p->from + len;

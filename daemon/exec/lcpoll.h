@@ -14,8 +14,8 @@
  * clients often come at a cadence (a frame, an audio chunk, a control tick): for each
  * latency-critical session this keeps the intervals between the starts of its last
  * LCPOLL_GAPS bursts of requests (reads more than LCPOLL_BURST_NS apart start a new one).
- * When they agree (their middle spread, beside the timer's own lateness, fits in
- * LCPOLL_MAX_SHARE of the interval), the loop thread polls from a little before the next start
+ * When they agree (the middle half of them within LCPOLL_MAX_SPREAD of their median, and the
+ * window with the timer's own lateness within LCPOLL_MAX_SHARE), the loop thread polls from a little before the next start
  * they predict until the request comes or the window passes, and for LCPOLL_TAIL_NS after each
  * of the session's reads (the rest of a burst: a stream's tasks, then its synchronize). A
  * client without a cadence never opens a window and costs nothing; a missed window costs its
@@ -42,6 +42,10 @@
 #define LCPOLL_MIN_GAP_NS (300ull * 1000)
 #define LCPOLL_MAX_GAP_NS (1000ull * 1000 * 1000)
 #define LCPOLL_MAX_SHARE 4 /* a window is at most 1/4 of the interval */
+/* and the middle half of the intervals spreads over 1/16 of their median at most: of 500
+ * simulated clients drawing each interval between 1 and 9 ms, the median opened no window in
+ * 40 requests and the 99th percentile 4 */
+#define LCPOLL_MAX_SPREAD 16
 
 struct lcpoll {
         LIST_ENTRY(lcpoll) link;
