@@ -14,13 +14,16 @@
  * clients often come at a cadence (a frame, an audio chunk, a control tick): for each
  * latency-critical session this keeps the intervals between the starts of its last
  * LCPOLL_GAPS bursts of requests (reads more than LCPOLL_BURST_NS apart start a new one).
- * When they agree (the middle half of them within LCPOLL_MAX_SPREAD of their median, and the
- * window with the timer's own lateness within LCPOLL_MAX_SHARE), the loop thread polls from a little before the next start
- * they predict until the request comes or the window passes, and for LCPOLL_TAIL_NS after each
- * of the session's reads (the rest of a burst: a stream's tasks, then its synchronize). A
- * client without a cadence never opens a window and costs nothing; a missed window costs its
- * length once. Never on the CPU the client last waited on (the loop thread, real-time, would
- * keep the client from running) and only with two CPUs or more.
+ * When they agree (the middle half of them within 1/LCPOLL_MAX_SPREAD of their median, and
+ * the window with the timer's own lateness within 1/LCPOLL_MAX_SHARE of it), the loop thread
+ * polls from a little before the next start they predict until the request comes or the
+ * window passes, and for LCPOLL_TAIL_NS after each of the session's reads and replies (the
+ * rest of a burst: a stream's tasks, then its synchronize). A client without a cadence opens
+ * no window and costs nothing; a missed window costs its length once. Never on the CPU the
+ * client last waited on (the loop thread, real-time, would keep the client from running) and
+ * only with two CPUs or more. While it polls, or a window is open, best-effort units that
+ * come back wait (sched_hold_background): their completion is loop-thread work the request
+ * would otherwise find in front of it.
  *
  * NPUD_LC_POLL=0 turns it off. Every function runs on the loop thread. */
 #ifndef NPUD_EXEC_LCPOLL_H
