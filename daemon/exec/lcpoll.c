@@ -127,14 +127,23 @@ uint64_t lcpoll_until(uint64_t now, int here)
 
 uint64_t lcpoll_next(uint64_t now)
 {
-        struct lcpoll *p;
+        struct lcpoll *p, *nx;
         uint64_t next = 0;
 
         if (!lp.init || lp.off)
                 return 0;
-        LIST_FOREACH(p, &lp.all, link)
+        for (p = LIST_FIRST(&lp.all); p; p = nx) {
+                nx = LIST_NEXT(p, link);
+                /* idle longer than any cadence: off the list the loop walks (each pass, each
+                 * best-effort completion) until its next read */
+                if (now > p->last_read + LCPOLL_IDLE_NS) {
+                        LIST_REMOVE(p, link);
+                        p->listed = 0;
+                        continue;
+                }
                 if (p->until && p->from > now && (!next || p->from < next))
                         next = p->from;
+        }
         return next;
 }
 

@@ -44,6 +44,8 @@
 /* no cadence shorter than this (the loop thread is busy with such a client anyway) */
 #define LCPOLL_MIN_GAP_NS (300ull * 1000)
 #define LCPOLL_MAX_GAP_NS (1000ull * 1000 * 1000)
+/* a session idle this long leaves the list of those looked at (lcpoll_next) */
+#define LCPOLL_IDLE_NS (2 * LCPOLL_MAX_GAP_NS)
 #define LCPOLL_MAX_SHARE 4 /* a window is at most 1/4 of the interval */
 /* and the middle half of the intervals spreads over 1/10 of their median at most (200 us at
  * 2 ms): of 500 simulated clients drawing each interval between 1 and 9 ms, the median one
@@ -73,7 +75,8 @@ void lcpoll_shutdown(void);
 void lcpoll_forget(struct lcpoll *p);
 /* Until when the loop thread polls from now_ns on (0: it need not), for the CPU it runs on. */
 uint64_t lcpoll_until(uint64_t now_ns, int here);
-/* When the next window opens, 0 when none is predicted. */
+/* When the next window opens, 0 when none is predicted (once a loop pass: it also lets go of
+ * sessions idle for LCPOLL_IDLE_NS). */
 uint64_t lcpoll_next(uint64_t now_ns);
 /* The loop thread polls (on 1, from lcpoll_until's answer) or stops (on 0, after ns of it). */
 void lcpoll_polling(int on, uint64_t ns);
