@@ -114,9 +114,9 @@ static uint64_t lcpoll_armed;
 static void lcpoll_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
         uint64_t n;
+        ssize_t r = read(fd, &n, sizeof(n)); /* EAGAIN: re-armed meanwhile */
 
-        if (read(fd, &n, sizeof(n)) < 0) { /* EAGAIN: disarmed meanwhile */
-        }
+        (void)r;
         lcpoll_armed = 0; /* the next loop_lc_poll polls */
 }
 
@@ -151,25 +151,23 @@ static void lcpoll_timer_close(void)
 static int loop_lc_poll(struct npud *d)
 {
         uint64_t now = now_ns(), t0 = now;
-        int here = sched_getcpu();
+        int here = sched_getcpu(), ended = 0;
         uint64_t until = lcpoll_until(now, here);
 
         if (until) {
                 lcpoll_polling(1, 0);
                 sched_hold_background(&d->ex, 1);
-                while (now < until) {
+                while (now < until && !ended) {
                         event_base_loop(d->base, EVLOOP_NONBLOCK);
-                        if (event_base_got_break(d->base) || event_base_got_exit(d->base)) {
-                                sched_hold_background(&d->ex, 0);
-                                lcpoll_polling(0, now_ns() - t0);
-                                return -1;
-                        }
+                        ended = event_base_got_break(d->base) || event_base_got_exit(d->base);
                         now = now_ns();
                         until = lcpoll_until(now, here);
                 }
                 lcpoll_polling(0, now - t0);
         }
         sched_hold_background(&d->ex, 0); /* also what came back while a window was open */
+        if (ended)
+                return -1;
         uint64_t next = lcpoll_next(now);
         if (next && next != lcpoll_armed && lcpoll_timer) {
                 struct itimerspec its = { .it_value = { .tv_sec = (time_t)(next / 1000000000ull),

@@ -9,7 +9,7 @@
 static struct {
         LIST_HEAD(, lcpoll) all;
         int init, off;
-        uint64_t windows, hits, poll_ns;
+        uint64_t windows, in_window, poll_ns;
         int polling;
         uint64_t caught;
 } lp;
@@ -56,24 +56,15 @@ static void predict(struct lcpoll *p)
         lp.windows++;
 }
 
-static void io(struct lcpoll *p, uint64_t now)
-{
-        if (!p->listed) {
-                LIST_INSERT_HEAD(&lp.all, p, link);
-                p->listed = 1;
-        }
-        p->last_read = now;
-}
-
 void lcpoll_read(struct lcpoll *p, uint64_t now, int cpu)
 {
         lp_init();
         if (lp.off)
                 return;
         p->cpu = cpu;
-        if (!p->last_read || now - p->last_read > LCPOLL_BURST_NS) { /* a burst starts */
+        if (!p->last_io || now - p->last_io > LCPOLL_BURST_NS) { /* a burst starts */
                 if (p->until && now >= p->from && now < p->until)
-                        lp.hits++;
+                        lp.in_window++;
                 if (lp.polling)
                         lp.caught++;
                 if (p->last_start) {
@@ -85,13 +76,16 @@ void lcpoll_read(struct lcpoll *p, uint64_t now, int cpu)
                 p->last_start = now;
                 predict(p);
         }
-        io(p, now);
+        if (!p->listed) {
+                LIST_INSERT_HEAD(&lp.all, p, link);
+                p->listed = 1;
+        }
+        p->last_io = now;
 }
 
 void lcpoll_wrote(struct lcpoll *p, uint64_t now)
 {
-        if (!lp.off && p->listed) /* only a session that read lately polls after a reply */
-                p->last_read = now;
+        p->last_io = now;
 }
 
 void lcpoll_shutdown(void)
@@ -117,8 +111,8 @@ uint64_t lcpoll_until(uint64_t now, int here)
         LIST_FOREACH(p, &lp.all, link) {
                 if (p->cpu >= 0 && p->cpu == here)
                         continue;
-                if (now - p->last_read < LCPOLL_TAIL_NS && p->last_read + LCPOLL_TAIL_NS > u)
-                        u = p->last_read + LCPOLL_TAIL_NS;
+                if (now - p->last_io < LCPOLL_TAIL_NS && p->last_io + LCPOLL_TAIL_NS > u)
+                        u = p->last_io + LCPOLL_TAIL_NS;
                 if (p->until && now >= p->from && now < p->until && p->until > u)
                         u = p->until;
         }
@@ -136,7 +130,7 @@ uint64_t lcpoll_next(uint64_t now)
                 nx = LIST_NEXT(p, link);
                 /* idle longer than any cadence: off the list the loop walks (each pass, each
                  * best-effort completion) until its next read */
-                if (now > p->last_read + LCPOLL_IDLE_NS) {
+                if (now > p->last_io + LCPOLL_IDLE_NS) {
                         LIST_REMOVE(p, link);
                         p->listed = 0;
                         continue;
@@ -156,7 +150,7 @@ void lcpoll_polling(int on, uint64_t ns)
 void lcpoll_stats(struct lcpoll_stats *st)
 {
         st->windows = lp.windows;
-        st->in_window = lp.hits;
+        st->in_window = lp.in_window;
         st->caught = lp.caught;
         st->poll_ns = lp.poll_ns;
 }

@@ -57,7 +57,7 @@ struct lcpoll {
         LIST_ENTRY(lcpoll) link;
         int listed;
         int cpu;              /* the CPU the client last waited on, -1: unknown */
-        uint64_t last_read;   /* the session's last read */
+        uint64_t last_io;     /* the session's last read or reply */
         uint64_t last_start;  /* the first read of its last burst */
         uint64_t gaps[LCPOLL_GAPS];
         int ngaps, next_gap;
@@ -67,7 +67,8 @@ struct lcpoll {
 /* A latency-critical session's read at now_ns; cpu is where its client last waited (-1:
  * unknown). */
 void lcpoll_read(struct lcpoll *p, uint64_t now_ns, int cpu);
-/* A reply or notification to it went out at now_ns (a burst goes on after it). */
+/* A reply or notification went out at now_ns to a session on the list (listed: one that
+ * read lately); a burst goes on after it. */
 void lcpoll_wrote(struct lcpoll *p, uint64_t now_ns);
 /* No more polling (the daemon stops). */
 void lcpoll_shutdown(void);

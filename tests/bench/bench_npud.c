@@ -1009,12 +1009,12 @@ static void iso_run(int ndev, int be_dev, struct iso_result *res)
         CHECK(npu_graph_unload(ctx, g));
         npu_disconnect(ctx);
         unlink(conf);
-        if (harness_stop(&proc) != 0) {
-                unlink(msock);
+        int stopped = harness_stop(&proc);
+        unlink(msock);
+        if (stopped != 0) {
                 fprintf(stderr, "npubench: npud (isolation) did not exit cleanly\n");
                 exit(1);
         }
-        unlink(msock);
 }
 
 static void isolation_section(void)

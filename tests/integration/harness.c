@@ -355,7 +355,6 @@ long long harness_tenant_memory_used(struct npu_context *ctx, const char *name)
 
 int harness_metric(const char *msock, const char *name, double *ret)
 {
-        struct sockaddr_un a = { .sun_family = AF_UNIX };
         const size_t cap = 1 << 20;
         static const char get[] = "GET /metrics HTTP/1.0\r\n\r\n";
         char key[160];
@@ -363,13 +362,11 @@ int harness_metric(const char *msock, const char *name, double *ret)
         ssize_t r;
         int rc = -1;
 
-        if (strlen(msock) >= sizeof(a.sun_path) || snprintf(key, sizeof(key), "\n%s ", name) >= (int)sizeof(key))
+        if (snprintf(key, sizeof(key), "\n%s ", name) >= (int)sizeof(key))
                 return -1;
-        memcpy(a.sun_path, msock, strlen(msock) + 1);
         char *buf = malloc(cap);
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (!buf || fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-            write(fd, get, sizeof(get) - 1) != (ssize_t)sizeof(get) - 1)
+        int fd = harness_raw_connect(msock);
+        if (!buf || fd < 0 || write(fd, get, sizeof(get) - 1) != (ssize_t)sizeof(get) - 1)
                 goto out;
         while (len < cap - 1 && (r = read(fd, buf + len, cap - 1 - len)) > 0)
                 len += (size_t)r;
