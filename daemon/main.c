@@ -155,6 +155,7 @@ static int loop_lc_poll(struct npud *d)
         uint64_t until = lcpoll_until(now, here);
 
         if (until) {
+                uint64_t held = now;
                 lcpoll_polling(1, 0);
                 sched_hold_background(&d->ex, 1);
                 while (now < until && !ended) {
@@ -162,6 +163,13 @@ static int loop_lc_poll(struct npud *d)
                         ended = event_base_got_break(d->base) || event_base_got_exit(d->base);
                         now = now_ns();
                         until = lcpoll_until(now, here);
+                        /* a client that never pauses keeps the polling going: what came back
+                         * waits LCPOLL_MAX_HOLD_NS at most */
+                        if (now - held >= LCPOLL_MAX_HOLD_NS) {
+                                sched_hold_background(&d->ex, 0);
+                                sched_hold_background(&d->ex, 1);
+                                held = now;
+                        }
                 }
                 lcpoll_polling(0, now - t0);
         }

@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1097,6 +1098,89 @@ START_TEST(test_lc_poll_cadence)
 }
 END_TEST
 
+struct lc_flood {
+        npu_context_t *c;
+        npu_stream_t s;
+        double secs;
+        long calls, errors;
+};
+
+/* Synchronize an empty stream back to back for f->secs: a latency-critical client whose
+ * input never pauses longer than the polling tail. */
+static void *lc_flood_main(void *arg)
+{
+        struct lc_flood *f = arg;
+        struct timespec a, b;
+
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        do {
+                if (npu_stream_synchronize(f->c, f->s) != NPU_OK)
+                        f->errors++;
+                f->calls++;
+                clock_gettime(CLOCK_MONOTONIC, &b);
+        } while ((double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9 < f->secs);
+        return NULL;
+}
+
+/* A latency-critical client that never pauses keeps the loop thread polling after each of
+ * its requests; best-effort completions wait while it polls, but only for a bounded time:
+ * a best-effort client's requests still finish while the flood goes on. */
+START_TEST(test_lc_flood_keeps_best_effort_going)
+{
+        static const char *args[] = { "--sim-mode", "compute", NULL };
+        enum { BE_REQS = 20 };
+        char conf[320];
+        cpu_set_t mine, one;
+
+        ck_assert_int_eq(sched_getaffinity(0, sizeof(mine), &mine), 0);
+        if (CPU_COUNT(&mine) < 2) {
+                printf("lc flood: one CPU here, the loop thread never polls there (skipped)\n");
+                return;
+        }
+        int cpu = 0, other;
+        while (!CPU_ISSET(cpu, &mine))
+                cpu++;
+        for (other = cpu + 1; !CPU_ISSET(other, &mine); other++)
+                ;
+        snprintf(conf, sizeof(conf),
+                 "{\"tenants\": [{\"name\": \"lc\", \"class\": \"latency-critical\", \"uids\": [%u]},"
+                 " {\"name\": \"be\", \"class\": \"best-effort\", \"uids\": [%u]}]}",
+                 (unsigned)getuid(), (unsigned)getuid());
+        ck_assert_int_eq(harness_start_config(&proc, conf, args), 0);
+        CPU_ZERO(&one);
+        CPU_SET(other, &one); /* the loop thread, off the flooding client's CPU: it polls */
+        ck_assert_int_eq(sched_setaffinity(proc.pid, sizeof(one), &one), 0);
+        npu_context_t *lc = connect_as(&proc, "lc"), *be = connect_as(&proc, "be");
+        struct small_req qb;
+        small_req_open(&qb, be);
+        small_req_run(&qb, 0);
+        struct lc_flood f = { .c = lc, .secs = 6 };
+        OK(npu_stream_create(lc, 0, 0, &f.s));
+        pin_self(cpu); /* the flooding thread inherits it */
+        pthread_t th;
+        ck_assert_int_eq(pthread_create(&th, NULL, lc_flood_main, &f), 0);
+        sched_setaffinity(0, sizeof(mine), &mine);
+        usleep(200 * 1000);
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        for (int k = 1; k <= BE_REQS; k++)
+                small_req_run(&qb, k);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        double took = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+        pthread_join(th, NULL);
+        printf("lc flood: %ld synchronizations in %.0f s; %d best-effort requests meanwhile took %.3f s\n", f.calls,
+               f.secs, BE_REQS, took);
+        ck_assert_msg(f.errors == 0, "%ld of the flood's synchronizations failed", f.errors);
+        /* they finish while the flood goes on (it began 0.2 s before them and lasts 6 s) */
+        ck_assert_msg(took < f.secs - 1, "%d best-effort requests took %.3f s beside the flood", BE_REQS, took);
+        OK(npu_stream_destroy(lc, f.s));
+        small_req_close(&qb);
+        npu_disconnect(lc);
+        npu_disconnect(be);
+        ck_assert_int_eq(harness_stop(&proc), 0);
+}
+END_TEST
+
 /* graph_info's "calibration" of graph g: how many engines' factors differ from 1, and the
  * largest difference (|factor - 1|). */
 static int graph_calibrated(npu_context_t *c, npu_graph_t g, double *ret_max)
@@ -1318,6 +1402,7 @@ int main(void)
         tcase_add_test(tc, test_loop_thread_follows_lc_client);
         tcase_add_test(tc, test_loop_thread_keeps_off_be_cpus);
         tcase_add_test(tc, test_lc_poll_cadence);
+        tcase_add_test(tc, test_lc_flood_keeps_best_effort_going);
         tcase_add_test(tc, test_graph_calibration_own);
         tcase_add_test(tc, test_run_limit_covers_whole_run);
         tcase_add_test(tc, test_best_effort_loads_at_idle_priority);
