@@ -68,24 +68,24 @@ static void on_util_timer(evutil_socket_t fd, short what, void *arg)
         loopcpu_tick(now);
 }
 
-/* The event loop. After the last unit at the backend came back it polls for LOOP_POLL_NS,
- * sleeping LOOP_POLL_NAP_NS between looks, instead of waiting in epoll: the client that got
- * the result usually sends its next request within tens of microseconds, and a request that
- * finds the loop thread not waiting in epoll wakes nobody. A wake-up from another CPU costs
- * an interrupt to the loop thread's CPU (a SCHED_FIFO thread must preempt at once), which on
- * a virtual machine costs the client 33 us and delays the loop thread by 60 us (measured
- * here), against about 11 us for the loop thread's own timer to end a nap.
+/* The event loop. After the last unit at the backend came back it polls for LOOP_POLL_NS
+ * (non-blocking passes of the event loop, back to back) instead of waiting in epoll: the
+ * client that got the result usually sends its next request within tens of microseconds, and
+ * a request that finds the loop thread not waiting in epoll wakes nobody. A wake-up from
+ * another CPU costs an interrupt to the loop thread's CPU (a SCHED_FIFO thread must preempt
+ * at once), which on a virtual machine costs the client 33 us and delays the loop thread by
+ * 60 us (measured here).
  *
- * The naps do not leave the CPU to anyone: on these virtual machines arming the 1 us timer
- * takes longer than the timer, which has fired before the thread would sleep, so a nap is
- * 35-45 us spent in the kernel without a context switch (perf sched events). A client that
- * waits on the loop thread's own CPU, woken there by its reply, would get that CPU only when
- * the poll ends: 200 us more per request (a one-Relu run took 0.25 ms instead of 0.08 in
- * bench_models whenever the client sat on the loop thread's CPU). Such a client's next
- * request wakes the loop thread from the same CPU, no interrupt across CPUs, so then the loop
- * thread waits in epoll at once (session_woke_here). */
+ * The poll keeps its CPU: a client that waits on the loop thread's own CPU, woken there by
+ * its reply, would get that CPU only when the poll ends: 200 us more per request (a one-Relu
+ * run took 0.25 ms instead of 0.08 in bench_models whenever the client sat on the loop
+ * thread's CPU). Such a client's next request wakes the loop thread from the same CPU, no
+ * interrupt across CPUs, so then the loop thread waits in epoll at once (session_woke_here).
+ * Until 2026-12-04 each pass was followed by a 1 us nanosleep, meant to leave the CPU between
+ * looks; it never did (arming the timer takes longer than the timer: 14.5 us of CPU a nap on
+ * the Zen 5 host, no context switch), and a request waited for the nap to end: the one-Relu
+ * run took 0.037 ms with the naps, 0.019-0.020 without (docs/benchmarks.md). */
 #define LOOP_POLL_NS 200000
-#define LOOP_POLL_NAP_NS 1000
 
 /* The loop thread stays off CPUs where best-effort work runs, while there are others
  * (loopcpu_avoid); looked at once a millisecond at most. */
@@ -197,14 +197,12 @@ static void loop_run(struct npud *d)
                         return;
                 if (busy && !sched_units_in_flight() && !session_woke_here()) { /* the last unit came back */
                         uint64_t t0 = now_ns();
-                        const struct timespec nap = { 0, LOOP_POLL_NAP_NS };
                         do {
                                 event_base_loop(d->base, EVLOOP_NONBLOCK);
                                 if (event_base_got_break(d->base) || event_base_got_exit(d->base))
                                         return;
                                 if (sched_units_in_flight() || session_woke_here())
                                         break;
-                                nanosleep(&nap, NULL);
                         } while (now_ns() - t0 < LOOP_POLL_NS);
                 }
                 busy = sched_units_in_flight();
