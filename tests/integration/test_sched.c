@@ -475,8 +475,8 @@ static long long loop_thread_cpu_ns(pid_t pid)
 /* Compute mode, npud and the client on one CPU: after a run the loop thread polls for the
  * next request (main.c, LOOP_POLL_NS: 200 us) unless its reply woke a client waiting on its
  * own CPU. Polling then would hold that CPU (the loop thread is SCHED_FIFO where it may be,
- * and on a virtual machine its 1 us naps end before it sleeps) while the woken client could
- * not run to send the next request: the whole 200 us of loop thread CPU time per request.
+ * and its poll never sleeps) while the woken client could not run to send the next
+ * request: the whole 200 us of loop thread CPU time per request.
  * Measured as the loop thread's CPU time over many small launches, not as a latency. */
 START_TEST(test_loop_leaves_cpu_to_local_client)
 {
