@@ -238,12 +238,33 @@ int graph_add_node(struct graph *g, const char *name, const char *op_type, const
         return g->nnodes++;
 }
 
+/* s appended at buf + *pos, cut where len runs out (as snprintf would) */
+static void label_cat(char *buf, size_t len, size_t *pos, const char *s)
+{
+        if (!s)
+                s = "(null)";
+        while (*s && *pos + 1 < len)
+                buf[(*pos)++] = *s++;
+}
+
+/* Every node a run executes is labelled (for the messages of its errors): without snprintf,
+ * which was 2.5 % of the loop thread's time for a small latency-critical run. */
 const char *graph_node_label(const struct graph_node *n, char *buf, size_t len)
 {
-        if (n->domain[0] && strcmp(n->domain, "ai.onnx") != 0)
-                snprintf(buf, len, "node '%s' (%s.%s)", n->name, n->domain, n->op_type);
-        else
-                snprintf(buf, len, "node '%s' (%s)", n->name, n->op_type);
+        size_t pos = 0;
+
+        if (!len)
+                return buf;
+        label_cat(buf, len, &pos, "node '");
+        label_cat(buf, len, &pos, n->name);
+        label_cat(buf, len, &pos, "' (");
+        if (n->domain[0] && strcmp(n->domain, "ai.onnx") != 0) {
+                label_cat(buf, len, &pos, n->domain);
+                label_cat(buf, len, &pos, ".");
+        }
+        label_cat(buf, len, &pos, n->op_type);
+        label_cat(buf, len, &pos, ")");
+        buf[pos] = 0;
         return buf;
 }
 
