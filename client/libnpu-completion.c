@@ -261,7 +261,7 @@ static void *reader_main(void *arg)
                         c->ready = h->next;
                         if (!c->ready)
                                 c->ready_tail = NULL;
-                        pthread_mutex_unlock(&ctx->mu);
+                        npu_ctx_unlock(ctx);
                         h->fn(h->user, h->status);
                         if (h->ack) /* a failure here means the connection went: nothing held */
                                 npu_call(ctx, "host_func_done",
@@ -288,6 +288,7 @@ static void *reader_main(void *arg)
                 }
                 if (ctx->reader_active) {
                         ctx->cv_sleepers++;
+                        npu_wakes_flush_locked(ctx); /* (the wait releases the lock) */
                         pthread_cond_wait(&ctx->cv, &ctx->mu);
                         ctx->cv_sleepers--;
                         continue;
@@ -296,7 +297,7 @@ static void *reader_main(void *arg)
                 if (ctx->broken)
                         efd_signal_locked(c);
         }
-        pthread_mutex_unlock(&ctx->mu);
+        npu_ctx_unlock(ctx);
         return NULL;
 }
 
@@ -348,7 +349,7 @@ static struct npu_compl *compl_get(npu_context_t *ctx, const char *fn, int threa
         pthread_mutex_lock(&ctx->mu);
         c = ctx->compl;
         if (c && c->pid != getpid()) {
-                pthread_mutex_unlock(&ctx->mu);
+                npu_ctx_unlock(ctx);
                 *st = fail(NPU_ERR_INVALID, "%s: the context was created before fork(); a child "
                            "process connects anew", fn);
                 return NULL;
@@ -356,7 +357,7 @@ static struct npu_compl *compl_get(npu_context_t *ctx, const char *fn, int threa
         if (!c)
                 c = ctx->compl = compl_alloc();
         if (!c || (c->epfd < 0 && compl_open(ctx, c) < 0)) {
-                pthread_mutex_unlock(&ctx->mu);
+                npu_ctx_unlock(ctx);
                 *st = fail(NPU_ERR_SYSTEM, "%s: cannot create the completion queue: %s", fn,
                            strerror(errno));
                 return NULL;
@@ -368,7 +369,7 @@ static struct npu_compl *compl_get(npu_context_t *ctx, const char *fn, int threa
                 int e = pthread_create(&c->thread, NULL, reader_main, ctx);
                 pthread_sigmask(SIG_SETMASK, &old, NULL);
                 if (e) {
-                        pthread_mutex_unlock(&ctx->mu);
+                        npu_ctx_unlock(ctx);
                         *st = fail(NPU_ERR_SYSTEM, "%s: cannot start the reader thread: %s", fn,
                                    strerror(e));
                         return NULL;
@@ -377,7 +378,7 @@ static struct npu_compl *compl_get(npu_context_t *ctx, const char *fn, int threa
                 /* the thread reads the socket from now on: it would only wake the program */
                 epoll_ctl(c->epfd, EPOLL_CTL_DEL, ctx->fd, NULL);
         }
-        pthread_mutex_unlock(&ctx->mu);
+        npu_ctx_unlock(ctx);
         return c;
 }
 
@@ -391,7 +392,7 @@ void npu_completion_shutdown(npu_context_t *ctx)
                 pthread_mutex_lock(&ctx->mu);
                 c->stop = 1;
                 pthread_cond_broadcast(&ctx->cv);
-                pthread_mutex_unlock(&ctx->mu);
+                npu_ctx_unlock(ctx);
                 shutdown(ctx->fd, SHUT_RDWR); /* ends a read in progress */
                 if (pthread_equal(c->thread, pthread_self()))
                         pthread_detach(c->thread); /* npu.h forbids it; do not hang at least */
@@ -452,7 +453,7 @@ NPU_EXPORT npu_status_t npu_completion_next(npu_context_t *ctx, npu_completion_t
          * reads. That read is otherwise a system call returning EAGAIN on every request. */
         if (c && c->skip_read && !c->head && c->epfd >= 0 && !ctx->broken) {
                 c->skip_read = 0;
-                pthread_mutex_unlock(&ctx->mu);
+                npu_ctx_unlock(ctx);
                 return fail(NPU_ERR_NOT_READY, "npu_completion_next: no completion queued");
         }
         if (c)
@@ -481,7 +482,7 @@ NPU_EXPORT npu_status_t npu_completion_next(npu_context_t *ctx, npu_completion_t
                 efd_signal_locked(c);
         if (!c || !c->head) {
                 int broken = ctx->broken;
-                pthread_mutex_unlock(&ctx->mu);
+                npu_ctx_unlock(ctx);
                 if (broken)
                         return npu_fail_lost(ctx, "npu_completion_next");
                 return fail(NPU_ERR_NOT_READY, "npu_completion_next: no completion queued");
@@ -492,7 +493,7 @@ NPU_EXPORT npu_status_t npu_completion_next(npu_context_t *ctx, npu_completion_t
                 c->tail = NULL;
         c->unsolicited -= n->unsolicited != 0;
         efd_clear_locked(ctx, c);
-        pthread_mutex_unlock(&ctx->mu);
+        npu_ctx_unlock(ctx);
         size_t size = ret->size < sizeof(*ret) ? ret->size : sizeof(*ret);
         memcpy(ret, &n->c, size); /* a caller's older, smaller struct gets its own part */
         ret->size = size;
@@ -561,7 +562,7 @@ NPU_EXPORT npu_status_t npu_launch_host_func(npu_context_t *ctx, npu_stream_t st
         pthread_mutex_lock(&ctx->mu);
         h->next = c->funcs;
         c->funcs = h;
-        pthread_mutex_unlock(&ctx->mu);
+        npu_ctx_unlock(ctx);
         st = submit_notify(ctx, stream, (uint64_t)(uintptr_t)h, PROTO_NOTIFY_HOLD, ret_task);
         if (st != NPU_OK) {
                 /* not submitted, or the connection went (the reader thread then runs it) */
@@ -572,7 +573,7 @@ NPU_EXPORT npu_status_t npu_launch_host_func(npu_context_t *ctx, npu_stream_t st
                                 free(h);
                                 break;
                         }
-                pthread_mutex_unlock(&ctx->mu);
+                npu_ctx_unlock(ctx);
         }
         return st;
 }
@@ -583,7 +584,7 @@ NPU_EXPORT npu_status_t npu_completion_dropped(npu_context_t *ctx, uint64_t *ret
                 return fail(NPU_ERR_INVALID, "npu_completion_dropped: NULL argument");
         pthread_mutex_lock(&ctx->mu);
         *ret_count = ctx->compl ? ctx->compl->dropped : 0;
-        pthread_mutex_unlock(&ctx->mu);
+        npu_ctx_unlock(ctx);
         return NPU_OK;
 }
 

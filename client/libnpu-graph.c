@@ -124,7 +124,7 @@ static int graph_desc_store(npu_context_t *ctx, uint32_t id, json_t *res)
                 d->next = ctx->graphs;
                 ctx->graphs = d;
         }
-        pthread_mutex_unlock(&ctx->mu);
+        npu_ctx_unlock(ctx);
         return 0;
 }
 
@@ -139,7 +139,7 @@ static void graph_desc_drop(npu_context_t *ctx, uint32_t id)
                         *pp = d->next;
                         break;
                 }
-        pthread_mutex_unlock(&ctx->mu);
+        npu_ctx_unlock(ctx);
         graph_desc_free(d);
 }
 
@@ -157,7 +157,7 @@ static npu_status_t graph_desc_lock(npu_context_t *ctx, npu_graph_t graph, const
         pthread_mutex_lock(&ctx->mu);
         if ((*ret = graph_desc_find_locked(ctx, graph.id)))
                 return NPU_OK;
-        pthread_mutex_unlock(&ctx->mu);
+        npu_ctx_unlock(ctx);
         st = npu_call(ctx, "graph_info", json_pack("{s:I}", "graph", (json_int_t)graph.id), &res);
         if (st != NPU_OK)
                 return st;
@@ -169,7 +169,7 @@ static npu_status_t graph_desc_lock(npu_context_t *ctx, npu_graph_t graph, const
         pthread_mutex_lock(&ctx->mu);
         if ((*ret = graph_desc_find_locked(ctx, graph.id)))
                 return NPU_OK;
-        pthread_mutex_unlock(&ctx->mu); /* unloaded meanwhile by another thread */
+        npu_ctx_unlock(ctx); /* unloaded meanwhile by another thread */
         return fail(NPU_ERR_BAD_HANDLE, "%s: graph %u was unloaded", fn, graph.id);
 }
 
@@ -185,7 +185,7 @@ NPU_EXPORT npu_status_t npu_graph_io_count(npu_context_t *ctx, npu_graph_t graph
                 *ret_ninputs = d->nin;
         if (ret_noutputs)
                 *ret_noutputs = d->nout;
-        pthread_mutex_unlock(&ctx->mu);
+        npu_ctx_unlock(ctx);
         return NPU_OK;
 }
 
@@ -211,7 +211,7 @@ static npu_status_t graph_io_get(npu_context_t *ctx, npu_graph_t graph, int is_o
                 return st;
         if (index < 0 || index >= (is_output ? d->nout : d->nin)) {
                 int count = is_output ? d->nout : d->nin;
-                pthread_mutex_unlock(&ctx->mu);
+                npu_ctx_unlock(ctx);
                 return fail(NPU_ERR_OUT_OF_RANGE, "%s: graph %u has %d %s%s, no index %d", fn, graph.id,
                             count, is_output ? "output" : "input", count == 1 ? "" : "s", index);
         }
@@ -228,7 +228,7 @@ static npu_status_t graph_io_get(npu_context_t *ctx, npu_graph_t graph, int is_o
         ret->ndim = io->ndim;
         for (int k = 0; k < io->ndim; k++)
                 ret->dims[k] = io->dims[k];
-        pthread_mutex_unlock(&ctx->mu);
+        npu_ctx_unlock(ctx);
         return NPU_OK;
 }
 
@@ -259,10 +259,10 @@ static npu_status_t graph_find(npu_context_t *ctx, npu_graph_t graph, int is_out
         for (int i = 0; i < (is_output ? d->nout : d->nin); i++)
                 if (strcmp(d->io[is_output ? d->nin + i : i].name, name) == 0) {
                         *ret_index = i;
-                        pthread_mutex_unlock(&ctx->mu);
+                        npu_ctx_unlock(ctx);
                         return NPU_OK;
                 }
-        pthread_mutex_unlock(&ctx->mu);
+        npu_ctx_unlock(ctx);
         return fail(NPU_ERR_INVALID, "%s: graph %u has no %s named '%.200s'", fn, graph.id,
                     is_output ? "output" : "input", name);
 }
@@ -334,7 +334,7 @@ static npu_status_t graph_run_check(npu_context_t *ctx, npu_graph_t graph, const
                                   io->name, s1, s2);
                 }
         }
-        pthread_mutex_unlock(&ctx->mu);
+        npu_ctx_unlock(ctx);
         return st;
 }
 

@@ -4,6 +4,9 @@
  * every failure is a status plus a per-thread message. */
 #include "client/libnpu-internal.h"
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
+
 __thread char npu_tls_message[4096]; /* graph_load lists every unsupported node */
 __thread uint64_t npu_tls_task;
 
@@ -28,7 +31,7 @@ npu_status_t npu_fail_lost(npu_context_t *ctx, const char *method)
         if (!ctx->closed_reason[0] && !ctx->reader_active && ctx->fd >= 0)
                 npu_read_once_locked(ctx, 0);
         memcpy(reason, ctx->closed_reason, sizeof(reason));
-        pthread_mutex_unlock(&ctx->mu);
+        npu_ctx_unlock(ctx);
         return fail(NPU_ERR_CONNECTION, "%s%sconnection to npud lost%s%s", method ? method : "",
                     method ? ": " : "", reason[0] ? ": " : "", reason);
 }
@@ -185,8 +188,7 @@ static void handle_frame_locked(npu_context_t *ctx, const struct proto_frame *f)
                         else
                                 p->reply = proto_json_parse(f->body, f->hdr.body_len, err, sizeof(err));
                         p->done = 1;
-                        if (p->sleeping)
-                                pthread_cond_signal(&p->cv);
+                        npu_wake_locked(ctx, p);
                         return;
                 }
         }
@@ -197,8 +199,7 @@ static void reader_handoff_locked(npu_context_t *ctx)
 {
         for (struct pending *q = ctx->pending; q; q = q->next)
                 if (!q->done) {
-                        if (q->sleeping)
-                                pthread_cond_signal(&q->cv);
+                        npu_wake_locked(ctx, q);
                         return;
                 }
 }
@@ -224,7 +225,7 @@ void npu_read_once_locked(npu_context_t *ctx, int wait)
 {
         uint64_t spin_t0 = 0;
         ctx->reader_active = 1;
-        pthread_mutex_unlock(&ctx->mu);
+        npu_ctx_unlock(ctx);
         ssize_t n;
         if (!wait) { /* what the socket has now, maybe nothing */
                 n = proto_reader_fill(&ctx->reader, ctx->fd);
@@ -272,14 +273,50 @@ void npu_read_once_locked(npu_context_t *ctx, int wait)
          * its reply takes over the reading, and threads waiting for the socket itself (the
          * completion reader) look again */
         if (ctx->broken)
-                for (struct pending *q = ctx->pending; q; q = q->next) {
-                        if (q->sleeping)
-                                pthread_cond_signal(&q->cv);
-                }
+                for (struct pending *q = ctx->pending; q; q = q->next)
+                        npu_wake_locked(ctx, q);
         else
                 reader_handoff_locked(ctx);
         if (ctx->cv_sleepers)
                 pthread_cond_broadcast(&ctx->cv);
+}
+
+static void wake_now(atomic_int *w)
+{
+        atomic_store_explicit(w, 1, memory_order_release);
+        /* the waiter may be gone once it sees the word set (its pending is on its stack): a
+         * wake on the address touches no memory, and the waiter's loop takes a stray one */
+        syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+void npu_wake_locked(npu_context_t *ctx, struct pending *p)
+{
+        if (!p->sleeping)
+                return;
+        p->sleeping = 0;
+        if (ctx->nwake < NPU_WAKE_QUEUE)
+                ctx->wake_q[ctx->nwake++] = &p->wake;
+        else
+                wake_now(&p->wake);
+}
+
+void npu_wakes_flush_locked(npu_context_t *ctx)
+{
+        for (int i = 0; i < ctx->nwake; i++)
+                wake_now(ctx->wake_q[i]);
+        ctx->nwake = 0;
+}
+
+void npu_ctx_unlock(npu_context_t *ctx)
+{
+        atomic_int *q[NPU_WAKE_QUEUE];
+        int n = ctx->nwake;
+
+        memcpy(q, ctx->wake_q, sizeof(q[0]) * (size_t)n);
+        ctx->nwake = 0;
+        pthread_mutex_unlock(&ctx->mu);
+        for (int i = 0; i < n; i++)
+                wake_now(q[i]);
 }
 
 /* Wait for p's reply. Whoever finds no reader active becomes the reader; others sleep, each
@@ -290,15 +327,12 @@ static void wait_reply_locked(npu_context_t *ctx, struct pending *p)
 {
         while (!p->done && !ctx->broken) {
                 if (ctx->reader_active) {
-                        /* a caller that reads its own reply (one thread per context) never
-                         * sleeps: no condition to create, signal or destroy */
-                        if (!p->cv_ready) {
-                                pthread_cond_init(&p->cv, NULL);
-                                p->cv_ready = 1;
-                        }
+                        atomic_store_explicit(&p->wake, 0, memory_order_relaxed);
                         p->sleeping = 1;
-                        pthread_cond_wait(&p->cv, &ctx->mu);
-                        p->sleeping = 0;
+                        npu_ctx_unlock(ctx);
+                        while (!atomic_load_explicit(&p->wake, memory_order_acquire))
+                                syscall(SYS_futex, &p->wake, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+                        pthread_mutex_lock(&ctx->mu);
                         continue;
                 }
                 npu_read_once_locked(ctx, NPU_READ_REPLY); /* hands the reading on, once p is done */
@@ -335,7 +369,7 @@ npu_status_t npu_call_fds(npu_context_t *ctx, const char *method, json_t *params
         p.id = ctx->next_id + 1;
         int sent = ctx->broken ? -EPIPE : nfds ? 0 : send_batch_and_request_locked(ctx, p.id, text, len);
         if (sent < 0 || (!sent && npu_flush_locked(ctx) < 0)) {
-                pthread_mutex_unlock(&ctx->mu);
+                npu_ctx_unlock(ctx);
                 if (text != bare)
                         free(text);
                 return npu_fail_lost(ctx, method);
@@ -350,9 +384,7 @@ npu_status_t npu_call_fds(npu_context_t *ctx, const char *method, json_t *params
                         *pp = p.next;
                         break;
                 }
-        pthread_mutex_unlock(&ctx->mu);
-        if (p.cv_ready)
-                pthread_cond_destroy(&p.cv);
+        npu_ctx_unlock(ctx);
         if (text != bare)
                 free(text);
         if (!p.done)
@@ -676,7 +708,7 @@ static void map_set(npu_context_t *ctx, int32_t **map, size_t *cap, uint32_t id,
         }
         if (idx < *cap)
                 (*map)[idx] = device;
-        pthread_mutex_unlock(&ctx->mu);
+        npu_ctx_unlock(ctx);
 }
 
 static int map_get(npu_context_t *ctx, int32_t *const *map, const size_t *cap, uint32_t id)
@@ -687,7 +719,7 @@ static int map_get(npu_context_t *ctx, int32_t *const *map, const size_t *cap, u
         pthread_mutex_lock(&ctx->mu);
         if (idx < *cap)
                 dev = (*map)[idx];
-        pthread_mutex_unlock(&ctx->mu);
+        npu_ctx_unlock(ctx);
         return dev;
 }
 
@@ -837,7 +869,7 @@ NPU_EXPORT npu_status_t npu_host_alloc(npu_context_t *ctx, uint64_t size, void *
         }
         if (ctx->nregions < ctx->regions_cap)
                 ctx->regions[ctx->nregions++] = (struct region_ent){ ret_region->id, ptr, size };
-        pthread_mutex_unlock(&ctx->mu);
+        npu_ctx_unlock(ctx);
         *ret_ptr = ptr;
         return NPU_OK;
 }
@@ -858,7 +890,7 @@ NPU_EXPORT npu_status_t npu_host_free(npu_context_t *ctx, npu_region_t region)
                         ctx->regions[i] = ctx->regions[--ctx->nregions];
                         break;
                 }
-        pthread_mutex_unlock(&ctx->mu);
+        npu_ctx_unlock(ctx);
         return NPU_OK;
 }
 
@@ -890,11 +922,11 @@ npu_status_t npu_submit(npu_context_t *ctx, struct proto_rec *rec, uint64_t *ret
                 return NPU_ERR_CONNECTION;
         pthread_mutex_lock(&ctx->mu);
         if (ctx->broken) {
-                pthread_mutex_unlock(&ctx->mu);
+                npu_ctx_unlock(ctx);
                 return npu_fail_lost(ctx, NULL);
         }
         if (batch_reserve_locked(ctx, size) < 0) {
-                pthread_mutex_unlock(&ctx->mu);
+                npu_ctx_unlock(ctx);
                 return fail(NPU_ERR_SYSTEM, "out of memory");
         }
         rec->seq = ++ctx->next_seq;
@@ -903,7 +935,7 @@ npu_status_t npu_submit(npu_context_t *ctx, struct proto_rec *rec, uint64_t *ret
         if (ret_task)
                 *ret_task = rec->seq;
         int e = ctx->batch_len >= BATCH_FLUSH_BYTES ? npu_flush_locked(ctx) : 0;
-        pthread_mutex_unlock(&ctx->mu);
+        npu_ctx_unlock(ctx);
         return e < 0 ? npu_fail_lost(ctx, NULL) : NPU_OK;
 }
 
@@ -915,7 +947,7 @@ NPU_EXPORT npu_status_t npu_flush(npu_context_t *ctx)
                 return NPU_ERR_CONNECTION;
         pthread_mutex_lock(&ctx->mu);
         int e = ctx->broken ? -EPIPE : npu_flush_locked(ctx);
-        pthread_mutex_unlock(&ctx->mu);
+        npu_ctx_unlock(ctx);
         return e < 0 ? npu_fail_lost(ctx, NULL) : NPU_OK;
 }
 
@@ -1077,7 +1109,7 @@ static int op_resolve(npu_context_t *ctx, const char *name, size_t len, uint32_t
         if (ret != OP_ABSENT) {
                 pthread_mutex_lock(&ctx->mu);
                 op_store_locked(ctx, name, len, hash, ret);
-                pthread_mutex_unlock(&ctx->mu);
+                npu_ctx_unlock(ctx);
         }
         return ret;
 }
@@ -1122,18 +1154,18 @@ NPU_EXPORT npu_status_t npu_launch(npu_context_t *ctx, npu_stream_t stream, cons
         if (hash) {
                 id = op_find_locked(ctx, op, oplen, hash);
                 if (id == OP_ABSENT) {
-                        pthread_mutex_unlock(&ctx->mu);
+                        npu_ctx_unlock(ctx);
                         id = op_resolve(ctx, op, oplen, hash);
                         pthread_mutex_lock(&ctx->mu);
                 }
         }
         size = proto_launch_size(id >= 0, (unsigned)(ninputs + noutputs), (unsigned)nattrs);
         if (ctx->broken) {
-                pthread_mutex_unlock(&ctx->mu);
+                npu_ctx_unlock(ctx);
                 return npu_fail_lost(ctx, NULL);
         }
         if (batch_reserve_locked(ctx, size) < 0) {
-                pthread_mutex_unlock(&ctx->mu);
+                npu_ctx_unlock(ctx);
                 return fail(NPU_ERR_SYSTEM, "out of memory");
         }
         uint64_t seq = ++ctx->next_seq;
@@ -1152,7 +1184,7 @@ NPU_EXPORT npu_status_t npu_launch(npu_context_t *ctx, npu_stream_t stream, cons
         if (ret_task)
                 *ret_task = seq;
         int e = ctx->batch_len >= BATCH_FLUSH_BYTES ? npu_flush_locked(ctx) : 0;
-        pthread_mutex_unlock(&ctx->mu);
+        npu_ctx_unlock(ctx);
         return e < 0 ? npu_fail_lost(ctx, NULL) : NPU_OK;
 }
 
