@@ -194,6 +194,72 @@ START_TEST(test_threads_own_their_errors)
 }
 END_TEST
 
+/* ---- many waiters on one context ----
+ *
+ * More threads wait on one context at once than libnpu queues wakes for while it holds the
+ * context's lock (NPU_WAKE_QUEUE, 16: the rest are woken at once): each thread fills its own
+ * buffer with its own byte on its own stream, synchronizes and reads the buffer back, many
+ * times. A wake left behind hangs the test (its timeout fails it); a reply given to the
+ * wrong waiter shows as another thread's byte. */
+#define MANY_WAITERS 24
+#define MANY_ROUNDS 60
+
+struct waiter {
+        int index, failures;
+        char why[256];
+};
+
+static void *waiter_main(void *arg)
+{
+        struct waiter *w = arg;
+        npu_buffer_t b;
+        npu_stream_t s;
+        unsigned char got[256];
+
+        if (npu_malloc(ctx, 0, sizeof(got), &b) != NPU_OK || npu_stream_create(ctx, 0, 0, &s) != NPU_OK) {
+                w->failures++;
+                snprintf(w->why, sizeof(w->why), "setup: %s", npu_error_message());
+                return NULL;
+        }
+        for (int r = 0; r < MANY_ROUNDS && !w->failures; r++) {
+                int v = (w->index * 7 + r) & 0xff;
+                if (npu_memset_async(ctx, s, b, 0, v, sizeof(got), NULL) != NPU_OK ||
+                    npu_stream_synchronize(ctx, s) != NPU_OK ||
+                    npu_memcpy_from_device(ctx, got, b, 0, sizeof(got)) != NPU_OK) {
+                        w->failures++;
+                        snprintf(w->why, sizeof(w->why), "round %d: %s", r, npu_error_message());
+                        break;
+                }
+                for (size_t i = 0; i < sizeof(got); i++)
+                        if (got[i] != v) {
+                                w->failures++;
+                                snprintf(w->why, sizeof(w->why), "round %d: byte %zu is %d, not %d", r, i,
+                                         got[i], v);
+                                break;
+                        }
+        }
+        npu_stream_destroy(ctx, s);
+        npu_free(ctx, b);
+        return NULL;
+}
+
+START_TEST(test_many_waiters_on_one_context)
+{
+        struct waiter w[MANY_WAITERS];
+        pthread_t th[MANY_WAITERS];
+
+        for (int i = 0; i < MANY_WAITERS; i++) {
+                w[i] = (struct waiter){ .index = i };
+                ck_assert_int_eq(pthread_create(&th[i], NULL, waiter_main, &w[i]), 0);
+        }
+        for (int i = 0; i < MANY_WAITERS; i++)
+                pthread_join(th[i], NULL);
+        for (int i = 0; i < MANY_WAITERS; i++)
+                ck_assert_msg(w[i].failures == 0, "thread %d: %s", i, w[i].why);
+        OK(npu_ping(ctx)); /* the context still answers */
+}
+END_TEST
+
 /* ---- a socket the caller may not open ---- */
 
 static uid_t attacker_uid;
@@ -462,6 +528,7 @@ int main(void)
         tcase_add_test(tc, test_destroyed_stream_error_stays_out_of_other_streams);
         tcase_add_test(tc, test_stream_error_not_consumed_by_synchronize);
         tcase_add_test(tc, test_threads_own_their_errors);
+        tcase_add_test(tc, test_many_waiters_on_one_context);
         tcase_add_test(tc, test_socket_permission_denied);
         tcase_add_test(tc, test_visible_devices);
         suite_add_tcase(s, tc);
