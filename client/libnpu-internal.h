@@ -150,6 +150,12 @@ int npu_buffer_device(npu_context_t *ctx, npu_buffer_t b);
  * child made by clone() without the fork handlers is not detected. */
 extern unsigned npu_fork_gen;
 void npu_fork_init(npu_context_t *ctx);
+int npu_forked_fail(npu_context_t *ctx, const char *what);
+static inline int npu_forked(npu_context_t *ctx, const char *what)
+{
+        return __builtin_expect(ctx->fork_gen != __atomic_load_n(&npu_fork_gen, __ATOMIC_RELAXED), 0)
+                       ? npu_forked_fail(ctx, what) : 0;
+}
 /* A waiter of a shared context is woken after the context's lock is released, not while the
  * waker holds it: woken under the lock, it preempted the waker on their CPU and blocked on the
  * lock at once (npubench serve, 4 threads on one context: 6.4 context switches a request
@@ -160,12 +166,6 @@ void npu_fork_init(npu_context_t *ctx);
 void npu_wake_locked(npu_context_t *ctx, struct pending *p);
 void npu_ctx_unlock(npu_context_t *ctx);
 void npu_wakes_flush_locked(npu_context_t *ctx);
-int npu_forked_fail(npu_context_t *ctx, const char *what);
-static inline int npu_forked(npu_context_t *ctx, const char *what)
-{
-        return __builtin_expect(ctx->fork_gen != __atomic_load_n(&npu_fork_gen, __ATOMIC_RELAXED), 0)
-                       ? npu_forked_fail(ctx, what) : 0;
-}
 /* Everything npu_disconnect releases except the context itself (npu_reconnect reuses it). */
 void npu_context_release(npu_context_t *ctx);
 /* Become the reader once: read the socket (wait NPU_READ_NOW: only what is there; else
