@@ -238,11 +238,10 @@ int graph_add_node(struct graph *g, const char *name, const char *op_type, const
         return g->nnodes++;
 }
 
-/* s appended at buf + *pos, cut where len runs out (as snprintf would) */
+/* s appended at buf + *pos, cut where len runs out (as snprintf would); a node's strings are
+ * never NULL (graph_add_node) */
 static void label_cat(char *buf, size_t len, size_t *pos, const char *s)
 {
-        if (!s)
-                s = "(null)";
         while (*s && *pos + 1 < len)
                 buf[(*pos)++] = *s++;
 }

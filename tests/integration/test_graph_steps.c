@@ -1005,6 +1005,15 @@ static void cadence_run(struct small_req *q, int n, long gap_us, long gap_us2)
         }
 }
 
+/* The first two CPUs of set (which has two at least). */
+static void first_two_cpus(const cpu_set_t *set, int *cpu, int *other)
+{
+        for (*cpu = 0; !CPU_ISSET(*cpu, set); (*cpu)++)
+                ;
+        for (*other = *cpu + 1; !CPU_ISSET(*other, set); (*other)++)
+                ;
+}
+
 /* A latency-critical client that comes at a cadence finds the loop thread polling for its
  * requests (lcpoll.h): its windows are predicted, its requests come in them and find the loop
  * thread polling, which costs a bounded share of the time; a client without a cadence, a
@@ -1022,11 +1031,8 @@ START_TEST(test_lc_poll_cadence)
                 printf("lc poll: one CPU here, the loop thread never polls there (skipped)\n");
                 return;
         }
-        int cpu = 0, other;
-        while (!CPU_ISSET(cpu, &mine))
-                cpu++;
-        for (other = cpu + 1; !CPU_ISSET(other, &mine); other++)
-                ;
+        int cpu, other;
+        first_two_cpus(&mine, &cpu, &other);
         snprintf(conf, sizeof(conf),
                  "{\"tenants\": [{\"name\": \"lc\", \"class\": \"latency-critical\", \"uids\": [%u]},"
                  " {\"name\": \"fg\", \"class\": \"normal\", \"uids\": [%u]}]}",
@@ -1137,11 +1143,8 @@ START_TEST(test_lc_flood_keeps_best_effort_going)
                 printf("lc flood: one CPU here, the loop thread never polls there (skipped)\n");
                 return;
         }
-        int cpu = 0, other;
-        while (!CPU_ISSET(cpu, &mine))
-                cpu++;
-        for (other = cpu + 1; !CPU_ISSET(other, &mine); other++)
-                ;
+        int cpu, other;
+        first_two_cpus(&mine, &cpu, &other);
         snprintf(conf, sizeof(conf),
                  "{\"tenants\": [{\"name\": \"lc\", \"class\": \"latency-critical\", \"uids\": [%u]},"
                  " {\"name\": \"be\", \"class\": \"best-effort\", \"uids\": [%u]}]}",
