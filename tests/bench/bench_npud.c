@@ -24,6 +24,8 @@
  *      graph_load ran off the loop thread, the longest ping was the whole load).
  * Starts its own npud (NPUD_BIN) unless --socket PATH names a running one; then --pid N names
  * that npud for the CPU and RSS figures (unavailable without it).
+ * NPUBENCH_ISO_REPEAT=1 adds a second latency-critical request right after each timed one in
+ * the isolation section, and its figures (what the first request's time owes to its caches).
  * NPUBENCH_ONLY=ping|tiny|matmul|copy|request|serve|isolation|loadstall runs one section (for profiling), and NPUBENCH_ITERS=N
  * overrides the iteration count of the ping and tiny sections (a longer loop to attach to);
  * NPUBENCH_NOPIN=1 leaves the ping section unpinned (see pin_together). */
@@ -838,9 +840,19 @@ static double iso_load_stop(struct iso_load *l, int *wrong)
         return rate;
 }
 
+/* NPUBENCH_ISO_REPEAT=1: each timed request is followed at once by a second, timed apart
+ * (iso_result.again_*), which finds the caches the first one filled: the difference between
+ * the two says how much of a request's time beside a load is its caches (the second does
+ * not count in the section's figures, but it is work the load sees too). */
+static int iso_repeat(void)
+{
+        const char *v = getenv("NPUBENCH_ISO_REPEAT");
+        return v && atoi(v) > 0;
+}
+
 /* n MLP requests of the latency-critical client, one every 2 ms; their latencies (s) in
- * lat. */
-static void iso_lc_requests(struct explicit_path *e, int n, double *lat, int *wrong)
+ * lat, and with again (iso_repeat) those of a second request right after each. */
+static void iso_lc_requests(struct explicit_path *e, int n, double *lat, double *again, int *wrong)
 {
         struct serve_req q;
         const char *trace = getenv("NPUBENCH_ISO_TRACE");
@@ -851,6 +863,11 @@ static void iso_lc_requests(struct explicit_path *e, int n, double *lat, int *wr
                 double t0 = now_s();
                 explicit_request(e, &q);
                 lat[i] = now_s() - t0;
+                if (again) {
+                        double t1 = now_s();
+                        explicit_request(e, &q);
+                        again[i] = now_s() - t1;
+                }
                 /* NPUBENCH_ISO_TRACE=MS: the requests slower than MS milliseconds (1.5 when
                  * not a number), on CLOCK_MONOTONIC (perf record -k CLOCK_MONOTONIC lines a
                  * scheduler trace up with them) */
@@ -866,6 +883,7 @@ static void iso_lc_requests(struct explicit_path *e, int n, double *lat, int *wr
 struct iso_result {
         double lc_alone, lc_loaded; /* ms, p99 */
         double lc_alone50, lc_loaded50; /* ms, p50 */
+        double again_alone50, again_loaded50, again_alone99, again_loaded99; /* ms (iso_repeat) */
         double be_alone, be_loaded; /* MatMuls or graph runs per second */
         int lc_wrong, be_wrong;
         /* npud's latency-critical polling (lcpoll.h) over the phases: requests that found the
@@ -960,9 +978,12 @@ static void iso_run(int ndev, int be_dev, struct iso_result *res)
          * which made the first load's ratio look better than it was. */
         double *warm = xmalloc(sizeof(double) * ISO_WARMUP);
         int warm_wrong = 0;
-        iso_lc_requests(&e, ISO_WARMUP, warm, &warm_wrong);
+        iso_lc_requests(&e, ISO_WARMUP, warm, NULL, &warm_wrong);
         free(warm);
         double *loaded = xmalloc(sizeof(double) * (size_t)per * rounds);
+        const int repeat = iso_repeat();
+        double *again_alone = repeat ? xmalloc(sizeof(double) * (size_t)per * rounds) : NULL;
+        double *again_loaded = repeat ? xmalloc(sizeof(double) * (size_t)per * rounds) : NULL;
         /* NPUBENCH_ISO_LOADS=matmul,chain,resnet: only those loads (for tracing one) */
         const char *only = getenv("NPUBENCH_ISO_LOADS");
         static const char *const key[ISO_KINDS] = { "matmul", "chain", "resnet" };
@@ -980,7 +1001,8 @@ static void iso_run(int ndev, int be_dev, struct iso_result *res)
                                 fprintf(stderr, "npubench: LC requests alone from %.6f\n", now_s());
                         r->polled_known &= iso_poll_read(msock, &c0, &s0) == 0;
                         t0 = now_s();
-                        iso_lc_requests(&e, per, alone + round * per, &r->lc_wrong);
+                        iso_lc_requests(&e, per, alone + round * per, repeat ? again_alone + round * per : NULL,
+                                        &r->lc_wrong);
                         iso_poll_add(msock, c0, s0, now_s() - t0, rounds, &r->caught_alone, &r->polled_alone,
                                      &r->polled_known);
                         iso_load_start(&l, proc.sock, be_dev, (enum iso_kind)k);
@@ -992,7 +1014,8 @@ static void iso_run(int ndev, int be_dev, struct iso_result *res)
                                 fprintf(stderr, "npubench: LC requests beside the load from %.6f\n", now_s());
                         r->polled_known &= iso_poll_read(msock, &c0, &s0) == 0;
                         t0 = now_s();
-                        iso_lc_requests(&e, per, loaded + round * per, &r->lc_wrong);
+                        iso_lc_requests(&e, per, loaded + round * per, repeat ? again_loaded + round * per : NULL,
+                                        &r->lc_wrong);
                         iso_poll_add(msock, c0, s0, now_s() - t0, rounds, &r->caught_loaded, &r->polled_loaded,
                                      &r->polled_known);
                         r->be_loaded += iso_load_stop(&l, &r->be_wrong) / rounds;
@@ -1001,10 +1024,18 @@ static void iso_run(int ndev, int be_dev, struct iso_result *res)
                 r->lc_alone50 = pct(alone, per * rounds, 0.5) * 1e3;
                 r->lc_loaded = pct(loaded, per * rounds, 0.99) * 1e3;
                 r->lc_loaded50 = pct(loaded, per * rounds, 0.5) * 1e3;
+                if (repeat) {
+                        r->again_alone50 = pct(again_alone, per * rounds, 0.5) * 1e3;
+                        r->again_alone99 = pct(again_alone, per * rounds, 0.99) * 1e3;
+                        r->again_loaded50 = pct(again_loaded, per * rounds, 0.5) * 1e3;
+                        r->again_loaded99 = pct(again_loaded, per * rounds, 0.99) * 1e3;
+                }
                 r->lc_wrong |= warm_wrong;
         }
         free(alone);
         free(loaded);
+        free(again_alone);
+        free(again_loaded);
         explicit_fini(&e);
         CHECK(npu_graph_unload(ctx, g));
         npu_disconnect(ctx);
@@ -1058,6 +1089,13 @@ static void isolation_section(void)
                                        "of the time\n",
                                        r->caught_alone, r->nreq, r->caught_loaded, r->nreq, r->polled_alone * 100,
                                        r->polled_loaded * 100);
+                        if (r->again_alone50 > 0)
+                                printf("  a second request right after each (NPUBENCH_ISO_REPEAT, its caches warm): p50 "
+                                       "alone %.3f ms, loaded %.3f ms (ratio %.2f; the first's %.2f); p99 %.3f and "
+                                       "%.3f ms (ratio %.2f)\n",
+                                       r->again_alone50, r->again_loaded50, r->again_loaded50 / r->again_alone50,
+                                       r->lc_loaded50 / r->lc_alone50, r->again_alone99, r->again_loaded99,
+                                       r->again_loaded99 / r->again_alone99);
                 }
         iso_graphs_free();
 }
