@@ -16,20 +16,25 @@ static struct {
 
 static void lp_init(void)
 {
-        const char *e = getenv("NPUD_LC_POLL");
-
-        if (lp.init)
+        if (lp.init) /* called on every request: getenv only the first time */
                 return;
+        const char *e = getenv("NPUD_LC_POLL");
         lp.init = 1;
         LIST_INIT(&lp.all);
         lp.off = (e && strcmp(e, "0") == 0) || sysconf(_SC_NPROCESSORS_ONLN) < 2;
 }
 
-static int cmp_u64(const void *a, const void *b)
+/* At most LCPOLL_GAPS values, on every request's path: an insertion sort, not qsort's
+ * merge sort through a comparison function (cold code each time beside a load) */
+static void sort_u64(uint64_t *v, int n)
 {
-        uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-        return x < y ? -1 : x > y;
+        for (int i = 1; i < n; i++) {
+                uint64_t x = v[i];
+                int j = i;
+                for (; j > 0 && v[j - 1] > x; j--)
+                        v[j] = v[j - 1];
+                v[j] = x;
+        }
 }
 
 /* The window of the burst after the one that started at p->last_start. */
@@ -42,7 +47,7 @@ static void predict(struct lcpoll *p)
         if (n < LCPOLL_GAPS / 2)
                 return;
         memcpy(g, p->gaps, sizeof(g[0]) * (size_t)n);
-        qsort(g, (size_t)n, sizeof(g[0]), cmp_u64);
+        sort_u64(g, n);
         /* the middle half of the intervals: a late or early burst or two do not widen the
          * window (nor close it) */
         int lo = n / 4, hi = n - 1 - n / 4;
