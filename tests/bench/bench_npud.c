@@ -883,6 +883,7 @@ static void iso_lc_requests(struct explicit_path *e, int n, double *lat, double 
 struct iso_result {
         double lc_alone, lc_loaded; /* ms, p99 */
         double lc_alone50, lc_loaded50; /* ms, p50 */
+        double ratio_lo, ratio_hi; /* the p99 ratio over resampled rounds (iso_ratio_spread) */
         double again_alone50, again_loaded50, again_alone99, again_loaded99; /* ms (iso_repeat) */
         double be_alone, be_loaded; /* MatMuls or graph runs per second */
         int lc_wrong, be_wrong;
@@ -929,6 +930,38 @@ static int iso_rounds(void)
         int n = v ? atoi(v) : 0;
         return n > 0 && n <= 100 ? n : ISO_ROUNDS_DEFAULT;
 }
+/* How far the p99 ratio moves with the rounds it is taken over: ISO_RESAMPLES resamples of
+ * the rounds (drawn with replacement, each alone phase with the loaded phase that followed
+ * it, its neighbour in time), the ratio of the p99s of each; *lo and *hi are their 5th and
+ * 95th percentiles. The host's noise comes in bursts of tens of milliseconds (a few slow
+ * requests in a row), so a round, not a request, is the unit drawn. alone and loaded are
+ * left as they are (per requests a round). */
+#define ISO_RESAMPLES 400
+static void iso_ratio_spread(const double *alone, const double *loaded, int per, int rounds, double *lo,
+                             double *hi)
+{
+        size_t n = (size_t)per * rounds;
+        double *a = xmalloc(sizeof(double) * n), *l = xmalloc(sizeof(double) * n);
+        double *ratio = xmalloc(sizeof(double) * ISO_RESAMPLES);
+        unsigned seed = 1;
+
+        for (int b = 0; b < ISO_RESAMPLES; b++) {
+                for (int k = 0; k < rounds; k++) {
+                        int r = rand_r(&seed) % rounds;
+                        memcpy(a + (size_t)k * per, alone + (size_t)r * per, sizeof(double) * per);
+                        memcpy(l + (size_t)k * per, loaded + (size_t)r * per, sizeof(double) * per);
+                }
+                double pa = pct(a, (int)n, 0.99);
+                ratio[b] = pa > 0 ? pct(l, (int)n, 0.99) / pa : 0;
+        }
+        qsort(ratio, ISO_RESAMPLES, sizeof(double), cmp_double);
+        *lo = ratio[ISO_RESAMPLES * 5 / 100];
+        *hi = ratio[ISO_RESAMPLES * 95 / 100];
+        free(a);
+        free(l);
+        free(ratio);
+}
+
 /* LC requests at the client's cadence before the first round, not counted (1 s) */
 #define ISO_WARMUP 500
 
@@ -1020,6 +1053,7 @@ static void iso_run(int ndev, int be_dev, struct iso_result *res)
                                      &r->polled_known);
                         r->be_loaded += iso_load_stop(&l, &r->be_wrong) / rounds;
                 }
+                iso_ratio_spread(alone, loaded, per, rounds, &r->ratio_lo, &r->ratio_hi);
                 r->lc_alone = pct(alone, per * rounds, 0.99) * 1e3;
                 r->lc_alone50 = pct(alone, per * rounds, 0.5) * 1e3;
                 r->lc_loaded = pct(loaded, per * rounds, 0.99) * 1e3;
@@ -1075,12 +1109,12 @@ static void isolation_section(void)
 
                         printf("isolation, %s (%s, %d host workers%s), BE load: %s: LC MLP [%d,%d]x[%d,%d] "
                                "request every 2 ms p99 alone %.3f ms, loaded %.3f ms, ratio %.2f (target <= %.1f)%s "
-                               "(p50 %.3f and %.3f ms); "
+                               "(p50 %.3f and %.3f ms; the ratio over resampled rounds %.2f-%.2f); "
                                "BE throughput alone %.1f %s, beside LC %.1f %s, ratio %.2f (target >= 0.70)%s%s\n",
                                d ? "other device" : "same device", d ? "2 devices, BE on device 1" : "1 device",
                                cpus, d ? ", each device its own (sim.share_workers false)" : "", iso_load_name[k], SB, SK, SK, SM,
                                r->lc_alone, r->lc_loaded, lr, lim, lr <= lim ? "" : " MISSED", r->lc_alone50,
-                               r->lc_loaded50, r->be_alone,
+                               r->lc_loaded50, r->ratio_lo, r->ratio_hi, r->be_alone,
                                iso_unit[k], r->be_loaded, iso_unit[k], br, br >= 0.7 ? "" : " MISSED",
                                r->lc_wrong || r->be_wrong ? " WRONG RESULT" : "");
                         if (r->polled_known)
