@@ -152,7 +152,6 @@ struct sim {
         struct exec_unit *done;
         int efd;
         struct event *efd_event;
-        int done_activated; /* loop thread: on_done made active, the eventfd not written */
         /* completion relay (done_push): the CPU the loop thread last ran on, the workers
          * spinning idle on each CPU, and the slot a unit waits in for one of them */
         atomic_int loop_cpu;
@@ -544,9 +543,9 @@ static int gang_work(struct sim *s, struct exec_unit *u, int q)
 
 /* u goes to the done list; the loop thread's on_done takes it. From the loop thread itself
  * (a unit run inline) the event is made active instead of the eventfd written: on_done runs
- * later in the same pass, without a system call and a look at epoll, and does not read the
- * eventfd either (a worker's write to it in the meantime leaves it readable: the next pass
- * calls on_done again, which finds the list empty or the worker's unit on it). */
+ * later in the same pass, without a system call and a look at epoll. It is made active with
+ * EV_TIMEOUT, not EV_READ, so that on_done reads the eventfd only when epoll found it
+ * readable (a worker wrote it), not after every inline unit as well. */
 static void done_list_push(struct sim *s, struct exec_unit *u)
 {
         int wake;
@@ -557,8 +556,7 @@ static void done_list_push(struct sim *s, struct exec_unit *u)
         s->done = u;
         pthread_mutex_unlock(&s->done_lock);
         if (wake && u->ran_inline) {
-                s->done_activated = 1;
-                event_active(s->efd_event, EV_READ, 1);
+                event_active(s->efd_event, EV_TIMEOUT, 1);
         } else if (wake) {
                 uint64_t one = 1;
                 while (write(s->efd, &one, sizeof(one)) < 0 && errno == EINTR)
@@ -1035,9 +1033,7 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
         struct exec_unit *list, *rev = NULL;
         uint64_t v;
 
-        if (s->done_activated) /* done_list_push: nothing was written */
-                s->done_activated = 0;
-        else
+        if (what & EV_READ) /* EV_TIMEOUT alone: done_list_push, nothing written */
                 while (read(s->efd, &v, sizeof(v)) < 0 && errno == EINTR)
                         ;
         note_loop_cpu(s);
